@@ -1,0 +1,136 @@
+package hotlimit
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A Clock reports monotonic time as a duration since a fixed origin.
+//
+// Readings from one Clock must never decrease; a limiter treats a reading
+// older than what a key's state already reflects as "no time has passed",
+// so a clock that does go backwards can only cause denials, never extra
+// admissions. Implementations must be safe for concurrent use.
+type Clock interface {
+	Now() time.Duration
+}
+
+// processStart is read once: the wall-clock instant that anchors the
+// default clock, and the monotonic reading that advances it.
+var (
+	processStart     = time.Now()
+	processStartUnix = time.Duration(processStart.UnixNano())
+)
+
+// systemNow is the default clock: Unix time read once at process start,
+// advanced only by the monotonic clock. Fixed windows therefore fall on
+// wall-clock boundaries (a one-minute window is 12:00:00–12:00:59), and a
+// wall-clock step (NTP, an operator) never moves it.
+func systemNow() time.Duration {
+	return processStartUnix + time.Since(processStart)
+}
+
+// SystemClock is the default Clock. See systemNow for its definition.
+type SystemClock struct{}
+
+// Now returns Unix time in nanoseconds, advanced by the monotonic clock.
+func (SystemClock) Now() time.Duration { return systemNow() }
+
+// ManualClock is a Clock that moves only when told to. It starts at 0.
+// It is meant for tests and simulations: drive a limiter through exact
+// instants without sleeping. It is safe for concurrent use.
+type ManualClock struct {
+	now atomic.Int64
+}
+
+// NewManualClock returns a ManualClock that reads 0.
+func NewManualClock() *ManualClock { return &ManualClock{} }
+
+// Now returns the clock's current reading.
+func (c *ManualClock) Now() time.Duration { return time.Duration(c.now.Load()) }
+
+// Advance moves the clock forward by d and returns the new reading.
+// A negative d moves it backwards, which a limiter treats as "no time has
+// passed"; use it only to test exactly that.
+func (c *ManualClock) Advance(d time.Duration) time.Duration {
+	return time.Duration(c.now.Add(int64(d)))
+}
+
+// Set sets the clock's reading to t.
+func (c *ManualClock) Set(t time.Duration) { c.now.Store(int64(t)) }
+
+// CoarseClock is a Clock that returns a cached reading of the default
+// clock, refreshed by one goroutine every resolution. Reading it is a
+// single atomic load, which makes a decision cheaper by the cost of a
+// clock read (about 25 ns on the machines we measure on).
+//
+// The cached reading lags real time by up to the resolution, and by more
+// when the refreshing goroutine is not scheduled (a busy machine can delay
+// it by tens of milliseconds). A lagging clock only ever errs towards
+// denying: admission depends on how much time has passed, and a lagging
+// reading says less time has passed. To bound that error, a Limiter that
+// uses a CoarseClock re-reads the precise clock before it denies a request,
+// so a denial (and its RetryAfter) is always computed from the precise time.
+//
+// Create it with NewCoarseClock and stop it with Stop, or let a Limiter own
+// one with WithCoarseClock.
+type CoarseClock struct {
+	now  atomic.Int64
+	stop chan struct{}
+	once sync.Once
+	done chan struct{}
+}
+
+// NewCoarseClock starts a CoarseClock refreshed every resolution.
+// A resolution below 10µs is raised to 10µs.
+func NewCoarseClock(resolution time.Duration) *CoarseClock {
+	if resolution < 10*time.Microsecond {
+		resolution = 10 * time.Microsecond
+	}
+	c := &CoarseClock{stop: make(chan struct{}), done: make(chan struct{})}
+	c.now.Store(int64(systemNow()))
+	go c.run(resolution)
+	return c
+}
+
+func (c *CoarseClock) run(resolution time.Duration) {
+	defer close(c.done)
+	t := time.NewTicker(resolution)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+			c.refresh()
+		}
+	}
+}
+
+// refresh stores the precise reading, never moving the cache backwards.
+func (c *CoarseClock) refresh() time.Duration {
+	p := int64(systemNow())
+	for {
+		old := c.now.Load()
+		if p <= old {
+			return time.Duration(old)
+		}
+		if c.now.CompareAndSwap(old, p) {
+			return time.Duration(p)
+		}
+	}
+}
+
+// Now returns the cached reading.
+func (c *CoarseClock) Now() time.Duration { return time.Duration(c.now.Load()) }
+
+// Precise reads the default clock and refreshes the cache with it.
+func (c *CoarseClock) Precise() time.Duration { return c.refresh() }
+
+// Stop stops the refreshing goroutine and waits for it to exit. The clock
+// keeps returning its last reading. Stop is idempotent.
+func (c *CoarseClock) Stop() {
+	c.once.Do(func() { close(c.stop) })
+	<-c.done
+}

@@ -1,0 +1,258 @@
+// Package refmodel holds deliberately simple reference models of
+// hotlimit's algorithms: one mutex, a map from key to unpacked state, and
+// the formulas of DESIGN.md written as plainly as possible (big integers
+// where a product could overflow, a search where the fast path solves an
+// equation). Tests and fuzz targets run the same operations through a
+// model and a hotlimit.Limiter and require identical decisions.
+package refmodel
+
+import (
+	"fmt"
+	"math/big"
+	"sync"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+// maxTime mirrors the limiter's clock saturation (2^62 ns).
+const maxTime = 1 << 62
+
+// Model is a reference limiter driven by an explicit clock.
+type Model struct {
+	mu    sync.Mutex
+	clock hotlimit.Clock
+	kind  string
+	limit int64
+	t     int64 // emission interval (buckets)
+	w     int64 // window length (windows)
+	tat   map[string]int64
+	win   map[string]*winState
+}
+
+type winState struct {
+	k    int64 // full window index of cur
+	prev int64 // count in window k-1
+	cur  int64 // count in window k
+}
+
+// New returns a model of policy reading time from clock. The policy must
+// be valid (check it with hotlimit.New first).
+func New(policy any, clock hotlimit.Clock) *Model {
+	m := &Model{clock: clock, tat: map[string]int64{}, win: map[string]*winState{}}
+	switch p := policy.(type) {
+	case hotlimit.TokenBucket:
+		m.kind, m.limit, m.t = "tb", p.Burst, ceilDiv(int64(p.Rate.Per), p.Rate.N)
+	case hotlimit.LeakyBucket:
+		m.kind, m.limit, m.t = "leaky", p.Capacity+1, ceilDiv(int64(p.Rate.Per), p.Rate.N)
+	case hotlimit.FixedWindow:
+		m.kind, m.limit, m.w = "fixed", p.Limit, int64(p.Window)
+	case hotlimit.SlidingWindow:
+		m.kind, m.limit, m.w = "sliding", p.Limit, int64(p.Window)
+	default:
+		panic(fmt.Sprintf("refmodel: unsupported policy %T", policy))
+	}
+	return m
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// Limit returns the policy's capacity.
+func (m *Model) Limit() int64 { return m.limit }
+
+// Allow is AllowN(key, 1).
+func (m *Model) Allow(key string) hotlimit.Decision { return m.AllowN(key, 1) }
+
+func (m *Model) now() int64 {
+	t := int64(m.clock.Now())
+	if t < 0 {
+		return 0
+	}
+	if t > maxTime {
+		return maxTime
+	}
+	return t
+}
+
+// AllowN decides as DESIGN.md specifies.
+func (m *Model) AllowN(key string, cost int64) hotlimit.Decision {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	if cost < 0 || cost > m.limit || len(key) > hotlimit.MaxKeyLen {
+		d := hotlimit.Decision{Limit: m.limit}
+		if len(key) <= hotlimit.MaxKeyLen {
+			d = m.decide(key, now, 0, false)
+		}
+		d.Allowed, d.RetryAfter, d.Delay = false, hotlimit.Never, 0
+		return d
+	}
+	return m.decide(key, now, cost, true)
+}
+
+// Peek reports key's state without changing it.
+func (m *Model) Peek(key string) hotlimit.Decision {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.decide(key, m.now(), 0, false)
+}
+
+func (m *Model) decide(key string, now, cost int64, write bool) hotlimit.Decision {
+	switch m.kind {
+	case "tb", "leaky":
+		return m.bucket(key, now, cost, write)
+	default:
+		return m.window(key, now, cost, write)
+	}
+}
+
+func (m *Model) bucket(key string, now, cost int64, write bool) hotlimit.Decision {
+	T := m.t
+	burst := m.limit * T
+	tat := max(m.tat[key], now) // TAT never goes back
+	debt := tat - now
+	rem := func(debt int64) int64 {
+		if debt >= burst {
+			return 0
+		}
+		return (burst - debt) / T
+	}
+	if cost == 0 {
+		return hotlimit.Decision{Allowed: true, Limit: m.limit, Remaining: rem(debt), ResetAfter: time.Duration(debt)}
+	}
+	newTAT := tat + cost*T
+	if newTAT-now > burst {
+		return hotlimit.Decision{Limit: m.limit, Remaining: rem(debt), RetryAfter: time.Duration(newTAT - burst - now), ResetAfter: time.Duration(debt)}
+	}
+	if write {
+		m.tat[key] = newTAT
+	}
+	d := hotlimit.Decision{Allowed: true, Limit: m.limit, Remaining: rem(newTAT - now), ResetAfter: time.Duration(newTAT - now)}
+	if m.kind == "leaky" {
+		d.Delay = time.Duration(debt)
+	}
+	return d
+}
+
+// counts returns the window index, elapsed time and counts (prev, cur) of
+// key's state at now, rolled forward; a state newer than now is read at the
+// start of its own window.
+func (m *Model) counts(key string, now int64) (k, e, prev, cur int64) {
+	k, e = now/m.w, now%m.w
+	s := m.win[key]
+	switch {
+	case s == nil || (s.prev == 0 && s.cur == 0):
+		return k, e, 0, 0
+	case s.k > k: // stale reading: no time has passed
+		return s.k, 0, s.prev, s.cur
+	case s.k == k:
+		return k, e, s.prev, s.cur
+	case s.k == k-1 && m.kind == "sliding":
+		return k, e, s.cur, 0
+	default:
+		return k, e, 0, 0
+	}
+}
+
+// admits reports whether cost fits at elapsed e with counts prev, cur,
+// using exact big-integer arithmetic.
+func (m *Model) admits(e, prev, cur, cost int64) bool {
+	if m.kind == "fixed" {
+		return cur+cost <= m.limit
+	}
+	W := big.NewInt(m.w)
+	lhs := new(big.Int).Mul(big.NewInt(prev), big.NewInt(m.w-e))
+	lhs.Add(lhs, new(big.Int).Mul(big.NewInt(cur+cost), W))
+	rhs := new(big.Int).Mul(big.NewInt(m.limit), W)
+	return lhs.Cmp(rhs) <= 0
+}
+
+// remainingAt counts, one unit at a time, how many more unit requests fit.
+func (m *Model) remainingAt(e, prev, cur int64) int64 {
+	if m.kind == "fixed" {
+		return m.limit - cur
+	}
+	// ⌊(L·W − p·(W−e) − q·W)/W⌋, clamped at 0.
+	W := big.NewInt(m.w)
+	x := new(big.Int).Mul(big.NewInt(m.limit), W)
+	x.Sub(x, new(big.Int).Mul(big.NewInt(prev), big.NewInt(m.w-e)))
+	x.Sub(x, new(big.Int).Mul(big.NewInt(cur), W))
+	if x.Sign() <= 0 {
+		return 0
+	}
+	return x.Div(x, W).Int64()
+}
+
+func (m *Model) resetAt(e, prev, cur int64) int64 {
+	switch {
+	case cur > 0 && m.kind == "sliding":
+		return 2*m.w - e
+	case cur > 0 || prev > 0:
+		return m.w - e
+	}
+	return 0
+}
+
+func (m *Model) window(key string, now, cost int64, write bool) hotlimit.Decision {
+	k, e, prev, cur := m.counts(key, now)
+	if cost == 0 {
+		return hotlimit.Decision{Allowed: true, Limit: m.limit, Remaining: m.remainingAt(e, prev, cur), ResetAfter: time.Duration(m.resetAt(e, prev, cur))}
+	}
+	if m.admits(e, prev, cur, cost) {
+		cur += cost
+		if write {
+			m.win[key] = &winState{k: k, prev: prev, cur: cur}
+		}
+		return hotlimit.Decision{Allowed: true, Limit: m.limit, Remaining: m.remainingAt(e, prev, cur), ResetAfter: time.Duration(m.resetAt(e, prev, cur))}
+	}
+	return hotlimit.Decision{
+		Limit:      m.limit,
+		Remaining:  m.remainingAt(e, prev, cur),
+		RetryAfter: time.Duration(m.searchRetry(k, e, prev, cur, cost)),
+		ResetAfter: time.Duration(m.resetAt(e, prev, cur)),
+	}
+}
+
+// searchRetry finds the smallest d > 0 at which cost is admitted, by binary
+// search over [1, 2W]: admission only becomes easier as time passes.
+func (m *Model) searchRetry(k, e, prev, cur, cost int64) int64 {
+	ok := func(d int64) bool {
+		t := e + d
+		switch {
+		case t < m.w:
+			return m.admits(t, prev, cur, cost)
+		case t < 2*m.w:
+			if m.kind == "fixed" {
+				return m.admits(t-m.w, 0, 0, cost)
+			}
+			return m.admits(t-m.w, cur, 0, cost)
+		default:
+			return m.admits(t%m.w, 0, 0, cost)
+		}
+	}
+	lo, hi := int64(0), 2*m.w-e // ok(hi): both windows gone
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if ok(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
+// Clone returns an independent copy of m reading time from clock.
+func (m *Model) Clone(clock hotlimit.Clock) *Model {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := &Model{clock: clock, kind: m.kind, limit: m.limit, t: m.t, w: m.w, tat: map[string]int64{}, win: map[string]*winState{}}
+	for k, v := range m.tat {
+		c.tat[k] = v
+	}
+	for k, v := range m.win {
+		s := *v
+		c.win[k] = &s
+	}
+	return c
+}

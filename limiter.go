@@ -1,0 +1,660 @@
+package hotlimit
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Decision is the outcome of one request. See DESIGN.md "Semantics" for
+// the exact definition of each field per algorithm.
+type Decision struct {
+	// Allowed reports whether the request was admitted and its cost consumed.
+	Allowed bool
+	// Limit is the policy's capacity: Burst, Limit, or Capacity+1 (leaky).
+	Limit int64
+	// Remaining is how many unit requests could be admitted right after
+	// this decision (≥ 0).
+	Remaining int64
+	// RetryAfter, when denied, is the shortest wait after which the same
+	// request is admitted if nothing else consumes meanwhile; Never if it
+	// can never be. 0 when allowed.
+	RetryAfter time.Duration
+	// ResetAfter is the time until the key is back to its fresh state.
+	ResetAfter time.Duration
+	// Delay, for LeakyBucket only, is how long an admitted request should
+	// wait before it starts.
+	Delay time.Duration
+}
+
+type kind uint8
+
+const (
+	kindTokenBucket kind = iota + 1
+	kindLeakyBucket
+	kindFixedWindow
+	kindSlidingWindow
+)
+
+func (k kind) String() string {
+	return [...]string{"", "TokenBucket", "LeakyBucket", "FixedWindow", "SlidingWindow"}[k]
+}
+
+// Limiter is a keyed rate limiter: each key (an API token, a user, a
+// client IP) has its own state under one policy, chosen at New.
+//
+// A decision for an existing key takes one shard read lock and one CAS on
+// the key's 64-bit state word, and allocates nothing. Keys are compared
+// exactly, never by hash alone. A Limiter is safe for concurrent use; it
+// must not be copied. Call Close when done with it to stop its sweeper.
+//
+// Create one with New; the zero Limiter is not usable.
+type Limiter struct {
+	kind  kind
+	limit int64
+	g     gcra   // kindTokenBucket, kindLeakyBucket
+	win   window // kindFixedWindow, kindSlidingWindow
+
+	seed   uint64 // mixed into every key's hash; random per limiter
+	shift  uint   // shard index = hash >> shift
+	shards []shard
+
+	clock  Clock        // nil: the default clock
+	coarse *CoarseClock // non-nil: the clock is this CoarseClock
+	owned  bool         // the limiter started coarse and stops it
+
+	maxKeys int64        // 0: unbounded
+	keys    atomic.Int64 // entries held plus insertions in flight; ≤ maxKeys
+	sweptAt atomic.Int64 // latest instant at which a fresh entry was removed
+
+	sweepEvery time.Duration
+	closeOnce  sync.Once
+	stop       chan struct{}
+	done       chan struct{}
+}
+
+// Option configures a Limiter.
+type Option func(*config)
+
+type config struct {
+	clock      Clock
+	coarse     time.Duration
+	shards     int
+	maxKeys    int
+	sweepEvery time.Duration
+	err        error
+}
+
+func (c *config) fail(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("hotlimit: "+format, args...)
+	}
+}
+
+const maxShards = 1 << 16
+
+// WithClock makes the limiter read time from c instead of the default
+// clock. Use a ManualClock in tests.
+func WithClock(c Clock) Option {
+	return func(cfg *config) {
+		if c == nil {
+			cfg.fail("WithClock: nil Clock")
+		}
+		cfg.clock = c
+	}
+}
+
+// WithCoarseClock makes the limiter read a cached clock refreshed every
+// resolution by a goroutine that Close stops. See CoarseClock for what
+// this trades: decisions save a clock read, and a lagging reading only
+// ever errs towards denying (denials are re-checked on the precise clock).
+func WithCoarseClock(resolution time.Duration) Option {
+	return func(cfg *config) {
+		if resolution <= 0 || resolution > time.Second {
+			cfg.fail("WithCoarseClock: resolution must be in (0, 1s], got %v", resolution)
+		}
+		cfg.coarse = resolution
+	}
+}
+
+// WithShards sets the number of lock stripes, rounded up to a power of
+// two. The default is 256. n must be in [1, 65536].
+func WithShards(n int) Option {
+	return func(cfg *config) {
+		if n < 1 || n > maxShards {
+			cfg.fail("WithShards: n must be in [1, %d], got %d", maxShards, n)
+		}
+		cfg.shards = n
+	}
+}
+
+// WithMaxKeys bounds the number of keys held: Len() ≤ n at all times. To
+// make room for a new key the limiter looks at several entries and removes
+// the one closest to fresh, so a flood of new keys cannot reset a drained
+// key while fresher ones exist. 0 means unbounded.
+func WithMaxKeys(n int) Option {
+	return func(cfg *config) {
+		if n < 0 {
+			cfg.fail("WithMaxKeys: n must be ≥ 0, got %d", n)
+		}
+		cfg.maxKeys = n
+	}
+}
+
+// WithSweepInterval sets how often the background sweeper removes keys
+// whose state is fresh (which changes no decision). The default is one
+// minute; 0 disables the sweeper (call Sweep yourself, or rely on
+// WithMaxKeys).
+func WithSweepInterval(d time.Duration) Option {
+	return func(cfg *config) {
+		if d < 0 {
+			cfg.fail("WithSweepInterval: interval must be ≥ 0, got %v", d)
+		}
+		cfg.sweepEvery = d
+	}
+}
+
+// New returns a Limiter for policy, which is a TokenBucket, LeakyBucket,
+// FixedWindow or SlidingWindow (or a pointer to one). It returns an error
+// naming the field and value for a configuration that is invalid or that
+// the packed state cannot represent exactly.
+func New(policy any, opts ...Option) (*Limiter, error) {
+	cfg := config{shards: 256, sweepEvery: time.Minute}
+	for _, o := range opts {
+		if o == nil {
+			cfg.fail("nil Option")
+			continue
+		}
+		o(&cfg)
+	}
+	if cfg.err != nil {
+		return nil, cfg.err
+	}
+	if cfg.clock != nil && cfg.coarse != 0 {
+		return nil, fmt.Errorf("hotlimit: WithClock and WithCoarseClock are mutually exclusive")
+	}
+	l := &Limiter{seed: rand.Uint64(), maxKeys: int64(cfg.maxKeys), sweepEvery: cfg.sweepEvery}
+	if err := l.setPolicy(policy); err != nil {
+		return nil, err
+	}
+	n := 1
+	for n < cfg.shards {
+		n <<= 1
+	}
+	l.shards = make([]shard, n)
+	l.shift = 64 // hash >> 64 is 0 in Go: one shard
+	for m := n; m > 1; m >>= 1 {
+		l.shift--
+	}
+	l.clock = cfg.clock
+	if cfg.coarse != 0 {
+		l.coarse = NewCoarseClock(cfg.coarse)
+		l.clock, l.owned = l.coarse, true
+	} else if cc, ok := cfg.clock.(*CoarseClock); ok {
+		l.coarse = cc
+	}
+	if cfg.sweepEvery > 0 {
+		l.stop, l.done = make(chan struct{}), make(chan struct{})
+		go l.sweepLoop()
+	}
+	return l, nil
+}
+
+func (l *Limiter) setPolicy(policy any) error {
+	switch p := policy.(type) {
+	case *TokenBucket:
+		if p == nil {
+			return fmt.Errorf("hotlimit: nil *TokenBucket")
+		}
+		return l.setPolicy(*p)
+	case *LeakyBucket:
+		if p == nil {
+			return fmt.Errorf("hotlimit: nil *LeakyBucket")
+		}
+		return l.setPolicy(*p)
+	case *FixedWindow:
+		if p == nil {
+			return fmt.Errorf("hotlimit: nil *FixedWindow")
+		}
+		return l.setPolicy(*p)
+	case *SlidingWindow:
+		if p == nil {
+			return fmt.Errorf("hotlimit: nil *SlidingWindow")
+		}
+		return l.setPolicy(*p)
+	case TokenBucket:
+		if err := p.Rate.validate("TokenBucket.Rate"); err != nil {
+			return err
+		}
+		if p.Burst <= 0 {
+			return fmt.Errorf("hotlimit: TokenBucket.Burst must be > 0, got %d", p.Burst)
+		}
+		t := int64(p.Rate.Interval())
+		if p.Burst > maxTau/t {
+			return fmt.Errorf("hotlimit: TokenBucket.Burst %d × interval %v exceeds %v: the bucket's state would overflow", p.Burst, time.Duration(t), time.Duration(maxTau))
+		}
+		l.kind, l.limit, l.g = kindTokenBucket, p.Burst, newGCRA(p.Rate, p.Burst, false)
+	case LeakyBucket:
+		if err := p.Rate.validate("LeakyBucket.Rate"); err != nil {
+			return err
+		}
+		if p.Capacity < 0 {
+			return fmt.Errorf("hotlimit: LeakyBucket.Capacity must be ≥ 0 (0: no queue), got %d", p.Capacity)
+		}
+		t := int64(p.Rate.Interval())
+		if p.Capacity >= maxTau/t {
+			return fmt.Errorf("hotlimit: LeakyBucket.Capacity %d × interval %v exceeds %v: the bucket's state would overflow", p.Capacity, time.Duration(t), time.Duration(maxTau))
+		}
+		l.kind, l.limit, l.g = kindLeakyBucket, p.Capacity+1, newGCRA(p.Rate, p.Capacity+1, true)
+	case FixedWindow:
+		return l.setWindow("FixedWindow", p.Limit, p.Window, false)
+	case SlidingWindow:
+		return l.setWindow("SlidingWindow", p.Limit, p.Window, true)
+	default:
+		return fmt.Errorf("hotlimit: unsupported policy type %T (want TokenBucket, LeakyBucket, FixedWindow or SlidingWindow)", policy)
+	}
+	return nil
+}
+
+func (l *Limiter) setWindow(name string, limit int64, w time.Duration, sliding bool) error {
+	switch {
+	case limit <= 0:
+		return fmt.Errorf("hotlimit: %s.Limit must be > 0, got %d", name, limit)
+	case w <= 0:
+		return fmt.Errorf("hotlimit: %s.Window must be > 0, got %v", name, w)
+	case w > maxWindow:
+		return fmt.Errorf("hotlimit: %s.Window %v exceeds %v", name, w, time.Duration(maxWindow))
+	}
+	x, ok := newWindow(limit, w, sliding)
+	if !ok {
+		most := int64(1)<<(64-minIndexBits) - 1
+		if sliding {
+			most = int64(1)<<((64-minIndexBits)/2) - 1
+		}
+		return fmt.Errorf("hotlimit: %s.Limit %d does not fit the packed state (at most %d)", name, limit, most)
+	}
+	l.kind, l.limit, l.win = kindFixedWindow, limit, x
+	if sliding {
+		l.kind = kindSlidingWindow
+	}
+	return nil
+}
+
+// now reads the limiter's clock, clamped to [0, maxTime].
+func (l *Limiter) now() int64 {
+	var t int64
+	switch {
+	case l.coarse != nil:
+		t = l.coarse.now.Load()
+	case l.clock == nil:
+		t = int64(systemNow())
+	default:
+		t = int64(l.clock.Now())
+	}
+	return min(max(t, 0), maxTime)
+}
+
+// hash returns key's hash, never 0. It mixes xxhash with the limiter's
+// random seed through a bijective finalizer, so an attacker who knows the
+// code but not the seed cannot choose keys that share a shard or a probe
+// run: only keys whose 64-bit xxhash collide outright stay together, and
+// those are pairs, not piles.
+func (l *Limiter) hash(key string) uint64 {
+	h := xxhash.Sum64String(key) ^ l.seed
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h | 1
+}
+
+func (l *Limiter) shardOf(h uint64) *shard {
+	return &l.shards[h>>l.shift]
+}
+
+// step decides cost c at now against state word w. See bucket.go and
+// window.go.
+func (l *Limiter) step(w uint64, now, c int64) (uint64, Decision) {
+	if l.kind <= kindLeakyBucket {
+		return l.g.step(w, now, c)
+	}
+	return l.win.step(w, now, c)
+}
+
+// resetAfter returns how long until w is a fresh key's state at now.
+func (l *Limiter) resetAfter(w uint64, now int64) int64 {
+	if l.kind <= kindLeakyBucket {
+		return l.g.resetAfter(w, now)
+	}
+	return l.win.resetAfter(w, now)
+}
+
+// decide runs the CAS loop on one key's state word. Requires the key's
+// shard lock (read or write). A denial and a peek never write.
+func (l *Limiter) decide(w *atomic.Uint64, now, cost int64) Decision {
+	rechecked := false
+	for {
+		old := w.Load()
+		next, d := l.step(old, now, cost)
+		if next == old || w.CompareAndSwap(old, next) {
+			if !d.Allowed && l.coarse != nil && !rechecked {
+				// A lagging coarse reading errs towards denying: decide
+				// a denial again on the precise clock.
+				rechecked = true
+				if p := min(int64(l.coarse.Precise()), maxTime); p > now {
+					now = p
+					continue
+				}
+			}
+			return d
+		}
+		// Another request updated the word first: decide again from it.
+	}
+}
+
+// Allow is shorthand for AllowN(key, 1).
+func (l *Limiter) Allow(key string) Decision { return l.AllowN(key, 1) }
+
+// AllowN decides whether a request of the given cost for key may proceed
+// now, and consumes the cost if so. Cost 0 peeks: it is always allowed and
+// reports the key's current state without changing it. A cost below 0 or
+// above the policy's Limit, or a key longer than MaxKeyLen, is denied with
+// RetryAfter = Never. A denial never changes any state, and a peek or a
+// denial for an unknown key creates no entry.
+func (l *Limiter) AllowN(key string, cost int64) Decision {
+	now := l.now()
+	if cost < 0 || cost > l.limit || len(key) > MaxKeyLen {
+		return l.never(key, now)
+	}
+	h := l.hash(key)
+	s := l.shardOf(h)
+	s.mu.RLock()
+	if i := s.tab.find(h, key); i >= 0 {
+		d := l.decide(&s.tab.slots[i].word, now, cost)
+		s.mu.RUnlock()
+		if d.Allowed {
+			s.allowed.Add(1)
+		} else {
+			s.denied.Add(1)
+		}
+		return d
+	}
+	s.mu.RUnlock()
+	return l.allowNew(s, h, key, now, cost)
+}
+
+// allowNew is AllowN's path for a key that was not found.
+func (l *Limiter) allowNew(s *shard, h uint64, key string, now, cost int64) Decision {
+	if cost == 0 {
+		_, d := l.step(0, now, 0) // a fresh key's state; no entry
+		s.allowed.Add(1)
+		return d
+	}
+	l.reserveKey(now)
+	s.mu.Lock()
+	i := s.tab.find(h, key)
+	if i >= 0 {
+		l.keys.Add(-1) // inserted meanwhile by someone else
+	} else {
+		// An entry removed as fresh at sweptAt must come back as fresh
+		// at that instant or later: see gc.go.
+		now = max(now, l.sweptAt.Load())
+		i = s.tab.insert(h, key)
+	}
+	d := l.decide(&s.tab.slots[i].word, now, cost)
+	s.mu.Unlock()
+	if d.Allowed {
+		s.allowed.Add(1)
+	} else {
+		s.denied.Add(1)
+	}
+	return d
+}
+
+// never returns the denial of a request that can never be admitted, with
+// the key's current Remaining and ResetAfter.
+func (l *Limiter) never(key string, now int64) Decision {
+	var d Decision
+	if len(key) <= MaxKeyLen {
+		d = l.peek(key, now)
+	} else {
+		d.Limit = l.limit
+	}
+	d.Allowed, d.RetryAfter, d.Delay = false, Never, 0
+	l.shards[0].denied.Add(1) // rare; contention does not matter here
+	return d
+}
+
+// peek returns the decision for cost 0 without counting it.
+func (l *Limiter) peek(key string, now int64) Decision {
+	h := l.hash(key)
+	s := l.shardOf(h)
+	var w uint64
+	s.mu.RLock()
+	if i := s.tab.find(h, key); i >= 0 {
+		w = s.tab.slots[i].word.Load()
+	}
+	s.mu.RUnlock()
+	_, d := l.step(w, now, 0)
+	return d
+}
+
+// reserveKey reserves room for one more key, evicting one if the limiter
+// is at WithMaxKeys. The caller must release it (keys.Add(-1)) if it does
+// not insert. Requires that no shard lock is held.
+func (l *Limiter) reserveKey(now int64) {
+	if l.maxKeys == 0 {
+		l.keys.Add(1)
+		return
+	}
+	for {
+		n := l.keys.Load()
+		if n < l.maxKeys {
+			if l.keys.CompareAndSwap(n, n+1) {
+				return
+			}
+			continue
+		}
+		if !l.evictOne(now) {
+			runtime.Gosched() // every held slot is an insertion in flight
+		}
+	}
+}
+
+// Wait blocks until a request of the given cost for key is admitted, or
+// returns an error without consuming anything.
+//
+// For the token and leaky buckets, Wait reserves the request's slot at
+// once (consuming it) and sleeps until the slot: the instant the request
+// fits for the token bucket, the start of its turn for the leaky bucket.
+// If the context's deadline is before the slot, Wait fails at once with
+// ErrDeadline; if the context ends while it sleeps, it gives the slot back
+// and returns the context's error. For the window policies, which cannot
+// hold a reservation in a future window, Wait sleeps until RetryAfter and
+// tries again, so it is not first-come first-served under contention.
+//
+// Wait sleeps in real time, whatever the limiter's clock. It returns
+// ErrInvalidCost for a cost below 0 or above Limit, and ErrKeyTooLong.
+func (l *Limiter) Wait(ctx context.Context, key string, cost int64) error {
+	if cost < 0 || cost > l.limit {
+		return fmt.Errorf("%w: cost %d, limit %d", ErrInvalidCost, cost, l.limit)
+	}
+	if len(key) > MaxKeyLen {
+		return ErrKeyTooLong
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if cost == 0 {
+		return nil
+	}
+	maxWait := int64(math.MaxInt64)
+	if dl, ok := ctx.Deadline(); ok {
+		maxWait = int64(time.Until(dl))
+	}
+	if l.kind > kindLeakyBucket {
+		return l.waitWindow(ctx, key, cost)
+	}
+	wait, ok := l.reserve(key, cost, maxWait)
+	if !ok {
+		return fmt.Errorf("%w: would wait %v", ErrDeadline, time.Duration(wait))
+	}
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(time.Duration(wait))
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		t.Stop()
+		l.unreserve(key, cost)
+		return ctx.Err()
+	}
+}
+
+func (l *Limiter) waitWindow(ctx context.Context, key string, cost int64) error {
+	for {
+		d := l.AllowN(key, cost)
+		if d.Allowed {
+			return nil
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d.RetryAfter {
+			return fmt.Errorf("%w: would wait %v", ErrDeadline, d.RetryAfter)
+		}
+		t := time.NewTimer(d.RetryAfter)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// reserve takes a slot for Wait; see gcra.reserve.
+func (l *Limiter) reserve(key string, cost, maxWait int64) (wait int64, ok bool) {
+	now := l.now()
+	h := l.hash(key)
+	s := l.shardOf(h)
+	s.mu.RLock()
+	if i := s.tab.find(h, key); i >= 0 {
+		wait, ok = l.reserveAt(&s.tab.slots[i].word, now, cost, maxWait)
+		s.mu.RUnlock()
+		l.countReserve(s, ok)
+		return wait, ok
+	}
+	s.mu.RUnlock()
+	l.reserveKey(now)
+	s.mu.Lock()
+	i := s.tab.find(h, key)
+	inserted := i < 0
+	if inserted {
+		now = max(now, l.sweptAt.Load())
+		i = s.tab.insert(h, key)
+	} else {
+		l.keys.Add(-1)
+	}
+	wait, ok = l.reserveAt(&s.tab.slots[i].word, now, cost, maxWait)
+	if !ok && inserted {
+		s.tab.deleteAt(i) // still fresh: nothing was written to it
+		l.keys.Add(-1)
+	}
+	s.mu.Unlock()
+	l.countReserve(s, ok)
+	return wait, ok
+}
+
+func (l *Limiter) countReserve(s *shard, ok bool) {
+	if ok {
+		s.allowed.Add(1)
+	} else {
+		s.denied.Add(1)
+	}
+}
+
+func (l *Limiter) reserveAt(w *atomic.Uint64, now, cost, maxWait int64) (int64, bool) {
+	for {
+		old := w.Load()
+		next, wait, ok := l.g.reserve(old, now, cost, maxWait)
+		if !ok {
+			return wait, false
+		}
+		if next == old || w.CompareAndSwap(old, next) {
+			return wait, true
+		}
+	}
+}
+
+// unreserve gives back a slot that Wait reserved.
+func (l *Limiter) unreserve(key string, cost int64) {
+	now := l.now()
+	h := l.hash(key)
+	s := l.shardOf(h)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	i := s.tab.find(h, key)
+	if i < 0 {
+		return // swept or evicted: nothing left to give back
+	}
+	w := &s.tab.slots[i].word
+	for {
+		old := w.Load()
+		if next := l.g.unreserve(old, now, cost); next == old || w.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// Len returns the number of keys currently held (counting insertions in
+// flight).
+func (l *Limiter) Len() int { return int(l.keys.Load()) }
+
+// Stats are a limiter's counters since New.
+type Stats struct {
+	Allowed uint64 // admitted requests (including peeks)
+	Denied  uint64 // denied requests
+	Keys    uint64 // keys currently held: Len()
+	Swept   uint64 // fresh entries removed (by the sweeper or to make room)
+	Evicted uint64 // non-fresh entries evicted to make room (WithMaxKeys)
+}
+
+// Stats returns the limiter's counters. Each is read atomically; together
+// they are not a snapshot of one instant.
+func (l *Limiter) Stats() Stats {
+	var st Stats
+	for i := range l.shards {
+		s := &l.shards[i]
+		st.Allowed += s.allowed.Load()
+		st.Denied += s.denied.Load()
+		st.Swept += s.swept.Load()
+		st.Evicted += s.evicted.Load()
+	}
+	st.Keys = uint64(max(0, l.keys.Load()))
+	return st
+}
+
+// Close stops the limiter's background goroutines (the sweeper, and a
+// coarse clock started by WithCoarseClock) and waits for them to exit. The
+// limiter keeps deciding correctly after Close; it only stops sweeping.
+// Close is idempotent and safe to call concurrently with any method.
+func (l *Limiter) Close() error {
+	l.closeOnce.Do(func() {
+		if l.stop != nil {
+			close(l.stop)
+			<-l.done
+		}
+		if l.owned {
+			l.coarse.Stop()
+		}
+	})
+	return nil
+}

@@ -1,0 +1,206 @@
+package hotlimit
+
+import (
+	"math/bits"
+	"time"
+)
+
+// window holds the parameters of the fixed window and the sliding-window
+// counter.
+//
+// State word, fixed window (cb = countBits):
+//
+//	bits 63..cb   low bits of the window index k = ⌊now/W⌋
+//	bits cb-1..0  count admitted in window k
+//
+// State word, sliding-window counter:
+//
+//	bits 63..2cb    low bits of the window index k
+//	bits 2cb-1..cb  p: count admitted in window k−1
+//	bits cb-1..0    q: count admitted in window k
+//
+// cb is the bit length of Limit, so every count fits. The index keeps
+// eb = 64−cb (fixed) or 64−2cb (sliding) bits; the full index is recovered
+// relative to now, as the nearest index at or before now's modulo 2^eb,
+// unless it lies less than half the ring (2^(eb−1) windows) after now's, in
+// which case the state is newer than the reading (a stale clock reading)
+// and the reading is treated as the start of the state's window: no time
+// has passed.
+//
+// Horizon: a key untouched for half the ring or more could have its counts
+// read as newer than they are. Counts only ever deny, so such a misreading
+// can deny, never admit more; and the sweeper removes a key as soon as its
+// counts are expired, long before. Typical horizons (half the ring):
+//
+//	fixed,   Limit 1,000,000, 1 s windows:      2^43 s (278,000 years)
+//	fixed,   Limit 1,000,000, 1 ms windows:     2^43 ms (278 years)
+//	sliding, Limit 100,       1 s windows:      2^49 s
+//	sliding, Limit 1,000,000, 1 min windows:    2^23 min (16 years)
+//	sliding, Limit 1,000,000, 1 s windows:      2^23 s (97 days)
+//	sliding, Limit 4,194,303, 24 h windows:     2^19 days
+//
+// New rejects configurations that leave fewer than 20 index bits.
+//
+// Invariants:
+//   - 0 ≤ now ≤ maxTime, 1 ≤ W ≤ maxWindow, 1 ≤ Limit < 2^cb.
+//   - A count never exceeds Limit; a denial and a peek never change the word.
+//   - The index stored is never older than the one it replaces (a stale
+//     reading is moved forward to the stored window first).
+type window struct {
+	w       int64  // window length W, ns
+	limit   int64  // Limit
+	cb      uint   // bits per count
+	eb      uint   // bits of window index kept
+	cmask   uint64 // (1<<cb)−1
+	emask   uint64 // (1<<eb)−1
+	sliding bool
+}
+
+// minIndexBits is the fewest window-index bits New accepts.
+const minIndexBits = 20
+
+func newWindow(limit int64, w time.Duration, sliding bool) (window, bool) {
+	cb := uint(bits.Len64(uint64(limit)))
+	used := cb
+	if sliding {
+		used = 2 * cb
+	}
+	if used > 64-minIndexBits {
+		return window{}, false
+	}
+	eb := 64 - used
+	return window{
+		w: int64(w), limit: limit, cb: cb, eb: eb,
+		cmask: 1<<cb - 1, emask: 1<<eb - 1, sliding: sliding,
+	}, true
+}
+
+// Accessors for the packed word.
+func (x *window) index(w uint64) uint64 { return w >> (64 - x.eb) }
+func (x *window) q(w uint64) int64     { return int64(w & x.cmask) }
+func (x *window) p(w uint64) int64     { return int64(w >> x.cb & x.cmask) }
+func (x *window) pack(k uint64, p, q int64) uint64 {
+	return (k&x.emask)<<(64-x.eb) | uint64(p)<<x.cb | uint64(q)
+}
+
+// view reads state w at now. It returns the window index k the decision is
+// made in, the elapsed time e into it, and the counts p (window k−1) and q
+// (window k) as they stand then.
+func (x *window) view(w uint64, now int64) (k uint64, e, p, q int64) {
+	k = uint64(now / x.w)
+	e = now - int64(k)*x.w
+	sq := x.q(w)
+	var sp int64
+	if x.sliding {
+		sp = x.p(w)
+	}
+	if sq == 0 && sp == 0 {
+		return k, e, 0, 0 // fresh, whatever its index says
+	}
+	diff := (k - x.index(w)) & x.emask // windows from the stored index to now's
+	switch {
+	case diff == 0:
+		return k, e, sp, sq
+	case diff >= 1<<(x.eb-1):
+		// The state is from a later window than now: a stale reading.
+		// Decide at the start of the state's window instead.
+		k += (x.emask + 1) - diff
+		return k, 0, sp, sq
+	case diff == 1 && x.sliding:
+		return k, e, sq, 0
+	default:
+		return k, e, 0, 0
+	}
+}
+
+// used returns ⌈p·(W−e)/W⌉: the previous window's weight, in whole units.
+func (x *window) used(p, e int64) int64 {
+	if p == 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(uint64(p), uint64(x.w-e))
+	quo, rem := bits.Div64(hi, lo, uint64(x.w)) // hi < W since p < 2^63 and W−e ≤ W
+	if rem != 0 {
+		quo++
+	}
+	return int64(quo)
+}
+
+// resetAfterView returns the time until the counts p, q at elapsed e are
+// both expired.
+func (x *window) resetAfterView(e, p, q int64) int64 {
+	switch {
+	case q > 0 && x.sliding:
+		return x.w - e + x.w // q becomes the previous count, then expires
+	case q > 0 || p > 0:
+		return x.w - e
+	}
+	return 0
+}
+
+// step decides a request of cost 0 ≤ c ≤ Limit at now against state w.
+func (x *window) step(w uint64, now, c int64) (uint64, Decision) {
+	k, e, p, q := x.view(w, now)
+	u := x.used(p, e)
+	if c == 0 {
+		return w, Decision{Allowed: true, Limit: x.limit, Remaining: max(0, x.limit-q-u), ResetAfter: time.Duration(x.resetAfterView(e, p, q))}
+	}
+	if q+c+u <= x.limit {
+		q += c
+		return x.pack(k, p, q), Decision{
+			Allowed:    true,
+			Limit:      x.limit,
+			Remaining:  x.limit - q - u,
+			ResetAfter: time.Duration(x.resetAfterView(e, p, q)),
+		}
+	}
+	return w, Decision{
+		Limit:      x.limit,
+		Remaining:  max(0, x.limit-q-u),
+		RetryAfter: time.Duration(x.retryAfter(e, p, q, c)),
+		ResetAfter: time.Duration(x.resetAfterView(e, p, q)),
+	}
+}
+
+// retryAfter returns the shortest wait after which a request of cost c,
+// denied at elapsed e with counts p and q, is admitted.
+func (x *window) retryAfter(e, p, q, c int64) int64 {
+	W := x.w
+	if !x.sliding {
+		return W - e // a fixed window starts empty
+	}
+	// Later in this window: p's weight decays. Admitted at e' iff
+	// p·(W−e') ≤ room·W, i.e. e' ≥ W − ⌊room·W/p⌋.
+	if room := x.limit - q - c; room >= 0 && p > 0 {
+		if at := W - floorMulDiv(room, W, p); at < W {
+			return at - e
+		}
+	}
+	// In the next window q becomes the previous count and decays.
+	room := x.limit - c
+	at := int64(0)
+	if q > 0 {
+		at = max(0, W-floorMulDiv(room, W, q))
+	}
+	return W - e + at // at == W: the window after next, when both are gone
+}
+
+// floorMulDiv returns ⌊a·b/d⌋ for a, b ≥ 0 and d > 0, saturating at
+// MaxInt64.
+func floorMulDiv(a, b, d int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(d) {
+		return 1<<63 - 1
+	}
+	quo, _ := bits.Div64(hi, lo, uint64(d))
+	if quo > 1<<63-1 {
+		return 1<<63 - 1
+	}
+	return int64(quo)
+}
+
+// resetAfter returns how long until w is a fresh key's state; 0 means fresh.
+func (x *window) resetAfter(w uint64, now int64) int64 {
+	_, e, p, q := x.view(w, now)
+	return x.resetAfterView(e, p, q)
+}
