@@ -1,6 +1,7 @@
 package hotlimit
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,11 +51,23 @@ func NewManualClock() *ManualClock { return &ManualClock{} }
 // Now returns the clock's current reading.
 func (c *ManualClock) Now() time.Duration { return time.Duration(c.now.Load()) }
 
-// Advance moves the clock forward by d and returns the new reading.
-// A negative d moves it backwards, which a limiter treats as "no time has
+// Advance moves the clock forward by d and returns the new reading. The
+// reading saturates at the limits of time.Duration instead of wrapping. A
+// negative d moves it backwards, which a limiter treats as "no time has
 // passed"; use it only to test exactly that.
 func (c *ManualClock) Advance(d time.Duration) time.Duration {
-	return time.Duration(c.now.Add(int64(d)))
+	for {
+		old := c.now.Load()
+		next := old + int64(d)
+		if d > 0 && next < old {
+			next = math.MaxInt64
+		} else if d < 0 && next > old {
+			next = math.MinInt64
+		}
+		if c.now.CompareAndSwap(old, next) {
+			return time.Duration(next)
+		}
+	}
 }
 
 // Set sets the clock's reading to t.

@@ -77,8 +77,8 @@ func newWindow(limit int64, w time.Duration, sliding bool) (window, bool) {
 
 // Accessors for the packed word.
 func (x *window) index(w uint64) uint64 { return w >> (64 - x.eb) }
-func (x *window) q(w uint64) int64     { return int64(w & x.cmask) }
-func (x *window) p(w uint64) int64     { return int64(w >> x.cb & x.cmask) }
+func (x *window) q(w uint64) int64      { return int64(w & x.cmask) }
+func (x *window) p(w uint64) int64      { return int64(w >> x.cb & x.cmask) }
 func (x *window) pack(k uint64, p, q int64) uint64 {
 	return (k&x.emask)<<(64-x.eb) | uint64(p)<<x.cb | uint64(q)
 }

@@ -1,0 +1,127 @@
+package hotlimit_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	year := 365 * 24 * time.Hour
+	cases := []struct {
+		policy any
+		opts   []hotlimit.Option
+		want   string // substring of the error
+	}{
+		{hotlimit.TokenBucket{Rate: hotlimit.PerSecond(0), Burst: 1}, nil, "TokenBucket.Rate.N must be > 0, got 0"},
+		{hotlimit.TokenBucket{Rate: hotlimit.PerSecond(-3), Burst: 1}, nil, "got -3"},
+		{hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 0}, Burst: 1}, nil, "TokenBucket.Rate.Per must be > 0"},
+		{hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 2_000_000_000, Per: time.Second}, Burst: 1}, nil, "faster than 1 event per nanosecond"},
+		{hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 0}, nil, "TokenBucket.Burst must be > 0, got 0"},
+		{hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: year}, Burst: 1000}, nil, "TokenBucket.Burst 1000"},
+		{hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1 << 62}, nil, "overflow"},
+		{hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(1), Capacity: -1}, nil, "LeakyBucket.Capacity must be ≥ 0"},
+		{hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(1), Capacity: 1<<63 - 1}, nil, "LeakyBucket.Capacity"},
+		{hotlimit.FixedWindow{Limit: 0, Window: time.Second}, nil, "FixedWindow.Limit must be > 0, got 0"},
+		{hotlimit.FixedWindow{Limit: 5, Window: -time.Second}, nil, "FixedWindow.Window must be > 0, got -1s"},
+		{hotlimit.FixedWindow{Limit: 1 << 50, Window: time.Second}, nil, "does not fit the packed state"},
+		{hotlimit.SlidingWindow{Limit: 1 << 22, Window: time.Second}, nil, "SlidingWindow.Limit 4194304 does not fit"},
+		{hotlimit.SlidingWindow{Limit: 5, Window: 1 << 60}, nil, "SlidingWindow.Window"},
+		{"100/s", nil, "unsupported policy type string"},
+		{(*hotlimit.TokenBucket)(nil), nil, "nil *TokenBucket"},
+		{hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1}, []hotlimit.Option{hotlimit.WithShards(0)}, "WithShards"},
+		{hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1}, []hotlimit.Option{hotlimit.WithShards(1 << 20)}, "WithShards"},
+		{hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1}, []hotlimit.Option{hotlimit.WithMaxKeys(-1)}, "WithMaxKeys: n must be ≥ 0, got -1"},
+		{hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1}, []hotlimit.Option{hotlimit.WithSweepInterval(-time.Second)}, "WithSweepInterval"},
+		{hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1}, []hotlimit.Option{hotlimit.WithClock(nil)}, "nil Clock"},
+		{hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1}, []hotlimit.Option{hotlimit.WithCoarseClock(0)}, "WithCoarseClock"},
+		{hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1}, []hotlimit.Option{nil}, "nil Option"},
+		{hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1}, []hotlimit.Option{hotlimit.WithCoarseClock(time.Millisecond), hotlimit.WithClock(hotlimit.NewManualClock())}, "mutually exclusive"},
+	}
+	for _, tc := range cases {
+		l, err := hotlimit.New(tc.policy, tc.opts...)
+		if err == nil {
+			l.Close()
+			t.Errorf("New(%+v) succeeded, want error containing %q", tc.policy, tc.want)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), "hotlimit: ") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v) = %q, want prefix \"hotlimit: \" and %q", tc.policy, err, tc.want)
+		}
+	}
+}
+
+func TestNewAcceptsExtremes(t *testing.T) {
+	year := 365 * 24 * time.Hour
+	for _, p := range []any{
+		hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: year}, Burst: 1},
+		hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1_000_000_000, Per: time.Second}, Burst: 1_000_000_000},
+		hotlimit.LeakyBucket{Rate: hotlimit.Rate{N: 1, Per: year}, Capacity: 10},
+		hotlimit.FixedWindow{Limit: 1_000_000, Window: 24 * time.Hour},
+		hotlimit.SlidingWindow{Limit: 1_000_000, Window: 24 * time.Hour},
+		hotlimit.SlidingWindow{Limit: 1<<22 - 1, Window: time.Nanosecond},
+		&hotlimit.FixedWindow{Limit: 1, Window: time.Nanosecond},
+	} {
+		l, err := hotlimit.New(p)
+		if err != nil {
+			t.Errorf("New(%+v): %v", p, err)
+			continue
+		}
+		if d := l.Allow("k"); !d.Allowed {
+			t.Errorf("%+v: first request denied: %+v", p, d)
+		}
+		l.Close()
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	good := map[string]hotlimit.Rate{
+		"100/s":     hotlimit.PerSecond(100),
+		"100/1m":    hotlimit.PerMinute(100),
+		"5/250ms":   {N: 5, Per: 250 * time.Millisecond},
+		" 7 / h ":   hotlimit.PerHour(7),
+		"1/8760h":   {N: 1, Per: 8760 * time.Hour},
+		"1000000/s": hotlimit.PerSecond(1_000_000),
+		"3/1.5s":    {N: 3, Per: 1500 * time.Millisecond},
+	}
+	for s, want := range good {
+		got, err := hotlimit.ParseRate(s)
+		if err != nil || got != want {
+			t.Errorf("ParseRate(%q) = %v, %v; want %v", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"", "100", "/s", "x/s", "100/", "100/x", "0/s", "-1/s", "5/-1s", "5/0s",
+		"99999999999999999999/s", "100/99999999999h", "2000000000/s", "1e3/s", "100/s/s"} {
+		if r, err := hotlimit.ParseRate(s); err == nil {
+			t.Errorf("ParseRate(%q) = %v, want error", s, r)
+		} else if !strings.HasPrefix(err.Error(), "hotlimit: ") {
+			t.Errorf("ParseRate(%q) error %q lacks the hotlimit: prefix", s, err)
+		}
+	}
+}
+
+func TestRateRoundTrip(t *testing.T) {
+	for _, r := range []hotlimit.Rate{hotlimit.PerSecond(3), {N: 5, Per: 250 * time.Millisecond}, hotlimit.PerHour(1)} {
+		got, err := hotlimit.ParseRate(r.String())
+		if err != nil || got != r {
+			t.Errorf("ParseRate(%q) = %v, %v; want %v", r.String(), got, err, r)
+		}
+	}
+}
+
+func TestKeyTooLong(t *testing.T) {
+	l, _ := hotlimit.New(hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 5}, hotlimit.WithSweepInterval(0))
+	defer l.Close()
+	k := strings.Repeat("x", hotlimit.MaxKeyLen+1)
+	if d := l.Allow(k); d.Allowed || d.RetryAfter != hotlimit.Never {
+		t.Fatalf("over-long key: %+v, want denied with Never", d)
+	}
+	if l.Len() != 0 {
+		t.Fatalf("over-long key created state: Len() = %d", l.Len())
+	}
+	if d := l.Allow(k[:hotlimit.MaxKeyLen]); !d.Allowed {
+		t.Fatalf("key of MaxKeyLen denied: %+v", d)
+	}
+}

@@ -1,0 +1,139 @@
+package hotlimit_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/internal/refmodel"
+)
+
+// policies used by the randomized tests: small limits so that denials,
+// refills and window edges all happen often.
+func testPolicies() []any {
+	return []any{
+		hotlimit.TokenBucket{Rate: hotlimit.PerSecond(3), Burst: 1},
+		hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 7, Per: time.Second}, Burst: 5},
+		hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 365 * 24 * time.Hour}, Burst: 3},
+		hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1_000_000_000, Per: time.Second}, Burst: 1000},
+		hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(10), Capacity: 0},
+		hotlimit.LeakyBucket{Rate: hotlimit.Rate{N: 3, Per: 700 * time.Millisecond}, Capacity: 4},
+		hotlimit.FixedWindow{Limit: 5, Window: time.Second},
+		hotlimit.FixedWindow{Limit: 1, Window: 3 * time.Millisecond},
+		hotlimit.SlidingWindow{Limit: 7, Window: time.Second},
+		hotlimit.SlidingWindow{Limit: 1_000_000, Window: 24 * time.Hour},
+		hotlimit.SlidingWindow{Limit: 3, Window: 999 * time.Millisecond},
+	}
+}
+
+// step sizes for the clock: enough variety to land on, before and after
+// every edge.
+func randAdvance(r *rand.Rand, scale time.Duration) time.Duration {
+	switch r.IntN(6) {
+	case 0:
+		return 0
+	case 1:
+		return time.Duration(r.IntN(3))
+	case 2:
+		return scale
+	case 3:
+		return time.Duration(r.Int64N(int64(scale) + 1))
+	case 4:
+		return time.Duration(r.Int64N(4*int64(scale) + 1))
+	default:
+		return time.Duration(r.Int64N(int64(scale)/10 + 1))
+	}
+}
+
+func policyScale(p any) (time.Duration, int64) {
+	switch p := p.(type) {
+	case hotlimit.TokenBucket:
+		return p.Rate.Interval(), p.Burst
+	case hotlimit.LeakyBucket:
+		return p.Rate.Interval(), p.Capacity + 1
+	case hotlimit.FixedWindow:
+		return p.Window, p.Limit
+	case hotlimit.SlidingWindow:
+		return p.Window, p.Limit
+	}
+	panic("unknown policy")
+}
+
+// TestDifferential drives the limiter and the reference model through the
+// same random operations and requires identical decisions; on the model it
+// also checks that RetryAfter is the shortest honest wait and Remaining is
+// exact.
+func TestDifferential(t *testing.T) {
+	ops := 3000
+	if testing.Short() {
+		ops = 500
+	}
+	for pi, p := range testPolicies() {
+		t.Run(fmt.Sprintf("%d-%T", pi, p), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(pi), 42))
+			c := hotlimit.NewManualClock()
+			c.Set(time.Duration(r.Int64N(int64(time.Hour))))
+			l, err := hotlimit.New(p, hotlimit.WithClock(c), hotlimit.WithSweepInterval(0), hotlimit.WithShards(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			m := refmodel.New(p, c)
+			scale, limit := policyScale(p)
+			keys := []string{"a", "b", "a-much-longer-key-stored-in-the-arena"}
+			for i := 0; i < ops; i++ {
+				if c.Now() < 140*365*24*time.Hour { // past 2^62 ns the limiter's clock stops
+					c.Advance(randAdvance(r, scale))
+				}
+				key := keys[r.IntN(len(keys))]
+				cost := r.Int64N(limit+3) - 1 // -1 .. limit+1
+				if r.IntN(3) == 0 {
+					cost = min(1, cost)
+				}
+				if r.IntN(50) == 0 {
+					l.Sweep()
+				}
+				got, want := l.AllowN(key, cost), m.AllowN(key, cost)
+				if got != want {
+					t.Fatalf("op %d at %v key %q cost %d:\n got %+v\nwant %+v", i, c.Now(), key, cost, got, want)
+				}
+				checkHonest(t, m, key, cost, got, c.Now())
+			}
+		})
+	}
+}
+
+// checkHonest checks, on copies of the model, that a denial's RetryAfter is
+// the shortest wait and that Remaining unit requests pass at once and no
+// more.
+func checkHonest(t *testing.T, m *refmodel.Model, key string, cost int64, d hotlimit.Decision, now time.Duration) {
+	t.Helper()
+	const saturation = 1 << 62 // the limiter's clock stops here
+	if !d.Allowed && d.RetryAfter != hotlimit.Never && now+d.RetryAfter <= saturation {
+		c := hotlimit.NewManualClock()
+		c.Set(now + d.RetryAfter - 1)
+		if m.Clone(c).AllowN(key, cost).Allowed {
+			t.Fatalf("at %v key %q cost %d: admitted 1ns before RetryAfter %v", now, key, cost, d.RetryAfter)
+		}
+		c.Set(now + d.RetryAfter)
+		if !m.Clone(c).AllowN(key, cost).Allowed {
+			t.Fatalf("at %v key %q cost %d: denied at RetryAfter %v", now, key, cost, d.RetryAfter)
+		}
+	}
+	if d.Remaining > 64 {
+		return // counting one by one is for small limits
+	}
+	c := hotlimit.NewManualClock()
+	c.Set(now)
+	mm := m.Clone(c)
+	for i := int64(0); i < d.Remaining; i++ {
+		if !mm.AllowN(key, 1).Allowed {
+			t.Fatalf("at %v key %q: Remaining %d but unit %d denied", now, key, d.Remaining, i)
+		}
+	}
+	if mm.AllowN(key, 1).Allowed {
+		t.Fatalf("at %v key %q: Remaining %d but one more admitted", now, key, d.Remaining)
+	}
+}
