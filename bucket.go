@@ -1,7 +1,5 @@
 package hotlimit
 
-import "time"
-
 // gcra holds the parameters of the token bucket and the leaky bucket,
 // which share one algorithm and one state word.
 //
@@ -44,28 +42,20 @@ func (g *gcra) remaining(debt int64) int64 {
 
 // step decides a request of cost 0 ≤ c ≤ limit at now against state w. It
 // returns the next state (w itself when nothing is to be written) and the
-// decision.
-func (g *gcra) step(w uint64, now, c int64) (uint64, Decision) {
+// verdict. For the leaky bucket, the Delay of an admission is
+// reset − c·T (the debt before it), which Limiter.decision derives.
+func (g *gcra) step(w uint64, now, c int64) (uint64, verdict) {
 	base := max(tat(w), now) // no time passes backwards: see DESIGN "Time"
 	debt := base - now       // time until the bucket is full again
 	if c == 0 {
-		return w, Decision{Allowed: true, Limit: g.limit, Remaining: g.remaining(debt), ResetAfter: time.Duration(debt)}
+		return w, verdict{ok: true, rem: g.remaining(debt), reset: debt}
 	}
 	next := base + c*g.t
 	if next-now <= g.tau {
-		d := Decision{Allowed: true, Limit: g.limit, Remaining: g.remaining(next - now), ResetAfter: time.Duration(next - now)}
-		if g.leaky {
-			d.Delay = time.Duration(debt) // the first unit starts when the queue ahead has drained
-		}
-		return packTAT(next), d
+		return packTAT(next), verdict{ok: true, rem: g.remaining(next - now), reset: next - now}
 	}
 	// Denied: the request fits once TAT has drained to now+tau−c·T.
-	return w, Decision{
-		Limit:      g.limit,
-		Remaining:  g.remaining(debt),
-		RetryAfter: time.Duration(next - g.tau - now),
-		ResetAfter: time.Duration(debt),
-	}
+	return w, verdict{rem: g.remaining(debt), retry: next - g.tau - now, reset: debt}
 }
 
 // reserve is step for Wait: it admits cost c ≥ 1 at the earliest instant

@@ -27,7 +27,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{hotlimit.FixedWindow{Limit: 0, Window: time.Second}, nil, "FixedWindow.Limit must be > 0, got 0"},
 		{hotlimit.FixedWindow{Limit: 5, Window: -time.Second}, nil, "FixedWindow.Window must be > 0, got -1s"},
 		{hotlimit.FixedWindow{Limit: 1 << 50, Window: time.Second}, nil, "does not fit the packed state"},
-		{hotlimit.SlidingWindow{Limit: 1 << 22, Window: time.Second}, nil, "SlidingWindow.Limit 4194304 does not fit"},
+		{hotlimit.SlidingWindow{Limit: 1 << 21, Window: time.Second}, nil, "SlidingWindow.Limit 2097152 does not fit"},
 		{hotlimit.SlidingWindow{Limit: 5, Window: 1 << 60}, nil, "SlidingWindow.Window"},
 		{"100/s", nil, "unsupported policy type string"},
 		{(*hotlimit.TokenBucket)(nil), nil, "nil *TokenBucket"},
@@ -61,7 +61,7 @@ func TestNewAcceptsExtremes(t *testing.T) {
 		hotlimit.LeakyBucket{Rate: hotlimit.Rate{N: 1, Per: year}, Capacity: 10},
 		hotlimit.FixedWindow{Limit: 1_000_000, Window: 24 * time.Hour},
 		hotlimit.SlidingWindow{Limit: 1_000_000, Window: 24 * time.Hour},
-		hotlimit.SlidingWindow{Limit: 1<<22 - 1, Window: time.Nanosecond},
+		hotlimit.SlidingWindow{Limit: 1<<21 - 1, Window: time.Nanosecond},
 		&hotlimit.FixedWindow{Limit: 1, Window: time.Nanosecond},
 	} {
 		l, err := hotlimit.New(p)

@@ -7,22 +7,22 @@ import (
 
 // Removing keys: the background sweeper and the WithMaxKeys bound.
 //
-// Protocol. Every reader holds its shard's read lock from the lookup of a
-// key's slot to the end of its CAS on the slot's state word (shard.go). A
-// key is removed only under the shard's write lock. So when the remover
-// holds the write lock no reader is between lookup and CAS: a reader that
-// found the slot has finished its CAS (and the remover sees its result), and
-// a reader that comes later does not find the slot and takes the insert
-// path, which also needs the write lock. No admission can land in a removed
-// entry and be lost.
+// Protocol: tombstones (shard.go). Decisions take no lock; they CAS a
+// key's state word. A remover, holding the shard's mutex, reads the word w,
+// judges it, and CASes w to w|deadBit. If a decision changed the word in
+// between, the remover's CAS fails and nothing is removed. If the remover's
+// CAS wins, every later CAS on that word fails (a retired word never changes
+// again), and the decision retries under the shard's mutex, where it no
+// longer finds the retired slot and inserts a fresh entry. So no admission
+// can land in a removed entry and be lost.
 //
 // Invariants:
-//   - The sweeper removes an entry only if its state, read under the write
-//     lock, is a fresh key's state at the sweep's instant S (resetAfter is
+//   - The sweeper removes an entry only if its state, as retired by the
+//     CAS, is a fresh key's state at the sweep's instant S (resetAfter is
 //     0): token bucket full, windows expired.
 //   - Before removing anything as fresh at S, the remover raises sweptAt to
 //     at least S; the insert path reads sweptAt under the same shard's write
-//     lock and decides a re-created key at max(now, sweptAt). A state that
+//     mutex and decides a re-created key at max(now, sweptAt). A state that
 //     is fresh at S is fresh at every later instant, and a fresh entry
 //     decides exactly as a new one at the same instant, so a sweep changes
 //     no decision; the clamp covers a reading older than S (a goroutine
@@ -35,9 +35,9 @@ import (
 //   - keys counts entries held plus insertions that have reserved room;
 //     reservation happens before insertion and release after removal, so
 //     Len() ≤ maxKeys at every instant.
-//   - A sweep holds a shard's write lock for at most sweepChunk slots, so a
-//     decision on that shard waits for microseconds, and decisions on other
-//     shards not at all.
+//   - A sweep holds a shard's mutex for at most sweepChunk slots. Decisions
+//     on existing keys never wait for it; only the insertion of a new key
+//     into that shard waits, for microseconds.
 
 // sweepChunk is how many slots the sweeper examines per lock hold.
 const sweepChunk = 512
@@ -90,23 +90,25 @@ func (l *Limiter) sweepShard(s *shard, now int64) int {
 	removed := 0
 	for pos := 0; ; {
 		s.mu.Lock()
-		t := &s.tab
-		n := 0
-		for pos < len(t.slots) && n < sweepChunk {
-			n++
+		t := s.tab.Load()
+		for n := 0; pos < len(t.slots) && n < sweepChunk; pos, n = pos+1, n+1 {
 			sl := &t.slots[pos]
-			if sl.hash != 0 && l.resetAfter(sl.word.Load(), now) == 0 {
-				t.deleteAt(pos) // a later entry may move into pos: look again
+			if sl.hash.Load() == 0 {
+				continue
+			}
+			// retire fails if a decision changed the word since we read
+			// it: the key is then no longer fresh, or will be next time.
+			if w := sl.word.Load(); w&deadBit == 0 && l.resetAfter(w, now) == 0 && t.retire(sl, w) {
 				removed++
 				l.keys.Add(-1)
 				s.swept.Add(1)
-				continue
 			}
-			pos++
 		}
 		finished := pos >= len(t.slots)
 		if finished {
-			t.maybeShrink()
+			if nt := t.shrunk(); nt != t {
+				s.tab.Store(nt)
+			}
 		}
 		s.mu.Unlock()
 		if finished {
@@ -116,20 +118,22 @@ func (l *Limiter) sweepShard(s *shard, now int64) int {
 }
 
 const (
-	evictMin    = 4 // fewest distinct candidates compared
-	evictSample = 8 // most candidates taken from one shard
+	evictMin    = 4  // fewest distinct candidates compared
+	evictSample = 8  // most candidates taken from one shard
+	evictScan   = 64 // most slots scanned per shard while sampling
 )
 
 type candidate struct {
 	s     *shard
-	idx   int
-	hash  uint64
+	t     *table
+	sl    *slot
 	score int64 // ResetAfter at the sampling instant
 }
 
-// evictOne removes the entry closest to fresh among a sample, to make room
-// for a new key. It reports whether it found any entry to look at.
-// Requires that no shard lock is held.
+// evictOne removes the entry closest to fresh among a sample of at least
+// evictMin distinct live entries (fewer only if the limiter holds fewer),
+// to make room for a new key. It reports whether it found any entry to look
+// at. Requires that no shard mutex is held.
 func (l *Limiter) evictOne(now int64) bool {
 	var c [evictSample + evictMin]candidate
 	n := 0
@@ -137,23 +141,22 @@ func (l *Limiter) evictOne(now int64) bool {
 	start := rand.IntN(nsh)
 	for k := 0; k < nsh && n < evictMin; k++ {
 		s := &l.shards[(start+k)&(nsh-1)]
-		s.mu.RLock()
-		t := &s.tab
-		if t.count > 0 {
-			ln := len(t.slots)
-			i := rand.IntN(ln)
-			for got, j := 0, 0; j < ln && got < evictSample; j++ {
-				if sl := &t.slots[i]; sl.hash != 0 {
-					c[n] = candidate{s: s, idx: i, hash: sl.hash, score: l.resetAfter(sl.word.Load(), now)}
+		t := s.tab.Load()
+		ln := len(t.slots)
+		i := rand.IntN(ln)
+		for got, j := 0, 0; j < min(ln, evictScan) && got < evictSample; j++ {
+			sl := &t.slots[i]
+			if sl.hash.Load() != 0 {
+				if w := sl.word.Load(); w&deadBit == 0 {
+					c[n] = candidate{s: s, t: t, sl: sl, score: l.resetAfter(w, now)}
 					n++
 					got++
 				}
-				if i++; i == ln {
-					i = 0
-				}
+			}
+			if i++; i == ln {
+				i = 0
 			}
 		}
-		s.mu.RUnlock()
 	}
 	if n == 0 {
 		return false
@@ -166,18 +169,22 @@ func (l *Limiter) evictOne(now int64) bool {
 	}
 	b := c[best]
 	b.s.mu.Lock()
-	t := &b.s.tab
-	if b.idx < len(t.slots) && t.slots[b.idx].hash == b.hash {
-		if l.resetAfter(t.slots[b.idx].word.Load(), now) == 0 {
-			l.raiseSweptAt(now)
+	defer b.s.mu.Unlock()
+	if b.s.tab.Load() != b.t {
+		return true // rebuilt since sampling; the caller tries again
+	}
+	w := b.sl.word.Load()
+	fresh := w&deadBit == 0 && l.resetAfter(w, now) == 0
+	if fresh {
+		l.raiseSweptAt(now) // before the entry goes: see the invariants
+	}
+	if b.t.retire(b.sl, w) {
+		l.keys.Add(-1)
+		if fresh {
 			b.s.swept.Add(1)
 		} else {
 			b.s.evicted.Add(1)
 		}
-		t.deleteAt(b.idx)
-		l.keys.Add(-1)
 	}
-	// Otherwise the table changed since sampling; the caller tries again.
-	b.s.mu.Unlock()
 	return true
 }

@@ -34,6 +34,26 @@ type Decision struct {
 	Delay time.Duration
 }
 
+// verdict is a decision as the algorithms compute it: four fields, so the
+// compiler passes it in registers through every layer, where the six-field
+// Decision would be copied through memory at each. Limiter.decision turns
+// it into a Decision once, at the API boundary.
+type verdict struct {
+	rem   int64 // Remaining
+	retry int64 // RetryAfter, ns
+	reset int64 // ResetAfter, ns
+	ok    bool  // Allowed
+}
+
+// decision builds the public Decision for a verdict on cost.
+func (l *Limiter) decision(v verdict, cost int64) Decision {
+	d := Decision{Allowed: v.ok, Limit: l.limit, Remaining: v.rem, RetryAfter: time.Duration(v.retry), ResetAfter: time.Duration(v.reset)}
+	if l.kind == kindLeakyBucket && v.ok && cost > 0 {
+		d.Delay = time.Duration(v.reset - cost*l.g.t) // the debt before it
+	}
+	return d
+}
+
 type kind uint8
 
 const (
@@ -50,8 +70,8 @@ func (k kind) String() string {
 // Limiter is a keyed rate limiter: each key (an API token, a user, a
 // client IP) has its own state under one policy, chosen at New.
 //
-// A decision for an existing key takes one shard read lock and one CAS on
-// the key's 64-bit state word, and allocates nothing. Keys are compared
+// A decision for an existing key takes no lock: it probes a shard's table
+// and CASes the key's 64-bit state word, and allocates nothing. Keys are compared
 // exactly, never by hash alone. A Limiter is safe for concurrent use; it
 // must not be copied. Call Close when done with it to stop its sweeper.
 //
@@ -189,6 +209,9 @@ func New(policy any, opts ...Option) (*Limiter, error) {
 		n <<= 1
 	}
 	l.shards = make([]shard, n)
+	for i := range l.shards {
+		l.shards[i].tab.Store(newTable(minSlots, 0))
+	}
 	l.shift = 64 // hash >> 64 is 0 in Go: one shard
 	for m := n; m > 1; m >>= 1 {
 		l.shift--
@@ -274,9 +297,9 @@ func (l *Limiter) setWindow(name string, limit int64, w time.Duration, sliding b
 	}
 	x, ok := newWindow(limit, w, sliding)
 	if !ok {
-		most := int64(1)<<(64-minIndexBits) - 1
+		most := int64(1)<<(63-minIndexBits) - 1
 		if sliding {
-			most = int64(1)<<((64-minIndexBits)/2) - 1
+			most = int64(1)<<((63-minIndexBits)/2) - 1
 		}
 		return fmt.Errorf("hotlimit: %s.Limit %d does not fit the packed state (at most %d)", name, limit, most)
 	}
@@ -322,7 +345,7 @@ func (l *Limiter) shardOf(h uint64) *shard {
 
 // step decides cost c at now against state word w. See bucket.go and
 // window.go.
-func (l *Limiter) step(w uint64, now, c int64) (uint64, Decision) {
+func (l *Limiter) step(w uint64, now, c int64) (uint64, verdict) {
 	if l.kind <= kindLeakyBucket {
 		return l.g.step(w, now, c)
 	}
@@ -337,15 +360,20 @@ func (l *Limiter) resetAfter(w uint64, now int64) int64 {
 	return l.win.resetAfter(w, now)
 }
 
-// decide runs the CAS loop on one key's state word. Requires the key's
-// shard lock (read or write). A denial and a peek never write.
-func (l *Limiter) decide(w *atomic.Uint64, now, cost int64) Decision {
+// decide runs the CAS loop on one key's state word. It reports false,
+// having written nothing, if the word is retired (deadBit): the caller
+// must find the key's live slot under the shard's mutex. A denial and a
+// peek never write.
+func (l *Limiter) decide(w *atomic.Uint64, now, cost int64) (verdict, bool) {
 	rechecked := false
 	for {
 		old := w.Load()
+		if old&deadBit != 0 {
+			return verdict{}, false
+		}
 		next, d := l.step(old, now, cost)
 		if next == old || w.CompareAndSwap(old, next) {
-			if !d.Allowed && l.coarse != nil && !rechecked {
+			if !d.ok && l.coarse != nil && !rechecked {
 				// A lagging coarse reading errs towards denying: decide
 				// a denial again on the precise clock.
 				rechecked = true
@@ -354,7 +382,7 @@ func (l *Limiter) decide(w *atomic.Uint64, now, cost int64) Decision {
 					continue
 				}
 			}
-			return d
+			return d, true
 		}
 		// Another request updated the word first: decide again from it.
 	}
@@ -376,93 +404,122 @@ func (l *Limiter) AllowN(key string, cost int64) Decision {
 	}
 	h := l.hash(key)
 	s := l.shardOf(h)
-	s.mu.RLock()
-	if i := s.tab.find(h, key); i >= 0 {
-		d := l.decide(&s.tab.slots[i].word, now, cost)
-		s.mu.RUnlock()
-		if d.Allowed {
-			s.allowed.Add(1)
-		} else {
-			s.denied.Add(1)
+	if sl := s.tab.Load().find(h, key); sl != nil {
+		if v, ok := l.decide(&sl.word, now, cost); ok {
+			s.count(v.ok)
+			return l.decision(v, cost)
 		}
-		return d
 	}
-	s.mu.RUnlock()
-	return l.allowNew(s, h, key, now, cost)
+	return l.decision(l.allowLocked(s, h, key, now, cost), cost)
 }
 
-// allowNew is AllowN's path for a key that was not found.
-func (l *Limiter) allowNew(s *shard, h uint64, key string, now, cost int64) Decision {
-	if cost == 0 {
-		_, d := l.step(0, now, 0) // a fresh key's state; no entry
-		s.allowed.Add(1)
-		return d
-	}
-	l.reserveKey(now)
-	s.mu.Lock()
-	i := s.tab.find(h, key)
-	if i >= 0 {
-		l.keys.Add(-1) // inserted meanwhile by someone else
-	} else {
-		// An entry removed as fresh at sweptAt must come back as fresh
-		// at that instant or later: see gc.go.
-		now = max(now, l.sweptAt.Load())
-		i = s.tab.insert(h, key)
-	}
-	d := l.decide(&s.tab.slots[i].word, now, cost)
-	s.mu.Unlock()
-	if d.Allowed {
+func (s *shard) count(allowed bool) {
+	if allowed {
 		s.allowed.Add(1)
 	} else {
 		s.denied.Add(1)
 	}
-	return d
+}
+
+// allowLocked is AllowN's path for a key whose live slot the lock-free
+// probe did not find (new, being inserted, or moved by a rebuild).
+func (l *Limiter) allowLocked(s *shard, h uint64, key string, now, cost int64) verdict {
+	sl, now := l.slotLocked(s, h, key, now, cost > 0)
+	var v verdict
+	if sl == nil {
+		_, v = l.step(0, now, 0) // a peek at an unknown key: fresh, no entry
+	} else {
+		v, _ = l.decide(&sl.word, now, cost) // nothing retires while we hold s.mu
+	}
+	s.mu.Unlock()
+	s.count(v.ok)
+	return v
+}
+
+// slotLocked locks s.mu and returns key's live slot, with s.mu held (the
+// caller unlocks). An absent key is inserted when create is true, after
+// reserving room under WithMaxKeys, and the instant to decide at is raised
+// to sweptAt for the new entry (see gc.go); otherwise it returns nil.
+func (l *Limiter) slotLocked(s *shard, h uint64, key string, now int64, create bool) (*slot, int64) {
+	s.mu.Lock()
+	if sl := s.tab.Load().find(h, key); sl != nil || !create {
+		return sl, now
+	}
+	if !l.tryReserveKey() {
+		// Evicting takes other shards' mutexes: never while holding one.
+		s.mu.Unlock()
+		l.reserveKey(now)
+		s.mu.Lock()
+		if sl := s.tab.Load().find(h, key); sl != nil {
+			l.keys.Add(-1) // inserted meanwhile by someone else
+			return sl, now
+		}
+	}
+	now = max(now, l.sweptAt.Load())
+	t := s.tab.Load()
+	if nt := t.grown(key); nt != t {
+		s.tab.Store(nt)
+		t = nt
+	}
+	return t.insert(h, key), now
 }
 
 // never returns the denial of a request that can never be admitted, with
 // the key's current Remaining and ResetAfter.
 func (l *Limiter) never(key string, now int64) Decision {
-	var d Decision
+	var v verdict
 	if len(key) <= MaxKeyLen {
-		d = l.peek(key, now)
-	} else {
-		d.Limit = l.limit
+		v = l.peek(key, now)
 	}
-	d.Allowed, d.RetryAfter, d.Delay = false, Never, 0
+	d := l.decision(v, 0)
+	d.Allowed, d.RetryAfter = false, Never
 	l.shards[0].denied.Add(1) // rare; contention does not matter here
 	return d
 }
 
-// peek returns the decision for cost 0 without counting it.
-func (l *Limiter) peek(key string, now int64) Decision {
+// peek returns the verdict for cost 0 without counting it.
+func (l *Limiter) peek(key string, now int64) verdict {
 	h := l.hash(key)
 	s := l.shardOf(h)
-	var w uint64
-	s.mu.RLock()
-	if i := s.tab.find(h, key); i >= 0 {
-		w = s.tab.slots[i].word.Load()
+	if sl := s.tab.Load().find(h, key); sl != nil {
+		if w := sl.word.Load(); w&deadBit == 0 {
+			_, v := l.step(w, now, 0)
+			return v
+		}
 	}
-	s.mu.RUnlock()
-	_, d := l.step(w, now, 0)
-	return d
+	var w uint64
+	sl, now := l.slotLocked(s, h, key, now, false)
+	if sl != nil {
+		w = sl.word.Load()
+	}
+	s.mu.Unlock()
+	_, v := l.step(w, now, 0)
+	return v
 }
 
-// reserveKey reserves room for one more key, evicting one if the limiter
-// is at WithMaxKeys. The caller must release it (keys.Add(-1)) if it does
-// not insert. Requires that no shard lock is held.
-func (l *Limiter) reserveKey(now int64) {
+// tryReserveKey reserves room for one more key if the limiter is below
+// WithMaxKeys. The caller must release it (keys.Add(-1)) if it does not
+// insert.
+func (l *Limiter) tryReserveKey() bool {
 	if l.maxKeys == 0 {
 		l.keys.Add(1)
-		return
+		return true
 	}
 	for {
 		n := l.keys.Load()
-		if n < l.maxKeys {
-			if l.keys.CompareAndSwap(n, n+1) {
-				return
-			}
-			continue
+		if n >= l.maxKeys {
+			return false
 		}
+		if l.keys.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// reserveKey reserves room for one more key, evicting as needed. Requires
+// that no shard mutex is held.
+func (l *Limiter) reserveKey(now int64) {
+	for !l.tryReserveKey() {
 		if !l.evictOne(now) {
 			runtime.Gosched() // every held slot is an insertion in flight
 		}
@@ -545,51 +602,40 @@ func (l *Limiter) reserve(key string, cost, maxWait int64) (wait int64, ok bool)
 	now := l.now()
 	h := l.hash(key)
 	s := l.shardOf(h)
-	s.mu.RLock()
-	if i := s.tab.find(h, key); i >= 0 {
-		wait, ok = l.reserveAt(&s.tab.slots[i].word, now, cost, maxWait)
-		s.mu.RUnlock()
-		l.countReserve(s, ok)
-		return wait, ok
+	if sl := s.tab.Load().find(h, key); sl != nil {
+		if wait, ok, live := l.reserveAt(&sl.word, now, cost, maxWait); live {
+			s.count(ok)
+			return wait, ok
+		}
 	}
-	s.mu.RUnlock()
-	l.reserveKey(now)
-	s.mu.Lock()
-	i := s.tab.find(h, key)
-	inserted := i < 0
-	if inserted {
-		now = max(now, l.sweptAt.Load())
-		i = s.tab.insert(h, key)
-	} else {
-		l.keys.Add(-1)
-	}
-	wait, ok = l.reserveAt(&s.tab.slots[i].word, now, cost, maxWait)
-	if !ok && inserted {
-		s.tab.deleteAt(i) // still fresh: nothing was written to it
-		l.keys.Add(-1)
+	sl, now := l.slotLocked(s, h, key, now, true)
+	w0 := sl.word.Load()
+	wait, ok, _ = l.reserveAt(&sl.word, now, cost, maxWait)
+	if !ok && w0 == 0 {
+		// A fresh entry nothing was written to: drop it, as a sweep would.
+		l.raiseSweptAt(now)
+		if s.tab.Load().retire(sl, 0) {
+			l.keys.Add(-1)
+		}
 	}
 	s.mu.Unlock()
-	l.countReserve(s, ok)
+	s.count(ok)
 	return wait, ok
 }
 
-func (l *Limiter) countReserve(s *shard, ok bool) {
-	if ok {
-		s.allowed.Add(1)
-	} else {
-		s.denied.Add(1)
-	}
-}
-
-func (l *Limiter) reserveAt(w *atomic.Uint64, now, cost, maxWait int64) (int64, bool) {
+// reserveAt runs reserve's CAS loop; live is false if the word is retired.
+func (l *Limiter) reserveAt(w *atomic.Uint64, now, cost, maxWait int64) (wait int64, ok, live bool) {
 	for {
 		old := w.Load()
+		if old&deadBit != 0 {
+			return 0, false, false
+		}
 		next, wait, ok := l.g.reserve(old, now, cost, maxWait)
 		if !ok {
-			return wait, false
+			return wait, false, true
 		}
 		if next == old || w.CompareAndSwap(old, next) {
-			return wait, true
+			return wait, true, true
 		}
 	}
 }
@@ -599,17 +645,24 @@ func (l *Limiter) unreserve(key string, cost int64) {
 	now := l.now()
 	h := l.hash(key)
 	s := l.shardOf(h)
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	i := s.tab.find(h, key)
-	if i < 0 {
-		return // swept or evicted: nothing left to give back
+	if sl := s.tab.Load().find(h, key); sl != nil && l.unreserveAt(&sl.word, now, cost) {
+		return
 	}
-	w := &s.tab.slots[i].word
+	if sl, _ := l.slotLocked(s, h, key, now, false); sl != nil {
+		l.unreserveAt(&sl.word, now, cost)
+	}
+	// Otherwise swept or evicted: nothing is left to give back.
+	s.mu.Unlock()
+}
+
+func (l *Limiter) unreserveAt(w *atomic.Uint64, now, cost int64) (live bool) {
 	for {
 		old := w.Load()
+		if old&deadBit != 0 {
+			return false
+		}
 		if next := l.g.unreserve(old, now, cost); next == old || w.CompareAndSwap(old, next) {
-			return
+			return true
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package hotlimit
 
 import (
-	"encoding/binary"
 	"sync"
 	"sync/atomic"
 )
@@ -10,67 +9,84 @@ import (
 //
 // A Limiter holds a power-of-two number of shards; a key's shard is the top
 // bits of its hash, which is xxhash of the key mixed with a per-limiter
-// random seed (see Limiter.hash). Each shard is an open-addressing hash
-// table with linear probing over a flat []slot: no pointers, so the garbage
-// collector never scans it, and a key of up to 15 bytes is stored inline in
-// its slot, so a lookup costs one cache miss where map[string]*entry costs
-// three (map group, key bytes, entry). Longer keys live in a per-shard byte
-// arena. A slot is 32 bytes; the table grows by 1.5× above a load of 0.8,
-// so it holds 40 to 60 bytes per key.
+// random seed (see Limiter.hash). Each shard publishes an open-addressing
+// hash table with linear probing over a flat []slot: no pointers, so the
+// garbage collector never scans it, and a key of up to 15 bytes is stored
+// inline in its slot, so a lookup costs one cache miss where
+// map[string]*entry costs three (map group, key bytes, entry). Longer keys
+// live in the table's byte arena. A slot is 32 bytes; the table grows by
+// 1.5× above a load of 0.8, so it holds 40 to 60 bytes per key.
 //
-// Locking: readers hold the shard's read lock across lookup and the CAS on
-// the key's state word; inserts, deletes and rebuilds take the write lock.
-// That is what makes deletion safe (invariant 2 of DESIGN.md): a key is
-// removed only under the write lock, when no reader can be between finding
-// its slot and updating it, so no admission can land in a removed entry.
+// Concurrency: decisions take no lock. A decision loads the shard's table
+// pointer, probes it, and CASes the key's state word; the only shared
+// memory it writes is that word (and the shard's statistics line, see
+// shard). Writers (insert, retire, rebuild) serialise on the shard's mutex
+// and never change a published slot's identity:
 //
-// The cost is that the read path writes one shared word besides the key's
-// state (RWMutex.RLock/RUnlock update the reader count), so a hot key on
-// many cores moves two cache lines instead of one. We measured this
-// (bench/RESULTS.md, -cpu 1,2,4,8): on a hot key the state word's own
-// CAS contention dominates, and the alternatives (a lock-free table with
-// tombstones and RCU resizing) need per-slot retire states and move
-// protocols that a shared reference suite has not yet exercised. We keep the
-// read lock until a measured gain justifies that complexity.
+//   - insert fills an empty slot's key fields and word, then publishes it by
+//     storing its hash (atomic release; readers load the hash first);
+//   - retire (sweeper, eviction) CASes the state word from the value it
+//     judged to the same value with deadBit set; the slot stays as a
+//     tombstone, so probe runs stay intact and no slot is ever reused;
+//   - rebuild (grow, shrink, purge tombstones) builds a new table, retires
+//     every live word of the old one by CAS while copying its last value,
+//     then publishes the new table.
+//
+// A decision whose CAS fails reloads the word; if it sees deadBit it
+// abandons the lock-free path and retries under the shard's mutex, where it
+// finds the key's live slot in the current table or inserts it. A retired
+// word never changes again, so no admission can land in a retired or
+// copied-away slot (invariant 2 of DESIGN.md). A lock-free probe that misses
+// (because an insert is not yet published) also falls back to the mutex.
+//
+// Why not an RWMutex held across lookup and CAS: RLock and RUnlock are two
+// atomic writes to a shared reader count, about 9 ns each on the 2-vCPU
+// machines we measure on (an uncontended CAS costs the same), and a hot key
+// on many cores then moves the shard's lock line as well as its own word.
+// bench/RESULTS.md has the figures.
 
-// cacheLineSize is the unit of padding between shards. 128, not 64: on
-// x86 the adjacent-line prefetcher pulls lines in pairs, and arm64's big
-// cores use 128-byte lines, so 64 would leave neighbours sharing traffic.
+// cacheLineSize is the unit of padding in shard. 128, not 64: on x86 the
+// adjacent-line prefetcher pulls lines in pairs, and arm64's big cores use
+// 128-byte lines, so 64 would leave neighbours sharing traffic.
 const cacheLineSize = 128
 
-// shard is one lock stripe. Its hot fields are preceded by a full cache
-// line of padding and followed by enough to round the struct up, so no two
-// shards' fields share a line however the array is aligned.
+// shard is one lock stripe. Its three groups of fields are each separated
+// from any other field by a full cache line of padding, so no two groups
+// share a line however the array is aligned:
+// the table pointer, read by every decision; the writers' mutex and rare
+// counters; and the decision counters, written by every decision.
 type shard struct {
-	_ [cacheLineSize]byte
+	_   [cacheLineSize]byte
+	tab atomic.Pointer[table] // written under mu
+	_   [cacheLineSize]byte
 
-	mu      sync.RWMutex
-	allowed atomic.Uint64 // admissions decided in this shard
-	denied  atomic.Uint64 // denials decided in this shard
+	mu      sync.Mutex    // serialises insert, retire, rebuild
 	swept   atomic.Uint64 // fresh entries removed (written under mu)
 	evicted atomic.Uint64 // non-fresh entries evicted (written under mu)
-	tab     table         // guarded by mu
+	_       [cacheLineSize]byte
 
-	_ [cacheLineSize - shardFieldsSize]byte
+	allowed atomic.Uint64 // admissions decided in this shard
+	denied  atomic.Uint64 // denials decided in this shard
+	_       [cacheLineSize]byte
 }
 
-// shardFieldsSize is the size of shard's fields after the leading pad,
-// checked by TestShardSize.
-const shardFieldsSize = 24 + 4*8 + 64
+// deadBit marks a retired state word. No live state uses it: GCRA times
+// stay below 2^63 and the window words keep their index in bits 62 down.
+const deadBit = 1 << 63
 
 // slot is one table cell.
 //
 // Invariants:
-//   - hash == 0 iff the slot is empty; a stored hash is never 0 (see
-//     Limiter.hash).
-//   - k1's top byte is the key's length when ≤ 15 (the bytes are in k0 and
-//     the low 7 bytes of k1, little-endian), or longKey, in which case k0 is
-//     the key's offset in the shard's arena and k1's low 32 bits its length.
-//   - word is read and CASed only under the shard's read or write lock, and
-//     moved (deletion, rebuild) only under the write lock.
+//   - hash == 0 iff the slot was never filled; a stored hash is never 0
+//     (see Limiter.hash). hash is stored once, after k0, k1 and word.
+//   - k0 and k1 never change after hash is stored. k1's top byte is the
+//     key's length when ≤ 15 (the bytes are in k0 and the low 7 bytes of
+//     k1, little-endian), or longKey, in which case k0 is the key's offset
+//     in the table's arena and k1's low 32 bits its length.
+//   - Once word has deadBit set it never changes again.
 type slot struct {
 	word atomic.Uint64
-	hash uint64
+	hash atomic.Uint64
 	k0   uint64
 	k1   uint64
 }
@@ -80,30 +96,66 @@ const (
 	longKey      = 0xFF
 )
 
-// packKey returns the inline form of a key of at most 15 bytes.
+// packKey returns the inline form of a key of at most 15 bytes: its bytes
+// little-endian in k0 and the low 7 bytes of k1, its length in k1's top
+// byte. It reads the key with overlapping word loads straight from the
+// string: copying it into a buffer and reloading words from that costs a
+// store-forwarding stall on every lookup.
 func packKey(key string) (k0, k1 uint64) {
-	var b [16]byte
-	copy(b[:15], key)
-	b[15] = byte(len(key))
-	return binary.LittleEndian.Uint64(b[0:8]), binary.LittleEndian.Uint64(b[8:16])
+	n := len(key)
+	switch {
+	case n >= 8:
+		k0 = load64(key, 0)
+		k1 = load64(key, n-8) >> ((16 - n) * 8) // bytes 8..n-1; n == 8 shifts by 64: 0
+	case n >= 4:
+		k0 = uint64(load32(key, 0)) | uint64(load32(key, n-4))<<((n-4)*8)
+	case n > 0:
+		k0 = uint64(key[0]) | uint64(key[n/2])<<(n/2*8) | uint64(key[n-1])<<((n-1)*8)
+	}
+	return k0, k1 | uint64(n)<<56
+}
+
+// load64 and load32 read little-endian words from s at i; the compiler
+// turns each into one load.
+func load64(s string, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+func load32(s string, i int) uint32 {
+	s = s[i : i+4]
+	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
 }
 
 // table is an open-addressing, linear-probing hash table.
 //
-// Invariants (all under the shard's write lock, read under its read lock):
-//   - 0 ≤ count < len(slots) whenever len(slots) > 0, so a probe ends.
-//   - Every entry sits in the probe run that starts at its home slot
-//     home(hash) with no empty slot between (backward-shift deletion keeps
-//     this without tombstones).
-//   - arena holds the bytes of long keys; dead counts bytes of deleted ones.
+// Invariants:
+//   - slots and arena (the slice headers) never change after the table is
+//     published; readers use nothing else.
+//   - used, count and tombs are guarded by the shard's mutex.
+//   - count + tombs < len(slots), so a probe ends at an empty slot.
+//   - Every filled slot sits in the probe run that starts at its home slot
+//     with no empty slot between.
 type table struct {
 	slots []slot
-	count int
-	arena []byte
-	dead  int
+	arena []byte // long keys' bytes in [0, used)
+
+	used      int // arena bytes written
+	deadBytes int // arena bytes of retired keys
+	count     int // live entries
+	tombs     int // retired entries still in slots
 }
 
 const minSlots = 8
+
+func newTable(n, arena int) *table {
+	t := &table{slots: make([]slot, n)}
+	if arena > 0 {
+		t.arena = make([]byte, arena)
+	}
+	return t
+}
 
 // home returns the slot a hash starts probing at: Lemire's multiply-shift
 // range reduction of the hash's low 32 bits (the shard index uses the top
@@ -122,12 +174,11 @@ func (t *table) keyEqual(s *slot, key string, k0, k1 uint64, inline bool) bool {
 	return string(t.arena[s.k0:s.k0+uint64(len(key))]) == key
 }
 
-// find returns the index of key's slot, or -1. Requires the read lock.
-func (t *table) find(h uint64, key string) int {
+// find returns key's live slot, or nil. It takes no lock: it may miss a
+// slot being published or retired concurrently, which callers handle by
+// retrying under the shard's mutex.
+func (t *table) find(h uint64, key string) *slot {
 	n := len(t.slots)
-	if n == 0 {
-		return -1
-	}
 	var k0, k1 uint64
 	inline := len(key) <= inlineKeyLen
 	if inline {
@@ -135,11 +186,12 @@ func (t *table) find(h uint64, key string) int {
 	}
 	for i := t.home(h); ; {
 		s := &t.slots[i]
-		if s.hash == 0 {
-			return -1
+		sh := s.hash.Load()
+		if sh == 0 {
+			return nil
 		}
-		if s.hash == h && t.keyEqual(s, key, k0, k1, inline) {
-			return i
+		if sh == h && t.keyEqual(s, key, k0, k1, inline) && s.word.Load()&deadBit == 0 {
+			return s
 		}
 		if i++; i == n {
 			i = 0
@@ -147,106 +199,131 @@ func (t *table) find(h uint64, key string) int {
 	}
 }
 
-// insert adds key, which must be absent, with state word 0 and returns
-// its index. The key's bytes are copied. Requires the write lock.
-func (t *table) insert(h uint64, key string) int {
-	if (t.count+1)*5 > len(t.slots)*4 { // load above 0.8
-		t.rebuild(max(minSlots, len(t.slots)*3/2))
+// fits reports whether key can be inserted without a rebuild.
+func (t *table) fits(key string) bool {
+	if (t.count+t.tombs+1)*5 > len(t.slots)*4 { // load above 0.8
+		return false
 	}
+	return len(key) <= inlineKeyLen || t.used+len(key) <= len(t.arena)
+}
+
+// insert adds key, which must be absent, with state word 0, and publishes
+// it. The key's bytes are copied. Requires the shard's mutex and fits(key).
+func (t *table) insert(h uint64, key string) *slot {
 	var k0, k1 uint64
 	if len(key) <= inlineKeyLen {
 		k0, k1 = packKey(key)
 	} else {
-		k0 = uint64(len(t.arena))
+		k0 = uint64(t.used)
 		k1 = longKey<<56 | uint64(len(key))
-		t.arena = append(t.arena, key...)
+		t.used += copy(t.arena[t.used:], key)
 	}
 	n := len(t.slots)
 	i := t.home(h)
-	for t.slots[i].hash != 0 {
+	for t.slots[i].hash.Load() != 0 {
 		if i++; i == n {
 			i = 0
 		}
 	}
 	s := &t.slots[i]
-	s.hash, s.k0, s.k1 = h, k0, k1
+	s.k0, s.k1 = k0, k1
 	s.word.Store(0)
+	s.hash.Store(h) // publish
 	t.count++
-	return i
+	return s
 }
 
-// deleteAt removes the entry in slot i by backward-shift deletion: later
-// entries of the same probe run move back into the hole, so lookups need no
-// tombstones. Requires the write lock.
-func (t *table) deleteAt(i int) {
-	n := len(t.slots)
-	if s := &t.slots[i]; s.k1>>56 == longKey {
-		t.dead += int(uint32(s.k1))
+// retire turns s into a tombstone if its word still holds w. It reports
+// whether it did. Requires the shard's mutex.
+func (t *table) retire(s *slot, w uint64) bool {
+	if w&deadBit != 0 || !s.word.CompareAndSwap(w, w|deadBit) {
+		return false
 	}
-	for j := i; ; {
-		if j++; j == n {
-			j = 0
-		}
-		s := &t.slots[j]
-		if s.hash == 0 {
-			break
-		}
-		// s may fill the hole at i iff its home is not in (i, j] cyclically.
-		h := t.home(s.hash)
-		if (i <= j && (h <= i || h > j)) || (i > j && h <= i && h > j) {
-			d := &t.slots[i]
-			d.hash, d.k0, d.k1 = s.hash, s.k0, s.k1
-			d.word.Store(s.word.Load())
-			i = j
-		}
+	if s.k1>>56 == longKey {
+		t.deadBytes += int(uint32(s.k1))
 	}
-	e := &t.slots[i]
-	e.hash, e.k0, e.k1 = 0, 0, 0
-	e.word.Store(0)
 	t.count--
+	t.tombs++
+	return true
 }
 
-// rebuild rehashes every entry into a table of n slots and compacts the
-// arena. Requires the write lock.
-func (t *table) rebuild(n int) {
-	old, oldArena := t.slots, t.arena
-	t.slots = make([]slot, n)
-	t.arena = nil
-	if live := len(oldArena) - t.dead; live > 0 {
-		t.arena = make([]byte, 0, live)
+// rebuilt returns a new table of n slots holding t's live entries, with an
+// arena of at least arenaMin free bytes. It retires every live word of t
+// as it copies it, so late writers to t fail their CAS and retry against
+// the new table. Requires the shard's mutex; the caller publishes the
+// result.
+func (t *table) rebuilt(n, arenaMin int) *table {
+	live := t.used - t.deadBytes
+	arena := 0
+	if live+arenaMin > 0 {
+		arena = max(256, 2*(live+arenaMin))
 	}
-	t.dead = 0
-	for i := range old {
-		s := &old[i]
-		if s.hash == 0 {
+	nt := newTable(n, arena)
+	for i := range t.slots {
+		s := &t.slots[i]
+		if s.hash.Load() == 0 {
 			continue
+		}
+		var w uint64
+		for {
+			w = s.word.Load()
+			if w&deadBit != 0 || s.word.CompareAndSwap(w, w|deadBit) {
+				break
+			}
+		}
+		if w&deadBit != 0 {
+			continue // a tombstone: dropped
 		}
 		k0, k1 := s.k0, s.k1
 		if k1>>56 == longKey {
-			k0 = uint64(len(t.arena))
-			t.arena = append(t.arena, oldArena[s.k0:s.k0+uint64(uint32(k1))]...)
+			k0 = uint64(nt.used)
+			nt.used += copy(nt.arena[nt.used:], t.arena[s.k0:s.k0+uint64(uint32(k1))])
 		}
-		j := t.home(s.hash)
-		for t.slots[j].hash != 0 {
+		j := nt.home(s.hash.Load())
+		for nt.slots[j].hash.Load() != 0 {
 			if j++; j == n {
 				j = 0
 			}
 		}
-		d := &t.slots[j]
-		d.hash, d.k0, d.k1 = s.hash, k0, k1
-		d.word.Store(s.word.Load())
+		d := &nt.slots[j]
+		d.k0, d.k1 = k0, k1
+		d.word.Store(w)
+		d.hash.Store(s.hash.Load())
+		nt.count++
 	}
+	return nt
 }
 
-// maybeShrink rebuilds a table that has become mostly empty, and compacts
-// an arena that is mostly dead, so memory returns after a burst of keys
-// goes idle. Requires the write lock.
-func (t *table) maybeShrink() {
+// grown returns the table to insert key into: t itself if it fits, or a
+// rebuilt table (1.5× larger when the live load demands it). Requires the
+// shard's mutex.
+func (t *table) grown(key string) *table {
+	if t.fits(key) {
+		return t
+	}
+	n := len(t.slots)
+	if (t.count+1)*5 > n*4*3/4 { // live entries alone fill most of it: grow
+		n = max(minSlots, n*3/2)
+	}
+	extra := 0
+	if len(key) > inlineKeyLen {
+		extra = len(key)
+	}
+	return t.rebuilt(n, extra)
+}
+
+// shrunk returns a smaller or purged table when t is mostly empty or
+// mostly tombstones or dead arena bytes, or t itself. Requires the shard's
+// mutex.
+func (t *table) shrunk() *table {
 	n := len(t.slots)
 	switch {
 	case n > minSlots && t.count*8 < n:
-		t.rebuild(max(minSlots, t.count*2))
-	case t.dead > 4096 && t.dead*2 > len(t.arena):
-		t.rebuild(n)
+		return t.rebuilt(max(minSlots, t.count*2), 0)
+	case t.tombs*4 > n:
+		return t.rebuilt(n, 0)
+	case t.deadBytes > 4096 && t.deadBytes*2 > t.used:
+		return t.rebuilt(n, 0)
 	}
+	return t
 }

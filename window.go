@@ -10,17 +10,19 @@ import (
 //
 // State word, fixed window (cb = countBits):
 //
-//	bits 63..cb   low bits of the window index k = ⌊now/W⌋
+//	bit  63       0 (deadBit, reserved by the table: see shard.go)
+//	bits 62..cb   low bits of the window index k = ⌊now/W⌋
 //	bits cb-1..0  count admitted in window k
 //
 // State word, sliding-window counter:
 //
-//	bits 63..2cb    low bits of the window index k
+//	bit  63         0 (deadBit)
+//	bits 62..2cb    low bits of the window index k
 //	bits 2cb-1..cb  p: count admitted in window k−1
 //	bits cb-1..0    q: count admitted in window k
 //
 // cb is the bit length of Limit, so every count fits. The index keeps
-// eb = 64−cb (fixed) or 64−2cb (sliding) bits; the full index is recovered
+// eb = 63−cb (fixed) or 63−2cb (sliding) bits; the full index is recovered
 // relative to now, as the nearest index at or before now's modulo 2^eb,
 // unless it lies less than half the ring (2^(eb−1) windows) after now's, in
 // which case the state is newer than the reading (a stale clock reading)
@@ -32,12 +34,13 @@ import (
 // can deny, never admit more; and the sweeper removes a key as soon as its
 // counts are expired, long before. Typical horizons (half the ring):
 //
-//	fixed,   Limit 1,000,000, 1 s windows:      2^43 s (278,000 years)
-//	fixed,   Limit 1,000,000, 1 ms windows:     2^43 ms (278 years)
-//	sliding, Limit 100,       1 s windows:      2^49 s
-//	sliding, Limit 1,000,000, 1 min windows:    2^23 min (16 years)
-//	sliding, Limit 1,000,000, 1 s windows:      2^23 s (97 days)
-//	sliding, Limit 4,194,303, 24 h windows:     2^19 days
+//	fixed,   Limit 1,000,000, 1 s windows:      2^42 s (139,000 years)
+//	fixed,   Limit 1,000,000, 1 ms windows:     2^42 ms (139 years)
+//	sliding, Limit 100,       1 s windows:      2^48 s
+//	sliding, Limit 1,000,000, 24 h windows:     2^22 days (11,000 years)
+//	sliding, Limit 1,000,000, 1 min windows:    2^22 min (8 years)
+//	sliding, Limit 1,000,000, 1 s windows:      2^22 s (48 days)
+//	sliding, Limit 2,097,151, 1 s windows:      2^20 s (12 days)
 //
 // New rejects configurations that leave fewer than 20 index bits.
 //
@@ -51,6 +54,7 @@ type window struct {
 	limit   int64  // Limit
 	cb      uint   // bits per count
 	eb      uint   // bits of window index kept
+	ib      uint   // index shift: cb (fixed) or 2cb (sliding)
 	cmask   uint64 // (1<<cb)−1
 	emask   uint64 // (1<<eb)−1
 	sliding bool
@@ -65,22 +69,22 @@ func newWindow(limit int64, w time.Duration, sliding bool) (window, bool) {
 	if sliding {
 		used = 2 * cb
 	}
-	if used > 64-minIndexBits {
+	if used > 63-minIndexBits {
 		return window{}, false
 	}
-	eb := 64 - used
+	eb := 63 - used
 	return window{
-		w: int64(w), limit: limit, cb: cb, eb: eb,
+		w: int64(w), limit: limit, cb: cb, eb: eb, ib: used,
 		cmask: 1<<cb - 1, emask: 1<<eb - 1, sliding: sliding,
 	}, true
 }
 
 // Accessors for the packed word.
-func (x *window) index(w uint64) uint64 { return w >> (64 - x.eb) }
+func (x *window) index(w uint64) uint64 { return w >> x.ib & x.emask }
 func (x *window) q(w uint64) int64      { return int64(w & x.cmask) }
 func (x *window) p(w uint64) int64      { return int64(w >> x.cb & x.cmask) }
 func (x *window) pack(k uint64, p, q int64) uint64 {
-	return (k&x.emask)<<(64-x.eb) | uint64(p)<<x.cb | uint64(q)
+	return (k&x.emask)<<x.ib | uint64(p)<<x.cb | uint64(q)
 }
 
 // view reads state w at now. It returns the window index k the decision is
@@ -139,27 +143,17 @@ func (x *window) resetAfterView(e, p, q int64) int64 {
 }
 
 // step decides a request of cost 0 ≤ c ≤ Limit at now against state w.
-func (x *window) step(w uint64, now, c int64) (uint64, Decision) {
+func (x *window) step(w uint64, now, c int64) (uint64, verdict) {
 	k, e, p, q := x.view(w, now)
 	u := x.used(p, e)
 	if c == 0 {
-		return w, Decision{Allowed: true, Limit: x.limit, Remaining: max(0, x.limit-q-u), ResetAfter: time.Duration(x.resetAfterView(e, p, q))}
+		return w, verdict{ok: true, rem: max(0, x.limit-q-u), reset: x.resetAfterView(e, p, q)}
 	}
 	if q+c+u <= x.limit {
 		q += c
-		return x.pack(k, p, q), Decision{
-			Allowed:    true,
-			Limit:      x.limit,
-			Remaining:  x.limit - q - u,
-			ResetAfter: time.Duration(x.resetAfterView(e, p, q)),
-		}
+		return x.pack(k, p, q), verdict{ok: true, rem: x.limit - q - u, reset: x.resetAfterView(e, p, q)}
 	}
-	return w, Decision{
-		Limit:      x.limit,
-		Remaining:  max(0, x.limit-q-u),
-		RetryAfter: time.Duration(x.retryAfter(e, p, q, c)),
-		ResetAfter: time.Duration(x.resetAfterView(e, p, q)),
-	}
+	return w, verdict{rem: max(0, x.limit-q-u), retry: x.retryAfter(e, p, q, c), reset: x.resetAfterView(e, p, q)}
 }
 
 // retryAfter returns the shortest wait after which a request of cost c,
