@@ -86,11 +86,11 @@ func ParseRate(s string) (Rate, error) {
 
 // Limits of the packed representations, checked by New.
 const (
-	// maxTime is where a limiter's clock saturates: 2^62 ns, about 146
+	// maxTime is where a limiter's clock saturates: 2^62−1 ns, about 146
 	// years of ManualClock time, or the year 2116 on the default clock.
 	// Keeping every instant below it leaves room for TAT arithmetic in
 	// int64 without overflow.
-	maxTime = 1 << 62
+	maxTime = 1<<62 - 1
 	// maxTau bounds Burst·T (and (Capacity+1)·T): 2^61 ns, about 73 years.
 	maxTau = 1 << 61
 	// maxReserve bounds how far past now Wait may push a bucket's TAT.

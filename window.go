@@ -22,22 +22,31 @@ import (
 //	bits cb-1..0    q: count admitted in window k
 //
 // cb is the bit length of Limit, so every count fits. The index keeps
-// eb = 63−cb (fixed) or 63−2cb (sliding) bits; the full index is recovered
-// relative to now, as the nearest index at or before now's modulo 2^eb,
-// unless it lies less than half the ring (2^(eb−1) windows) after now's, in
-// which case the state is newer than the reading (a stale clock reading)
-// and the reading is treated as the start of the state's window: no time
-// has passed.
+// eb = 63−cb (fixed) or 63−2cb (sliding) bits.
 //
-// Horizon: a key untouched for half the ring or more could have its counts
-// read as newer than they are. Counts only ever deny, so such a misreading
-// can deny, never admit more; and the sweeper removes a key as soon as its
-// counts are expired, long before. Typical horizons (half the ring):
+// Exact mode: when eb bits hold every window index the clock can reach
+// (⌊maxTime/W⌋), the word stores the full index. A state from a later
+// window than the reading (a stale clock reading) is read at the start of
+// its own window: no time has passed. This covers every fixed window of
+// 1 ms or more with Limit ≤ 1,000,000, and sliding windows of an hour or
+// more with Limit ≤ 1,000,000 (of a second or more with Limit ≤ 2,000).
 //
-//	fixed,   Limit 1,000,000, 1 s windows:      2^42 s (139,000 years)
-//	fixed,   Limit 1,000,000, 1 ms windows:     2^42 ms (139 years)
-//	sliding, Limit 100,       1 s windows:      2^48 s
-//	sliding, Limit 1,000,000, 24 h windows:     2^22 days (11,000 years)
+// Ring mode, otherwise: the word holds the index modulo 2^eb, and the full
+// index is recovered relative to the reading as the nearest index at or
+// before it, unless it lies less than half the ring (2^(eb−1) windows)
+// after it, in which case the reading is stale and is treated as above.
+// Two cases can then be misread. A key untouched for half the ring or more
+// may have its counts read as newer than they are: counts only ever deny,
+// so this can deny, never admit more; and the sweeper removes a key as soon
+// as its counts are expired, long before. And a reading more than half the
+// ring older than a key's state would read the state as expired: with the
+// default clock a reading is never that stale (it would take a goroutine
+// preempted for weeks), so this is reachable only by setting a ManualClock
+// back that far, which is outside the contract in ring mode.
+// Typical horizons (half the ring) in ring mode:
+//
+//	fixed,   Limit 2^40,      1 ns windows:     2^21 ns (2 ms)
+//	fixed,   Limit 1,000,000, 1 µs windows:     2^42 µs (139 years)
 //	sliding, Limit 1,000,000, 1 min windows:    2^22 min (8 years)
 //	sliding, Limit 1,000,000, 1 s windows:      2^22 s (48 days)
 //	sliding, Limit 2,097,151, 1 s windows:      2^20 s (12 days)
@@ -55,6 +64,7 @@ type window struct {
 	cb      uint   // bits per count
 	eb      uint   // bits of window index kept
 	ib      uint   // index shift: cb (fixed) or 2cb (sliding)
+	exact   bool   // eb bits hold every index up to maxTime/W: no ring
 	cmask   uint64 // (1<<cb)−1
 	emask   uint64 // (1<<eb)−1
 	sliding bool
@@ -75,6 +85,7 @@ func newWindow(limit int64, w time.Duration, sliding bool) (window, bool) {
 	eb := 63 - used
 	return window{
 		w: int64(w), limit: limit, cb: cb, eb: eb, ib: used,
+		exact: uint(bits.Len64(uint64(maxTime/int64(w)))) <= eb,
 		cmask: 1<<cb - 1, emask: 1<<eb - 1, sliding: sliding,
 	}, true
 }
@@ -101,11 +112,19 @@ func (x *window) view(w uint64, now int64) (k uint64, e, p, q int64) {
 	if sq == 0 && sp == 0 {
 		return k, e, 0, 0 // fresh, whatever its index says
 	}
-	diff := (k - x.index(w)) & x.emask // windows from the stored index to now's
+	var diff uint64 // windows from the stored index to now's
+	if si := x.index(w); x.exact {
+		if si > k {
+			return si, 0, sp, sq // a stale reading: decide at the start of the state's window
+		}
+		diff = k - si
+	} else {
+		diff = (k - si) & x.emask
+	}
 	switch {
 	case diff == 0:
 		return k, e, sp, sq
-	case diff >= 1<<(x.eb-1):
+	case !x.exact && diff >= 1<<(x.eb-1):
 		// The state is from a later window than now: a stale reading.
 		// Decide at the start of the state's window instead.
 		k += (x.emask + 1) - diff

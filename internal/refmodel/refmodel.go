@@ -15,8 +15,8 @@ import (
 	"github.com/hotlimit/hotlimit"
 )
 
-// maxTime mirrors the limiter's clock saturation (2^62 ns).
-const maxTime = 1 << 62
+// maxTime mirrors the limiter's clock saturation (2^62−1 ns).
+const maxTime = 1<<62 - 1
 
 // Model is a reference limiter driven by an explicit clock.
 type Model struct {
@@ -55,7 +55,7 @@ func New(policy any, clock hotlimit.Clock) *Model {
 	return m
 }
 
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+func ceilDiv(a, b int64) int64 { return (a-1)/b + 1 } // a, b > 0; no overflow
 
 // Limit returns the policy's capacity.
 func (m *Model) Limit() int64 { return m.limit }
