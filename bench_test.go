@@ -15,8 +15,14 @@ import (
 type allowFunc func(key string) hotlimit.Decision
 
 func benchSubjects(b *testing.B, p any) map[string]allowFunc {
-	def, _ := hotlimit.New(p, hotlimit.WithSweepInterval(0))
-	coarse, _ := hotlimit.New(p, hotlimit.WithSweepInterval(0), hotlimit.WithCoarseClock(time.Millisecond))
+	def, err := hotlimit.New(p, hotlimit.WithSweepInterval(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	coarse, err := hotlimit.New(p, hotlimit.WithSweepInterval(0), hotlimit.WithCoarseClock(time.Millisecond))
+	if err != nil {
+		b.Fatal(err)
+	}
 	ref := refmodel.New(p, hotlimit.SystemClock{})
 	b.Cleanup(func() { def.Close(); coarse.Close() })
 	return map[string]allowFunc{"clock=default": def.Allow, "clock=coarse": coarse.Allow, "impl=reference": ref.Allow}
@@ -28,7 +34,7 @@ var benchPolicies = []struct {
 }{
 	{"TokenBucket", hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1_000_000_000, Per: time.Second}, Burst: 1_000_000_000}},
 	{"FixedWindow", hotlimit.FixedWindow{Limit: 1 << 40, Window: time.Hour}},
-	{"SlidingWindow", hotlimit.SlidingWindow{Limit: 1<<21 - 1, Window: time.Millisecond}},
+	{"SlidingWindow", hotlimit.SlidingWindow{Limit: 1<<21 - 1, Window: 100 * time.Millisecond}},
 	{"LeakyBucket", hotlimit.LeakyBucket{Rate: hotlimit.Rate{N: 1_000_000_000, Per: time.Second}, Capacity: 1_000_000}},
 }
 

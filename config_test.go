@@ -61,7 +61,7 @@ func TestNewAcceptsExtremes(t *testing.T) {
 		hotlimit.LeakyBucket{Rate: hotlimit.Rate{N: 1, Per: year}, Capacity: 10},
 		hotlimit.FixedWindow{Limit: 1_000_000, Window: 24 * time.Hour},
 		hotlimit.SlidingWindow{Limit: 1_000_000, Window: 24 * time.Hour},
-		hotlimit.SlidingWindow{Limit: 1<<21 - 1, Window: time.Nanosecond},
+		hotlimit.SlidingWindow{Limit: 1<<21 - 1, Window: time.Second},
 		&hotlimit.FixedWindow{Limit: 1, Window: time.Nanosecond},
 	} {
 		l, err := hotlimit.New(p)
@@ -123,5 +123,25 @@ func TestKeyTooLong(t *testing.T) {
 	}
 	if d := l.Allow(k[:hotlimit.MaxKeyLen]); !d.Allowed {
 		t.Fatalf("key of MaxKeyLen denied: %+v", d)
+	}
+}
+
+func TestNewRejectsShortRingHorizon(t *testing.T) {
+	for _, p := range []any{
+		hotlimit.FixedWindow{Limit: 1 << 40, Window: time.Nanosecond},
+		hotlimit.SlidingWindow{Limit: 1_000_000, Window: time.Millisecond},
+	} {
+		if l, err := hotlimit.New(p); err == nil {
+			l.Close()
+			t.Errorf("New(%+v) accepted a horizon under 24h", p)
+		} else if !strings.Contains(err.Error(), "use a longer Window or a smaller Limit") {
+			t.Errorf("New(%+v): %v", p, err)
+		}
+	}
+	// Ring mode with a long horizon is accepted: 2^22 s is 48 days.
+	if l, err := hotlimit.New(hotlimit.SlidingWindow{Limit: 1_000_000, Window: time.Second}); err != nil {
+		t.Errorf("SlidingWindow 1e6/1s: %v", err)
+	} else {
+		l.Close()
 	}
 }

@@ -62,8 +62,6 @@ func (l *Limiter) sweepLoop() {
 func (l *Limiter) Sweep() int { return l.sweep(nil) }
 
 func (l *Limiter) sweep(stop <-chan struct{}) int {
-	now := l.now()
-	l.raiseSweptAt(now)
 	removed := 0
 	for i := range l.shards {
 		select {
@@ -71,7 +69,7 @@ func (l *Limiter) sweep(stop <-chan struct{}) int {
 			return removed
 		default:
 		}
-		removed += l.sweepShard(&l.shards[i], now)
+		removed += l.sweepShard(&l.shards[i])
 	}
 	return removed
 }
@@ -86,10 +84,15 @@ func (l *Limiter) raiseSweptAt(t int64) {
 	}
 }
 
-func (l *Limiter) sweepShard(s *shard, now int64) int {
+func (l *Limiter) sweepShard(s *shard) int {
 	removed := 0
 	for pos := 0; ; {
 		s.mu.Lock()
+		// Read the clock with the mutex held, for each chunk, so the
+		// reading is never older than a state written before this chunk
+		// began (see window.go on stale readings).
+		now := l.now()
+		l.raiseSweptAt(now)
 		t := s.tab.Load()
 		for n := 0; pos < len(t.slots) && n < sweepChunk; pos, n = pos+1, n+1 {
 			sl := &t.slots[pos]

@@ -303,6 +303,9 @@ func (l *Limiter) setWindow(name string, limit int64, w time.Duration, sliding b
 		}
 		return fmt.Errorf("hotlimit: %s.Limit %d does not fit the packed state (at most %d)", name, limit, most)
 	}
+	if h := x.horizon(); h < minHorizon {
+		return fmt.Errorf("hotlimit: %s.Limit %d with Window %v: the packed state could tell windows apart only %v back (at least %v needed); use a longer Window or a smaller Limit", name, limit, w, h, minHorizon)
+	}
 	l.kind, l.limit, l.win = kindFixedWindow, limit, x
 	if sliding {
 		l.kind = kindSlidingWindow

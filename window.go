@@ -51,7 +51,8 @@ import (
 //	sliding, Limit 1,000,000, 1 s windows:      2^22 s (48 days)
 //	sliding, Limit 2,097,151, 1 s windows:      2^20 s (12 days)
 //
-// New rejects configurations that leave fewer than 20 index bits.
+// New rejects configurations that leave fewer than 20 index bits, and
+// ring-mode configurations whose horizon is under minHorizon (24 h).
 //
 // Invariants:
 //   - 0 ≤ now ≤ maxTime, 1 ≤ W ≤ maxWindow, 1 ≤ Limit < 2^cb.
@@ -72,6 +73,20 @@ type window struct {
 
 // minIndexBits is the fewest window-index bits New accepts.
 const minIndexBits = 20
+
+// minHorizon is the shortest ring-mode horizon (half the ring, in time)
+// New accepts: a clock reading is never that stale with the default clock,
+// so the ring's ambiguity is reachable only by moving a ManualClock.
+const minHorizon = 24 * time.Hour
+
+// horizon returns how far apart a reading and a state may be and still be
+// read right: unbounded (maxTime) in exact mode, half the ring otherwise.
+func (x *window) horizon() time.Duration {
+	if x.exact || x.eb-1 >= 63-uint(bits.Len64(uint64(x.w))) {
+		return maxTime
+	}
+	return time.Duration(int64(1)<<(x.eb-1)) * time.Duration(x.w)
+}
 
 func newWindow(limit int64, w time.Duration, sliding bool) (window, bool) {
 	cb := uint(bits.Len64(uint64(limit)))

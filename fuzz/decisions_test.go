@@ -24,8 +24,11 @@ import (
 //	  o%8 = 3        Advance(a × unit), unit = x%8 → 1ns, 1µs, 1ms, 1s, 1min, 1h, 24h, 365d
 //	  o%8 = 4        Advance relative to the policy's scale S (T or W), see scaleAdvance
 //	  o%8 = 5        huge Advance, x%4 → 0: a century; 1: raw 8 bytes >> 1 (a ignored);
-//	                 2: to exactly 2^62, where the clock saturates; 3: to 2^62 − 1 − a
-//	  o%8 = 6        Sweep() on the limiter under test (a ignored)
+//	                 2: to exactly maxTime (≈2^62), where the clock saturates; 3: to maxTime − 1 − a
+//	  o%8 = 6        Sweep() on the limiter under test (a ignored); in
+//	                 FuzzStaleClock instead: set the clock back by
+//	                 a × unit (unit = x%8 as for o%8 = 3), or for x%8 = 7
+//	                 to now·a/256
 //	  o%8 = 7        Wait(keys[x%3], cost(a)) in mode (x/3)%3: waitExpired,
 //	                 waitHalfway, waitJustBefore (see harness_test.go)
 //
@@ -251,7 +254,14 @@ func scaleAdvance(p params, j int, a int64) int64 {
 var smallUnits = [8]time.Duration{1, time.Microsecond, time.Millisecond, time.Second, time.Minute, time.Hour, 24 * time.Hour, year}
 
 // runDecisions decodes and runs one FuzzDecisions input.
-func runDecisions(t *testing.T, data []byte) {
+func runDecisions(t *testing.T, data []byte) { runOps(t, data, false) }
+
+// runStale decodes and runs one FuzzStaleClock input.
+func runStale(t *testing.T, data []byte) { runOps(t, data, true) }
+
+// runOps decodes and runs an input in the layout above. With stale, opcode
+// 6 sets the clock back instead of sweeping.
+func runOps(t *testing.T, data []byte, stale bool) {
 	r := &reader{b: data}
 	policy := decodePolicy(r)
 	h, err := newHarness(t, policy, policy, false)
@@ -261,6 +271,7 @@ func runDecisions(t *testing.T, data []byte) {
 		}
 		return // an invalid configuration: nothing to run
 	}
+	h.stale = stale
 	for n := 0; n < maxOps && !r.empty(); n++ {
 		h.sweepTwin()
 		o := r.byte()
@@ -285,7 +296,14 @@ func runDecisions(t *testing.T, data []byte) {
 				h.advance(max(0, maxTime-1-int64(a)-h.now()))
 			}
 		case 6:
-			h.sweep()
+			switch {
+			case !stale:
+				h.sweep()
+			case x%8 == 7:
+				h.setBack(h.now() - mulDiv(h.now(), int64(a), 256))
+			default:
+				h.setBack(satMul(int64(a), int64(smallUnits[x%8])))
+			}
 		case 7:
 			h.wait(x%3, decodeCost(a, r, h.limit), (x/3)%3)
 		}
@@ -306,7 +324,7 @@ func runDecisions(t *testing.T, data []byte) {
 //   - honesty, on clones of the model: denied 1ns before now+RetryAfter and
 //     admitted at it; fresh exactly at now+ResetAfter, not 1ns before;
 //     exactly Remaining unit requests pass now (when Remaining ≤ 64); all
-//     only while the instant stays at or below 2^62;
+//     only while the instant stays at or below maxTime (≈2^62), where the clock saturates;
 //   - a denial (and a failed Wait) leaves the key's state unchanged;
 //   - the admissions stay inside the algorithm's envelope (see envelope);
 //   - Wait fails at once without consuming when its context has expired or
@@ -318,6 +336,27 @@ func FuzzDecisions(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(runDecisions)
+}
+
+// FuzzStaleClock is FuzzDecisions with a clock that can be set back (the
+// byte layout is the same, but opcode 6 sets the clock back instead of
+// sweeping). The design: a reading older than what a key's state already
+// reflects counts as "no time has passed"; state never moves backwards and
+// nothing extra is admitted. The model encodes exactly that (a bucket
+// decides from max(TAT, now); a window state newer than the reading is
+// read at the start of its own window), so every oracle of FuzzDecisions
+// applies, except those that measure from the reading for a window policy
+// (RetryAfter and ResetAfter count from the state's window then) and the
+// sweeps (nothing is swept: see harness.stale). Admissions at stale
+// readings are left out of the envelope.
+func FuzzStaleClock(f *testing.F) {
+	for _, s := range decisionSeeds() {
+		f.Add(s)
+	}
+	for _, s := range staleSeeds() {
+		f.Add(s)
+	}
+	f.Fuzz(runStale)
 }
 
 // Seed builders, in the byte layout above.
@@ -360,6 +399,8 @@ func toSaturation() []byte              { return []byte{2<<3 | 5, 0} }
 func toBeforeSaturation(a byte) []byte  { return []byte{3<<3 | 5, a} }
 func sweepOp() []byte                   { return []byte{6, 0} }
 func wait(key, mode int, c byte) []byte { return []byte{byte((mode*3+key)<<3) | 7, c} }
+func setBack(unit int, a byte) []byte   { return []byte{byte(unit<<3) | 6, a} }
+func setBackTo(a byte) []byte           { return []byte{7<<3 | 6, a} }
 func advRaw(d uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{1<<3 | 5, 0}, d<<1)
 }
@@ -423,8 +464,8 @@ func decisionSeeds() [][]byte {
 		// Sweeps: keys admitted, one refills; Sweep must remove exactly
 		// the fresh ones, and decisions go on unchanged.
 		cat(pol(0, 5, 2), allow(0, c1), allow(1, c3), allow(2, c2), advScale(0, 1), sweepOp(), advScale(0, 2), sweepOp(), allow(1, c1), sweepOp(), allow(0, c0), century1(), sweepOp(), allow(2, c1)),
-		// Saturation: the clock stops at 2^62. Admissions just before,
-		// at it, and past it (RetryAfter beyond 2^62 is not checked).
+		// Saturation: the clock stops at maxTime (≈2^62). Admissions just before,
+		// at it, and past it (RetryAfter beyond maxTime is not checked).
 		cat(pol(0, 3, 2), toBeforeSaturation(3), allow(0, cLimit), adv(uNs, 1), allow(0, c1), toSaturation(), allow(0, c1), allow(0, c1), century1(), allow(0, c1), advRaw(1<<62), allow(1, c1)),
 		// Saturation on a sliding window of one year.
 		cat(pol(3, 9, 3), toBeforeSaturation(0), allow(0, cLimit), toSaturation(), allow(0, c1), adv(uYear, 255), allow(0, c1)),
@@ -442,5 +483,27 @@ func decisionSeeds() [][]byte {
 		cat(pol(0, 15, 0, 1<<64-1, 1000), allow(0, c1)),
 		// Window of 2^55ns, the largest New accepts, with Limit 2.
 		cat(pol(2, 10, 1), allow(0, c2), allow(0, c1), advScale(0, 1), allow(0, c1), century1(), allow(0, c1)),
+	}
+}
+
+func staleSeeds() [][]byte {
+	return [][]byte{
+		// Token bucket 10/s, Burst 3: drain, set the clock back 1s, and
+		// the bucket must not have refilled (x/time/rate's golang/go#71360).
+		cat(pol(0, 5, 2), adv(uSec, 5), allow(0, cLimit), setBack(uSec, 1), allow(0, c1), adv(uMs, 100), allow(0, c1), adv(uSec, 1), allow(0, c1)),
+		// Leaky bucket: a queue built, then a stale reading sees a longer
+		// debt (Delay) and must not admit beyond Capacity·T from it.
+		cat(pol(1, 3, 3), adv(uSec, 2), allow(0, c3), setBack(uMs, 150), allow(0, c1), allow(0, c2), adv(uMs, 200), allow(0, c1)),
+		// Fixed window, Limit 5 per second: fill the window, go back
+		// into the previous window, where nothing more may pass.
+		cat(pol(2, 4, 3), adv(uMs, 250), adv(uSec, 1), allow(0, cLimit), setBack(uMs, 200), setBack(uMs, 200), setBack(uMs, 200), setBack(uMs, 100), allow(0, c1), allow(1, c1), adv(uMs, 250), adv(uMs, 250), adv(uMs, 200), allow(0, c1), adv(uSec, 1), allow(0, c1)),
+		// Sliding window, Limit 3 per 999ms: counts in two windows, then
+		// stale readings within and before the previous window.
+		cat(pol(3, 3, 2), adv(uMs, 200), adv(uSec, 1), allow(0, c2), adv(uSec, 1), allow(0, c1), setBack(uMs, 250), setBack(uMs, 250), allow(0, c1), setBack(uMs, 250), setBack(uMs, 250), setBack(uMs, 250), setBack(uMs, 150), allow(0, c2), adv(uSec, 2), allow(0, c3)),
+		// Back to 0 (setBackTo(0)) after a century of 1-per-year refills.
+		cat(pol(0, 0, 2), century1(), allow(0, cLimit), setBackTo(0), allow(0, c1), wait(0, 1, c1), century1(), allow(0, c1)),
+		// A window key written late, then the clock set far back: the
+		// harness keeps the set-back within its index horizon.
+		cat(pol(2, 0, 0), adv(uYear, 100), allow(0, c1), setBackTo(128), allow(0, c1), adv(uYear, 200), allow(0, c1)),
 	}
 }
