@@ -1,0 +1,46 @@
+package hotlimit
+
+import (
+	"testing"
+	"time"
+)
+
+func BenchmarkParts(b *testing.B) {
+	l, _ := New(TokenBucket{Rate: Rate{N: 1_000_000_000, Per: time.Second}, Burst: 1_000_000_000}, WithSweepInterval(0), WithCoarseClock(time.Millisecond))
+	defer l.Close()
+	key := "user:123456"
+	l.Allow(key)
+	h := l.hash(key)
+	s := l.shardOf(h)
+	sl := s.tab.Load().find(h, key)
+	var sink uint64
+	b.Run("hash", func(b *testing.B) {
+		for b.Loop() {
+			sink += l.hash(key)
+		}
+	})
+	b.Run("find", func(b *testing.B) {
+		for b.Loop() {
+			if s.tab.Load().find(h, key) == nil {
+				b.Fatal()
+			}
+		}
+	})
+	b.Run("decide", func(b *testing.B) {
+		for b.Loop() {
+			v, _ := l.decide(&sl.word, l.now(), 1)
+			sink += uint64(v.rem)
+		}
+	})
+	b.Run("count", func(b *testing.B) {
+		for b.Loop() {
+			s.count(true)
+		}
+	})
+	b.Run("AllowN", func(b *testing.B) {
+		for b.Loop() {
+			l.AllowN(key, 1)
+		}
+	})
+	_ = sink
+}
