@@ -63,10 +63,12 @@ func modest(value any) bool {
 		return v.Burst >= 1 && rateOK(v.Rate, v.Burst)
 	case hotlimit.LeakyBucket:
 		return v.Capacity >= 0 && rateOK(v.Rate, v.Capacity+1)
+	// Windows: New also rejects ring-mode packings whose horizon is under
+	// 24 h (window.go); these ranges stay clear of that.
 	case hotlimit.FixedWindow:
-		return v.Limit >= 1 && v.Limit <= 1_000_000 && v.Window >= 1 && v.Window <= 1<<50
+		return v.Limit >= 1 && v.Limit <= 1_000_000 && v.Window >= time.Millisecond && v.Window <= 1<<50
 	case hotlimit.SlidingWindow:
-		return v.Limit >= 1 && v.Limit <= 1_000_000 && v.Window >= 1 && v.Window <= 1<<50
+		return v.Limit >= 1 && v.Limit <= 1_000_000 && v.Window >= time.Second && v.Window <= 1<<50
 	}
 	return false
 }
