@@ -95,6 +95,11 @@ func TestDifferential(t *testing.T) {
 				if r.IntN(50) == 0 {
 					l.Sweep()
 				}
+				if r.IntN(10) == 0 {
+					c := 1 + r.Int64N(limit)
+					l.Refund(key, c)
+					m.Refund(key, c)
+				}
 				got, want := l.AllowN(key, cost), m.AllowN(key, cost)
 				if got != want {
 					t.Fatalf("op %d at %v key %q cost %d:\n got %+v\nwant %+v", i, c.Now(), key, cost, got, want)

@@ -367,14 +367,20 @@ func (l *Limiter) resetAfter(w uint64, now int64) int64 {
 // having written nothing, if the word is retired (deadBit): the caller
 // must find the key's live slot under the shard's mutex. A denial and a
 // peek never write.
-func (l *Limiter) decide(w *atomic.Uint64, now, cost int64) (verdict, bool) {
+func (l *Limiter) decide(w *atomic.Uint64, now, cost int64) (verdict, int64, bool) {
 	rechecked := false
 	for {
 		old := w.Load()
 		if old&deadBit != 0 {
-			return verdict{}, false
+			return verdict{}, now, false
 		}
-		next, d := l.step(old, now, cost)
+		var next uint64
+		var d verdict
+		if l.kind <= kindLeakyBucket {
+			next, d = l.g.step(old, now, cost)
+		} else {
+			next, d, now = l.win.stepAt(old, now, cost) // now: where a stale reading is decided
+		}
 		if next == old || w.CompareAndSwap(old, next) {
 			if !d.ok && l.coarse != nil && !rechecked {
 				// A lagging coarse reading errs towards denying: decide
@@ -385,7 +391,7 @@ func (l *Limiter) decide(w *atomic.Uint64, now, cost int64) (verdict, bool) {
 					continue
 				}
 			}
-			return d, true
+			return d, now, true
 		}
 		// Another request updated the word first: decide again from it.
 	}
@@ -401,19 +407,26 @@ func (l *Limiter) Allow(key string) Decision { return l.AllowN(key, 1) }
 // RetryAfter = Never. A denial never changes any state, and a peek or a
 // denial for an unknown key creates no entry.
 func (l *Limiter) AllowN(key string, cost int64) Decision {
+	v, _ := l.allow(key, cost)
+	return l.decision(v, cost)
+}
+
+// allow is AllowN before its Decision is built. It also returns the
+// instant the decision was made at (Refund needs it for the windows).
+func (l *Limiter) allow(key string, cost int64) (verdict, int64) {
 	now := l.now()
 	if cost < 0 || cost > l.limit || len(key) > MaxKeyLen {
-		return l.never(key, now)
+		return l.never(key, now), now
 	}
 	h := l.hash(key)
 	s := l.shardOf(h)
 	if sl := s.tab.Load().find(h, key); sl != nil {
-		if v, ok := l.decide(&sl.word, now, cost); ok {
+		if v, at, ok := l.decide(&sl.word, now, cost); ok {
 			s.count(v.ok)
-			return l.decision(v, cost)
+			return v, at
 		}
 	}
-	return l.decision(l.allowLocked(s, h, key, now, cost), cost)
+	return l.allowLocked(s, h, key, now, cost)
 }
 
 func (s *shard) count(allowed bool) {
@@ -426,17 +439,17 @@ func (s *shard) count(allowed bool) {
 
 // allowLocked is AllowN's path for a key whose live slot the lock-free
 // probe did not find (new, being inserted, or moved by a rebuild).
-func (l *Limiter) allowLocked(s *shard, h uint64, key string, now, cost int64) verdict {
+func (l *Limiter) allowLocked(s *shard, h uint64, key string, now, cost int64) (verdict, int64) {
 	sl, now := l.slotLocked(s, h, key, now, cost > 0)
 	var v verdict
 	if sl == nil {
 		_, v = l.step(0, now, 0) // a peek at an unknown key: fresh, no entry
 	} else {
-		v, _ = l.decide(&sl.word, now, cost) // nothing retires while we hold s.mu
+		v, now, _ = l.decide(&sl.word, now, cost) // nothing retires while we hold s.mu
 	}
 	s.mu.Unlock()
 	s.count(v.ok)
-	return v
+	return v, now
 }
 
 // slotLocked locks s.mu and returns key's live slot, with s.mu held (the
@@ -469,15 +482,14 @@ func (l *Limiter) slotLocked(s *shard, h uint64, key string, now int64, create b
 
 // never returns the denial of a request that can never be admitted, with
 // the key's current Remaining and ResetAfter.
-func (l *Limiter) never(key string, now int64) Decision {
+func (l *Limiter) never(key string, now int64) verdict {
 	var v verdict
 	if len(key) <= MaxKeyLen {
 		v = l.peek(key, now)
 	}
-	d := l.decision(v, 0)
-	d.Allowed, d.RetryAfter = false, Never
+	v.ok, v.retry = false, int64(Never)
 	l.shards[0].denied.Add(1) // rare; contention does not matter here
-	return d
+	return v
 }
 
 // peek returns the verdict for cost 0 without counting it.

@@ -178,7 +178,21 @@ func (x *window) resetAfterView(e, p, q int64) int64 {
 
 // step decides a request of cost 0 ≤ c ≤ Limit at now against state w.
 func (x *window) step(w uint64, now, c int64) (uint64, verdict) {
+	next, v, _ := x.stepAt(w, now, c)
+	return next, v
+}
+
+// stepAt is step that also returns the instant the decision was made at:
+// now, or the start of w's window when the reading is stale (see view).
+// Refund needs it to find the window an admission was recorded in.
+func (x *window) stepAt(w uint64, now, c int64) (uint64, verdict, int64) {
 	k, e, p, q := x.view(w, now)
+	next, v := x.stepCounts(w, k, e, p, q, c)
+	return next, v, int64(k)*x.w + e
+}
+
+// stepCounts decides cost c in window k at elapsed e with counts p, q.
+func (x *window) stepCounts(w, k uint64, e, p, q, c int64) (uint64, verdict) {
 	u := x.used(p, e)
 	if c == 0 {
 		return w, verdict{ok: true, rem: max(0, x.limit-q-u), reset: x.resetAfterView(e, p, q)}
@@ -225,6 +239,39 @@ func floorMulDiv(a, b, d int64) int64 {
 		return 1<<63 - 1
 	}
 	return int64(quo)
+}
+
+// refund gives back cost c admitted at instant at (as returned by stepAt)
+// from w: it lowers the count of the window holding at, if w still holds
+// that window's count, and never below 0.
+func (x *window) refund(w uint64, c, at int64) uint64 {
+	ka := uint64(at / x.w)
+	var d uint64 // windows from ka to w's index
+	if si := x.index(w); x.exact {
+		if si < ka {
+			return w
+		}
+		d = si - ka
+	} else {
+		d = (si - ka) & x.emask
+		if d >= 1<<(x.eb-1) {
+			return w // w is older than the admission: nothing of it is left
+		}
+	}
+	k := ka + d
+	p, q := x.p(w), x.q(w)
+	if !x.sliding {
+		p = 0
+	}
+	switch {
+	case d == 0:
+		q = max(0, q-c)
+	case d == 1 && x.sliding:
+		p = max(0, p-c)
+	default:
+		return w // the admission's window has expired from the state
+	}
+	return x.pack(k, p, q)
 }
 
 // resetAfter returns how long until w is a fresh key's state; 0 means fresh.

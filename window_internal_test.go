@@ -27,3 +27,21 @@ func TestWindowModes(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowRefundAcrossEdge: an admission in window k is given back from
+// the previous-window count once the word has moved to window k+1.
+func TestWindowRefundAcrossEdge(t *testing.T) {
+	x, _ := newWindow(10, time.Second, true)
+	w, v, at := x.stepAt(0, int64(900*time.Millisecond), 4) // window 0: q = 4
+	if !v.ok {
+		t.Fatal("denied")
+	}
+	w, _, _ = x.stepAt(w, int64(1100*time.Millisecond), 1) // window 1: p = 4, q = 1
+	w = x.refund(w, 4, at)
+	if p, q := x.p(w), x.q(w); p != 0 || q != 1 || x.index(w) != 1 {
+		t.Fatalf("after refund: p %d q %d index %d, want 0 1 1", p, q, x.index(w))
+	}
+	if x.refund(w, 4, at) != w {
+		t.Fatal("a second refund changed the word")
+	}
+}

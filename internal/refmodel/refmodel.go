@@ -256,3 +256,33 @@ func (m *Model) Clone(clock hotlimit.Clock) *Model {
 	}
 	return c
 }
+
+// Refund gives back cost as hotlimit.Limiter.Refund does: buckets move TAT
+// back by cost·T but not below now; windows lower the count of the window
+// holding now (or, for the sliding window, the previous count of a state
+// one window newer than now), never below 0.
+func (m *Model) Refund(key string, cost int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cost <= 0 || cost > m.limit || len(key) > hotlimit.MaxKeyLen {
+		return
+	}
+	now := m.now()
+	switch m.kind {
+	case "tb", "leaky":
+		if tat, ok := m.tat[key]; ok && tat > now {
+			m.tat[key] = max(tat-cost*m.t, now)
+		}
+	default:
+		s := m.win[key]
+		if s == nil {
+			return
+		}
+		switch k := now / m.w; {
+		case s.k == k:
+			s.cur = max(0, s.cur-cost)
+		case s.k == k+1 && m.kind == "sliding":
+			s.prev = max(0, s.prev-cost)
+		}
+	}
+}

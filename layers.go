@@ -1,0 +1,229 @@
+package hotlimit
+
+import "sync/atomic"
+
+// Layer is one limit of a layered check: a limiter, the key it limits the
+// request by, and the request's cost there. See AllowLayers.
+type Layer struct {
+	Limiter *Limiter
+	Key     string
+	Cost    int64
+}
+
+// maxStackLayers is how many layers AllowLayers handles without
+// allocating.
+const maxStackLayers = 8
+
+// AllowLayers admits a request only if every layer admits it: for example a
+// token bucket per API token, a fixed window per client IP and a global
+// limit. It decides the layers in order, consuming in each; if one denies,
+// it gives back exactly what the earlier layers took, so a request refused
+// by the global layer never burns a user's quota.
+//
+// "All or nothing" is about the final accounting, not about instants: while
+// AllowLayers runs, an earlier layer has already consumed, and a concurrent
+// request may see that and be denied by it, although the consumption is
+// given back a moment later. Nothing is ever admitted beyond any layer's
+// policy, and once every call has returned each layer holds exactly the
+// cost of the requests that were admitted by all layers.
+//
+// The Decision reports the binding layer. Allowed: Remaining is the
+// smallest Remaining after the admission, and Limit is that layer's; Delay
+// and ResetAfter are the largest. Denied: RetryAfter is the largest among
+// the layers that would deny the request (each checked without consuming),
+// Limit is that layer's, Remaining is the smallest of all layers' current
+// Remaining, and ResetAfter the largest. A layer with a nil Limiter denies
+// with RetryAfter = Never.
+//
+// It allocates nothing for up to 8 layers.
+func AllowLayers(layers ...Layer) Decision {
+	var buf [maxStackLayers]int64
+	ats := buf[:0]
+	if len(layers) > maxStackLayers {
+		ats = make([]int64, 0, len(layers))
+	}
+	var out Decision
+	for i := range layers {
+		ly := &layers[i]
+		if ly.Limiter == nil {
+			refundLayers(layers[:i], ats)
+			return Decision{RetryAfter: Never}
+		}
+		v, at := ly.Limiter.allow(ly.Key, ly.Cost)
+		if !v.ok {
+			refundLayers(layers[:i], ats)
+			return deniedLayers(layers, i, ly.Limiter.decision(v, ly.Cost))
+		}
+		ats = append(ats, at)
+		d := ly.Limiter.decision(v, ly.Cost)
+		if i == 0 || d.Remaining < out.Remaining {
+			out.Remaining, out.Limit = d.Remaining, d.Limit
+		}
+		out.ResetAfter = max(out.ResetAfter, d.ResetAfter)
+		out.Delay = max(out.Delay, d.Delay)
+	}
+	out.Allowed = true
+	return out
+}
+
+// refundLayers gives back, latest first, what the admitted layers took.
+func refundLayers(layers []Layer, ats []int64) {
+	for j := len(layers) - 1; j >= 0; j-- {
+		layers[j].Limiter.refund(layers[j].Key, layers[j].Cost, ats[j])
+	}
+}
+
+// deniedLayers builds the Decision of a layered request that layer i
+// denied with d, after the earlier layers were given back.
+func deniedLayers(layers []Layer, i int, d Decision) Decision {
+	out := d
+	for j := range layers {
+		ly := &layers[j]
+		if j == i {
+			continue
+		}
+		if ly.Limiter == nil {
+			out.RetryAfter, out.Limit = Never, 0
+			continue
+		}
+		c := ly.Limiter.check(ly.Key, ly.Cost)
+		if !c.Allowed && c.RetryAfter > out.RetryAfter {
+			out.RetryAfter, out.Limit = c.RetryAfter, c.Limit
+		}
+		out.Remaining = min(out.Remaining, c.Remaining)
+		out.ResetAfter = max(out.ResetAfter, c.ResetAfter)
+	}
+	out.Allowed, out.Delay = false, 0
+	return out
+}
+
+// check decides key and cost now without consuming anything and without
+// counting the decision: what AllowN would answer. Remaining and
+// ResetAfter are those of the current state.
+func (l *Limiter) check(key string, cost int64) Decision {
+	now := l.now()
+	if cost < 0 || cost > l.limit || len(key) > MaxKeyLen {
+		v := verdict{retry: int64(Never)}
+		if len(key) <= MaxKeyLen {
+			v = l.peek(key, now)
+			v.ok, v.retry = false, int64(Never)
+		}
+		return l.decision(v, 0)
+	}
+	w := l.word(key, now)
+	_, v := l.step(w, now, cost)
+	if v.ok {
+		// Report the current state, as a denial would, not the state
+		// after an admission that did not happen.
+		_, p := l.step(w, now, 0)
+		v.rem, v.reset = p.rem, p.reset
+	}
+	return l.decision(v, cost)
+}
+
+// word returns key's state word (0 for an unknown key).
+func (l *Limiter) word(key string, now int64) uint64 {
+	h := l.hash(key)
+	s := l.shardOf(h)
+	if sl := s.tab.Load().find(h, key); sl != nil {
+		if w := sl.word.Load(); w&deadBit == 0 {
+			return w
+		}
+	}
+	var w uint64
+	if sl, _ := l.slotLocked(s, h, key, now, false); sl != nil {
+		w = sl.word.Load()
+	}
+	s.mu.Unlock()
+	return w
+}
+
+// Refund gives back cost that an admission for key consumed, as if it had
+// not happened: the token and leaky buckets move the key's TAT back by
+// cost·T (never making a bucket fuller than full); the windows lower the
+// count of the current window (or, for the sliding window, of the previous
+// one when the window has just turned). It never gives back more than the
+// state holds, and does nothing for a key the limiter no longer holds. Use
+// it when work that was admitted did not happen (the request failed
+// validation, a later check refused it); AllowLayers uses it internally.
+func (l *Limiter) Refund(key string, cost int64) {
+	if cost <= 0 || cost > l.limit || len(key) > MaxKeyLen {
+		return
+	}
+	l.refund(key, cost, l.now())
+}
+
+// refund gives back cost admitted at instant at.
+func (l *Limiter) refund(key string, cost, at int64) {
+	if cost <= 0 {
+		return
+	}
+	now := l.now()
+	h := l.hash(key)
+	s := l.shardOf(h)
+	if sl := s.tab.Load().find(h, key); sl != nil {
+		if fresh, live := l.refundAt(&sl.word, cost, at, now); live {
+			s.uncount()
+			if fresh {
+				l.retireFresh(s, h, key, now)
+			}
+			return
+		}
+	}
+	sl, _ := l.slotLocked(s, h, key, now, false)
+	if sl != nil {
+		if fresh, _ := l.refundAt(&sl.word, cost, at, now); fresh {
+			l.retireFreshLocked(s, sl, now)
+		}
+		s.uncount()
+	}
+	s.mu.Unlock()
+}
+
+// retireFresh removes key's entry if its state is fresh, as a sweep would:
+// a request refused by a later layer then leaves no state behind.
+func (l *Limiter) retireFresh(s *shard, h uint64, key string, now int64) {
+	if sl, _ := l.slotLocked(s, h, key, now, false); sl != nil {
+		l.retireFreshLocked(s, sl, now)
+	}
+	s.mu.Unlock()
+}
+
+// retireFreshLocked retires sl if its state is fresh at now. Requires s.mu.
+func (l *Limiter) retireFreshLocked(s *shard, sl *slot, now int64) {
+	w := sl.word.Load()
+	if w&deadBit != 0 || l.resetAfter(w, now) != 0 {
+		return
+	}
+	l.raiseSweptAt(now) // before the entry goes: see gc.go
+	if s.tab.Load().retire(sl, w) {
+		l.keys.Add(-1)
+		s.swept.Add(1)
+	}
+}
+
+// uncount turns one counted admission into a denial.
+func (s *shard) uncount() {
+	s.allowed.Add(^uint64(0))
+	s.denied.Add(1)
+}
+
+// refundAt runs refund's CAS loop. live is false if the word is retired;
+// fresh reports whether the state is fresh afterwards.
+func (l *Limiter) refundAt(w *atomic.Uint64, cost, at, now int64) (fresh, live bool) {
+	for {
+		old := w.Load()
+		if old&deadBit != 0 {
+			return false, false
+		}
+		var next uint64
+		if l.kind <= kindLeakyBucket {
+			next = l.g.unreserve(old, now, cost)
+		} else {
+			next = l.win.refund(old, cost, at)
+		}
+		if next == old || w.CompareAndSwap(old, next) {
+			return l.resetAfter(next, now) == 0, true
+		}
+	}
+}

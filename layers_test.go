@@ -1,0 +1,202 @@
+package hotlimit_test
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+// layered is the example: a token bucket per API token, a fixed
+// window per client IP, and a global sliding window.
+type layered struct {
+	token, ip, global *hotlimit.Limiter
+	clock             *hotlimit.ManualClock
+}
+
+func newLayered(t testing.TB, tokenBurst, ipLimit, globalLimit int64) layered {
+	c := hotlimit.NewManualClock()
+	c.Set(time.Hour)
+	mk := func(p any) *hotlimit.Limiter {
+		l, err := hotlimit.New(p, hotlimit.WithClock(c), hotlimit.WithSweepInterval(0), hotlimit.WithShards(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	return layered{
+		token:  mk(hotlimit.TokenBucket{Rate: hotlimit.PerMinute(1), Burst: tokenBurst}),
+		ip:     mk(hotlimit.FixedWindow{Limit: ipLimit, Window: time.Minute}),
+		global: mk(hotlimit.SlidingWindow{Limit: globalLimit, Window: time.Minute}),
+		clock:  c,
+	}
+}
+
+func (x layered) allow(token, ip string, cost int64) hotlimit.Decision {
+	return hotlimit.AllowLayers(
+		hotlimit.Layer{Limiter: x.token, Key: token, Cost: cost},
+		hotlimit.Layer{Limiter: x.ip, Key: ip, Cost: cost},
+		hotlimit.Layer{Limiter: x.global, Key: "global", Cost: cost},
+	)
+}
+
+func TestAllowLayersGivesBack(t *testing.T) {
+	x := newLayered(t, 5, 3, 4)
+	if d := x.allow("tok-a", "ip-1", 2); !d.Allowed || d.Remaining != 1 || d.Limit != 3 {
+		t.Fatalf("first: %+v, want allowed, binding ip layer with 1 left", d)
+	}
+	// ip-1 has 1 left: denied by the second layer; the token gets its 2 back.
+	d := x.allow("tok-a", "ip-1", 2)
+	if d.Allowed || d.Limit != 3 || d.RetryAfter != 60*time.Second {
+		t.Fatalf("second: %+v, want denied by the ip window, retry in 60s", d)
+	}
+	if r := x.token.AllowN("tok-a", 0).Remaining; r != 3 {
+		t.Fatalf("token remaining %d after a refused layered request, want 3", r)
+	}
+	// Global has 2 left: tok-b via ip-2 takes 2, then tok-c is refused by
+	// the global layer only, and neither tok-c nor ip-2 is charged.
+	if d := x.allow("tok-b", "ip-2", 2); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("third: %+v", d)
+	}
+	d = x.allow("tok-c", "ip-2", 1)
+	if d.Allowed || d.Remaining != 0 {
+		t.Fatalf("fourth: %+v, want denied by global", d)
+	}
+	if r := x.token.AllowN("tok-c", 0).Remaining; r != 5 {
+		t.Fatalf("tok-c charged: remaining %d, want 5", r)
+	}
+	if r := x.ip.AllowN("ip-2", 0).Remaining; r != 1 {
+		t.Fatalf("ip-2 charged: remaining %d, want 1", r)
+	}
+	if x.token.Len() != 2 {
+		t.Fatalf("token limiter holds %d keys; a refused request for tok-c must not leave state", x.token.Len())
+	}
+	if st := x.token.Stats(); st.Allowed != 2+2 || st.Denied != 2 || st.Swept != 1 {
+		// 2 admissions (tok-a, tok-b) and 2 peeks; the 2 given back count as
+		// denials, and tok-c's entry, fresh again, is removed as swept.
+		t.Fatalf("token Stats = %+v", st)
+	}
+}
+
+func TestAllowLayersRetryAfterIsTheLongest(t *testing.T) {
+	x := newLayered(t, 1, 10, 10)
+	x.allow("tok", "ip", 1)
+	x.clock.Advance(30 * time.Second)
+	// The token bucket needs 30 s more; ip and global admit: RetryAfter 30 s.
+	if d := x.allow("tok", "ip", 1); d.Allowed || d.RetryAfter != 30*time.Second || d.Limit != 1 {
+		t.Fatalf("%+v", d)
+	}
+	// A nil limiter denies, forever.
+	if d := hotlimit.AllowLayers(hotlimit.Layer{Limiter: x.ip, Key: "ip", Cost: 1}, hotlimit.Layer{}); d.Allowed || d.RetryAfter != hotlimit.Never {
+		t.Fatalf("nil layer: %+v", d)
+	}
+	if r := x.ip.AllowN("ip", 0).Remaining; r != 9 {
+		t.Fatalf("ip charged by a request refused by a nil layer: remaining %d", r)
+	}
+}
+
+// TestAllowLayersStress: many goroutines push through 3 layers with the
+// clock frozen; every layer ends holding exactly what was admitted, and no
+// layer admits beyond its policy.
+func TestAllowLayersStress(t *testing.T) {
+	const tokens, ips = 8, 3
+	const tokenBurst, ipLimit, globalLimit = 7, 15, 40
+	x := newLayered(t, tokenBurst, ipLimit, globalLimit)
+	var perToken [tokens]atomic.Int64
+	var perIP [ips]atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 400 {
+				tk, ip := (g+i)%tokens, (g*7+i)%ips
+				cost := int64(1 + (g+i)%2)
+				if x.allow(fmt.Sprint("tok", tk), fmt.Sprint("ip", ip), cost).Allowed {
+					perToken[tk].Add(cost)
+					perIP[ip].Add(cost)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var total int64
+	for i := range perToken {
+		got := perToken[i].Load()
+		total += got
+		if used := tokenBurst - x.token.AllowN(fmt.Sprint("tok", i), 0).Remaining; got > tokenBurst || used != got {
+			t.Errorf("token %d: admitted %d, limiter holds %d (burst %d)", i, got, used, tokenBurst)
+		}
+	}
+	for i := range perIP {
+		got := perIP[i].Load()
+		if used := ipLimit - x.ip.AllowN(fmt.Sprint("ip", i), 0).Remaining; got > ipLimit || used != got {
+			t.Errorf("ip %d: admitted %d, limiter holds %d (limit %d)", i, got, used, ipLimit)
+		}
+	}
+	if used := globalLimit - x.global.AllowN("global", 0).Remaining; total > globalLimit || used != total {
+		t.Errorf("global: admitted %d, limiter holds %d (limit %d)", total, used, globalLimit)
+	}
+	if total < globalLimit-1 {
+		t.Errorf("admitted only %d of %d: refunds lost capacity", total, globalLimit)
+	}
+}
+
+func TestAllowLayersAllocatesNothing(t *testing.T) {
+	c := hotlimit.NewManualClock()
+	mk := func(p any) *hotlimit.Limiter {
+		l, err := hotlimit.New(p, hotlimit.WithClock(c), hotlimit.WithSweepInterval(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	x := layered{
+		token:  mk(hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1_000_000_000), Burst: 1 << 40}),
+		ip:     mk(hotlimit.FixedWindow{Limit: 1 << 40, Window: time.Hour}),
+		global: mk(hotlimit.SlidingWindow{Limit: 1 << 20, Window: time.Hour}),
+		clock:  c,
+	}
+	if n := testing.AllocsPerRun(1000, func() {
+		x.allow("tok", "ip", 1)
+		hotlimit.AllowLayers(
+			hotlimit.Layer{Limiter: x.token, Key: "a", Cost: 1},
+			hotlimit.Layer{Limiter: x.token, Key: "b", Cost: 1},
+			hotlimit.Layer{Limiter: x.ip, Key: "c", Cost: 1},
+			hotlimit.Layer{Limiter: x.global, Key: "d", Cost: 1<<20 + 1}, // denied: refunds 3
+		)
+	}); n != 0 {
+		t.Fatalf("%v allocations per run, want 0", n)
+	}
+}
+
+func TestRefundWindows(t *testing.T) {
+	c := hotlimit.NewManualClock()
+	sw, _ := hotlimit.New(hotlimit.SlidingWindow{Limit: 10, Window: time.Second}, hotlimit.WithClock(c), hotlimit.WithSweepInterval(0))
+	defer sw.Close()
+	sw.AllowN("k", 4)
+	sw.Refund("k", 3)
+	if r := sw.AllowN("k", 0).Remaining; r != 9 {
+		t.Fatalf("sliding, same window: remaining %d, want 9", r)
+	}
+	sw.Refund("k", 5) // more than held: stops at 0
+	if r := sw.AllowN("k", 0).Remaining; r != 10 {
+		t.Fatalf("sliding, over-refund: remaining %d, want 10", r)
+	}
+	tb, _ := hotlimit.New(hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 3}, hotlimit.WithClock(c), hotlimit.WithSweepInterval(0))
+	defer tb.Close()
+	tb.AllowN("k", 3)
+	tb.Refund("k", 2)
+	if r := tb.AllowN("k", 0).Remaining; r != 2 {
+		t.Fatalf("token bucket: remaining %d, want 2", r)
+	}
+	tb.Refund("k", 3)
+	if d := tb.AllowN("k", 0); d.Remaining != 3 || d.ResetAfter != 0 {
+		t.Fatalf("token bucket over-refund: %+v, want full", d)
+	}
+}
