@@ -94,6 +94,8 @@ type Limiter struct {
 	keys    atomic.Int64 // entries held plus insertions in flight; ≤ maxKeys
 	sweptAt atomic.Int64 // latest instant at which a fresh entry was removed
 
+	onDeny func(keyHash uint64, d Decision) // WithDenyHook; nil: none
+
 	sweepEvery time.Duration
 	closeOnce  sync.Once
 	stop       chan struct{}
@@ -104,6 +106,7 @@ type Limiter struct {
 type Option func(*config)
 
 type config struct {
+	onDeny     func(keyHash uint64, d Decision)
 	clock      Clock
 	coarse     time.Duration
 	shards     int
@@ -141,6 +144,24 @@ func WithCoarseClock(resolution time.Duration) Option {
 			cfg.fail("WithCoarseClock: resolution must be in (0, 1s], got %v", resolution)
 		}
 		cfg.coarse = resolution
+	}
+}
+
+// WithDenyHook calls hook, synchronously, for every request that AllowN
+// (or Allow, AllowBytes, AllowLayers' layers) denies, with the denial and
+// the key's hash instead of the key: the limiter's seeded 64-bit hash,
+// stable for the limiter's life and meaningless outside it, so a log or a
+// metric can group denials by client without holding tokens or addresses.
+// The allow path does not look at the hook. The hook must be fast and must
+// not block; it may call the limiter. Wait on a window policy tries again
+// through AllowN, so each denied try calls it; the admissions AllowLayers
+// gives back do not.
+func WithDenyHook(hook func(keyHash uint64, d Decision)) Option {
+	return func(cfg *config) {
+		if hook == nil {
+			cfg.fail("WithDenyHook: nil hook")
+		}
+		cfg.onDeny = hook
 	}
 }
 
@@ -200,7 +221,7 @@ func New(policy any, opts ...Option) (*Limiter, error) {
 	if cfg.clock != nil && cfg.coarse != 0 {
 		return nil, fmt.Errorf("hotlimit: WithClock and WithCoarseClock are mutually exclusive")
 	}
-	l := &Limiter{seed: rand.Uint64(), maxKeys: int64(cfg.maxKeys), sweepEvery: cfg.sweepEvery}
+	l := &Limiter{seed: rand.Uint64(), maxKeys: int64(cfg.maxKeys), sweepEvery: cfg.sweepEvery, onDeny: cfg.onDeny}
 	if err := l.setPolicy(policy); err != nil {
 		return nil, err
 	}
@@ -416,17 +437,28 @@ func (l *Limiter) AllowN(key string, cost int64) Decision {
 func (l *Limiter) allow(key string, cost int64) (verdict, int64) {
 	now := l.now()
 	if cost < 0 || cost > l.limit || len(key) > MaxKeyLen {
-		return l.never(key, now), now
+		v := l.never(key, now)
+		if l.onDeny != nil {
+			l.onDeny(l.hash(key), l.decision(v, cost))
+		}
+		return v, now
 	}
 	h := l.hash(key)
 	s := l.shardOf(h)
 	if sl := s.tab.Load().find(h, key); sl != nil {
 		if v, at, ok := l.decide(&sl.word, now, cost); ok {
 			s.count(v.ok)
+			if !v.ok && l.onDeny != nil {
+				l.onDeny(h, l.decision(v, cost))
+			}
 			return v, at
 		}
 	}
-	return l.allowLocked(s, h, key, now, cost)
+	v, at := l.allowLocked(s, h, key, now, cost)
+	if !v.ok && l.onDeny != nil {
+		l.onDeny(h, l.decision(v, cost))
+	}
+	return v, at
 }
 
 func (s *shard) count(allowed bool) {

@@ -1,0 +1,37 @@
+package expvarlimit_test
+
+import (
+	"encoding/json"
+	"expvar"
+	"testing"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/expvarlimit"
+)
+
+func TestPublish(t *testing.T) {
+	l, err := hotlimit.New(hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 2}, hotlimit.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := expvarlimit.Publish("hotlimit_test", l); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		l.Allow("k")
+	}
+	var st hotlimit.Stats
+	if err := json.Unmarshal([]byte(expvar.Get("hotlimit_test").String()), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Allowed != 2 || st.Denied != 1 || st.Keys != 1 {
+		t.Fatalf("published %+v", st)
+	}
+	if err := expvarlimit.Publish("hotlimit_test", l); err == nil {
+		t.Fatal("publishing a name twice succeeded")
+	}
+	if err := expvarlimit.Publish("x", nil); err == nil {
+		t.Fatal("nil limiter accepted")
+	}
+}
