@@ -81,9 +81,10 @@ func (g *gcra) reserve(w uint64, now, c, maxWait int64) (next uint64, wait int64
 	return packTAT(n), wait, true
 }
 
-// unreserve gives back what reserve took: it moves TAT back by c·T, but
-// never below now (a bucket cannot be fuller than full).
-func (g *gcra) unreserve(w uint64, now, c int64) uint64 {
+// refund gives back cost c (an admission AllowLayers or Refund undoes, or
+// a slot Wait reserved and abandons): it moves TAT back by c·T, but never
+// below now (a bucket cannot be fuller than full).
+func (g *gcra) refund(w uint64, now, c int64) uint64 {
 	t := tat(w) - c*g.t
 	if t < now {
 		t = now

@@ -121,23 +121,6 @@ func (l *Limiter) check(key string, cost int64) Decision {
 	return l.decision(v, cost)
 }
 
-// word returns key's state word (0 for an unknown key).
-func (l *Limiter) word(key string, now int64) uint64 {
-	h := l.hash(key)
-	s := l.shardOf(h)
-	if sl := s.tab.Load().find(h, key); sl != nil {
-		if w := sl.word.Load(); w&deadBit == 0 {
-			return w
-		}
-	}
-	var w uint64
-	if sl, _ := l.slotLocked(s, h, key, now, false); sl != nil {
-		w = sl.word.Load()
-	}
-	s.mu.Unlock()
-	return w
-}
-
 // Refund gives back cost that an admission for key consumed, as if it had
 // not happened: the token and leaky buckets move the key's TAT back by
 // cost·T (never making a bucket fuller than full); the windows lower the
@@ -218,7 +201,7 @@ func (l *Limiter) refundAt(w *atomic.Uint64, cost, at, now int64) (fresh, live b
 		}
 		var next uint64
 		if l.kind <= kindLeakyBucket {
-			next = l.g.unreserve(old, now, cost)
+			next = l.g.refund(old, now, cost)
 		} else {
 			next = l.win.refund(old, cost, at)
 		}

@@ -526,22 +526,26 @@ func (l *Limiter) never(key string, now int64) verdict {
 
 // peek returns the verdict for cost 0 without counting it.
 func (l *Limiter) peek(key string, now int64) verdict {
+	_, v := l.step(l.word(key, now), now, 0)
+	return v
+}
+
+// word returns key's live state word (0, a fresh state, for an unknown
+// key), taking the shard's mutex only if the lock-free probe misses.
+func (l *Limiter) word(key string, now int64) uint64 {
 	h := l.hash(key)
 	s := l.shardOf(h)
 	if sl := s.tab.Load().find(h, key); sl != nil {
 		if w := sl.word.Load(); w&deadBit == 0 {
-			_, v := l.step(w, now, 0)
-			return v
+			return w
 		}
 	}
 	var w uint64
-	sl, now := l.slotLocked(s, h, key, now, false)
-	if sl != nil {
+	if sl, _ := l.slotLocked(s, h, key, now, false); sl != nil {
 		w = sl.word.Load()
 	}
 	s.mu.Unlock()
-	_, v := l.step(w, now, 0)
-	return v
+	return w
 }
 
 // tryReserveKey reserves room for one more key if the limiter is below
@@ -620,7 +624,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) error {
 		return nil
 	case <-ctx.Done():
 		t.Stop()
-		l.unreserve(key, cost)
+		l.refund(key, cost, l.now()) // the slot back; Stats count it as denied
 		return ctx.Err()
 	}
 }
@@ -656,14 +660,9 @@ func (l *Limiter) reserve(key string, cost, maxWait int64) (wait int64, ok bool)
 		}
 	}
 	sl, now := l.slotLocked(s, h, key, now, true)
-	w0 := sl.word.Load()
 	wait, ok, _ = l.reserveAt(&sl.word, now, cost, maxWait)
-	if !ok && w0 == 0 {
-		// A fresh entry nothing was written to: drop it, as a sweep would.
-		l.raiseSweptAt(now)
-		if s.tab.Load().retire(sl, 0) {
-			l.keys.Add(-1)
-		}
+	if !ok {
+		l.retireFreshLocked(s, sl, now) // nothing was written: leave no entry
 	}
 	s.mu.Unlock()
 	s.count(ok)
@@ -683,33 +682,6 @@ func (l *Limiter) reserveAt(w *atomic.Uint64, now, cost, maxWait int64) (wait in
 		}
 		if next == old || w.CompareAndSwap(old, next) {
 			return wait, true, true
-		}
-	}
-}
-
-// unreserve gives back a slot that Wait reserved.
-func (l *Limiter) unreserve(key string, cost int64) {
-	now := l.now()
-	h := l.hash(key)
-	s := l.shardOf(h)
-	if sl := s.tab.Load().find(h, key); sl != nil && l.unreserveAt(&sl.word, now, cost) {
-		return
-	}
-	if sl, _ := l.slotLocked(s, h, key, now, false); sl != nil {
-		l.unreserveAt(&sl.word, now, cost)
-	}
-	// Otherwise swept or evicted: nothing is left to give back.
-	s.mu.Unlock()
-}
-
-func (l *Limiter) unreserveAt(w *atomic.Uint64, now, cost int64) (live bool) {
-	for {
-		old := w.Load()
-		if old&deadBit != 0 {
-			return false
-		}
-		if next := l.g.unreserve(old, now, cost); next == old || w.CompareAndSwap(old, next) {
-			return true
 		}
 	}
 }
