@@ -1,0 +1,101 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+// A Backend makes the middleware's decisions. The default, Local, keeps
+// the limits in this process with hotlimit; redislimit provides one that
+// shares them between instances through Redis. The middleware talks to
+// either through this interface only.
+type Backend interface {
+	// Allow admits a request only if every layer admits it, all or
+	// nothing, exactly as hotlimit.AllowLayers: either each layer
+	// consumes its cost, or none does, and the Decision reports the
+	// binding layer. It returns an error only when it could not decide
+	// (a shared store unreachable, a timeout); the middleware then applies
+	// its failure policy. It must not retain the layers slice.
+	Allow(ctx context.Context, layers []Layer) (hotlimit.Decision, error)
+}
+
+// Layer is one limit a request is checked against.
+type Layer struct {
+	Limit string // the name of a limit the backend was built with
+	Key   string // the request's key under that limit
+	Cost  int64
+}
+
+// A BackendFactory builds a Backend for a set of named limits. Each policy
+// is one of hotlimit's policy values (hotlimit.TokenBucket,
+// hotlimit.FixedWindow, ...); a factory returns an error naming the limit
+// for a policy it cannot serve.
+type BackendFactory func(limits map[string]any) (Backend, error)
+
+// ErrUnknownLimit is wrapped by a Backend's error for a layer that names a
+// limit it was not built with.
+var ErrUnknownLimit = errors.New("httplimit: unknown limit")
+
+// Local is the in-process Backend: one hotlimit.Limiter per named limit.
+type Local struct {
+	limiters map[string]*hotlimit.Limiter
+}
+
+// LocalBackend returns a BackendFactory that builds a Local backend whose
+// limiters all take opts (for example hotlimit.WithMaxKeys).
+func LocalBackend(opts ...hotlimit.Option) BackendFactory {
+	return func(limits map[string]any) (Backend, error) { return NewLocal(limits, opts...) }
+}
+
+// NewLocal builds one hotlimit.Limiter per named limit. On error it closes
+// what it had built.
+func NewLocal(limits map[string]any, opts ...hotlimit.Option) (*Local, error) {
+	names := make([]string, 0, len(limits))
+	for name := range limits {
+		names = append(names, name)
+	}
+	sort.Strings(names) // the first error is the same on every run
+	b := &Local{limiters: make(map[string]*hotlimit.Limiter, len(limits))}
+	for _, name := range names {
+		lim, err := hotlimit.New(limits[name], opts...)
+		if err != nil {
+			b.Close()
+			return nil, fmt.Errorf("httplimit: limit %q: %w", name, err)
+		}
+		b.limiters[name] = lim
+	}
+	return b, nil
+}
+
+// Limiter returns the limiter behind a named limit, or nil.
+func (b *Local) Limiter(name string) *hotlimit.Limiter { return b.limiters[name] }
+
+// Allow implements Backend with hotlimit.AllowLayers. It allocates
+// nothing for up to 8 layers on existing keys.
+func (b *Local) Allow(_ context.Context, layers []Layer) (hotlimit.Decision, error) {
+	var buf [8]hotlimit.Layer
+	ls := buf[:0]
+	if len(layers) > len(buf) {
+		ls = make([]hotlimit.Layer, 0, len(layers))
+	}
+	for _, ly := range layers {
+		lim := b.limiters[ly.Limit]
+		if lim == nil {
+			return hotlimit.Decision{}, fmt.Errorf("%w %q", ErrUnknownLimit, ly.Limit)
+		}
+		ls = append(ls, hotlimit.Layer{Limiter: lim, Key: ly.Key, Cost: ly.Cost})
+	}
+	return hotlimit.AllowLayers(ls...), nil
+}
+
+// Close stops every limiter's sweeper.
+func (b *Local) Close() error {
+	for _, lim := range b.limiters {
+		lim.Close()
+	}
+	return nil
+}
