@@ -48,6 +48,7 @@ func TestConcurrentExactCount(t *testing.T) {
 		// Windows free a whole window at once: advance k windows, k·Limit more.
 		{hotlimit.FixedWindow{Limit: 100, Window: time.Second}, 100, 0},
 		{hotlimit.SlidingWindow{Limit: 100, Window: time.Second}, 100, 0},
+		{hotlimit.SlidingLog{Limit: 100, Window: time.Second}, 100, 0},
 	}
 	for _, tc := range cases {
 		for _, m := range makers {

@@ -29,6 +29,11 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{hotlimit.FixedWindow{Limit: 1 << 50, Window: time.Second}, nil, "does not fit the packed state"},
 		{hotlimit.SlidingWindow{Limit: 1 << 21, Window: time.Second}, nil, "SlidingWindow.Limit 2097152 does not fit"},
 		{hotlimit.SlidingWindow{Limit: 5, Window: 1 << 60}, nil, "SlidingWindow.Window"},
+		{hotlimit.SlidingLog{Limit: hotlimit.MaxLogLimit + 1, Window: time.Minute}, nil, "use SlidingWindow"},
+		{hotlimit.SlidingLog{Limit: 0, Window: time.Minute}, nil, "SlidingLog.Limit must be > 0, got 0"},
+		{hotlimit.SlidingLog{Limit: 5, Window: 0}, nil, "SlidingLog.Window must be > 0, got 0s"},
+		{hotlimit.SlidingLog{Limit: 5, Window: 1 << 60}, nil, "SlidingLog.Window"},
+		{(*hotlimit.SlidingLog)(nil), nil, "nil *SlidingLog"},
 		{"100/s", nil, "unsupported policy type string"},
 		{(*hotlimit.TokenBucket)(nil), nil, "nil *TokenBucket"},
 		{hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1}, []hotlimit.Option{hotlimit.WithShards(0)}, "WithShards"},
@@ -63,6 +68,8 @@ func TestNewAcceptsExtremes(t *testing.T) {
 		hotlimit.SlidingWindow{Limit: 1_000_000, Window: 24 * time.Hour},
 		hotlimit.SlidingWindow{Limit: 1<<21 - 1, Window: time.Second},
 		&hotlimit.FixedWindow{Limit: 1, Window: time.Nanosecond},
+		hotlimit.SlidingLog{Limit: hotlimit.MaxLogLimit, Window: 24 * time.Hour},
+		&hotlimit.SlidingLog{Limit: 1, Window: time.Nanosecond},
 	} {
 		l, err := hotlimit.New(p)
 		if err != nil {

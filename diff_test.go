@@ -25,6 +25,9 @@ func testPolicies() []any {
 		hotlimit.SlidingWindow{Limit: 7, Window: time.Second},
 		hotlimit.SlidingWindow{Limit: 1_000_000, Window: 24 * time.Hour},
 		hotlimit.SlidingWindow{Limit: 3, Window: 999 * time.Millisecond},
+		hotlimit.SlidingLog{Limit: 5, Window: 15 * time.Minute},
+		hotlimit.SlidingLog{Limit: 1, Window: 3 * time.Millisecond},
+		hotlimit.SlidingLog{Limit: 64, Window: time.Second},
 	}
 }
 
@@ -56,6 +59,8 @@ func policyScale(p any) (time.Duration, int64) {
 	case hotlimit.FixedWindow:
 		return p.Window, p.Limit
 	case hotlimit.SlidingWindow:
+		return p.Window, p.Limit
+	case hotlimit.SlidingLog:
 		return p.Window, p.Limit
 	}
 	panic("unknown policy")

@@ -29,9 +29,13 @@ import (
 //     preempted between reading the clock and inserting, or a test clock
 //     set back), which would otherwise see a fresh state where the removed
 //     one still owed time.
-//   - Eviction (WithMaxKeys) removes the entry closest to fresh (smallest
-//     ResetAfter) among at least evictMin distinct entries sampled without
-//     replacement, so a drained key survives while fresher ones exist.
+//   - Eviction (WithMaxKeys) removes the entry closest to fresh among at
+//     least evictMin distinct entries sampled without replacement: the one
+//     whose removal gives back the fewest units (Limit − Remaining), and
+//     among those the smallest ResetAfter. So a drained key survives while
+//     fresher ones exist. (ResetAfter alone is not enough: every key in
+//     the same fixed window has the same ResetAfter, and a sliding log's
+//     drained key may have the oldest instants.)
 //   - keys counts entries held plus insertions that have reserved room;
 //     reservation happens before insertion and release after removal, so
 //     Len() ≤ maxKeys at every instant.
@@ -62,6 +66,9 @@ func (l *Limiter) sweepLoop() {
 func (l *Limiter) Sweep() int { return l.sweep(nil) }
 
 func (l *Limiter) sweep(stop <-chan struct{}) int {
+	if l.logs != nil {
+		return l.sweepLogs(stop)
+	}
 	removed := 0
 	for i := range l.shards {
 		select {
@@ -130,14 +137,29 @@ type candidate struct {
 	s     *shard
 	t     *table
 	sl    *slot
-	score int64 // ResetAfter at the sampling instant
+	score score
 }
+
+// score is how far from fresh an entry is at the sampling instant.
+type score struct {
+	used  int64 // units its removal would give back: Limit − Remaining
+	reset int64 // ResetAfter
+}
+
+func (a score) less(b score) bool {
+	return a.used < b.used || a.used == b.used && a.reset < b.reset
+}
+
+func (l *Limiter) scoreOf(v verdict) score { return score{l.limit - v.rem, v.reset} }
 
 // evictOne removes the entry closest to fresh among a sample of at least
 // evictMin distinct live entries (fewer only if the limiter holds fewer),
 // to make room for a new key. It reports whether it found any entry to look
 // at. Requires that no shard mutex is held.
 func (l *Limiter) evictOne(now int64) bool {
+	if l.logs != nil {
+		return l.evictLog(now)
+	}
 	var c [evictSample + evictMin]candidate
 	n := 0
 	nsh := len(l.shards)
@@ -151,7 +173,8 @@ func (l *Limiter) evictOne(now int64) bool {
 			sl := &t.slots[i]
 			if sl.hash.Load() != 0 {
 				if w := sl.word.Load(); w&deadBit == 0 {
-					c[n] = candidate{s: s, t: t, sl: sl, score: l.resetAfter(w, now)}
+					_, v := l.step(w, now, 0)
+					c[n] = candidate{s: s, t: t, sl: sl, score: l.scoreOf(v)}
 					n++
 					got++
 				}
@@ -166,7 +189,7 @@ func (l *Limiter) evictOne(now int64) bool {
 	}
 	best := 0
 	for i := 1; i < n; i++ {
-		if c[i].score < c[best].score {
+		if c[i].score.less(c[best].score) {
 			best = i
 		}
 	}

@@ -140,63 +140,81 @@ func TestSweeperStress(t *testing.T) {
 // TestMaxKeysFlood: 100,000 distinct keys against WithMaxKeys(1000) keep
 // Len() ≤ 1000 throughout, and a victim drained beforehand stays denied.
 func TestMaxKeysFlood(t *testing.T) {
-	l, c := newManual(t, hotlimit.TokenBucket{Rate: hotlimit.PerMinute(10), Burst: 10}, hotlimit.WithMaxKeys(1000))
-	c.Set(time.Hour)
-	for l.Allow("victim").Allowed {
-	}
-	var maxLen atomic.Int64
-	var wg sync.WaitGroup
-	for g := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 25_000 {
-				l.Allow(fmt.Sprintf("flood:%d:%d", g, i))
-				if n := int64(l.Len()); n > maxLen.Load() {
-					maxLen.Store(n)
-				}
-				if i%1000 == 0 {
-					c.Advance(time.Millisecond)
-				}
+	for _, p := range []any{
+		hotlimit.TokenBucket{Rate: hotlimit.PerMinute(10), Burst: 10},
+		hotlimit.LeakyBucket{Rate: hotlimit.PerMinute(10), Capacity: 9},
+		hotlimit.FixedWindow{Limit: 10, Window: time.Minute},
+		hotlimit.SlidingWindow{Limit: 10, Window: time.Minute},
+		hotlimit.SlidingLog{Limit: 10, Window: time.Minute},
+	} {
+		t.Run(fmt.Sprintf("%T", p), func(t *testing.T) {
+			l, c := newManual(t, p, hotlimit.WithMaxKeys(1000))
+			c.Set(time.Hour)
+			for l.Allow("victim").Allowed {
 			}
-		}()
-	}
-	wg.Wait()
-	if m := maxLen.Load(); m > 1000 {
-		t.Fatalf("Len() reached %d, bound is 1000", m)
-	}
-	if d := l.Allow("victim"); d.Allowed {
-		t.Fatalf("victim's drained bucket was reset by the flood: %+v", d)
-	}
-	st := l.Stats()
-	if st.Keys > 1000 || st.Swept+st.Evicted < 99_000 {
-		t.Fatalf("Stats = %+v", st)
+			var maxLen atomic.Int64
+			var wg sync.WaitGroup
+			for g := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range 25_000 {
+						l.Allow(fmt.Sprintf("flood:%d:%d", g, i))
+						if n := int64(l.Len()); n > maxLen.Load() {
+							maxLen.Store(n)
+						}
+						if i%1000 == 0 {
+							c.Advance(time.Millisecond)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if m := maxLen.Load(); m > 1000 {
+				t.Fatalf("Len() reached %d, bound is 1000", m)
+			}
+			if d := l.Allow("victim"); d.Allowed {
+				t.Fatalf("victim's drained bucket was reset by the flood: %+v", d)
+			}
+			st := l.Stats()
+			if st.Keys > 1000 || st.Swept+st.Evicted < 99_000 {
+				t.Fatalf("Stats = %+v", st)
+			}
+		})
 	}
 }
 
 func TestMaxKeysPrefersFresh(t *testing.T) {
-	l, c := newManual(t, hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 5}, hotlimit.WithMaxKeys(4), hotlimit.WithShards(1))
-	l.AllowN("drained-a", 5)
-	l.AllowN("drained-b", 5)
-	l.AllowN("drained-c", 5)
-	l.AllowN("light", 1)
-	c.Advance(2 * time.Second) // "light" is fresh again
-	l.Allow("new")
-	if l.Len() != 4 {
-		t.Fatalf("Len() = %d, want 4", l.Len())
-	}
-	st := l.Stats()
-	if st.Swept != 1 || st.Evicted != 0 {
-		t.Fatalf("Stats = %+v: want the fresh key swept, nothing evicted", st)
-	}
-	for _, k := range []string{"drained-a", "drained-b", "drained-c"} {
-		if d := l.AllowN(k, 0); d.Remaining == 5 {
-			t.Fatalf("%s was evicted", k)
-		}
-	}
-	l.Allow("newer") // all non-fresh now: one is evicted
-	if st := l.Stats(); st.Evicted != 1 || l.Len() != 4 {
-		t.Fatalf("Stats = %+v, Len %d", st, l.Len())
+	for _, p := range []any{
+		hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 5},
+		hotlimit.SlidingLog{Limit: 5, Window: 2 * time.Second},
+	} {
+		t.Run(fmt.Sprintf("%T", p), func(t *testing.T) {
+			l, c := newManual(t, p, hotlimit.WithMaxKeys(4), hotlimit.WithShards(1))
+			l.AllowN("light", 1)
+			c.Advance(time.Second)
+			l.AllowN("drained-a", 5)
+			l.AllowN("drained-b", 5)
+			l.AllowN("drained-c", 5)
+			c.Advance(time.Second) // "light" is fresh again
+			l.Allow("new")
+			if l.Len() != 4 {
+				t.Fatalf("Len() = %d, want 4", l.Len())
+			}
+			st := l.Stats()
+			if st.Swept != 1 || st.Evicted != 0 {
+				t.Fatalf("Stats = %+v: want the fresh key swept, nothing evicted", st)
+			}
+			for _, k := range []string{"drained-a", "drained-b", "drained-c"} {
+				if d := l.AllowN(k, 0); d.Remaining == 5 {
+					t.Fatalf("%s was evicted", k)
+				}
+			}
+			l.Allow("newer") // all non-fresh now: one is evicted
+			if st := l.Stats(); st.Evicted != 1 || l.Len() != 4 {
+				t.Fatalf("Stats = %+v, Len %d", st, l.Len())
+			}
+		})
 	}
 }
 

@@ -110,6 +110,14 @@ func (l *Limiter) check(key string, cost int64) Decision {
 		}
 		return l.decision(v, 0)
 	}
+	if l.logs != nil {
+		v := l.peekLog(key, now, cost)
+		if v.ok {
+			p := l.peekLog(key, now, 0)
+			v.rem, v.reset = p.rem, p.reset
+		}
+		return l.decision(v, cost)
+	}
 	w := l.word(key, now)
 	_, v := l.step(w, now, cost)
 	if v.ok {
@@ -125,12 +133,17 @@ func (l *Limiter) check(key string, cost int64) Decision {
 // not happened: the token and leaky buckets move the key's TAT back by
 // cost·T (never making a bucket fuller than full); the windows lower the
 // count of the current window (or, for the sliding window, of the previous
-// one when the window has just turned). It never gives back more than the
+// one when the window has just turned); the sliding log removes the newest
+// admitted instants that still count. It never gives back more than the
 // state holds, and does nothing for a key the limiter no longer holds. Use
 // it when work that was admitted did not happen (the request failed
 // validation, a later check refused it); AllowLayers uses it internally.
 func (l *Limiter) Refund(key string, cost int64) {
 	if cost <= 0 || cost > l.limit || len(key) > MaxKeyLen {
+		return
+	}
+	if l.logs != nil {
+		l.refundLog(key, cost, maxTime) // the newest instants
 		return
 	}
 	l.refund(key, cost, l.now())
@@ -139,6 +152,10 @@ func (l *Limiter) Refund(key string, cost int64) {
 // refund gives back cost admitted at instant at.
 func (l *Limiter) refund(key string, cost, at int64) {
 	if cost <= 0 {
+		return
+	}
+	if l.logs != nil {
+		l.refundLog(key, cost, at)
 		return
 	}
 	now := l.now()

@@ -61,10 +61,11 @@ const (
 	kindLeakyBucket
 	kindFixedWindow
 	kindSlidingWindow
+	kindSlidingLog
 )
 
 func (k kind) String() string {
-	return [...]string{"", "TokenBucket", "LeakyBucket", "FixedWindow", "SlidingWindow"}[k]
+	return [...]string{"", "TokenBucket", "LeakyBucket", "FixedWindow", "SlidingWindow", "SlidingLog"}[k]
 }
 
 // Limiter is a keyed rate limiter: each key (an API token, a user, a
@@ -79,8 +80,10 @@ func (k kind) String() string {
 type Limiter struct {
 	kind  kind
 	limit int64
-	g     gcra   // kindTokenBucket, kindLeakyBucket
-	win   window // kindFixedWindow, kindSlidingWindow
+	g     gcra       // kindTokenBucket, kindLeakyBucket
+	win   window     // kindFixedWindow, kindSlidingWindow
+	logW  int64      // kindSlidingLog: the window, ns
+	logs  []logShard // kindSlidingLog: the keyed state (see logs.go)
 
 	seed   uint64 // mixed into every key's hash; random per limiter
 	shift  uint   // shard index = hash >> shift
@@ -203,7 +206,7 @@ func WithSweepInterval(d time.Duration) Option {
 }
 
 // New returns a Limiter for policy, which is a TokenBucket, LeakyBucket,
-// FixedWindow or SlidingWindow (or a pointer to one). It returns an error
+// FixedWindow, SlidingWindow or SlidingLog (or a pointer to one). It returns an error
 // naming the field and value for a configuration that is invalid or that
 // the packed state cannot represent exactly.
 func New(policy any, opts ...Option) (*Limiter, error) {
@@ -230,6 +233,12 @@ func New(policy any, opts ...Option) (*Limiter, error) {
 		n <<= 1
 	}
 	l.shards = make([]shard, n)
+	if l.kind == kindSlidingLog {
+		l.logs = make([]logShard, n)
+		for i := range l.logs {
+			l.logs[i].m = make(map[string]*logRing)
+		}
+	}
 	for i := range l.shards {
 		l.shards[i].tab.Store(newTable(minSlots, 0))
 	}
@@ -301,8 +310,25 @@ func (l *Limiter) setPolicy(policy any) error {
 		return l.setWindow("FixedWindow", p.Limit, p.Window, false)
 	case SlidingWindow:
 		return l.setWindow("SlidingWindow", p.Limit, p.Window, true)
+	case *SlidingLog:
+		if p == nil {
+			return fmt.Errorf("hotlimit: nil *SlidingLog")
+		}
+		return l.setPolicy(*p)
+	case SlidingLog:
+		switch {
+		case p.Limit <= 0:
+			return fmt.Errorf("hotlimit: SlidingLog.Limit must be > 0, got %d", p.Limit)
+		case p.Limit > MaxLogLimit:
+			return fmt.Errorf("hotlimit: SlidingLog.Limit %d exceeds MaxLogLimit (%d): the log keeps one instant per admitted unit; use SlidingWindow (the sliding-window counter) for large limits", p.Limit, MaxLogLimit)
+		case p.Window <= 0:
+			return fmt.Errorf("hotlimit: SlidingLog.Window must be > 0, got %v", p.Window)
+		case p.Window > maxWindow:
+			return fmt.Errorf("hotlimit: SlidingLog.Window %v exceeds %v", p.Window, time.Duration(maxWindow))
+		}
+		l.kind, l.limit, l.logW = kindSlidingLog, p.Limit, int64(p.Window)
 	default:
-		return fmt.Errorf("hotlimit: unsupported policy type %T (want TokenBucket, LeakyBucket, FixedWindow or SlidingWindow)", policy)
+		return fmt.Errorf("hotlimit: unsupported policy type %T (want TokenBucket, LeakyBucket, FixedWindow, SlidingWindow or SlidingLog)", policy)
 	}
 	return nil
 }
@@ -443,6 +469,9 @@ func (l *Limiter) allow(key string, cost int64) (verdict, int64) {
 		}
 		return v, now
 	}
+	if l.logs != nil {
+		return l.allowLog(key, now, cost)
+	}
 	h := l.hash(key)
 	s := l.shardOf(h)
 	if sl := s.tab.Load().find(h, key); sl != nil {
@@ -526,6 +555,9 @@ func (l *Limiter) never(key string, now int64) verdict {
 
 // peek returns the verdict for cost 0 without counting it.
 func (l *Limiter) peek(key string, now int64) verdict {
+	if l.logs != nil {
+		return l.peekLog(key, now, 0)
+	}
 	_, v := l.step(l.word(key, now), now, 0)
 	return v
 }

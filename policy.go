@@ -133,6 +133,21 @@ type SlidingWindow struct {
 	Window time.Duration
 }
 
+// SlidingLog is the exact sliding window: at most Limit units are admitted
+// in every interval of length Window, whatever its start. It keeps the
+// instant of each admitted unit still inside the window, so a key costs
+// about 8·Limit bytes plus a map entry, and Limit is at most MaxLogLimit.
+// Use it for small limits where the sliding-window counter's weighting is
+// not good enough (5 login attempts per 15 minutes); use SlidingWindow for
+// large ones.
+type SlidingLog struct {
+	Limit  int64
+	Window time.Duration
+}
+
+// MaxLogLimit is the largest SlidingLog.Limit New accepts.
+const MaxLogLimit = 1024
+
 // Errors returned by Wait.
 var (
 	// ErrInvalidCost: the cost is negative or above the policy's Limit,

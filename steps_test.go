@@ -172,3 +172,30 @@ func TestSlidingWindowDayMillion(t *testing.T) {
 		{W + W/2 + W/1_000_000, "", 1, D{Allowed: true, Limit: 1_000_000, ResetAfter: W + W/2 - W/1_000_000}},
 	})
 }
+
+func TestSlidingLogSteps(t *testing.T) {
+	// 5 login attempts per 15 minutes: at most 5 in any 15-minute interval.
+	const W = 15 * time.Minute
+	const m = time.Minute
+	runSteps(t, hotlimit.SlidingLog{Limit: 5, Window: W}, []step{
+		{0, "", 0, D{Allowed: true, Limit: 5, Remaining: 5}},
+		{0, "", 2, D{Allowed: true, Limit: 5, Remaining: 3, ResetAfter: W}},
+		{5 * m, "", 3, D{Allowed: true, Limit: 5, Remaining: 0, ResetAfter: W}},
+		{5 * m, "", 0, D{Allowed: true, Limit: 5, Remaining: 0, ResetAfter: W}},
+		// One unit frees when the first two stop counting, at 15m.
+		{10 * m, "", 1, D{Limit: 5, RetryAfter: 5 * m, ResetAfter: 10 * m}},
+		// Three units need one of the 5m instants to go too, at 20m.
+		{10 * m, "", 3, D{Limit: 5, RetryAfter: 10 * m, ResetAfter: 10 * m}},
+		{10 * m, "", 6, D{Limit: 5, RetryAfter: never, ResetAfter: 10 * m}},
+		{15*m - 1, "", 1, D{Limit: 5, RetryAfter: 1, ResetAfter: 5*m + 1}},
+		{15 * m, "", 0, D{Allowed: true, Limit: 5, Remaining: 2, ResetAfter: 5 * m}},
+		{15 * m, "", 2, D{Allowed: true, Limit: 5, Remaining: 0, ResetAfter: W}},
+		// Clock set back: decided at the latest instant written, 15m.
+		{14 * m, "", 1, D{Limit: 5, RetryAfter: 5 * m, ResetAfter: W}},
+		// The fixed window's boundary burst cannot happen: 5 at 29m59s
+		// would make 7 in [15m, 30m).
+		{30*m - time.Second, "", 0, D{Allowed: true, Limit: 5, Remaining: 3, ResetAfter: time.Second}},
+		{30 * m, "", 5, D{Allowed: true, Limit: 5, Remaining: 0, ResetAfter: W}},
+		{45 * m, "", 0, D{Allowed: true, Limit: 5, Remaining: 5}},
+	})
+}

@@ -28,6 +28,15 @@ type Model struct {
 	w     int64 // window length (windows)
 	tat   map[string]int64
 	win   map[string]*winState
+	log   map[string]*logState
+}
+
+// logState is a sliding log: every admitted unit's instant, and the latest
+// instant the key was written at (a reading older than that is decided
+// there).
+type logState struct {
+	at   []int64
+	last int64
 }
 
 type winState struct {
@@ -39,7 +48,7 @@ type winState struct {
 // New returns a model of policy reading time from clock. The policy must
 // be valid (check it with hotlimit.New first).
 func New(policy any, clock hotlimit.Clock) *Model {
-	m := &Model{clock: clock, tat: map[string]int64{}, win: map[string]*winState{}}
+	m := &Model{clock: clock, tat: map[string]int64{}, win: map[string]*winState{}, log: map[string]*logState{}}
 	switch p := policy.(type) {
 	case hotlimit.TokenBucket:
 		m.kind, m.limit, m.t = "tb", p.Burst, ceilDiv(int64(p.Rate.Per), p.Rate.N)
@@ -49,6 +58,8 @@ func New(policy any, clock hotlimit.Clock) *Model {
 		m.kind, m.limit, m.w = "fixed", p.Limit, int64(p.Window)
 	case hotlimit.SlidingWindow:
 		m.kind, m.limit, m.w = "sliding", p.Limit, int64(p.Window)
+	case hotlimit.SlidingLog:
+		m.kind, m.limit, m.w = "log", p.Limit, int64(p.Window)
 	default:
 		panic(fmt.Sprintf("refmodel: unsupported policy %T", policy))
 	}
@@ -101,6 +112,8 @@ func (m *Model) decide(key string, now, cost int64, write bool) hotlimit.Decisio
 	switch m.kind {
 	case "tb", "leaky":
 		return m.bucket(key, now, cost, write)
+	case "log":
+		return m.slidingLog(key, now, cost, write)
 	default:
 		return m.window(key, now, cost, write)
 	}
@@ -254,6 +267,10 @@ func (m *Model) Clone(clock hotlimit.Clock) *Model {
 		s := *v
 		c.win[k] = &s
 	}
+	c.log = map[string]*logState{}
+	for k, v := range m.log {
+		c.log[k] = &logState{at: append([]int64(nil), v.at...), last: v.last}
+	}
 	return c
 }
 
@@ -273,6 +290,19 @@ func (m *Model) Refund(key string, cost int64) {
 		if tat, ok := m.tat[key]; ok && tat > now {
 			m.tat[key] = max(tat-cost*m.t, now)
 		}
+	case "log":
+		// Remove the newest cost instants that still count.
+		s := m.log[key]
+		if s == nil {
+			return
+		}
+		now = max(now, s.last)
+		for i := len(s.at) - 1; i >= 0 && cost > 0; i-- {
+			if s.at[i]+m.w > now {
+				s.at = append(s.at[:i], s.at[i+1:]...)
+				cost--
+			}
+		}
 	default:
 		s := m.win[key]
 		if s == nil {
@@ -285,4 +315,54 @@ func (m *Model) Refund(key string, cost int64) {
 			s.prev = max(0, s.prev-cost)
 		}
 	}
+}
+
+// countLog counts the instants that count at now: those less than one
+// window before it.
+func (m *Model) countLog(s *logState, now int64) (n, newest int64) {
+	for _, t := range s.at {
+		if t+m.w > now {
+			n++
+			newest = max(newest, t)
+		}
+	}
+	return n, newest
+}
+
+func (m *Model) slidingLog(key string, now, cost int64, write bool) hotlimit.Decision {
+	s := m.log[key]
+	if s == nil {
+		s = &logState{}
+	}
+	now = max(now, s.last)
+	n, newest := m.countLog(s, now)
+	reset := int64(0)
+	if n > 0 {
+		reset = newest + m.w - now
+	}
+	if cost == 0 {
+		return hotlimit.Decision{Allowed: true, Limit: m.limit, Remaining: m.limit - n, ResetAfter: time.Duration(reset)}
+	}
+	if n+cost <= m.limit {
+		if write {
+			for range cost {
+				s.at = append(s.at, now)
+			}
+			s.last = now
+			m.log[key] = s
+		}
+		return hotlimit.Decision{Allowed: true, Limit: m.limit, Remaining: m.limit - n - cost, ResetAfter: time.Duration(m.w)}
+	}
+	// The smallest wait after which cost fits, by binary search over
+	// (0, W]: after W every instant held now has stopped counting.
+	lo, hi := int64(0), m.w
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if k, _ := m.countLog(s, now+mid); k+cost <= m.limit {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hotlimit.Decision{Limit: m.limit, Remaining: m.limit - n, RetryAfter: time.Duration(hi), ResetAfter: time.Duration(reset)}
 }

@@ -1,0 +1,313 @@
+package hotlimit
+
+import (
+	"math/rand/v2"
+	"sync"
+)
+
+// The sliding log (SlidingLog).
+//
+// A key's state is the instants of its admitted units that are still inside
+// the window, oldest first, in a ring of Limit instants: that does not fit
+// one word, so the sliding log does not use the lock-free table. Each shard
+// has a mutex and a map from key to ring, and every operation on a key
+// (decide, refund, sweep, evict) holds its shard's mutex, which makes all of
+// them trivially atomic. The sliding log is for small limits, where a
+// mutex per decision is a fair price for exactness; the statistics, the
+// key count, WithMaxKeys and sweptAt are shared with the other policies.
+//
+// Semantics, at instant t, for a ring holding instants s₁ ≤ … ≤ sₙ:
+//   - sᵢ counts while t − sᵢ < Window, so that any interval [a, a+Window)
+//     holds at most Limit admitted units;
+//   - cost c is admitted iff n + c ≤ Limit, and appends c copies of t;
+//   - denied, RetryAfter is the instant the (n + c − Limit)-th oldest
+//     instant stops counting: s + Window − t;
+//   - Remaining is Limit − n after the decision, ResetAfter is
+//     sₙ + Window − t (0 for an empty ring);
+//   - a reading older than sₙ is decided at sₙ ("no time has passed"),
+//     and a new entry is decided no earlier than sweptAt (see gc.go).
+
+// logShard is one stripe of the sliding log's keyed state.
+type logShard struct {
+	mu sync.Mutex
+	m  map[string]*logRing
+	_  [cacheLineSize - 16]byte
+}
+
+// logRing holds a key's admitted instants.
+//
+// Invariants: 0 ≤ n ≤ len(t); the instants are t[(head+i) % len(t)] for
+// i < n, in non-decreasing order, all ≤ last; last only grows. Instants
+// that no longer count are dropped only when the ring is written, at an
+// instant ≤ last, so a later stale reading (decided at last) never sees
+// fewer instants than it should.
+type logRing struct {
+	t    []int64
+	head int
+	n    int
+	last int64 // the latest instant the ring was written at
+}
+
+func (r *logRing) at(i int) int64 {
+	j := r.head + i
+	if j >= len(r.t) {
+		j -= len(r.t)
+	}
+	return r.t[j]
+}
+
+// live returns the index of the oldest instant that still counts at now.
+func (r *logRing) live(now, w int64) int {
+	lo, hi := 0, r.n // the instants are sorted: binary search
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if r.at(mid)+w <= now {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// expire drops the k oldest instants.
+func (r *logRing) expire(k int) {
+	r.head += k
+	if r.head >= len(r.t) {
+		r.head -= len(r.t)
+	}
+	r.n -= k
+}
+
+// push appends c copies of now; the caller has checked that they fit.
+func (r *logRing) push(now int64, c int64) {
+	for ; c > 0; c-- {
+		j := r.head + r.n
+		if j >= len(r.t) {
+			j -= len(r.t)
+		}
+		r.t[j] = now
+		r.n++
+	}
+	r.last = now
+}
+
+// drop removes up to c of the newest instants that are ≤ at, keeping the
+// newer ones.
+func (r *logRing) drop(c, at int64) {
+	keep := 0 // newer than at
+	for keep < r.n && r.at(r.n-1-keep) > at {
+		keep++
+	}
+	gone := int(min(c, int64(r.n-keep)))
+	if gone == 0 {
+		return
+	}
+	for i := r.n - keep; i < r.n; i++ { // move the kept ones down
+		j := (r.head + i - gone) % len(r.t)
+		r.t[j] = r.at(i)
+	}
+	r.n -= gone
+}
+
+// logVerdict decides cost at now on ring r (nil: a fresh key), whose
+// instants before index first no longer count, without changing it.
+func (l *Limiter) logVerdict(r *logRing, first int, now, cost int64) verdict {
+	n := int64(0)
+	if r != nil {
+		n = int64(r.n - first)
+	}
+	if n+cost <= l.limit {
+		v := verdict{ok: true, rem: l.limit - n - cost}
+		switch {
+		case cost > 0:
+			v.reset = l.logW
+		case n > 0:
+			v.reset = r.at(r.n-1) + l.logW - now
+		}
+		return v
+	}
+	return verdict{
+		rem:   l.limit - n,
+		retry: r.at(first+int(n+cost-l.limit)-1) + l.logW - now,
+		reset: r.at(r.n-1) + l.logW - now,
+	}
+}
+
+// logShardOf returns key's stripe and the shard holding its counters.
+func (l *Limiter) logShardOf(key string) (*logShard, *shard) {
+	i := l.hash(key) >> l.shift
+	return &l.logs[i], &l.shards[i]
+}
+
+// logRingLocked returns key's ring (nil if none), the instant to decide at
+// and the index of the ring's oldest instant that counts then. Requires
+// ls.mu; changes nothing.
+func (l *Limiter) logRingLocked(ls *logShard, key string, now int64) (*logRing, int64, int) {
+	r := ls.m[key]
+	if r == nil {
+		return nil, max(now, l.sweptAt.Load()), 0
+	}
+	now = max(now, r.last)
+	return r, now, r.live(now, l.logW)
+}
+
+// allowLog is allow for the sliding log.
+func (l *Limiter) allowLog(key string, now, cost int64) (verdict, int64) {
+	ls, s := l.logShardOf(key)
+	ls.mu.Lock()
+	var v verdict
+	var at int64
+	for {
+		var r *logRing
+		var first int
+		r, at, first = l.logRingLocked(ls, key, now)
+		if v = l.logVerdict(r, first, at, cost); !v.ok || cost == 0 {
+			break
+		}
+		if r == nil {
+			if r = l.newLogLocked(ls, key, now); r == nil {
+				continue // the mutex was released: decide again
+			}
+		}
+		r.expire(first)
+		r.push(at, cost)
+		break
+	}
+	ls.mu.Unlock()
+	s.count(v.ok)
+	if !v.ok && l.onDeny != nil {
+		l.onDeny(l.hash(key), l.decision(v, cost))
+	}
+	return v, at
+}
+
+// newLogLocked inserts an empty ring for key, after reserving room under
+// WithMaxKeys. Requires ls.mu. If it had to release the mutex to make room,
+// it inserts nothing and returns nil: the caller decides again.
+func (l *Limiter) newLogLocked(ls *logShard, key string, now int64) *logRing {
+	if !l.tryReserveKey() {
+		ls.mu.Unlock()
+		l.reserveKey(now)
+		l.keys.Add(-1) // the room was made; whoever decides again takes it
+		ls.mu.Lock()
+		return nil
+	}
+	r := &logRing{t: make([]int64, l.limit)}
+	ls.m[string([]byte(key))] = r // copy: the key may be a view of a []byte
+	return r
+}
+
+// peekLog returns the verdict for cost at now without changing anything.
+func (l *Limiter) peekLog(key string, now, cost int64) verdict {
+	ls, _ := l.logShardOf(key)
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	r, at, first := l.logRingLocked(ls, key, now)
+	return l.logVerdict(r, first, at, cost)
+}
+
+// refundLog removes up to cost of key's newest instants that are ≤ at,
+// and the key's entry if it is then fresh.
+func (l *Limiter) refundLog(key string, cost, at int64) {
+	ls, s := l.logShardOf(key)
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	r, now, first := l.logRingLocked(ls, key, l.now())
+	if r == nil {
+		return
+	}
+	r.expire(first)
+	r.last = now
+	r.drop(cost, at)
+	s.uncount()
+	if r.n == 0 {
+		l.removeLogLocked(ls, s, key, now, true)
+	}
+}
+
+// removeLogLocked deletes key's ring, as of instant now. Requires ls.mu.
+func (l *Limiter) removeLogLocked(ls *logShard, s *shard, key string, now int64, fresh bool) {
+	if fresh {
+		l.raiseSweptAt(now) // before the entry goes: see gc.go
+		s.swept.Add(1)
+	} else {
+		s.evicted.Add(1)
+	}
+	delete(ls.m, key)
+	l.keys.Add(-1)
+}
+
+// sweepLogs removes every fresh ring.
+func (l *Limiter) sweepLogs(stop <-chan struct{}) int {
+	removed := 0
+	for i := range l.logs {
+		select {
+		case <-stop:
+			return removed
+		default:
+		}
+		ls, s := &l.logs[i], &l.shards[i]
+		ls.mu.Lock()
+		now := l.now()
+		for k, r := range ls.m {
+			if at := max(now, r.last); r.live(at, l.logW) == r.n {
+				l.removeLogLocked(ls, s, k, at, true)
+				removed++
+			}
+		}
+		ls.mu.Unlock()
+	}
+	return removed
+}
+
+// evictLog removes the ring closest to fresh among a sample of at least
+// evictMin (fewer only if the limiter holds fewer), like evictOne.
+// Requires that no stripe mutex is held.
+func (l *Limiter) evictLog(now int64) bool {
+	type cand struct {
+		i     int
+		key   string
+		r     *logRing
+		score score
+	}
+	var c [evictSample + evictMin]cand
+	n := 0
+	nsh := len(l.logs)
+	start := rand.IntN(nsh)
+	for k := 0; k < nsh && n < evictMin; k++ {
+		i := (start + k) & (nsh - 1)
+		ls := &l.logs[i]
+		ls.mu.Lock()
+		got := 0
+		for key, r := range ls.m { // map order is randomised: a sample
+			if got == evictSample {
+				break
+			}
+			at := max(now, r.last)
+			c[n] = cand{i, key, r, l.scoreOf(l.logVerdict(r, r.live(at, l.logW), at, 0))}
+			n++
+			got++
+		}
+		ls.mu.Unlock()
+	}
+	if n == 0 {
+		return false
+	}
+	best := 0
+	for i := 1; i < n; i++ {
+		if c[i].score.less(c[best].score) {
+			best = i
+		}
+	}
+	b := c[best]
+	ls, s := &l.logs[b.i], &l.shards[b.i]
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.m[b.key] != b.r {
+		return true // gone since sampling; the caller tries again
+	}
+	at := max(now, b.r.last)
+	l.removeLogLocked(ls, s, b.key, at, b.r.live(at, l.logW) == b.r.n)
+	return true
+}
