@@ -194,6 +194,9 @@ func (l *Limiter) evictOne(now int64) bool {
 		}
 	}
 	b := c[best]
+	if l.kind == kindConcurrency && b.score.used > 0 {
+		return false // operations in flight: never evicted
+	}
 	b.s.mu.Lock()
 	defer b.s.mu.Unlock()
 	if b.s.tab.Load() != b.t {
@@ -201,6 +204,9 @@ func (l *Limiter) evictOne(now int64) bool {
 	}
 	w := b.sl.word.Load()
 	fresh := w&deadBit == 0 && l.resetAfter(w, now) == 0
+	if !fresh && l.kind == kindConcurrency {
+		return true // an operation started since sampling; never evicted
+	}
 	if fresh {
 		l.raiseSweptAt(now) // before the entry goes: see the invariants
 	}

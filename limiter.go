@@ -62,10 +62,11 @@ const (
 	kindFixedWindow
 	kindSlidingWindow
 	kindSlidingLog
+	kindConcurrency
 )
 
 func (k kind) String() string {
-	return [...]string{"", "TokenBucket", "LeakyBucket", "FixedWindow", "SlidingWindow", "SlidingLog"}[k]
+	return [...]string{"", "TokenBucket", "LeakyBucket", "FixedWindow", "SlidingWindow", "SlidingLog", "Concurrency"}[k]
 }
 
 // Limiter is a keyed rate limiter: each key (an API token, a user, a
@@ -315,6 +316,8 @@ func (l *Limiter) setPolicy(policy any) error {
 			return fmt.Errorf("hotlimit: nil *SlidingLog")
 		}
 		return l.setPolicy(*p)
+	case concurrencyPolicy:
+		l.kind, l.limit = kindConcurrency, p.limit
 	case SlidingLog:
 		switch {
 		case p.Limit <= 0:
@@ -396,16 +399,25 @@ func (l *Limiter) shardOf(h uint64) *shard {
 // step decides cost c at now against state word w. See bucket.go and
 // window.go.
 func (l *Limiter) step(w uint64, now, c int64) (uint64, verdict) {
-	if l.kind <= kindLeakyBucket {
+	switch l.kind {
+	case kindTokenBucket, kindLeakyBucket:
 		return l.g.step(w, now, c)
+	case kindConcurrency: // peeks only: see concurrency.go
+		return w, verdict{ok: true, rem: l.limit - int64(w)}
 	}
 	return l.win.step(w, now, c)
 }
 
 // resetAfter returns how long until w is a fresh key's state at now.
+//
+// For a concurrency limiter, which has no notion of time, it is the number
+// of operations in flight: 0 exactly when the entry is fresh.
 func (l *Limiter) resetAfter(w uint64, now int64) int64 {
-	if l.kind <= kindLeakyBucket {
+	switch l.kind {
+	case kindTokenBucket, kindLeakyBucket:
 		return l.g.resetAfter(w, now)
+	case kindConcurrency:
+		return int64(w)
 	}
 	return l.win.resetAfter(w, now)
 }
@@ -525,10 +537,12 @@ func (l *Limiter) slotLocked(s *shard, h uint64, key string, now int64, create b
 	if !l.tryReserveKey() {
 		// Evicting takes other shards' mutexes: never while holding one.
 		s.mu.Unlock()
-		l.reserveKey(now)
+		ok := l.reserveKey(now)
 		s.mu.Lock()
-		if sl := s.tab.Load().find(h, key); sl != nil {
-			l.keys.Add(-1) // inserted meanwhile by someone else
+		if sl := s.tab.Load().find(h, key); sl != nil || !ok {
+			if ok {
+				l.keys.Add(-1) // inserted meanwhile by someone else
+			}
 			return sl, now
 		}
 	}
@@ -600,13 +614,20 @@ func (l *Limiter) tryReserveKey() bool {
 }
 
 // reserveKey reserves room for one more key, evicting as needed. Requires
-// that no shard mutex is held.
-func (l *Limiter) reserveKey(now int64) {
+// that no shard mutex is held. A concurrency limiter evicts only fresh
+// entries (no operation in flight) and gives up, reporting false, when its
+// sample holds none.
+func (l *Limiter) reserveKey(now int64) bool {
 	for !l.tryReserveKey() {
-		if !l.evictOne(now) {
+		found := l.evictOne(now)
+		if l.kind == kindConcurrency {
+			return found && l.tryReserveKey()
+		}
+		if !found {
 			runtime.Gosched() // every held slot is an insertion in flight
 		}
 	}
+	return true
 }
 
 // Wait blocks until a request of the given cost for key is admitted, or
