@@ -189,7 +189,7 @@ func (l *Limiter) newLogLocked(ls *logShard, key string, now int64) *logRing {
 	if !l.tryReserveKey() {
 		ls.mu.Unlock()
 		l.reserveKey(now) // always true: only concurrency limiters give up
-		l.keys.Add(-1) // the room was made; whoever decides again takes it
+		l.keys.Add(-1)    // the room was made; whoever decides again takes it
 		ls.mu.Lock()
 		return nil
 	}
