@@ -1,0 +1,767 @@
+package httpretry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeTime is an injected clock and sleep: sleeping records the duration
+// and advances the clock by it, so tests check exact waits without
+// sleeping.
+type fakeTime struct {
+	mu     sync.Mutex
+	now    time.Time
+	sleeps []time.Duration
+}
+
+func newFakeTime() *fakeTime {
+	// Start at the real time so that contexts with real deadlines, which
+	// the fake clock is compared against, line up with it.
+	return &fakeTime{now: time.Now()}
+}
+
+func (f *fakeTime) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fakeTime) Sleep(ctx context.Context, d time.Duration) error {
+	f.mu.Lock()
+	f.sleeps = append(f.sleeps, d)
+	f.now = f.now.Add(d)
+	f.mu.Unlock()
+	return ctx.Err()
+}
+
+func (f *fakeTime) Sleeps() []time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]time.Duration(nil), f.sleeps...)
+}
+
+// lockedRand is a seeded, goroutine-safe randN.
+func lockedRand(seed uint64) func(int64) int64 {
+	var mu sync.Mutex
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	return func(n int64) int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return r.Int64N(n)
+	}
+}
+
+func randZero(int64) int64   { return 0 }
+func randMax(n int64) int64  { return n - 1 }
+func randHalf(n int64) int64 { return n / 2 }
+
+// reply is one scripted server response.
+type reply struct {
+	status int
+	header map[string]string
+	body   string
+}
+
+// script serves replies in order (the last one repeats) and records what
+// it received.
+type script struct {
+	t       *testing.T
+	mu      sync.Mutex
+	replies []reply
+	methods []string
+	bodies  []string
+	hits    atomic.Int64
+}
+
+func (s *script) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		s.t.Errorf("server: reading body: %v", err)
+	}
+	s.mu.Lock()
+	n := int(s.hits.Add(1)) - 1
+	s.methods = append(s.methods, r.Method)
+	s.bodies = append(s.bodies, string(b))
+	rep := s.replies[min(n, len(s.replies)-1)]
+	s.mu.Unlock()
+	for k, v := range rep.header {
+		w.Header().Set(k, v)
+	}
+	status := rep.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, rep.body)
+}
+
+func (s *script) Bodies() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.bodies...)
+}
+
+// serve starts an httptest server that plays replies.
+func serve(t *testing.T, replies ...reply) (*script, *httptest.Server) {
+	t.Helper()
+	s := &script{t: t, replies: replies}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return s, srv
+}
+
+// newTransport returns a Transport on the fake clock and the given
+// random source, with a tracking Base.
+func newTransport(ft *fakeTime, randN func(int64) int64) (*Transport, *trackingRT) {
+	base := &trackingRT{base: http.DefaultTransport}
+	return &Transport{Base: base, now: ft.Now, sleep: ft.Sleep, randN: randN}, base
+}
+
+// trackingRT wraps a RoundTripper and records every response body it
+// hands out, to check that discarded ones get closed.
+type trackingRT struct {
+	base   http.RoundTripper
+	mu     sync.Mutex
+	bodies []*trackedBody
+}
+
+type trackedBody struct {
+	io.ReadCloser
+	read   atomic.Int64
+	closed atomic.Bool
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.read.Add(int64(n))
+	return n, err
+}
+
+func (b *trackedBody) Close() error {
+	b.closed.Store(true)
+	return b.ReadCloser.Close()
+}
+
+func (rt *trackingRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := rt.base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	tb := &trackedBody{ReadCloser: resp.Body}
+	resp.Body = tb
+	rt.mu.Lock()
+	rt.bodies = append(rt.bodies, tb)
+	rt.mu.Unlock()
+	return resp, nil
+}
+
+// checkDiscardedClosed fails unless every body but the last was closed.
+func (rt *trackingRT) checkDiscardedClosed(t *testing.T) {
+	t.Helper()
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for i, b := range rt.bodies[:max(len(rt.bodies)-1, 0)] {
+		if !b.closed.Load() {
+			t.Errorf("response %d of %d: body not closed", i+1, len(rt.bodies))
+		}
+	}
+}
+
+func get(t *testing.T, tr http.RoundTripper, ctx context.Context, url string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("RoundTrip: %v", err)
+	}
+	return resp
+}
+
+func readBody(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+const dateFmt = http.TimeFormat
+
+// TestWaitsExactly checks the wait before the one retry for each way a
+// server can ask, with the jitter at both ends of its range.
+func TestWaitsExactly(t *testing.T) {
+	date := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name   string
+		header map[string]string
+		rand   func(int64) int64
+		want   time.Duration
+	}{
+		{"retry-after seconds", map[string]string{"Retry-After": "7"}, randZero, 7 * time.Second},
+		{"backoff above ask", map[string]string{"Retry-After": "0"}, randMax, DefaultBaseDelay},
+		{"ask above backoff", map[string]string{"Retry-After": "1"}, randMax, time.Second},
+		{"no ask: backoff", nil, randHalf, DefaultBaseDelay / 2},
+		{"http-date against Date", map[string]string{
+			"Date": date.Format(dateFmt), "Retry-After": date.Add(42 * time.Second).Format(dateFmt)}, randZero, 42 * time.Second},
+		{"http-date in the past", map[string]string{
+			"Date": date.Format(dateFmt), "Retry-After": date.Add(-time.Hour).Format(dateFmt)}, randMax, DefaultBaseDelay},
+		{"ratelimit r=0", map[string]string{"RateLimit": `"default";r=0;t=17`}, randZero, 17 * time.Second},
+		{"ratelimit largest exhausted policy", map[string]string{
+			"RateLimit": `"burst";r=0;t=3, "daily";r=0;t=30, "hourly";r=5;t=900`}, randZero, 30 * time.Second},
+		{"ratelimit r>0 asks nothing", map[string]string{"RateLimit": `"default";r=4;t=50`}, randZero, 0},
+		{"retry-after wins over ratelimit", map[string]string{
+			"Retry-After": "2", "RateLimit": `"default";r=0;t=9`}, randZero, 2 * time.Second},
+		{"malformed retry-after: ratelimit", map[string]string{
+			"Retry-After": "soon", "RateLimit": `"default";r=0;t=9`}, randZero, 9 * time.Second},
+		{"x-ratelimit-reset seconds", map[string]string{
+			"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "12"}, randZero, 12 * time.Second},
+		{"x-ratelimit-reset epoch against Date", map[string]string{
+			"Date": date.Format(dateFmt), "X-RateLimit-Remaining": "0",
+			"X-RateLimit-Reset": fmt.Sprint(date.Unix() + 25)}, randZero, 25 * time.Second},
+		{"x-ratelimit-reset ignored with remaining > 0", map[string]string{
+			"X-RateLimit-Remaining": "3", "X-RateLimit-Reset": "12"}, randMax, DefaultBaseDelay},
+		{"malformed everything: backoff", map[string]string{
+			"Retry-After": "-3", "RateLimit": `"default";r=0;t=1.5`, "X-RateLimit-Reset": "soon"}, randMax, DefaultBaseDelay},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, srv := serve(t, reply{status: 429, header: tc.header, body: "slow down"}, reply{body: "ok"})
+			ft := newFakeTime()
+			tr, base := newTransport(ft, tc.rand)
+			tr.DisableHostGate = true
+			resp := get(t, tr, context.Background(), srv.URL)
+			if got := readBody(t, resp); resp.StatusCode != 200 || got != "ok" {
+				t.Fatalf("got %d %q, want 200 ok", resp.StatusCode, got)
+			}
+			if got := ft.Sleeps(); len(got) != 1 || got[0] != tc.want {
+				t.Errorf("sleeps %v, want [%v]", got, tc.want)
+			}
+			if n := s.hits.Load(); n != 2 {
+				t.Errorf("server hit %d times, want 2", n)
+			}
+			base.checkDiscardedClosed(t)
+		})
+	}
+}
+
+// TestNeverSoonerThanAsked sends random asks and random jitter and checks
+// every wait against the ask and the backoff bound.
+func TestNeverSoonerThanAsked(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 40 {
+		ask := time.Duration(r.IntN(20)) * time.Second
+		var h map[string]string
+		switch i % 3 {
+		case 0:
+			h = map[string]string{"Retry-After": fmt.Sprint(int(ask / time.Second))}
+		case 1:
+			h = map[string]string{"RateLimit": fmt.Sprintf(`"p";r=0;t=%d`, int(ask/time.Second))}
+		case 2:
+			h = map[string]string{"X-RateLimit-Reset": fmt.Sprint(int(ask / time.Second))}
+		}
+		_, srv := serve(t, reply{status: 429, header: h}, reply{status: 429, header: h}, reply{})
+		ft := newFakeTime()
+		tr, _ := newTransport(ft, lockedRand(uint64(i)))
+		tr.BaseDelay, tr.MaxDelay = 2*time.Second, 8*time.Second
+		tr.DisableHostGate = true
+		resp := get(t, tr, context.Background(), srv.URL)
+		resp.Body.Close()
+		sleeps := ft.Sleeps()
+		if len(sleeps) != 2 {
+			t.Fatalf("case %d: sleeps %v, want 2", i, sleeps)
+		}
+		for n, d := range sleeps {
+			ceil := min(tr.MaxDelay, tr.BaseDelay<<n)
+			if d < ask || d > max(ask, ceil) {
+				t.Errorf("case %d (%v): wait %d = %v, want in [%v, %v]", i, h, n, d, ask, max(ask, ceil))
+			}
+		}
+	}
+}
+
+func TestPOSTNotRetried(t *testing.T) {
+	s, srv := serve(t, reply{status: 429, header: map[string]string{"Retry-After": "1"}, body: "no"}, reply{body: "ok"})
+	ft := newFakeTime()
+	tr, _ := newTransport(ft, randZero)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("payload"))
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readBody(t, resp); resp.StatusCode != 429 || got != "no" {
+		t.Errorf("got %d %q, want the 429 as sent", resp.StatusCode, got)
+	}
+	if n := s.hits.Load(); n != 1 {
+		t.Errorf("server hit %d times, want 1", n)
+	}
+	if len(ft.Sleeps()) != 0 {
+		t.Errorf("slept %v", ft.Sleeps())
+	}
+}
+
+func TestMarkedPOSTRetriedWithBody(t *testing.T) {
+	for _, mark := range []string{"context", "header"} {
+		t.Run(mark, func(t *testing.T) {
+			s, srv := serve(t,
+				reply{status: 429, header: map[string]string{"Retry-After": "1"}},
+				reply{status: 429, header: map[string]string{"Retry-After": "1"}},
+				reply{status: 201, body: "created"})
+			ft := newFakeTime()
+			tr, base := newTransport(ft, randZero)
+			ctx := context.Background()
+			if mark == "context" {
+				ctx = MarkIdempotent(ctx)
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, bytes.NewBufferString("payload"))
+			if mark == "header" {
+				req.Header.Set("Idempotency-Key", "8e03978e-40d5-43e8-bc93-6894a57f9324")
+			}
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := readBody(t, resp); resp.StatusCode != 201 || got != "created" {
+				t.Errorf("got %d %q", resp.StatusCode, got)
+			}
+			bodies := s.Bodies()
+			if len(bodies) != 3 {
+				t.Fatalf("server got %d requests, want 3", len(bodies))
+			}
+			for i, b := range bodies {
+				if b != "payload" {
+					t.Errorf("request %d body %q, want payload", i+1, b)
+				}
+			}
+			base.checkDiscardedClosed(t)
+		})
+	}
+}
+
+func TestBodyWithoutGetBodyNotRetried(t *testing.T) {
+	s, srv := serve(t, reply{status: 429, header: map[string]string{"Retry-After": "1"}}, reply{})
+	tr, _ := newTransport(newFakeTime(), randZero)
+	req, _ := http.NewRequest(http.MethodPut, srv.URL, io.NopCloser(strings.NewReader("x")))
+	if req.GetBody != nil {
+		t.Fatal("test needs a request without GetBody")
+	}
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 429 || s.hits.Load() != 1 {
+		t.Errorf("got %d after %d hits, want 429 after 1", resp.StatusCode, s.hits.Load())
+	}
+}
+
+// TestDeadlineShorterThanAsk: the wait would pass the deadline, so the
+// 429 comes back at once, body intact.
+func TestDeadlineShorterThanAsk(t *testing.T) {
+	s, srv := serve(t, reply{status: 429, header: map[string]string{"Retry-After": "5"}, body: "wait 5s"}, reply{})
+	ft := newFakeTime()
+	tr, _ := newTransport(ft, randZero)
+	ctx, cancel := context.WithDeadline(context.Background(), ft.Now().Add(4*time.Second))
+	defer cancel()
+	resp := get(t, tr, ctx, srv.URL)
+	if got := readBody(t, resp); resp.StatusCode != 429 || got != "wait 5s" {
+		t.Errorf("got %d %q, want the 429 with its body", resp.StatusCode, got)
+	}
+	if len(ft.Sleeps()) != 0 || s.hits.Load() != 1 {
+		t.Errorf("slept %v, %d hits; want no sleep, 1 hit", ft.Sleeps(), s.hits.Load())
+	}
+
+	// With a deadline past the ask, the same exchange retries.
+	ft2 := newFakeTime()
+	tr2, _ := newTransport(ft2, randZero)
+	ctx2, cancel2 := context.WithDeadline(context.Background(), ft2.Now().Add(6*time.Second))
+	defer cancel2()
+	resp = get(t, tr2, ctx2, srv.URL)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("with room before the deadline: got %d, want 200", resp.StatusCode)
+	}
+}
+
+// TestClientTimeout: http.Client.Timeout is a context deadline, so an ask
+// beyond it returns the 429 at once.
+func TestClientTimeout(t *testing.T) {
+	s, srv := serve(t, reply{status: 429, header: map[string]string{"Retry-After": "5"}, body: "wait 5s"}, reply{})
+	ft := newFakeTime()
+	tr, _ := newTransport(ft, randZero)
+	client := &http.Client{Transport: tr, Timeout: 2 * time.Second}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readBody(t, resp); resp.StatusCode != 429 || got != "wait 5s" || len(ft.Sleeps()) != 0 || s.hits.Load() != 1 {
+		t.Errorf("got %d %q after %d hits, slept %v; want the 429 at once", resp.StatusCode, got, s.hits.Load(), ft.Sleeps())
+	}
+}
+
+func TestMaxWait(t *testing.T) {
+	_, srv := serve(t, reply{status: 429, header: map[string]string{"Retry-After": "61"}, body: "later"}, reply{})
+	ft := newFakeTime()
+	tr, _ := newTransport(ft, randZero)
+	tr.DisableHostGate = true
+	resp := get(t, tr, context.Background(), srv.URL)
+	if readBody(t, resp); resp.StatusCode != 429 || len(ft.Sleeps()) != 0 {
+		t.Errorf("ask over the default MaxWait: got %d, slept %v", resp.StatusCode, ft.Sleeps())
+	}
+	_, srv = serve(t, reply{status: 429, header: map[string]string{"Retry-After": "61"}, body: "later"}, reply{})
+	tr.MaxWait = 61 * time.Second
+	resp = get(t, tr, context.Background(), srv.URL)
+	if readBody(t, resp); resp.StatusCode != 200 || len(ft.Sleeps()) != 1 {
+		t.Errorf("MaxWait 61s: got %d, slept %v", resp.StatusCode, ft.Sleeps())
+	}
+}
+
+// TestCancelDuringSleep uses the real sleep: the context is canceled once
+// the Transport starts waiting an hour, and RoundTrip must return at once
+// with the context's error and the 429's body closed.
+func TestCancelDuringSleep(t *testing.T) {
+	_, srv := serve(t, reply{status: 429, header: map[string]string{"Retry-After": "3600"}, body: "later"}, reply{})
+	base := &trackingRT{base: http.DefaultTransport}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan time.Duration, 1)
+	tr := &Transport{Base: base, MaxWait: 2 * time.Hour, DisableHostGate: true,
+		sleep: func(ctx context.Context, d time.Duration) error {
+			started <- d
+			return sleepContext(ctx, d) // the real sleep
+		}}
+	go func() {
+		<-started
+		cancel()
+	}()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	resp, err := tr.RoundTrip(req)
+	if !errors.Is(err, context.Canceled) || resp != nil {
+		t.Fatalf("got %v, %v; want nil, context.Canceled", resp, err)
+	}
+	base.mu.Lock()
+	defer base.mu.Unlock()
+	if len(base.bodies) != 1 || !base.bodies[0].closed.Load() {
+		t.Errorf("the 429's body was not closed")
+	}
+}
+
+func TestMaxRetries(t *testing.T) {
+	for _, tc := range []struct {
+		maxRetries int
+		wantHits   int64
+	}{{0, DefaultMaxRetries + 1}, {1, 2}, {5, 6}, {-1, 1}} {
+		t.Run(fmt.Sprint(tc.maxRetries), func(t *testing.T) {
+			s, srv := serve(t, reply{status: 429, header: map[string]string{"Retry-After": "1"}, body: "still no"})
+			ft := newFakeTime()
+			tr, base := newTransport(ft, randZero)
+			tr.MaxRetries = tc.maxRetries
+			resp := get(t, tr, context.Background(), srv.URL)
+			if got := readBody(t, resp); resp.StatusCode != 429 || got != "still no" {
+				t.Errorf("got %d %q, want the last 429 intact", resp.StatusCode, got)
+			}
+			if n := s.hits.Load(); n != tc.wantHits {
+				t.Errorf("server hit %d times, want %d", n, tc.wantHits)
+			}
+			if n := int64(len(ft.Sleeps())); n != tc.wantHits-1 {
+				t.Errorf("slept %d times, want %d", n, tc.wantHits-1)
+			}
+			base.checkDiscardedClosed(t)
+		})
+	}
+}
+
+func TestStatuses(t *testing.T) {
+	ra := map[string]string{"Retry-After": "1"}
+	for _, tc := range []struct {
+		first reply
+		want  int64 // server hits
+	}{
+		{reply{status: 429}, 2},
+		{reply{status: 429, header: ra}, 2},
+		{reply{status: 503, header: ra}, 2},
+		{reply{status: 503}, 1},
+		{reply{status: 503, header: map[string]string{"Retry-After": "x"}}, 1},
+		{reply{status: 500, header: ra}, 1},
+		{reply{status: 502, header: ra}, 1},
+		{reply{status: 403, header: ra}, 1},
+		{reply{status: 200, header: ra}, 1},
+	} {
+		s, srv := serve(t, tc.first, reply{status: 204})
+		tr, _ := newTransport(newFakeTime(), randZero)
+		tr.DisableHostGate = true
+		get(t, tr, context.Background(), srv.URL).Body.Close()
+		if n := s.hits.Load(); n != tc.want {
+			t.Errorf("%d %v: %d hits, want %d", tc.first.status, tc.first.header, n, tc.want)
+		}
+	}
+}
+
+// failingRT fails its first n calls, then passes to base.
+type failingRT struct {
+	n     atomic.Int64
+	base  http.RoundTripper
+	calls atomic.Int64
+}
+
+func (f *failingRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	f.calls.Add(1)
+	if f.n.Add(-1) >= 0 {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, errors.New("connection reset")
+	}
+	return f.base.RoundTrip(req)
+}
+
+func TestTransportErrors(t *testing.T) {
+	_, srv := serve(t, reply{body: "ok"})
+	for _, tc := range []struct {
+		name      string
+		method    string
+		opt       bool
+		wantCalls int64
+		wantErr   bool
+	}{
+		{"GET, option on", http.MethodGet, true, 3, false},
+		{"GET, option off", http.MethodGet, false, 1, true},
+		{"POST, option on", http.MethodPost, true, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &failingRT{base: http.DefaultTransport}
+			f.n.Store(2)
+			ft := newFakeTime()
+			tr := &Transport{Base: f, RetryTransportErrors: tc.opt, now: ft.Now, sleep: ft.Sleep, randN: randMax}
+			req, _ := http.NewRequest(tc.method, srv.URL, strings.NewReader("b"))
+			resp, err := tr.RoundTrip(req)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error: %v", err, tc.wantErr)
+			}
+			if resp != nil {
+				resp.Body.Close()
+			}
+			if n := f.calls.Load(); n != tc.wantCalls {
+				t.Errorf("%d calls, want %d", n, tc.wantCalls)
+			}
+			if tc.wantCalls == 3 {
+				want := []time.Duration{DefaultBaseDelay, 2 * DefaultBaseDelay}
+				if got := ft.Sleeps(); fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Errorf("sleeps %v, want %v", got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestJitterBounded is a property test over many seeds: every backoff
+// lies in [0, min(MaxDelay, BaseDelay·2^n)], and the draws spread over the
+// range (full jitter, not a constant).
+func TestJitterBounded(t *testing.T) {
+	tr := &Transport{BaseDelay: 10 * time.Millisecond, MaxDelay: time.Second}
+	for n := range 12 {
+		ceil := min(tr.MaxDelay, tr.BaseDelay<<n)
+		lo, hi := time.Duration(1<<62), time.Duration(-1)
+		for seed := range uint64(2000) {
+			tr.randN = lockedRand(seed)
+			d := tr.backoff(n)
+			if d < 0 || d > ceil {
+				t.Fatalf("attempt %d seed %d: backoff %v outside [0, %v]", n, seed, d, ceil)
+			}
+			lo, hi = min(lo, d), max(hi, d)
+		}
+		if lo > ceil/20 || hi < ceil-ceil/20 {
+			t.Errorf("attempt %d: draws span [%v, %v] of [0, %v]; not full jitter", n, lo, hi, ceil)
+		}
+	}
+}
+
+func TestBackoffCap(t *testing.T) {
+	for _, tc := range []struct {
+		base, max time.Duration
+		n         int
+		want      time.Duration
+	}{
+		{0, 0, 0, DefaultBaseDelay},
+		{0, 0, 3, 8 * DefaultBaseDelay},
+		{0, 0, 1000, DefaultMaxDelay},
+		{time.Second, time.Millisecond, 0, time.Millisecond},
+		{-time.Second, -1, 2, 4 * DefaultBaseDelay},
+		{1 << 61, 1<<63 - 1, 5, 1<<63 - 1},
+		{3, 1<<63 - 1, 70, 1<<63 - 1},
+	} {
+		if got := backoffCap(tc.base, tc.max, tc.n); got != tc.want {
+			t.Errorf("backoffCap(%v, %v, %d) = %v, want %v", tc.base, tc.max, tc.n, got, tc.want)
+		}
+	}
+}
+
+// TestHostGate: a 429 with Retry-After: 30 to a request that is not
+// retried still holds later requests to the host back until then.
+func TestHostGate(t *testing.T) {
+	s, srv := serve(t, reply{status: 429, header: map[string]string{"Retry-After": "30"}}, reply{body: "ok"})
+	ft := newFakeTime()
+	tr, _ := newTransport(ft, randMax)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+
+	// A request with too short a deadline fails fast and sends nothing.
+	ctx, cancel := context.WithDeadline(context.Background(), ft.Now().Add(10*time.Second))
+	defer cancel()
+	body := &closeRecorder{Reader: strings.NewReader("y")}
+	req, _ = http.NewRequestWithContext(ctx, http.MethodPut, srv.URL, body)
+	if _, err := tr.RoundTrip(req); !errors.Is(err, ErrThrottled) {
+		t.Fatalf("short deadline: err = %v, want ErrThrottled", err)
+	}
+	if !body.closed {
+		t.Error("short deadline: request body not closed")
+	}
+
+	// Concurrent requests wait for the gate (plus at most BaseDelay of
+	// jitter), then each reaches the server once.
+	const n = 8
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp := get(t, tr, context.Background(), srv.URL)
+			resp.Body.Close()
+		}()
+	}
+	wg.Wait()
+	if hits := s.hits.Load(); hits != 1+n {
+		t.Errorf("server hit %d times, want %d", hits, 1+n)
+	}
+	sleeps := ft.Sleeps()
+	if len(sleeps) == 0 {
+		t.Fatal("no request waited for the gate")
+	}
+	// The first waiter waited the whole 30 s plus the jitter (randMax);
+	// later ones waited what was left, never going before the gate.
+	if want := 30*time.Second + DefaultBaseDelay; sleeps[0] != want {
+		t.Errorf("first gate wait %v, want %v", sleeps[0], want)
+	}
+
+	// Another host is not gated.
+	_, other := serve(t, reply{body: "ok"})
+	before := len(ft.Sleeps())
+	get(t, tr, context.Background(), other.URL).Body.Close()
+	if len(ft.Sleeps()) != before {
+		t.Error("a request to another host waited")
+	}
+}
+
+// TestHostGateNeverEarly runs concurrent requests against a gate with the
+// fake clock and checks that none reaches the server before the gate.
+func TestHostGateNeverEarly(t *testing.T) {
+	ft := newFakeTime()
+	var gateAt time.Time
+	var early atomic.Int64
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		first := false
+		once.Do(func() { first = true; gateAt = ft.Now().Add(20 * time.Second) })
+		if first {
+			w.Header().Set("Retry-After", "20")
+			w.WriteHeader(429)
+			return
+		}
+		if ft.Now().Before(gateAt) {
+			early.Add(1)
+		}
+	}))
+	defer srv.Close()
+	tr, _ := newTransport(ft, lockedRand(7))
+	// A POST is not retried, so the fake clock is still at the 429 when the
+	// GETs start: without the gate they would reach the server early.
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil || resp.StatusCode != 429 {
+		t.Fatalf("first request: %v, %v", resp, err)
+	}
+	resp.Body.Close()
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			get(t, tr, context.Background(), srv.URL).Body.Close()
+		}()
+	}
+	wg.Wait()
+	if n := early.Load(); n != 0 {
+		t.Errorf("%d requests reached the server before the gate", n)
+	}
+}
+
+type closeRecorder struct {
+	io.Reader
+	closed bool
+}
+
+func (c *closeRecorder) Close() error { c.closed = true; return nil }
+
+// TestDrainBounded: a discarded body is read at most drainLimit bytes.
+func TestDrainBounded(t *testing.T) {
+	big := strings.Repeat("x", 64<<10)
+	_, srv := serve(t, reply{status: 429, header: map[string]string{"Retry-After": "0"}, body: big}, reply{body: "ok"})
+	tr, base := newTransport(newFakeTime(), randZero)
+	get(t, tr, context.Background(), srv.URL).Body.Close()
+	base.mu.Lock()
+	defer base.mu.Unlock()
+	if got := base.bodies[0].read.Load(); got > drainLimit || got == 0 {
+		t.Errorf("drained %d bytes of a discarded body, want 1..%d", got, drainLimit)
+	}
+	if !base.bodies[0].closed.Load() {
+		t.Error("discarded body not closed")
+	}
+}
+
+func TestRetryableMethods(t *testing.T) {
+	for _, tc := range []struct {
+		method string
+		want   bool
+	}{
+		{"", true}, {"GET", true}, {"HEAD", true}, {"OPTIONS", true}, {"TRACE", true},
+		{"PUT", true}, {"DELETE", true}, {"POST", false}, {"PATCH", false}, {"CONNECT", false},
+	} {
+		req, _ := http.NewRequest(tc.method, "http://example.test/", nil)
+		if got := retryable(req); got != tc.want {
+			t.Errorf("retryable(%q) = %v, want %v", tc.method, got, tc.want)
+		}
+	}
+}
+
+// TestZeroValue: the zero Transport works over the real clock and
+// http.DefaultTransport.
+func TestZeroValue(t *testing.T) {
+	s, srv := serve(t, reply{status: 429, header: map[string]string{"RateLimit": `"d";r=0;t=0`}}, reply{body: "ok"})
+	client := &http.Client{Transport: &Transport{BaseDelay: time.Millisecond}}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readBody(t, resp); got != "ok" || s.hits.Load() != 2 {
+		t.Errorf("got %q after %d hits", got, s.hits.Load())
+	}
+}
