@@ -99,8 +99,8 @@ func (c *ConcurrencyLimiter) Acquire(ctx context.Context, key string) (Permit, e
 // woken by any release on their shard and try again, so under contention
 // the order is not first-come first-served.
 func (c *ConcurrencyLimiter) AcquireN(ctx context.Context, key string, n int64) (Permit, error) {
-	if n <= 0 || n > c.l.limit {
-		return Permit{}, fmt.Errorf("%w: %d slots, limit %d", ErrInvalidCost, n, c.l.limit)
+	if limit := c.Limit(); n <= 0 || n > limit {
+		return Permit{}, fmt.Errorf("%w: %d slots, limit %d", ErrInvalidCost, n, limit)
 	}
 	if len(key) > MaxKeyLen {
 		return Permit{}, ErrKeyTooLong
@@ -160,11 +160,22 @@ func (c *ConcurrencyLimiter) InFlight(key string) int64 {
 	if len(key) > MaxKeyLen {
 		return 0
 	}
-	return int64(c.l.word(key, 0))
+	w, _ := c.l.word(key, 0)
+	return int64(w)
 }
 
 // Limit returns the most operations in flight per key.
-func (c *ConcurrencyLimiter) Limit() int64 { return c.l.limit }
+func (c *ConcurrencyLimiter) Limit() int64 { return c.l.p.Load().limit }
+
+// SetLimit changes the limit while the limiter serves traffic. Operations
+// in flight carry over: where more are in flight than the new limit, new
+// acquisitions are refused until releases bring the count below it.
+func (c *ConcurrencyLimiter) SetLimit(limit int64) error {
+	if limit <= 0 || limit > maxReserve {
+		return fmt.Errorf("hotlimit: concurrency limit must be in [1, %d], got %d", int64(maxReserve), limit)
+	}
+	return c.l.SetPolicy(concurrencyPolicy{limit})
+}
 
 // Len returns the number of keys held: those with operations in flight,
 // and those at zero that no sweep has removed yet.
@@ -182,14 +193,19 @@ func (c *ConcurrencyLimiter) Close() error { return c.l.Close() }
 
 // acquire takes n slots of key if they are free.
 func (l *Limiter) acquire(key string, n int64) bool {
-	if n <= 0 || n > l.limit || len(key) > MaxKeyLen {
+	if n <= 0 || len(key) > MaxKeyLen {
 		l.shards[0].denied.Add(1)
 		return false
 	}
 	h := l.hash(key)
 	s := l.shardOf(h)
-	if sl := s.tab.Load().find(h, key); sl != nil {
-		if ok, live := acquireAt(&sl.word, n, l.limit); live {
+	t := s.tab.Load()
+	if n > t.p.limit {
+		s.count(false)
+		return false
+	}
+	if sl := t.find(h, key); sl != nil {
+		if ok, live := acquireAt(&sl.word, n, t.p.limit); live {
 			s.count(ok)
 			return ok
 		}
@@ -197,7 +213,7 @@ func (l *Limiter) acquire(key string, n int64) bool {
 	sl, _ := l.slotLocked(s, h, key, 0, true)
 	ok := false
 	if sl != nil { // nil: no room under WithMaxKeys
-		ok, _ = acquireAt(&sl.word, n, l.limit) // nothing retires while we hold s.mu
+		ok, _ = acquireAt(&sl.word, n, s.tab.Load().p.limit) // nothing retires while we hold s.mu
 	}
 	s.mu.Unlock()
 	s.count(ok)

@@ -108,7 +108,7 @@ func (l *Limiter) sweepShard(s *shard) int {
 			}
 			// retire fails if a decision changed the word since we read
 			// it: the key is then no longer fresh, or will be next time.
-			if w := sl.word.Load(); w&deadBit == 0 && l.resetAfter(w, now) == 0 && t.retire(sl, w) {
+			if w := sl.word.Load(); w&deadBit == 0 && t.p.resetAfter(w, now) == 0 && t.retire(sl, w) {
 				removed++
 				l.keys.Add(-1)
 				s.swept.Add(1)
@@ -150,7 +150,7 @@ func (a score) less(b score) bool {
 	return a.used < b.used || a.used == b.used && a.reset < b.reset
 }
 
-func (l *Limiter) scoreOf(v verdict) score { return score{l.limit - v.rem, v.reset} }
+func (p *params) scoreOf(v verdict) score { return score{p.limit - v.rem, v.reset} }
 
 // evictOne removes the entry closest to fresh among a sample of at least
 // evictMin distinct live entries (fewer only if the limiter holds fewer),
@@ -173,8 +173,8 @@ func (l *Limiter) evictOne(now int64) bool {
 			sl := &t.slots[i]
 			if sl.hash.Load() != 0 {
 				if w := sl.word.Load(); w&deadBit == 0 {
-					_, v := l.step(w, now, 0)
-					c[n] = candidate{s: s, t: t, sl: sl, score: l.scoreOf(v)}
+					_, v := t.p.step(w, now, 0)
+					c[n] = candidate{s: s, t: t, sl: sl, score: t.p.scoreOf(v)}
 					n++
 					got++
 				}
@@ -203,7 +203,7 @@ func (l *Limiter) evictOne(now int64) bool {
 		return true // rebuilt since sampling; the caller tries again
 	}
 	w := b.sl.word.Load()
-	fresh := w&deadBit == 0 && l.resetAfter(w, now) == 0
+	fresh := w&deadBit == 0 && b.t.p.resetAfter(w, now) == 0
 	if !fresh && l.kind == kindConcurrency {
 		return true // an operation started since sampling; never evicted
 	}

@@ -49,13 +49,13 @@ func AllowLayers(layers ...Layer) Decision {
 			refundLayers(layers[:i], ats)
 			return Decision{RetryAfter: Never}
 		}
-		v, at := ly.Limiter.allow(ly.Key, ly.Cost)
+		v, at, p := ly.Limiter.allow(ly.Key, ly.Cost)
 		if !v.ok {
 			refundLayers(layers[:i], ats)
-			return deniedLayers(layers, i, ly.Limiter.decision(v, ly.Cost))
+			return deniedLayers(layers, i, p.decision(v, ly.Cost))
 		}
 		ats = append(ats, at)
-		d := ly.Limiter.decision(v, ly.Cost)
+		d := p.decision(v, ly.Cost)
 		if i == 0 || d.Remaining < out.Remaining {
 			out.Remaining, out.Limit = d.Remaining, d.Limit
 		}
@@ -102,31 +102,35 @@ func deniedLayers(layers []Layer, i int, d Decision) Decision {
 // ResetAfter are those of the current state.
 func (l *Limiter) check(key string, cost int64) Decision {
 	now := l.now()
-	if cost < 0 || cost > l.limit || len(key) > MaxKeyLen {
-		v := verdict{retry: int64(Never)}
-		if len(key) <= MaxKeyLen {
-			v = l.peek(key, now)
-			v.ok, v.retry = false, int64(Never)
-		}
-		return l.decision(v, 0)
+	if len(key) > MaxKeyLen {
+		return l.p.Load().decision(verdict{retry: int64(Never)}, 0)
 	}
+	var v, cur verdict
+	var p *params
 	if l.logs != nil {
-		v := l.peekLog(key, now, cost)
-		if v.ok {
-			p := l.peekLog(key, now, 0)
-			v.rem, v.reset = p.rem, p.reset
+		cur, p = l.peekLog(key, now, 0)
+		if cost >= 0 && cost <= p.limit {
+			v, _ = l.peekLog(key, now, cost)
 		}
-		return l.decision(v, cost)
+	} else {
+		var w uint64
+		w, p = l.word(key, now)
+		_, cur = p.step(w, now, 0)
+		if cost >= 0 && cost <= p.limit {
+			_, v = p.step(w, now, cost)
+		}
 	}
-	w := l.word(key, now)
-	_, v := l.step(w, now, cost)
+	if cost < 0 || cost > p.limit {
+		v = cur
+		v.ok, v.retry = false, int64(Never)
+		return p.decision(v, 0)
+	}
 	if v.ok {
 		// Report the current state, as a denial would, not the state
 		// after an admission that did not happen.
-		_, p := l.step(w, now, 0)
-		v.rem, v.reset = p.rem, p.reset
+		v.rem, v.reset = cur.rem, cur.reset
 	}
-	return l.decision(v, cost)
+	return p.decision(v, cost)
 }
 
 // Refund gives back cost that an admission for key consumed, as if it had
@@ -139,7 +143,7 @@ func (l *Limiter) check(key string, cost int64) Decision {
 // it when work that was admitted did not happen (the request failed
 // validation, a later check refused it); AllowLayers uses it internally.
 func (l *Limiter) Refund(key string, cost int64) {
-	if cost <= 0 || cost > l.limit || len(key) > MaxKeyLen {
+	if cost <= 0 || len(key) > MaxKeyLen {
 		return
 	}
 	if l.logs != nil {
@@ -161,8 +165,9 @@ func (l *Limiter) refund(key string, cost, at int64) {
 	now := l.now()
 	h := l.hash(key)
 	s := l.shardOf(h)
-	if sl := s.tab.Load().find(h, key); sl != nil {
-		if fresh, live := l.refundAt(&sl.word, cost, at, now); live {
+	t := s.tab.Load()
+	if sl := t.find(h, key); sl != nil {
+		if fresh, live := refundAt(t.p, &sl.word, cost, at, now); live {
 			s.uncount()
 			if fresh {
 				l.retireFresh(s, h, key, now)
@@ -172,7 +177,7 @@ func (l *Limiter) refund(key string, cost, at int64) {
 	}
 	sl, _ := l.slotLocked(s, h, key, now, false)
 	if sl != nil {
-		if fresh, _ := l.refundAt(&sl.word, cost, at, now); fresh {
+		if fresh, _ := refundAt(s.tab.Load().p, &sl.word, cost, at, now); fresh {
 			l.retireFreshLocked(s, sl, now)
 		}
 		s.uncount()
@@ -192,7 +197,7 @@ func (l *Limiter) retireFresh(s *shard, h uint64, key string, now int64) {
 // retireFreshLocked retires sl if its state is fresh at now. Requires s.mu.
 func (l *Limiter) retireFreshLocked(s *shard, sl *slot, now int64) {
 	w := sl.word.Load()
-	if w&deadBit != 0 || l.resetAfter(w, now) != 0 {
+	if w&deadBit != 0 || s.tab.Load().p.resetAfter(w, now) != 0 {
 		return
 	}
 	l.raiseSweptAt(now) // before the entry goes: see gc.go
@@ -210,20 +215,20 @@ func (s *shard) uncount() {
 
 // refundAt runs refund's CAS loop. live is false if the word is retired;
 // fresh reports whether the state is fresh afterwards.
-func (l *Limiter) refundAt(w *atomic.Uint64, cost, at, now int64) (fresh, live bool) {
+func refundAt(p *params, w *atomic.Uint64, cost, at, now int64) (fresh, live bool) {
 	for {
 		old := w.Load()
 		if old&deadBit != 0 {
 			return false, false
 		}
 		var next uint64
-		if l.kind <= kindLeakyBucket {
-			next = l.g.refund(old, now, cost)
+		if p.kind <= kindLeakyBucket {
+			next = p.g.refund(old, now, cost)
 		} else {
-			next = l.win.refund(old, cost, at)
+			next = p.win.refund(old, cost, at)
 		}
 		if next == old || w.CompareAndSwap(old, next) {
-			return l.resetAfter(next, now) == 0, true
+			return p.resetAfter(next, now) == 0, true
 		}
 	}
 }

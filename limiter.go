@@ -46,10 +46,10 @@ type verdict struct {
 }
 
 // decision builds the public Decision for a verdict on cost.
-func (l *Limiter) decision(v verdict, cost int64) Decision {
-	d := Decision{Allowed: v.ok, Limit: l.limit, Remaining: v.rem, RetryAfter: time.Duration(v.retry), ResetAfter: time.Duration(v.reset)}
-	if l.kind == kindLeakyBucket && v.ok && cost > 0 {
-		d.Delay = time.Duration(v.reset - cost*l.g.t) // the debt before it
+func (p *params) decision(v verdict, cost int64) Decision {
+	d := Decision{Allowed: v.ok, Limit: p.limit, Remaining: v.rem, RetryAfter: time.Duration(v.retry), ResetAfter: time.Duration(v.reset)}
+	if p.kind == kindLeakyBucket && v.ok && cost > 0 {
+		d.Delay = time.Duration(v.reset - cost*p.g.t) // the debt before it
 	}
 	return d
 }
@@ -79,12 +79,10 @@ func (k kind) String() string {
 //
 // Create one with New; the zero Limiter is not usable.
 type Limiter struct {
-	kind  kind
-	limit int64
-	g     gcra       // kindTokenBucket, kindLeakyBucket
-	win   window     // kindFixedWindow, kindSlidingWindow
-	logW  int64      // kindSlidingLog: the window, ns
-	logs  []logShard // kindSlidingLog: the keyed state (see logs.go)
+	kind  kind                   // the algorithm; SetPolicy keeps it
+	p     atomic.Pointer[params] // the current policy (see SetPolicy)
+	logs  []logShard             // kindSlidingLog: the keyed state (see logs.go)
+	setMu sync.Mutex             // serialises SetPolicy
 
 	seed   uint64 // mixed into every key's hash; random per limiter
 	shift  uint   // shard index = hash >> shift
@@ -225,10 +223,12 @@ func New(policy any, opts ...Option) (*Limiter, error) {
 	if cfg.clock != nil && cfg.coarse != 0 {
 		return nil, fmt.Errorf("hotlimit: WithClock and WithCoarseClock are mutually exclusive")
 	}
-	l := &Limiter{seed: rand.Uint64(), maxKeys: int64(cfg.maxKeys), sweepEvery: cfg.sweepEvery, onDeny: cfg.onDeny}
-	if err := l.setPolicy(policy); err != nil {
+	p, err := newParams(policy)
+	if err != nil {
 		return nil, err
 	}
+	l := &Limiter{kind: p.kind, seed: rand.Uint64(), maxKeys: int64(cfg.maxKeys), sweepEvery: cfg.sweepEvery, onDeny: cfg.onDeny}
+	l.p.Store(p)
 	n := 1
 	for n < cfg.shards {
 		n <<= 1
@@ -238,10 +238,11 @@ func New(policy any, opts ...Option) (*Limiter, error) {
 		l.logs = make([]logShard, n)
 		for i := range l.logs {
 			l.logs[i].m = make(map[string]*logRing)
+			l.logs[i].p = p
 		}
 	}
 	for i := range l.shards {
-		l.shards[i].tab.Store(newTable(minSlots, 0))
+		l.shards[i].tab.Store(newTable(minSlots, 0, p))
 	}
 	l.shift = 64 // hash >> 64 is 0 in Go: one shard
 	for m := n; m > 1; m >>= 1 {
@@ -261,89 +262,100 @@ func New(policy any, opts ...Option) (*Limiter, error) {
 	return l, nil
 }
 
-func (l *Limiter) setPolicy(policy any) error {
+// params is a policy as the engine uses it. It is immutable once made;
+// SetPolicy publishes a new one.
+type params struct {
+	policy any // as given to New or SetPolicy, pointers dereferenced
+	kind   kind
+	limit  int64
+	g      gcra   // kindTokenBucket, kindLeakyBucket
+	win    window // kindFixedWindow, kindSlidingWindow
+	logW   int64  // kindSlidingLog: the window, ns
+}
+
+// newParams validates policy and returns its params.
+func newParams(policy any) (*params, error) {
 	switch p := policy.(type) {
 	case *TokenBucket:
 		if p == nil {
-			return fmt.Errorf("hotlimit: nil *TokenBucket")
+			return nil, fmt.Errorf("hotlimit: nil *TokenBucket")
 		}
-		return l.setPolicy(*p)
+		return newParams(*p)
 	case *LeakyBucket:
 		if p == nil {
-			return fmt.Errorf("hotlimit: nil *LeakyBucket")
+			return nil, fmt.Errorf("hotlimit: nil *LeakyBucket")
 		}
-		return l.setPolicy(*p)
+		return newParams(*p)
 	case *FixedWindow:
 		if p == nil {
-			return fmt.Errorf("hotlimit: nil *FixedWindow")
+			return nil, fmt.Errorf("hotlimit: nil *FixedWindow")
 		}
-		return l.setPolicy(*p)
+		return newParams(*p)
 	case *SlidingWindow:
 		if p == nil {
-			return fmt.Errorf("hotlimit: nil *SlidingWindow")
+			return nil, fmt.Errorf("hotlimit: nil *SlidingWindow")
 		}
-		return l.setPolicy(*p)
+		return newParams(*p)
 	case TokenBucket:
 		if err := p.Rate.validate("TokenBucket.Rate"); err != nil {
-			return err
+			return nil, err
 		}
 		if p.Burst <= 0 {
-			return fmt.Errorf("hotlimit: TokenBucket.Burst must be > 0, got %d", p.Burst)
+			return nil, fmt.Errorf("hotlimit: TokenBucket.Burst must be > 0, got %d", p.Burst)
 		}
 		t := int64(p.Rate.Interval())
 		if p.Burst > maxTau/t {
-			return fmt.Errorf("hotlimit: TokenBucket.Burst %d × interval %v exceeds %v: the bucket's state would overflow", p.Burst, time.Duration(t), time.Duration(maxTau))
+			return nil, fmt.Errorf("hotlimit: TokenBucket.Burst %d × interval %v exceeds %v: the bucket's state would overflow", p.Burst, time.Duration(t), time.Duration(maxTau))
 		}
-		l.kind, l.limit, l.g = kindTokenBucket, p.Burst, newGCRA(p.Rate, p.Burst, false)
+		return &params{policy: p, kind: kindTokenBucket, limit: p.Burst, g: newGCRA(p.Rate, p.Burst, false)}, nil
 	case LeakyBucket:
 		if err := p.Rate.validate("LeakyBucket.Rate"); err != nil {
-			return err
+			return nil, err
 		}
 		if p.Capacity < 0 {
-			return fmt.Errorf("hotlimit: LeakyBucket.Capacity must be ≥ 0 (0: no queue), got %d", p.Capacity)
+			return nil, fmt.Errorf("hotlimit: LeakyBucket.Capacity must be ≥ 0 (0: no queue), got %d", p.Capacity)
 		}
 		t := int64(p.Rate.Interval())
 		if p.Capacity >= maxTau/t {
-			return fmt.Errorf("hotlimit: LeakyBucket.Capacity %d × interval %v exceeds %v: the bucket's state would overflow", p.Capacity, time.Duration(t), time.Duration(maxTau))
+			return nil, fmt.Errorf("hotlimit: LeakyBucket.Capacity %d × interval %v exceeds %v: the bucket's state would overflow", p.Capacity, time.Duration(t), time.Duration(maxTau))
 		}
-		l.kind, l.limit, l.g = kindLeakyBucket, p.Capacity+1, newGCRA(p.Rate, p.Capacity+1, true)
+		return &params{policy: p, kind: kindLeakyBucket, limit: p.Capacity + 1, g: newGCRA(p.Rate, p.Capacity+1, true)}, nil
 	case FixedWindow:
-		return l.setWindow("FixedWindow", p.Limit, p.Window, false)
+		return newWindowParams(p, "FixedWindow", p.Limit, p.Window, false)
 	case SlidingWindow:
-		return l.setWindow("SlidingWindow", p.Limit, p.Window, true)
+		return newWindowParams(p, "SlidingWindow", p.Limit, p.Window, true)
 	case *SlidingLog:
 		if p == nil {
-			return fmt.Errorf("hotlimit: nil *SlidingLog")
+			return nil, fmt.Errorf("hotlimit: nil *SlidingLog")
 		}
-		return l.setPolicy(*p)
+		return newParams(*p)
 	case concurrencyPolicy:
-		l.kind, l.limit = kindConcurrency, p.limit
+		return &params{policy: p, kind: kindConcurrency, limit: p.limit}, nil
 	case SlidingLog:
 		switch {
 		case p.Limit <= 0:
-			return fmt.Errorf("hotlimit: SlidingLog.Limit must be > 0, got %d", p.Limit)
+			return nil, fmt.Errorf("hotlimit: SlidingLog.Limit must be > 0, got %d", p.Limit)
 		case p.Limit > MaxLogLimit:
-			return fmt.Errorf("hotlimit: SlidingLog.Limit %d exceeds MaxLogLimit (%d): the log keeps one instant per admitted unit; use SlidingWindow (the sliding-window counter) for large limits", p.Limit, MaxLogLimit)
+			return nil, fmt.Errorf("hotlimit: SlidingLog.Limit %d exceeds MaxLogLimit (%d): the log keeps one instant per admitted unit; use SlidingWindow (the sliding-window counter) for large limits", p.Limit, MaxLogLimit)
 		case p.Window <= 0:
-			return fmt.Errorf("hotlimit: SlidingLog.Window must be > 0, got %v", p.Window)
+			return nil, fmt.Errorf("hotlimit: SlidingLog.Window must be > 0, got %v", p.Window)
 		case p.Window > maxWindow:
-			return fmt.Errorf("hotlimit: SlidingLog.Window %v exceeds %v", p.Window, time.Duration(maxWindow))
+			return nil, fmt.Errorf("hotlimit: SlidingLog.Window %v exceeds %v", p.Window, time.Duration(maxWindow))
 		}
-		l.kind, l.limit, l.logW = kindSlidingLog, p.Limit, int64(p.Window)
+		return &params{policy: p, kind: kindSlidingLog, limit: p.Limit, logW: int64(p.Window)}, nil
 	default:
-		return fmt.Errorf("hotlimit: unsupported policy type %T (want TokenBucket, LeakyBucket, FixedWindow, SlidingWindow or SlidingLog)", policy)
+		return nil, fmt.Errorf("hotlimit: unsupported policy type %T (want TokenBucket, LeakyBucket, FixedWindow, SlidingWindow or SlidingLog)", policy)
 	}
-	return nil
 }
 
-func (l *Limiter) setWindow(name string, limit int64, w time.Duration, sliding bool) error {
+func newWindowParams(policy any, name string, limit int64, w time.Duration, sliding bool) (*params, error) {
 	switch {
 	case limit <= 0:
-		return fmt.Errorf("hotlimit: %s.Limit must be > 0, got %d", name, limit)
+		return nil, fmt.Errorf("hotlimit: %s.Limit must be > 0, got %d", name, limit)
 	case w <= 0:
-		return fmt.Errorf("hotlimit: %s.Window must be > 0, got %v", name, w)
+		return nil, fmt.Errorf("hotlimit: %s.Window must be > 0, got %v", name, w)
 	case w > maxWindow:
-		return fmt.Errorf("hotlimit: %s.Window %v exceeds %v", name, w, time.Duration(maxWindow))
+		return nil, fmt.Errorf("hotlimit: %s.Window %v exceeds %v", name, w, time.Duration(maxWindow))
 	}
 	x, ok := newWindow(limit, w, sliding)
 	if !ok {
@@ -351,16 +363,16 @@ func (l *Limiter) setWindow(name string, limit int64, w time.Duration, sliding b
 		if sliding {
 			most = int64(1)<<((63-minIndexBits)/2) - 1
 		}
-		return fmt.Errorf("hotlimit: %s.Limit %d does not fit the packed state (at most %d)", name, limit, most)
+		return nil, fmt.Errorf("hotlimit: %s.Limit %d does not fit the packed state (at most %d)", name, limit, most)
 	}
 	if h := x.horizon(); h < minHorizon {
-		return fmt.Errorf("hotlimit: %s.Limit %d with Window %v: the packed state could tell windows apart only %v back (at least %v needed); use a longer Window or a smaller Limit", name, limit, w, h, minHorizon)
+		return nil, fmt.Errorf("hotlimit: %s.Limit %d with Window %v: the packed state could tell windows apart only %v back (at least %v needed); use a longer Window or a smaller Limit", name, limit, w, h, minHorizon)
 	}
-	l.kind, l.limit, l.win = kindFixedWindow, limit, x
+	p := &params{policy: policy, kind: kindFixedWindow, limit: limit, win: x}
 	if sliding {
-		l.kind = kindSlidingWindow
+		p.kind = kindSlidingWindow
 	}
-	return nil
+	return p, nil
 }
 
 // now reads the limiter's clock, clamped to [0, maxTime].
@@ -398,35 +410,35 @@ func (l *Limiter) shardOf(h uint64) *shard {
 
 // step decides cost c at now against state word w. See bucket.go and
 // window.go.
-func (l *Limiter) step(w uint64, now, c int64) (uint64, verdict) {
-	switch l.kind {
+func (p *params) step(w uint64, now, c int64) (uint64, verdict) {
+	switch p.kind {
 	case kindTokenBucket, kindLeakyBucket:
-		return l.g.step(w, now, c)
+		return p.g.step(w, now, c)
 	case kindConcurrency: // peeks only: see concurrency.go
-		return w, verdict{ok: true, rem: l.limit - int64(w)}
+		return w, verdict{ok: true, rem: max(0, p.limit-int64(w))}
 	}
-	return l.win.step(w, now, c)
+	return p.win.step(w, now, c)
 }
 
 // resetAfter returns how long until w is a fresh key's state at now.
 //
 // For a concurrency limiter, which has no notion of time, it is the number
 // of operations in flight: 0 exactly when the entry is fresh.
-func (l *Limiter) resetAfter(w uint64, now int64) int64 {
-	switch l.kind {
+func (p *params) resetAfter(w uint64, now int64) int64 {
+	switch p.kind {
 	case kindTokenBucket, kindLeakyBucket:
-		return l.g.resetAfter(w, now)
+		return p.g.resetAfter(w, now)
 	case kindConcurrency:
 		return int64(w)
 	}
-	return l.win.resetAfter(w, now)
+	return p.win.resetAfter(w, now)
 }
 
 // decide runs the CAS loop on one key's state word. It reports false,
 // having written nothing, if the word is retired (deadBit): the caller
 // must find the key's live slot under the shard's mutex. A denial and a
 // peek never write.
-func (l *Limiter) decide(w *atomic.Uint64, now, cost int64) (verdict, int64, bool) {
+func (l *Limiter) decide(p *params, w *atomic.Uint64, now, cost int64) (verdict, int64, bool) {
 	rechecked := false
 	for {
 		old := w.Load()
@@ -435,10 +447,10 @@ func (l *Limiter) decide(w *atomic.Uint64, now, cost int64) (verdict, int64, boo
 		}
 		var next uint64
 		var d verdict
-		if l.kind <= kindLeakyBucket {
-			next, d = l.g.step(old, now, cost)
+		if p.kind <= kindLeakyBucket {
+			next, d = p.g.step(old, now, cost)
 		} else {
-			next, d, now = l.win.stepAt(old, now, cost) // now: where a stale reading is decided
+			next, d, now = p.win.stepAt(old, now, cost) // now: where a stale reading is decided
 		}
 		if next == old || w.CompareAndSwap(old, next) {
 			if !d.ok && l.coarse != nil && !rechecked {
@@ -466,40 +478,42 @@ func (l *Limiter) Allow(key string) Decision { return l.AllowN(key, 1) }
 // RetryAfter = Never. A denial never changes any state, and a peek or a
 // denial for an unknown key creates no entry.
 func (l *Limiter) AllowN(key string, cost int64) Decision {
-	v, _ := l.allow(key, cost)
-	return l.decision(v, cost)
+	v, _, p := l.allow(key, cost)
+	return p.decision(v, cost)
 }
 
 // allow is AllowN before its Decision is built. It also returns the
-// instant the decision was made at (Refund needs it for the windows).
-func (l *Limiter) allow(key string, cost int64) (verdict, int64) {
+// instant the decision was made at (Refund needs it for the windows) and
+// the policy it was made under.
+func (l *Limiter) allow(key string, cost int64) (verdict, int64, *params) {
 	now := l.now()
-	if cost < 0 || cost > l.limit || len(key) > MaxKeyLen {
-		v := l.never(key, now)
-		if l.onDeny != nil {
-			l.onDeny(l.hash(key), l.decision(v, cost))
-		}
-		return v, now
+	if len(key) > MaxKeyLen {
+		return l.never(key, now, cost)
 	}
 	if l.logs != nil {
 		return l.allowLog(key, now, cost)
 	}
 	h := l.hash(key)
 	s := l.shardOf(h)
-	if sl := s.tab.Load().find(h, key); sl != nil {
-		if v, at, ok := l.decide(&sl.word, now, cost); ok {
+	t := s.tab.Load()
+	p := t.p // the table's words are in its policy's format
+	if cost < 0 || cost > p.limit {
+		return l.never(key, now, cost)
+	}
+	if sl := t.find(h, key); sl != nil {
+		if v, at, ok := l.decide(p, &sl.word, now, cost); ok {
 			s.count(v.ok)
 			if !v.ok && l.onDeny != nil {
-				l.onDeny(h, l.decision(v, cost))
+				l.onDeny(h, p.decision(v, cost))
 			}
-			return v, at
+			return v, at, p
 		}
 	}
-	v, at := l.allowLocked(s, h, key, now, cost)
+	v, at, p := l.allowLocked(s, h, key, now, cost)
 	if !v.ok && l.onDeny != nil {
-		l.onDeny(h, l.decision(v, cost))
+		l.onDeny(h, p.decision(v, cost))
 	}
-	return v, at
+	return v, at, p
 }
 
 func (s *shard) count(allowed bool) {
@@ -512,17 +526,21 @@ func (s *shard) count(allowed bool) {
 
 // allowLocked is AllowN's path for a key whose live slot the lock-free
 // probe did not find (new, being inserted, or moved by a rebuild).
-func (l *Limiter) allowLocked(s *shard, h uint64, key string, now, cost int64) (verdict, int64) {
+func (l *Limiter) allowLocked(s *shard, h uint64, key string, now, cost int64) (verdict, int64, *params) {
 	sl, now := l.slotLocked(s, h, key, now, cost > 0)
+	p := s.tab.Load().p // sl's table: nothing rebuilds it while we hold s.mu
 	var v verdict
-	if sl == nil {
-		_, v = l.step(0, now, 0) // a peek at an unknown key: fresh, no entry
-	} else {
-		v, now, _ = l.decide(&sl.word, now, cost) // nothing retires while we hold s.mu
+	switch {
+	case cost > p.limit: // SetPolicy lowered the limit meanwhile
+		v = p.never()
+	case sl == nil:
+		_, v = p.step(0, now, 0) // a peek at an unknown key: fresh, no entry
+	default:
+		v, now, _ = l.decide(p, &sl.word, now, cost) // nothing retires while we hold s.mu
 	}
 	s.mu.Unlock()
 	s.count(v.ok)
-	return v, now
+	return v, now, p
 }
 
 // slotLocked locks s.mu and returns key's live slot, with s.mu held (the
@@ -556,42 +574,58 @@ func (l *Limiter) slotLocked(s *shard, h uint64, key string, now int64, create b
 }
 
 // never returns the denial of a request that can never be admitted, with
-// the key's current Remaining and ResetAfter.
-func (l *Limiter) never(key string, now int64) verdict {
+// the key's current Remaining and ResetAfter, and calls the deny hook.
+func (l *Limiter) never(key string, now, cost int64) (verdict, int64, *params) {
 	var v verdict
+	p := l.p.Load()
 	if len(key) <= MaxKeyLen {
-		v = l.peek(key, now)
+		v, p = l.peek(key, now)
 	}
 	v.ok, v.retry = false, int64(Never)
 	l.shards[0].denied.Add(1) // rare; contention does not matter here
+	if l.onDeny != nil {
+		l.onDeny(l.hash(key), p.decision(v, cost))
+	}
+	return v, now, p
+}
+
+// never is a verdict that can never pass, on a fresh state.
+func (p *params) never() verdict {
+	_, v := p.step(0, 0, 0)
+	v.ok, v.retry = false, int64(Never)
 	return v
 }
 
-// peek returns the verdict for cost 0 without counting it.
-func (l *Limiter) peek(key string, now int64) verdict {
+// peek returns the verdict for cost 0 without counting it, and the policy
+// it was made under.
+func (l *Limiter) peek(key string, now int64) (verdict, *params) {
 	if l.logs != nil {
 		return l.peekLog(key, now, 0)
 	}
-	_, v := l.step(l.word(key, now), now, 0)
-	return v
+	w, p := l.word(key, now)
+	_, v := p.step(w, now, 0)
+	return v, p
 }
 
 // word returns key's live state word (0, a fresh state, for an unknown
-// key), taking the shard's mutex only if the lock-free probe misses.
-func (l *Limiter) word(key string, now int64) uint64 {
+// key) and the policy its format follows, taking the shard's mutex only if
+// the lock-free probe misses.
+func (l *Limiter) word(key string, now int64) (uint64, *params) {
 	h := l.hash(key)
 	s := l.shardOf(h)
-	if sl := s.tab.Load().find(h, key); sl != nil {
+	t := s.tab.Load()
+	if sl := t.find(h, key); sl != nil {
 		if w := sl.word.Load(); w&deadBit == 0 {
-			return w
+			return w, t.p
 		}
 	}
 	var w uint64
 	if sl, _ := l.slotLocked(s, h, key, now, false); sl != nil {
 		w = sl.word.Load()
 	}
+	p := s.tab.Load().p
 	s.mu.Unlock()
-	return w
+	return w, p
 }
 
 // tryReserveKey reserves room for one more key if the limiter is below
@@ -645,8 +679,8 @@ func (l *Limiter) reserveKey(now int64) bool {
 // Wait sleeps in real time, whatever the limiter's clock. It returns
 // ErrInvalidCost for a cost below 0 or above Limit, and ErrKeyTooLong.
 func (l *Limiter) Wait(ctx context.Context, key string, cost int64) error {
-	if cost < 0 || cost > l.limit {
-		return fmt.Errorf("%w: cost %d, limit %d", ErrInvalidCost, cost, l.limit)
+	if limit := l.p.Load().limit; cost < 0 || cost > limit {
+		return fmt.Errorf("%w: cost %d, limit %d", ErrInvalidCost, cost, limit)
 	}
 	if len(key) > MaxKeyLen {
 		return ErrKeyTooLong
@@ -706,14 +740,15 @@ func (l *Limiter) reserve(key string, cost, maxWait int64) (wait int64, ok bool)
 	now := l.now()
 	h := l.hash(key)
 	s := l.shardOf(h)
-	if sl := s.tab.Load().find(h, key); sl != nil {
-		if wait, ok, live := l.reserveAt(&sl.word, now, cost, maxWait); live {
+	t := s.tab.Load()
+	if sl := t.find(h, key); sl != nil {
+		if wait, ok, live := reserveAt(t.p, &sl.word, now, cost, maxWait); live {
 			s.count(ok)
 			return wait, ok
 		}
 	}
 	sl, now := l.slotLocked(s, h, key, now, true)
-	wait, ok, _ = l.reserveAt(&sl.word, now, cost, maxWait)
+	wait, ok, _ = reserveAt(s.tab.Load().p, &sl.word, now, cost, maxWait)
 	if !ok {
 		l.retireFreshLocked(s, sl, now) // nothing was written: leave no entry
 	}
@@ -723,13 +758,17 @@ func (l *Limiter) reserve(key string, cost, maxWait int64) (wait int64, ok bool)
 }
 
 // reserveAt runs reserve's CAS loop; live is false if the word is retired.
-func (l *Limiter) reserveAt(w *atomic.Uint64, now, cost, maxWait int64) (wait int64, ok, live bool) {
+// A cost above the policy's limit (lowered by SetPolicy) never fits.
+func reserveAt(p *params, w *atomic.Uint64, now, cost, maxWait int64) (wait int64, ok, live bool) {
+	if cost > p.limit {
+		return int64(Never), false, true
+	}
 	for {
 		old := w.Load()
 		if old&deadBit != 0 {
 			return 0, false, false
 		}
-		next, wait, ok := l.g.reserve(old, now, cost, maxWait)
+		next, wait, ok := p.g.reserve(old, now, cost, maxWait)
 		if !ok {
 			return wait, false, true
 		}

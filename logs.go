@@ -30,8 +30,9 @@ import (
 // logShard is one stripe of the sliding log's keyed state.
 type logShard struct {
 	mu sync.Mutex
+	p  *params // the policy, guarded by mu (SetPolicy changes it)
 	m  map[string]*logRing
-	_  [cacheLineSize - 16]byte
+	_  [cacheLineSize - 24]byte
 }
 
 // logRing holds a key's admitted instants.
@@ -79,6 +80,15 @@ func (r *logRing) expire(k int) {
 	r.n -= k
 }
 
+// grow makes room for n instants, keeping the ring's contents.
+func (r *logRing) grow(n int) {
+	t := make([]int64, n)
+	for i := range r.n {
+		t[i] = r.at(i)
+	}
+	r.t, r.head = t, 0
+}
+
 // push appends c copies of now; the caller has checked that they fit.
 func (r *logRing) push(now int64, c int64) {
 	for ; c > 0; c-- {
@@ -112,25 +122,25 @@ func (r *logRing) drop(c, at int64) {
 
 // logVerdict decides cost at now on ring r (nil: a fresh key), whose
 // instants before index first no longer count, without changing it.
-func (l *Limiter) logVerdict(r *logRing, first int, now, cost int64) verdict {
+func (p *params) logVerdict(r *logRing, first int, now, cost int64) verdict {
 	n := int64(0)
 	if r != nil {
 		n = int64(r.n - first)
 	}
-	if n+cost <= l.limit {
-		v := verdict{ok: true, rem: l.limit - n - cost}
+	if n+cost <= p.limit {
+		v := verdict{ok: true, rem: p.limit - n - cost}
 		switch {
 		case cost > 0:
-			v.reset = l.logW
+			v.reset = p.logW
 		case n > 0:
-			v.reset = r.at(r.n-1) + l.logW - now
+			v.reset = r.at(r.n-1) + p.logW - now
 		}
 		return v
 	}
 	return verdict{
-		rem:   l.limit - n,
-		retry: r.at(first+int(n+cost-l.limit)-1) + l.logW - now,
-		reset: r.at(r.n-1) + l.logW - now,
+		rem:   max(0, p.limit-n), // n > limit after SetPolicy lowered it
+		retry: r.at(first+int(n+cost-p.limit)-1) + p.logW - now,
+		reset: r.at(r.n-1) + p.logW - now,
 	}
 }
 
@@ -149,20 +159,27 @@ func (l *Limiter) logRingLocked(ls *logShard, key string, now int64) (*logRing, 
 		return nil, max(now, l.sweptAt.Load()), 0
 	}
 	now = max(now, r.last)
-	return r, now, r.live(now, l.logW)
+	return r, now, r.live(now, ls.p.logW)
 }
 
 // allowLog is allow for the sliding log.
-func (l *Limiter) allowLog(key string, now, cost int64) (verdict, int64) {
+func (l *Limiter) allowLog(key string, now, cost int64) (verdict, int64, *params) {
 	ls, s := l.logShardOf(key)
 	ls.mu.Lock()
 	var v verdict
 	var at int64
+	p := ls.p
 	for {
 		var r *logRing
 		var first int
 		r, at, first = l.logRingLocked(ls, key, now)
-		if v = l.logVerdict(r, first, at, cost); !v.ok || cost == 0 {
+		p = ls.p
+		if cost < 0 || cost > p.limit {
+			v = p.logVerdict(r, first, at, 0)
+			v.ok, v.retry = false, int64(Never)
+			break
+		}
+		if v = p.logVerdict(r, first, at, cost); !v.ok || cost == 0 {
 			break
 		}
 		if r == nil {
@@ -171,15 +188,18 @@ func (l *Limiter) allowLog(key string, now, cost int64) (verdict, int64) {
 			}
 		}
 		r.expire(first)
+		if len(r.t) < int(p.limit) {
+			r.grow(int(p.limit)) // SetPolicy raised the limit
+		}
 		r.push(at, cost)
 		break
 	}
 	ls.mu.Unlock()
 	s.count(v.ok)
 	if !v.ok && l.onDeny != nil {
-		l.onDeny(l.hash(key), l.decision(v, cost))
+		l.onDeny(l.hash(key), p.decision(v, cost))
 	}
-	return v, at
+	return v, at, p
 }
 
 // newLogLocked inserts an empty ring for key, after reserving room under
@@ -193,18 +213,18 @@ func (l *Limiter) newLogLocked(ls *logShard, key string, now int64) *logRing {
 		ls.mu.Lock()
 		return nil
 	}
-	r := &logRing{t: make([]int64, l.limit)}
+	r := &logRing{t: make([]int64, ls.p.limit)}
 	ls.m[string([]byte(key))] = r // copy: the key may be a view of a []byte
 	return r
 }
 
 // peekLog returns the verdict for cost at now without changing anything.
-func (l *Limiter) peekLog(key string, now, cost int64) verdict {
+func (l *Limiter) peekLog(key string, now, cost int64) (verdict, *params) {
 	ls, _ := l.logShardOf(key)
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	r, at, first := l.logRingLocked(ls, key, now)
-	return l.logVerdict(r, first, at, cost)
+	return ls.p.logVerdict(r, first, at, cost), ls.p
 }
 
 // refundLog removes up to cost of key's newest instants that are ≤ at,
@@ -251,7 +271,7 @@ func (l *Limiter) sweepLogs(stop <-chan struct{}) int {
 		ls.mu.Lock()
 		now := l.now()
 		for k, r := range ls.m {
-			if at := max(now, r.last); r.live(at, l.logW) == r.n {
+			if at := max(now, r.last); r.live(at, ls.p.logW) == r.n {
 				l.removeLogLocked(ls, s, k, at, true)
 				removed++
 			}
@@ -285,7 +305,7 @@ func (l *Limiter) evictLog(now int64) bool {
 				break
 			}
 			at := max(now, r.last)
-			c[n] = cand{i, key, r, l.scoreOf(l.logVerdict(r, r.live(at, l.logW), at, 0))}
+			c[n] = cand{i, key, r, ls.p.scoreOf(ls.p.logVerdict(r, r.live(at, ls.p.logW), at, 0))}
 			n++
 			got++
 		}
@@ -308,6 +328,6 @@ func (l *Limiter) evictLog(now int64) bool {
 		return true // gone since sampling; the caller tries again
 	}
 	at := max(now, b.r.last)
-	l.removeLogLocked(ls, s, b.key, at, b.r.live(at, l.logW) == b.r.n)
+	l.removeLogLocked(ls, s, b.key, at, b.r.live(at, ls.p.logW) == b.r.n)
 	return true
 }

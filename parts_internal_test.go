@@ -28,7 +28,7 @@ func BenchmarkParts(b *testing.B) {
 	})
 	b.Run("decide", func(b *testing.B) {
 		for b.Loop() {
-			v, _, _ := l.decide(&sl.word, l.now(), 1)
+			v, _, _ := l.decide(s.tab.Load().p, &sl.word, l.now(), 1)
 			sink += uint64(v.rem)
 		}
 	})

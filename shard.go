@@ -139,7 +139,8 @@ func load32(s string, i int) uint32 {
 //     with no empty slot between.
 type table struct {
 	slots []slot
-	arena []byte // long keys' bytes in [0, used)
+	arena []byte  // long keys' bytes in [0, used)
+	p     *params // the policy whose format the words are in
 
 	used      int // arena bytes written
 	deadBytes int // arena bytes of retired keys
@@ -149,8 +150,8 @@ type table struct {
 
 const minSlots = 8
 
-func newTable(n, arena int) *table {
-	t := &table{slots: make([]slot, n)}
+func newTable(n, arena int, p *params) *table {
+	t := &table{slots: make([]slot, n), p: p}
 	if arena > 0 {
 		t.arena = make([]byte, arena)
 	}
@@ -252,13 +253,17 @@ func (t *table) retire(s *slot, w uint64) bool {
 // as it copies it, so late writers to t fail their CAS and retry against
 // the new table. Requires the shard's mutex; the caller publishes the
 // result.
-func (t *table) rebuilt(n, arenaMin int) *table {
+func (t *table) rebuilt(n, arenaMin int) *table { return t.converted(n, arenaMin, t.p, nil) }
+
+// converted is rebuilt into a table for policy p, each live word passed
+// through convert (nil: kept as it is).
+func (t *table) converted(n, arenaMin int, p *params, convert func(uint64) uint64) *table {
 	live := t.used - t.deadBytes
 	arena := 0
 	if live+arenaMin > 0 {
 		arena = max(256, 2*(live+arenaMin))
 	}
-	nt := newTable(n, arena)
+	nt := newTable(n, arena, p)
 	for i := range t.slots {
 		s := &t.slots[i]
 		if s.hash.Load() == 0 {
@@ -287,6 +292,9 @@ func (t *table) rebuilt(n, arenaMin int) *table {
 		}
 		d := &nt.slots[j]
 		d.k0, d.k1 = k0, k1
+		if convert != nil {
+			w = convert(w)
+		}
 		d.word.Store(w)
 		d.hash.Store(s.hash.Load())
 		nt.count++

@@ -38,7 +38,7 @@ func TestShardLayout(t *testing.T) {
 // that every live key is found and no retired one is.
 func TestTableRetireRebuild(t *testing.T) {
 	for seed := uint64(0); seed < 200; seed++ {
-		tb := newTable(minSlots, 0)
+		tb := newTable(minSlots, 0, nil)
 		keys := map[string]uint64{}
 		for i := range 40 {
 			k := fmt.Sprintf("%c%s", 'a'+i%26, "-key-that-is-long-enough-for-the-arena"[:i*7%38])

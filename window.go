@@ -89,7 +89,11 @@ func (x *window) horizon() time.Duration {
 }
 
 func newWindow(limit int64, w time.Duration, sliding bool) (window, bool) {
-	cb := uint(bits.Len64(uint64(limit)))
+	return newWindowBits(limit, w, sliding, uint(bits.Len64(uint64(limit))))
+}
+
+// newWindowBits is newWindow with cb bits per count, cb ≥ bits(limit).
+func newWindowBits(limit int64, w time.Duration, sliding bool, cb uint) (window, bool) {
 	used := cb
 	if sliding {
 		used = 2 * cb
