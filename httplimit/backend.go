@@ -71,6 +71,16 @@ func NewLocal(limits map[string]any, opts ...hotlimit.Option) (*Local, error) {
 	return b, nil
 }
 
+// Names returns the names of the backend's limits, sorted.
+func (b *Local) Names() []string {
+	names := make([]string, 0, len(b.limiters))
+	for name := range b.limiters {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
 // Limiter returns the limiter behind a named limit, or nil.
 func (b *Local) Limiter(name string) *hotlimit.Limiter { return b.limiters[name] }
 

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+func get(h http.Handler, path, token string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest("GET", path, nil)
+	r.RemoteAddr = "198.51.100.7:40000"
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func TestServer429(t *testing.T) {
+	clock := hotlimit.NewManualClock()
+	h, m, err := newHandler(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+
+	// The burst of 3, shared by the route and its alias.
+	for i, p := range []string{"/api/report", "/api/v1/report", "/api/report"} {
+		w := get(h, p, "")
+		if w.Code != http.StatusOK {
+			t.Fatalf("request %d to %s: %d", i, p, w.Code)
+		}
+		if got := w.Header().Get("RateLimit-Policy"); got != `"report";q=3;w=30, "global";q=30;w=60` {
+			t.Fatalf("RateLimit-Policy = %q", got)
+		}
+	}
+	w := get(h, "/api/v1/report", "")
+	if w.Code != http.StatusTooManyRequests {
+		t.Fatalf("4th report: %d, want 429", w.Code)
+	}
+	if w.Header().Get("Retry-After") != "10" || w.Header().Get("RateLimit") != `"report";r=0;t=10` {
+		t.Fatalf("429 headers: Retry-After %q, RateLimit %q", w.Header().Get("Retry-After"), w.Header().Get("RateLimit"))
+	}
+	if !strings.Contains(w.Body.String(), `"error":"rate_limit_exceeded"`) {
+		t.Fatalf("429 body: %s", w.Body)
+	}
+	// Another client (a token) is not affected; the cheap route neither.
+	if w := get(h, "/api/report", "my-token"); w.Code != http.StatusOK {
+		t.Fatalf("token client: %d", w.Code)
+	}
+	if w := get(h, "/api/ping", ""); w.Code != http.StatusOK {
+		t.Fatalf("cheap route: %d", w.Code)
+	}
+	// Health checks are exempt.
+	for range 50 {
+		if w := get(h, "/healthz", ""); w.Code != http.StatusOK {
+			t.Fatalf("healthz: %d", w.Code)
+		}
+	}
+	// After Retry-After, the expensive route admits again.
+	clock.Advance(10 * time.Second)
+	if w := get(h, "/api/report", ""); w.Code != http.StatusOK {
+		t.Fatalf("after Retry-After: %d", w.Code)
+	}
+}

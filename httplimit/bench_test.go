@@ -1,0 +1,49 @@
+package httplimit
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+// nopWriter is a ResponseWriter that keeps only the header map, so the
+// benchmark measures the middleware rather than httptest.Recorder.
+type nopWriter struct{ h http.Header }
+
+func (w *nopWriter) Header() http.Header         { return w.h }
+func (w *nopWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *nopWriter) WriteHeader(int)             {}
+
+// BenchmarkMiddleware measures an allowed request with a bearer-token key,
+// a route group layer and a global layer, IETF headers on.
+func BenchmarkMiddleware(b *testing.B) {
+	m, err := New(Config{
+		Limits: map[string]any{
+			"search": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(100_000_000), Burst: 1_000_000},
+			"global": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(100_000_000), Burst: 1_000_000},
+		},
+		Groups:       []Group{{Name: "search", Patterns: []string{"/search", "/v1/search"}, Limit: "search"}},
+		DefaultGroup: "search",
+		Global:       "global",
+		Key:          TokenKey("Authorization"),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	r := httptest.NewRequest("GET", "/v1/search", nil)
+	r.Header.Set("Authorization", "Bearer hl_live_3f9a7c1e5b2d4a6f8e0c1b3d5f7a9c2e4b6d8f0a1c3e5a7b")
+	w := &nopWriter{h: make(http.Header)}
+	h.ServeHTTP(w, r)
+	if w.h.Get("RateLimit") == "" {
+		b.Fatal("no RateLimit header")
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		h.ServeHTTP(w, r)
+	}
+}

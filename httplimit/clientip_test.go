@@ -1,0 +1,186 @@
+package httplimit
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func reqFrom(remote string, header string, lines ...string) *http.Request {
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = remote
+	for _, l := range lines {
+		r.Header.Add(header, l)
+	}
+	return r
+}
+
+func mustClientIP(t testing.TB, trusted []string, h ForwardedHeader, v6, v4 int) *ClientIP {
+	t.Helper()
+	c, err := NewClientIP(trusted, h, v6, v4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestClientIP(t *testing.T) {
+	none := &ClientIP{}
+	proxies := []string{"10.0.0.0/8", "2001:db8:ffff::/48", "::ffff:172.16.0.0/108"}
+	xff := mustClientIP(t, proxies, XForwardedFor, 0, 0)
+	fwd := mustClientIP(t, proxies, Forwarded, 0, 0)
+	v6bits := mustClientIP(t, nil, XForwardedFor, 48, 24)
+	const XFF, FWD = "X-Forwarded-For", "Forwarded"
+	tests := []struct {
+		name   string
+		c      *ClientIP
+		remote string
+		header string
+		lines  []string
+		want   string // the grouped prefix
+	}{
+		{"peer v4", none, "192.0.2.1:1234", "", nil, "192.0.2.1/32"},
+		{"peer v6 /64", none, "[2001:db8:1:2:3:4:5:6]:443", "", nil, "2001:db8:1:2::/64"},
+		{"peer v6 zone stripped", none, "[fe80::1%eth0]:80", "", nil, "fe80::/64"},
+		{"peer v4-mapped unmapped", none, "[::ffff:192.0.2.9]:80", "", nil, "192.0.2.9/32"},
+		{"peer without port", none, "192.0.2.7", "", nil, "192.0.2.7/32"},
+		{"untrusted peer sends XFF: ignored", xff, "192.0.2.1:1", XFF, []string{"203.0.113.5"}, "192.0.2.1/32"},
+		{"no trusted proxies: XFF ignored", none, "10.1.1.1:1", XFF, []string{"203.0.113.5"}, "10.1.1.1/32"},
+		{"trusted peer, one hop", xff, "10.0.0.1:1", XFF, []string{"203.0.113.5"}, "203.0.113.5/32"},
+		{"spoofed left part skipped", xff, "10.0.0.1:1", XFF, []string{"1.1.1.1, 203.0.113.5, 10.0.0.2"}, "203.0.113.5/32"},
+		{"multiple lines, last line last", xff, "10.0.0.1:1", XFF, []string{"1.1.1.1, 203.0.113.5", "10.9.9.9"}, "203.0.113.5/32"},
+		{"client's own line is first", xff, "10.0.0.1:1", XFF, []string{"6.6.6.6", "198.51.100.7"}, "198.51.100.7/32"},
+		{"garbage stops at last trusted hop", xff, "10.0.0.1:1", XFF, []string{"203.0.113.5, garbage, 10.0.0.3"}, "10.0.0.3/32"},
+		{"garbage right after peer", xff, "10.0.0.1:1", XFF, []string{"nonsense"}, "10.0.0.1/32"},
+		{"empty elements skipped", xff, "10.0.0.1:1", XFF, []string{"203.0.113.5, , "}, "203.0.113.5/32"},
+		{"all trusted: leftmost", xff, "10.0.0.1:1", XFF, []string{"10.2.2.2, 10.3.3.3"}, "10.2.2.2/32"},
+		{"empty header: peer", xff, "10.0.0.1:1", XFF, []string{""}, "10.0.0.1/32"},
+		{"xff v6 with zone", xff, "10.0.0.1:1", XFF, []string{"2001:db8:5:6::1%eth0"}, "2001:db8:5:6::/64"},
+		{"xff v4-mapped unmapped", xff, "10.0.0.1:1", XFF, []string{"::ffff:198.51.100.1"}, "198.51.100.1/32"},
+		{"xff with port", xff, "10.0.0.1:1", XFF, []string{"198.51.100.1:5555"}, "198.51.100.1/32"},
+		{"xff bracketed v6 with port", xff, "10.0.0.1:1", XFF, []string{"[2001:db8:7::1]:80"}, "2001:db8:7::/64"},
+		{"trusted v6 proxy", xff, "[2001:db8:ffff::1]:1", XFF, []string{"198.51.100.2"}, "198.51.100.2/32"},
+		{"trusted mapped proxy range", xff, "172.16.0.9:1", XFF, []string{"198.51.100.3"}, "198.51.100.3/32"},
+		{"forwarded plain", fwd, "10.0.0.1:1", FWD, []string{"for=198.51.100.4"}, "198.51.100.4/32"},
+		{"forwarded quoted v6 with port", fwd, "10.0.0.1:1", FWD, []string{`for="[2001:db8:8::1]:4711";proto=https`}, "2001:db8:8::/64"},
+		{"forwarded case and spaces", fwd, "10.0.0.1:1", FWD, []string{`proto=http; For = 198.51.100.5 ;by=10.0.0.1`}, "198.51.100.5/32"},
+		{"forwarded spoof on left", fwd, "10.0.0.1:1", FWD, []string{"for=1.2.3.4, for=198.51.100.6, for=10.0.0.7"}, "198.51.100.6/32"},
+		{"forwarded obfuscated node", fwd, "10.0.0.1:1", FWD, []string{"for=198.51.100.8, for=_hidden, for=10.0.0.9"}, "10.0.0.9/32"},
+		{"forwarded unknown node", fwd, "10.0.0.1:1", FWD, []string{"for=unknown"}, "10.0.0.1/32"},
+		{"forwarded obfuscated port", fwd, "10.0.0.1:1", FWD, []string{`for="198.51.100.9:_p1"`}, "198.51.100.9/32"},
+		{"forwarded comma inside quotes", fwd, "10.0.0.1:1", FWD, []string{`for=198.51.100.10;ext="a,b"`}, "198.51.100.10/32"},
+		{"forwarded escaped quote", fwd, "10.0.0.1:1", FWD, []string{`for=198.51.100.11;ext="x\",y"`}, "198.51.100.11/32"},
+		{"forwarded unquoted brackets rejected", fwd, "10.0.0.1:1", FWD, []string{`for=[2001:db8::1]`}, "10.0.0.1/32"},
+		{"forwarded no for", fwd, "10.0.0.1:1", FWD, []string{"proto=https"}, "10.0.0.1/32"},
+		{"forwarded multiple lines", fwd, "10.0.0.1:1", FWD, []string{"for=6.6.6.6", "for=198.51.100.12", "for=10.1.1.1"}, "198.51.100.12/32"},
+		{"forwarded ignored when XFF configured", xff, "10.0.0.1:1", FWD, []string{"for=198.51.100.13"}, "10.0.0.1/32"},
+		{"xff ignored when Forwarded configured", fwd, "10.0.0.1:1", XFF, []string{"198.51.100.14"}, "10.0.0.1/32"},
+		{"custom prefix lengths v6", v6bits, "[2001:db8:1:2::1]:1", "", nil, "2001:db8:1::/48"},
+		{"custom prefix lengths v4", v6bits, "192.0.2.200:1", "", nil, "192.0.2.0/24"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := tt.c.Prefix(reqFrom(tt.remote, tt.header, tt.lines...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.String() != tt.want {
+				t.Errorf("Prefix = %v, want %v", p, tt.want)
+			}
+		})
+	}
+}
+
+func TestClientIPNoPeer(t *testing.T) {
+	c := mustClientIP(t, []string{"10.0.0.0/8"}, XForwardedFor, 0, 0)
+	for _, remote := range []string{"", "@", "not-an-ip:80", "[::1"} {
+		_, err := c.Prefix(reqFrom(remote, "X-Forwarded-For", "198.51.100.1"))
+		if !errors.Is(err, ErrNoClientIP) {
+			t.Errorf("RemoteAddr %q: err = %v, want ErrNoClientIP", remote, err)
+		}
+	}
+}
+
+func TestNewClientIPErrors(t *testing.T) {
+	for _, tt := range []struct {
+		trusted []string
+		h       ForwardedHeader
+		v6, v4  int
+	}{
+		{[]string{"10.0.0.0/33"}, XForwardedFor, 0, 0},
+		{[]string{"nonsense"}, XForwardedFor, 0, 0},
+		{nil, XForwardedFor, 129, 0},
+		{nil, XForwardedFor, 0, 33},
+		{nil, XForwardedFor, -1, 0},
+		{nil, ForwardedHeader(7), 0, 0},
+	} {
+		if _, err := NewClientIP(tt.trusted, tt.h, tt.v6, tt.v4); err == nil {
+			t.Errorf("NewClientIP(%v, %d, %d, %d): no error", tt.trusted, tt.h, tt.v6, tt.v4)
+		}
+	}
+	c := mustClientIP(t, []string{" 10.0.0.1 ", "::ffff:10.9.0.0/112"}, XForwardedFor, 0, 0)
+	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32"), netip.MustParsePrefix("10.9.0.0/16")}
+	for i, p := range c.TrustedProxies {
+		if p != want[i] {
+			t.Errorf("TrustedProxies[%d] = %v, want %v", i, p, want[i])
+		}
+	}
+}
+
+// FuzzClientIP checks that no header content panics, that the result is
+// always a valid prefix, and that with no trusted proxies the headers
+// never matter: the result is always the peer address's grouping. Behind
+// a trusted proxy reading X-Forwarded-For, the address is the peer or one
+// of the header's comma-separated elements (never one the parser made
+// up), and if it is not the peer the peer is trusted.
+func FuzzClientIP(f *testing.F) {
+	f.Add("192.0.2.1:80", "203.0.113.5, 10.0.0.1", "for=198.51.100.1")
+	f.Add("[2001:db8::1%eth0]:443", "::ffff:1.2.3.4", `for="[2001:db8::2]:80"`)
+	f.Add("10.0.0.1:1", "garbage,,", `for="_hidden";by=x, for=unknown`)
+	f.Add("10.0.0.1:1", `"1.2.3.4"`, `for="\"`)
+	f.Add("10.0.0.1:1", "[::1]:99999", `for=";for=1.2.3.4`)
+	none := &ClientIP{}
+	xff := &ClientIP{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
+	fwd := &ClientIP{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, Header: Forwarded}
+	f.Fuzz(func(t *testing.T, remote, xffVal, fwdVal string) {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = remote
+		r.Header["X-Forwarded-For"] = []string{xffVal, xffVal}
+		r.Header["Forwarded"] = []string{fwdVal}
+		peer, peerOK := peerAddr(remote)
+		for _, c := range []*ClientIP{none, xff, fwd} {
+			p, err := c.Prefix(r)
+			if !peerOK {
+				if err == nil {
+					t.Fatalf("no peer address in %q, but Prefix = %v", remote, p)
+				}
+				continue
+			}
+			if err != nil || !p.IsValid() {
+				t.Fatalf("Prefix = %v, %v", p, err)
+			}
+			if c == none && p != c.group(peer) {
+				t.Fatalf("no trusted proxies: Prefix = %v, want the peer's %v", p, c.group(peer))
+			}
+		}
+		if !peerOK {
+			return
+		}
+		a, _ := xff.Addr(r)
+		if a == peer {
+			return
+		}
+		if !xff.trusted(peer) {
+			t.Fatalf("untrusted peer %v, but Addr = %v", peer, a)
+		}
+		for _, e := range strings.Split(xffVal, ",") {
+			if h, ok := parseNode(strings.TrimSpace(e)); ok && h == a {
+				return
+			}
+		}
+		t.Fatalf("Addr = %v is neither the peer %v nor an element of %q", a, peer, xffVal)
+	})
+}

@@ -1,0 +1,67 @@
+package httplimit_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/httplimit"
+)
+
+// A cheap route and an expensive one with an alias, limited per API token,
+// with a global layer per token on top. A ManualClock makes the output
+// deterministic; a service leaves the clock out.
+func Example() {
+	clock := hotlimit.NewManualClock()
+	m, err := httplimit.New(httplimit.Config{
+		Limits: map[string]any{
+			"search": hotlimit.TokenBucket{Rate: hotlimit.PerMinute(6), Burst: 2},
+			"cheap":  hotlimit.FixedWindow{Limit: 100, Window: time.Minute},
+			"global": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(50), Burst: 100},
+		},
+		Groups: []httplimit.Group{
+			{Name: "search", Patterns: []string{"/search", "/v1/search"}, Limit: "search"},
+			{Name: "cheap", Limit: "cheap"},
+		},
+		DefaultGroup: "cheap",
+		Global:       "global",
+		Key:          httplimit.TokenKey("Authorization"),
+		Backend:      httplimit.LocalBackend(hotlimit.WithClock(clock)),
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "results")
+	}))
+
+	for _, path := range []string{"/search", "/v1/search", "/search"} {
+		r := httptest.NewRequest("GET", path, nil)
+		r.Header.Set("Authorization", "Bearer my-api-token")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Println(path, w.Code, w.Header().Get("RateLimit"))
+		if w.Code == http.StatusTooManyRequests {
+			fmt.Print("Retry-After: ", w.Header().Get("Retry-After"), " ", w.Body.String())
+		}
+	}
+	fmt.Println(w0(h))
+	// Output:
+	// /search 200 "search";r=1;t=10
+	// /v1/search 200 "search";r=0;t=20
+	// /search 429 "search";r=0;t=10
+	// Retry-After: 10 {"error":"rate_limit_exceeded","retry_after":10}
+	// RateLimit-Policy: "search";q=2;w=20, "global";q=100;w=2
+}
+
+func w0(h http.Handler) string {
+	r := httptest.NewRequest("GET", "/search", nil)
+	r.Header.Set("Authorization", "Bearer another-token")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return "RateLimit-Policy: " + w.Header().Get("RateLimit-Policy")
+}

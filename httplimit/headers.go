@@ -1,0 +1,194 @@
+package httplimit
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+// HeaderMode chooses the rate-limit header fields the middleware writes
+// on every limited response (allowed or denied).
+type HeaderMode uint8
+
+const (
+	// HeadersIETF writes RateLimit-Policy and RateLimit as defined by
+	// draft-ietf-httpapi-ratelimit-headers (revisions -10 and -11, the
+	// latest: both fields are structured-field lists of items named by
+	// sf-strings, with q and w on the policy and r and t on the limit).
+	// It is the default.
+	HeadersIETF HeaderMode = iota
+	// HeadersLegacy writes the de-facto X-RateLimit-Limit,
+	// X-RateLimit-Remaining and X-RateLimit-Reset.
+	HeadersLegacy
+	// HeadersBoth writes both sets.
+	HeadersBoth
+	// HeadersNone writes neither (Retry-After is still sent on a 429).
+	HeadersNone
+)
+
+// ResetMode chooses how X-RateLimit-Reset is written.
+type ResetMode uint8
+
+const (
+	// ResetSeconds writes the number of seconds from now, rounded up
+	// (the default), the same value as the IETF t parameter.
+	ResetSeconds ResetMode = iota
+	// ResetEpoch writes the Unix time in seconds, rounded up, at which
+	// the delta in seconds ends, read from Config.Now.
+	ResetEpoch
+)
+
+// policyInfo describes one named limit for the headers and the hook.
+//
+// The mapping of each algorithm to the draft's quota q and window w:
+//
+//   - FixedWindow and SlidingWindow: q = Limit, w = Window.
+//   - TokenBucket: it has no window. q = Burst, the most a client can
+//     send at once, and w = Burst × the emission interval, the time an
+//     empty bucket takes to refill the whole burst. At the sustained rate
+//     a client gets q per w, which is exactly Rate; on top of that a full
+//     bucket allows a burst of q.
+//   - LeakyBucket: q = Capacity+1 (hotlimit's Limit: one request starts
+//     at once and Capacity wait their turn) and w = q × the interval, the
+//     time the queue takes to drain.
+//
+// w is in whole seconds, rounded up, and at least 1 (the draft allows no
+// sub-second window).
+type policyInfo struct {
+	name      string
+	algorithm string // "TokenBucket", "LeakyBucket", "FixedWindow", "SlidingWindow"
+	q         int64
+	w         int64  // seconds, ≥ 1
+	item      string // the RateLimit-Policy item: "name";q=…;w=…
+}
+
+func describePolicy(name string, p any) (policyInfo, error) {
+	info := policyInfo{name: name}
+	var w time.Duration
+	switch v := p.(type) {
+	case *hotlimit.TokenBucket:
+		if v == nil {
+			return info, fmt.Errorf("httplimit: limit %q: nil *TokenBucket", name)
+		}
+		return describePolicy(name, *v)
+	case *hotlimit.LeakyBucket:
+		if v == nil {
+			return info, fmt.Errorf("httplimit: limit %q: nil *LeakyBucket", name)
+		}
+		return describePolicy(name, *v)
+	case *hotlimit.FixedWindow:
+		if v == nil {
+			return info, fmt.Errorf("httplimit: limit %q: nil *FixedWindow", name)
+		}
+		return describePolicy(name, *v)
+	case *hotlimit.SlidingWindow:
+		if v == nil {
+			return info, fmt.Errorf("httplimit: limit %q: nil *SlidingWindow", name)
+		}
+		return describePolicy(name, *v)
+	case hotlimit.TokenBucket:
+		info.algorithm, info.q = "TokenBucket", v.Burst
+		w = mulDur(v.Rate.Interval(), v.Burst)
+	case hotlimit.LeakyBucket:
+		info.algorithm, info.q = "LeakyBucket", v.Capacity+1
+		w = mulDur(v.Rate.Interval(), v.Capacity+1)
+	case hotlimit.FixedWindow:
+		info.algorithm, info.q, w = "FixedWindow", v.Limit, v.Window
+	case hotlimit.SlidingWindow:
+		info.algorithm, info.q, w = "SlidingWindow", v.Limit, v.Window
+	default:
+		return info, fmt.Errorf("httplimit: limit %q: unsupported policy type %T", name, p)
+	}
+	info.w = max(1, ceilSeconds(w))
+	info.item = `"` + name + `";q=` + strconv.FormatInt(info.q, 10) + ";w=" + strconv.FormatInt(info.w, 10)
+	return info, nil
+}
+
+// mulDur returns d·n, saturating instead of overflowing.
+func mulDur(d time.Duration, n int64) time.Duration {
+	if d <= 0 || n <= 0 {
+		return 0
+	}
+	if n > int64(hotlimit.Never)/int64(d) {
+		return hotlimit.Never
+	}
+	return d * time.Duration(n)
+}
+
+// ceilSeconds rounds d up to whole seconds: a wait is never reported
+// shorter than it is.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
+// resetSeconds is the t parameter (and X-RateLimit-Reset in seconds) for
+// d: on a denial the wait until the same request is admitted,
+// ceil(RetryAfter); on an admission the time until the binding key is
+// back to its fresh state, ceil(ResetAfter). ok is false when there is no
+// such time (RetryAfter = Never).
+func resetSeconds(d hotlimit.Decision) (s int64, ok bool) {
+	if d.Allowed {
+		return ceilSeconds(d.ResetAfter), true
+	}
+	if d.RetryAfter == hotlimit.Never {
+		return 0, false
+	}
+	return ceilSeconds(d.RetryAfter), true
+}
+
+// retryAfterSeconds is the Retry-After of a denial: the exact wait
+// rounded up, at least 1; ok is false when the request can never pass.
+func retryAfterSeconds(d hotlimit.Decision) (int64, bool) {
+	if d.RetryAfter == hotlimit.Never {
+		return 0, false
+	}
+	return max(1, ceilSeconds(d.RetryAfter)), true
+}
+
+// writeHeaders sets the rate-limit fields for decision d on h. binding is
+// the limit the RateLimit item is named after; policies is the
+// precomputed RateLimit-Policy value of the request's layers, shared by
+// every response of the group (a handler may replace it or append to it,
+// which copies, but must not write into its elements).
+func (m *Middleware) writeHeaders(h http.Header, policies []string, binding *policyInfo, d hotlimit.Decision) {
+	t, tok := resetSeconds(d)
+	var buf [96]byte
+	if m.headers == HeadersIETF || m.headers == HeadersBoth {
+		b := append(buf[:0], '"')
+		b = append(b, binding.name...)
+		b = append(b, `";r=`...)
+		b = strconv.AppendInt(b, d.Remaining, 10)
+		if tok {
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, t, 10)
+		}
+		h["Ratelimit-Policy"] = policies
+		h["Ratelimit"] = []string{string(b)}
+	}
+	if m.headers == HeadersLegacy || m.headers == HeadersBoth {
+		h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(d.Limit, 10)}
+		h["X-Ratelimit-Remaining"] = []string{strconv.FormatInt(d.Remaining, 10)}
+		if tok {
+			if m.reset == ResetEpoch {
+				// Round the instant up, so the epoch is never earlier
+				// than the true reset.
+				end := m.now().Add(time.Duration(t) * time.Second)
+				t = end.Unix()
+				if end.Nanosecond() != 0 {
+					t++
+				}
+			}
+			h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(t, 10)}
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package httplimit
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// ErrNoKey is returned by a KeyFunc when the request does not carry the
+// identity it looks for (no token, no user in the context).
+var ErrNoKey = errors.New("httplimit: request has no rate-limit key")
+
+// A KeyFunc appends to dst the identity a request is limited by, such as
+// "tok:9f86d081884c7d659a2feaa0c55ad015" or "ip:2001:db8:1:2::/64", and
+// returns the extended slice. It returns an error (wrapping ErrNoKey or
+// ErrNoClientIP) when the request carries no such identity; the
+// middleware then applies Config.OnKeyError, never letting the request
+// through unlimited.
+//
+// An identity is a short kind, a colon, and a value that cannot contain
+// ":route:": the middleware composes it with the route group into keys
+// such as "rl:v1:tenant:acme:route:search", and the format must keep one
+// identity from forging another's key. The functions of this package
+// normalise and escape accordingly (IDs never hold a colon, IP addresses
+// are printed by net/netip); write your own the same way.
+type KeyFunc func(dst []byte, r *http.Request) ([]byte, error)
+
+// TokenKey returns a KeyFunc that limits by an API token read from the
+// named header. For "Authorization" it takes the credential of the Bearer
+// scheme (the scheme name case-insensitively, surrounding spaces
+// trimmed); for any other header, the trimmed value. An empty token, or
+// an Authorization header of another scheme, is ErrNoKey.
+//
+// The token never enters the limiter: the identity is "tok:" and the
+// first 128 bits of its SHA-256, in hex. The limiter's keys live in
+// memory (and, with a shared backend, in Redis), are handed to hooks, and
+// end up in logs, metrics labels and heap dumps; a raw token in any of
+// them is a credential leak. An API token has enough entropy that its
+// plain SHA-256 cannot be inverted, and a plain hash gives the same key on
+// every instance sharing a backend. For low-entropy secrets use
+// TokenKeyHMAC.
+func TokenKey(header string) KeyFunc {
+	return tokenKey(header, nil)
+}
+
+// TokenKeyHMAC is TokenKey with HMAC-SHA256 under secret instead of a
+// plain SHA-256: use it when tokens are short enough to be guessed and
+// checked against a leaked key. Every instance sharing a backend must use
+// the same secret. It allocates a little more per request than TokenKey.
+func TokenKeyHMAC(header string, secret []byte) KeyFunc {
+	return tokenKey(header, append([]byte(nil), secret...))
+}
+
+func tokenKey(header string, secret []byte) KeyFunc {
+	bearer := strings.EqualFold(header, "Authorization")
+	canon := http.CanonicalHeaderKey(header)
+	return func(dst []byte, r *http.Request) ([]byte, error) {
+		vs := r.Header[canon]
+		if len(vs) == 0 {
+			return dst, ErrNoKey
+		}
+		tok := strings.TrimSpace(vs[0])
+		if bearer {
+			scheme, cred, ok := strings.Cut(tok, " ")
+			if !ok || !strings.EqualFold(scheme, "Bearer") {
+				return dst, ErrNoKey
+			}
+			tok = strings.TrimSpace(cred)
+		}
+		if tok == "" {
+			return dst, ErrNoKey
+		}
+		var sum [sha256.Size]byte
+		if secret == nil {
+			// Hash the token from dst's spare capacity rather than from
+			// []byte(tok), which would allocate for tokens over 32 bytes.
+			n := len(dst)
+			tmp := append(dst, tok...)
+			sum = sha256.Sum256(tmp[n:])
+			clear(tmp[n:])
+			dst = tmp[:n]
+		} else {
+			sum = hmacSum(secret, tok)
+		}
+		dst = append(dst, "tok:"...)
+		return hex.AppendEncode(dst, sum[:16]), nil
+	}
+}
+
+// ContextKey returns a KeyFunc that limits by an identity the
+// application has authenticated and stored in the request's context
+// under ctxKey as a string: a user ID, a tenant. kind names it in the key
+// ("user", "tenant"; lower-case letters and digits only, or every call
+// fails with an error).
+//
+// The value is trimmed of surrounding white space and otherwise compared
+// exactly (IDs are often case-sensitive; fold case in the application if
+// yours are not). A value made only of letters, digits and "._@+-", up to
+// 128 bytes, is used as is, so it reads well in logs; any other value is
+// replaced by "~" and the hex of its SHA-256's first 128 bits, so that no
+// value can contain the key's separators. A missing, non-string or empty
+// value is ErrNoKey.
+func ContextKey(kind string, ctxKey any) KeyFunc {
+	kindOK := kind != ""
+	for i := 0; i < len(kind); i++ {
+		if c := kind[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			kindOK = false
+		}
+	}
+	return func(dst []byte, r *http.Request) ([]byte, error) {
+		if !kindOK {
+			return dst, errors.New("httplimit: ContextKey: kind " + strconv.Quote(kind) + " must be lower-case letters and digits")
+		}
+		id, _ := r.Context().Value(ctxKey).(string)
+		id = strings.TrimSpace(id)
+		if id == "" {
+			return dst, ErrNoKey
+		}
+		dst = append(dst, kind...)
+		dst = append(dst, ':')
+		return appendID(dst, id), nil
+	}
+}
+
+// appendID appends id, or "~" and its hash if it is long or holds
+// characters outside the plain set.
+func appendID(dst []byte, id string) []byte {
+	plain := len(id) <= 128
+	for i := 0; plain && i < len(id); i++ {
+		c := id[i]
+		plain = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '.' || c == '_' || c == '@' || c == '+' || c == '-'
+	}
+	if plain {
+		return append(dst, id...)
+	}
+	sum := sha256.Sum256([]byte(id))
+	dst = append(dst, '~')
+	return hex.AppendEncode(dst, sum[:16])
+}
+
+// IPKey returns a KeyFunc that limits by the client IP prefix that c
+// finds (see ClientIP): "ip:192.0.2.1" or "ip:2001:db8:1:2::/64". A nil c
+// uses the peer address only, IPv6 grouped by /64. It fails with
+// ErrNoClientIP when the peer address is not an IP.
+func IPKey(c *ClientIP) KeyFunc {
+	return func(dst []byte, r *http.Request) ([]byte, error) {
+		return c.appendKey(dst, r)
+	}
+}
+
+func (c *ClientIP) appendKey(dst []byte, r *http.Request) ([]byte, error) {
+	p, err := c.Prefix(r)
+	if err != nil {
+		return dst, err
+	}
+	dst = append(dst, "ip:"...)
+	dst = p.Addr().AppendTo(dst) // no zone: ClientIP strips zones
+	if p.Bits() != p.Addr().BitLen() {
+		dst = append(dst, '/')
+		dst = strconv.AppendInt(dst, int64(p.Bits()), 10)
+	}
+	return dst, nil
+}
+
+// hmacSum returns HMAC-SHA256(secret, tok). It is a separate function so
+// that TokenKey's plain path keeps its buffers on the stack.
+func hmacSum(secret []byte, tok string) (sum [sha256.Size]byte) {
+	h := hmac.New(sha256.New, secret)
+	h.Write([]byte(tok))
+	h.Sum(sum[:0])
+	return sum
+}
+
+// LayerKey returns the key the middleware limits identity by in route
+// group group: "rl:v1:" + identity + ":route:" + group, or, for group "",
+// the global layer's "rl:v1:" + identity. Use it to inspect or refund a
+// client's state in a backend.
+func LayerKey(identity, group string) string {
+	if group == "" {
+		return keyPrefix + identity
+	}
+	return keyPrefix + identity + ":route:" + group
+}

@@ -1,0 +1,131 @@
+// Package promlimit exports hotlimit's counters to Prometheus: each
+// limiter's Stats, and an httplimit.Middleware's request counts per route
+// group and outcome.
+//
+// It lives in a nested module so that the root module does not depend on
+// the Prometheus client.
+//
+//	reg.MustRegister(promlimit.New(promlimit.Options{Middleware: m}))
+//
+// With the default namespace, the metrics are:
+//
+//	hotlimit_limiter_decisions_total{limit, decision="allowed"|"denied"}
+//	hotlimit_limiter_keys{limit}             keys held now
+//	hotlimit_limiter_swept_total{limit}      fresh keys removed
+//	hotlimit_limiter_evicted_total{limit}    non-fresh keys evicted (WithMaxKeys)
+//	hotlimit_http_requests_total{group, outcome}
+//
+// where outcome is an httplimit.Outcome ("allowed", "denied",
+// "dry_run_denied", "exempt", "key_denied", "error_allowed",
+// "error_denied"). The share of 429s per route group is
+//
+//	sum by (group) (rate(hotlimit_http_requests_total{outcome=~"denied|key_denied"}[5m]))
+//	  / sum by (group) (rate(hotlimit_http_requests_total[5m]))
+//
+// The values are read when Prometheus scrapes: the collector keeps no
+// state and adds nothing to the request path.
+package promlimit
+
+import (
+	"sort"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/httplimit"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Options say what a Collector exports.
+type Options struct {
+	// Namespace prefixes every metric name; "" means "hotlimit".
+	Namespace string
+	// Limiters are exported under their names (the "limit" label).
+	Limiters map[string]*hotlimit.Limiter
+	// Middleware, if set, has its Counts exported; if its backend is an
+	// *httplimit.Local, its limiters are exported too (unless Limiters
+	// already names them).
+	Middleware *httplimit.Middleware
+	// ConstLabels are added to every metric (for example the service).
+	ConstLabels prometheus.Labels
+}
+
+// Collector is a prometheus.Collector over limiters and a middleware. It
+// is safe for concurrent use; create it with New.
+type Collector struct {
+	names    []string // sorted limiter names
+	limiters []*hotlimit.Limiter
+	mw       *httplimit.Middleware
+
+	decisions, keys, swept, evicted, requests *prometheus.Desc
+}
+
+// New returns a Collector for opts.
+func New(opts Options) *Collector {
+	ns := opts.Namespace
+	if ns == "" {
+		ns = "hotlimit"
+	}
+	all := make(map[string]*hotlimit.Limiter, len(opts.Limiters))
+	for name, l := range opts.Limiters {
+		if l != nil {
+			all[name] = l
+		}
+	}
+	if opts.Middleware != nil {
+		if local, ok := opts.Middleware.Backend().(*httplimit.Local); ok {
+			for _, name := range local.Names() {
+				if _, dup := all[name]; !dup {
+					all[name] = local.Limiter(name)
+				}
+			}
+		}
+	}
+	c := &Collector{mw: opts.Middleware}
+	for name := range all {
+		c.names = append(c.names, name)
+	}
+	sort.Strings(c.names)
+	for _, name := range c.names {
+		c.limiters = append(c.limiters, all[name])
+	}
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(ns, "", name), help, labels, opts.ConstLabels)
+	}
+	c.decisions = desc("limiter_decisions_total", "Decisions made by the limiter, by result.", "limit", "decision")
+	c.keys = desc("limiter_keys", "Keys the limiter currently holds.", "limit")
+	c.swept = desc("limiter_swept_total", "Fresh keys removed by the sweeper or to make room.", "limit")
+	c.evicted = desc("limiter_evicted_total", "Non-fresh keys evicted to stay under the maximum number of keys.", "limit")
+	c.requests = desc("http_requests_total", "HTTP requests seen by the rate-limit middleware, by route group and outcome.", "group", "outcome")
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.decisions
+	ch <- c.keys
+	ch <- c.swept
+	ch <- c.evicted
+	if c.mw != nil {
+		ch <- c.requests
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	for i, l := range c.limiters {
+		name := c.names[i]
+		st := l.Stats()
+		ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(st.Allowed), name, "allowed")
+		ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(st.Denied), name, "denied")
+		ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, float64(st.Keys), name)
+		ch <- prometheus.MustNewConstMetric(c.swept, prometheus.CounterValue, float64(st.Swept), name)
+		ch <- prometheus.MustNewConstMetric(c.evicted, prometheus.CounterValue, float64(st.Evicted), name)
+	}
+	if c.mw == nil {
+		return
+	}
+	for _, g := range c.mw.Counts() {
+		for o, n := range g.Counts {
+			ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(n), g.Group, httplimit.Outcome(o).String())
+		}
+	}
+}

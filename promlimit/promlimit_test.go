@@ -1,0 +1,162 @@
+package promlimit
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/httplimit"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestCollector(t *testing.T) {
+	clock := hotlimit.NewManualClock()
+	m, err := httplimit.New(httplimit.Config{
+		Limits: map[string]any{
+			"search": hotlimit.FixedWindow{Limit: 2, Window: time.Minute},
+			"cheap":  hotlimit.FixedWindow{Limit: 100, Window: time.Minute},
+		},
+		Groups: []httplimit.Group{
+			{Name: "search", Patterns: []string{"/search"}, Limit: "search"},
+			{Name: "cheap", Limit: "cheap"},
+			{Name: "health", Patterns: []string{"/healthz"}, Exempt: true},
+		},
+		DefaultGroup: "cheap",
+		Key:          httplimit.TokenKey("Authorization"),
+		Backend:      httplimit.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	send := func(path, tok string) {
+		r := httptest.NewRequest("GET", path, nil)
+		if tok != "" {
+			r.Header.Set("Authorization", "Bearer "+tok)
+		}
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	for range 5 {
+		send("/search", "a") // 2 allowed, 3 denied
+	}
+	send("/search", "b")
+	send("/other", "a")
+	send("/other", "") // no key: denied
+	send("/healthz", "")
+
+	extra, err := hotlimit.New(hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1}, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	extra.Allow("x")
+	extra.Allow("x")
+
+	c := New(Options{Middleware: m, Limiters: map[string]*hotlimit.Limiter{"jobs": extra}, ConstLabels: prometheus.Labels{"service": "api"}})
+	want := `
+# HELP hotlimit_http_requests_total HTTP requests seen by the rate-limit middleware, by route group and outcome.
+# TYPE hotlimit_http_requests_total counter
+hotlimit_http_requests_total{group="cheap",outcome="allowed",service="api"} 1
+hotlimit_http_requests_total{group="cheap",outcome="denied",service="api"} 0
+hotlimit_http_requests_total{group="cheap",outcome="dry_run_denied",service="api"} 0
+hotlimit_http_requests_total{group="cheap",outcome="error_allowed",service="api"} 0
+hotlimit_http_requests_total{group="cheap",outcome="error_denied",service="api"} 0
+hotlimit_http_requests_total{group="cheap",outcome="exempt",service="api"} 0
+hotlimit_http_requests_total{group="cheap",outcome="key_denied",service="api"} 1
+hotlimit_http_requests_total{group="health",outcome="allowed",service="api"} 0
+hotlimit_http_requests_total{group="health",outcome="denied",service="api"} 0
+hotlimit_http_requests_total{group="health",outcome="dry_run_denied",service="api"} 0
+hotlimit_http_requests_total{group="health",outcome="error_allowed",service="api"} 0
+hotlimit_http_requests_total{group="health",outcome="error_denied",service="api"} 0
+hotlimit_http_requests_total{group="health",outcome="exempt",service="api"} 1
+hotlimit_http_requests_total{group="health",outcome="key_denied",service="api"} 0
+hotlimit_http_requests_total{group="search",outcome="allowed",service="api"} 3
+hotlimit_http_requests_total{group="search",outcome="denied",service="api"} 3
+hotlimit_http_requests_total{group="search",outcome="dry_run_denied",service="api"} 0
+hotlimit_http_requests_total{group="search",outcome="error_allowed",service="api"} 0
+hotlimit_http_requests_total{group="search",outcome="error_denied",service="api"} 0
+hotlimit_http_requests_total{group="search",outcome="exempt",service="api"} 0
+hotlimit_http_requests_total{group="search",outcome="key_denied",service="api"} 0
+# HELP hotlimit_limiter_decisions_total Decisions made by the limiter, by result.
+# TYPE hotlimit_limiter_decisions_total counter
+hotlimit_limiter_decisions_total{decision="allowed",limit="cheap",service="api"} 1
+hotlimit_limiter_decisions_total{decision="allowed",limit="jobs",service="api"} 1
+hotlimit_limiter_decisions_total{decision="allowed",limit="search",service="api"} 3
+hotlimit_limiter_decisions_total{decision="denied",limit="cheap",service="api"} 0
+hotlimit_limiter_decisions_total{decision="denied",limit="jobs",service="api"} 1
+hotlimit_limiter_decisions_total{decision="denied",limit="search",service="api"} 3
+# HELP hotlimit_limiter_evicted_total Non-fresh keys evicted to stay under the maximum number of keys.
+# TYPE hotlimit_limiter_evicted_total counter
+hotlimit_limiter_evicted_total{limit="cheap",service="api"} 0
+hotlimit_limiter_evicted_total{limit="jobs",service="api"} 0
+hotlimit_limiter_evicted_total{limit="search",service="api"} 0
+# HELP hotlimit_limiter_keys Keys the limiter currently holds.
+# TYPE hotlimit_limiter_keys gauge
+hotlimit_limiter_keys{limit="cheap",service="api"} 1
+hotlimit_limiter_keys{limit="jobs",service="api"} 1
+hotlimit_limiter_keys{limit="search",service="api"} 2
+# HELP hotlimit_limiter_swept_total Fresh keys removed by the sweeper or to make room.
+# TYPE hotlimit_limiter_swept_total counter
+hotlimit_limiter_swept_total{limit="cheap",service="api"} 0
+hotlimit_limiter_swept_total{limit="jobs",service="api"} 0
+hotlimit_limiter_swept_total{limit="search",service="api"} 0
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+		t.Fatal(err)
+	}
+	if problems, err := testutil.CollectAndLint(c); err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %v", problems, err)
+	}
+	// It registers cleanly, and the counts move with traffic.
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	send("/search", "c")
+	if got := testutil.ToFloat64(onlyMetric(c, "search", "allowed")); got != 4 {
+		t.Fatalf("search allowed = %v, want 4", got)
+	}
+}
+
+// onlyMetric is a collector yielding c's single request counter for group
+// and outcome, for testutil.ToFloat64.
+func onlyMetric(c *Collector, group, outcome string) prometheus.Collector {
+	return collectorFunc(func(ch chan<- prometheus.Metric) {
+		for _, g := range c.mw.Counts() {
+			if g.Group != group {
+				continue
+			}
+			for o, n := range g.Counts {
+				if httplimit.Outcome(o).String() == outcome {
+					ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(n), group, outcome)
+				}
+			}
+		}
+	})
+}
+
+type collectorFunc func(chan<- prometheus.Metric)
+
+func (f collectorFunc) Describe(chan<- *prometheus.Desc)    {}
+func (f collectorFunc) Collect(ch chan<- prometheus.Metric) { f(ch) }
+
+func TestLimitersOnly(t *testing.T) {
+	l, err := hotlimit.New(hotlimit.FixedWindow{Limit: 1, Window: time.Minute}, hotlimit.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.Allow("k")
+	c := New(Options{Namespace: "svc", Limiters: map[string]*hotlimit.Limiter{"l": l, "nil": nil}})
+	if n := testutil.CollectAndCount(c); n != 5 {
+		t.Fatalf("%d metrics, want 5 (one limiter, no middleware)", n)
+	}
+	if n := testutil.CollectAndCount(c, "svc_limiter_keys"); n != 1 {
+		t.Fatalf("svc_limiter_keys: %d series", n)
+	}
+}
