@@ -1,0 +1,9 @@
+// Package lab is ratelab's engine: traffic shapes (shapes.go) and CSV
+// traces (trace.go), a runner that sends them through hotlimit's real
+// limiters on a manual clock (run.go), the statistics of each outcome
+// (metrics.go), the per-algorithm cost measurements (cost.go), and the
+// terminal table (table.go) and PNG charts (chart.go) that show them.
+//
+// Everything but cost.go is deterministic: the same shapes, policy and
+// seed give the same results, byte for byte.
+package lab

@@ -1,0 +1,188 @@
+package lab
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+// MaxTraceRequests bounds how many requests ReadTrace accepts, so a huge
+// file fails clearly instead of exhausting memory.
+const MaxTraceRequests = 5_000_000
+
+// ReadTrace reads a CSV trace of requests, one per line:
+//
+//	timestamp,key[,cost]
+//
+// timestamp is either seconds from the start of the trace, with an
+// optional fraction of up to 9 digits ("0", "12.5", "3600.000001"), or an
+// RFC 3339 time ("2026-11-29T23:00:00.25Z"); one file uses one form. RFC
+// 3339 times are taken relative to the earliest one. key is any non-empty
+// text of at most hotlimit.MaxKeyLen bytes (quote it, CSV style, if it holds
+// a comma). cost is a whole number ≥ 0 and defaults to 1. A first line
+// whose timestamp field reads "timestamp", "time" or "ts" is a header;
+// blank lines and lines starting with '#' are skipped. Lines need not be
+// in time order: requests are sorted by time, stably.
+//
+// name is used in error messages, which have the form "name:line: reason".
+func ReadTrace(r io.Reader, name string) ([]Request, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1
+	cr.Comment = '#'
+	cr.TrimLeadingSpace = true
+	cr.ReuseRecord = true
+	var reqs []Request
+	var stamps []time.Time // RFC 3339 form, parallel to reqs
+	form := 0              // 0 unknown, 1 seconds, 2 RFC 3339
+	first := true
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			break
+		}
+		line, _ := cr.FieldPos(0)
+		if err != nil {
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				return nil, fmt.Errorf("%s:%d: %v", name, pe.Line, pe.Err)
+			}
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("%s:%d: %s", name, line, fmt.Sprintf(format, args...))
+		}
+		ts := strings.TrimSpace(rec[0])
+		if first {
+			first = false
+			switch strings.ToLower(ts) {
+			case "timestamp", "time", "ts":
+				continue
+			}
+		}
+		if len(rec) < 2 || len(rec) > 3 {
+			return nil, bad("want timestamp,key[,cost], got %d fields", len(rec))
+		}
+		req := Request{Key: strings.TrimSpace(rec[1]), Cost: 1}
+		if req.Key == "" {
+			return nil, bad("empty key")
+		}
+		if len(req.Key) > hotlimit.MaxKeyLen {
+			return nil, bad("key is %d bytes, longer than %d", len(req.Key), hotlimit.MaxKeyLen)
+		}
+		if len(rec) == 3 {
+			c, err := strconv.ParseInt(strings.TrimSpace(rec[2]), 10, 64)
+			if err != nil || c < 0 {
+				return nil, bad("cost %q: want a whole number ≥ 0", rec[2])
+			}
+			req.Cost = c
+		}
+		f := 1
+		if strings.ContainsAny(ts, "T:") {
+			f = 2
+		}
+		if form != 0 && f != form {
+			return nil, bad("timestamp %q mixes RFC 3339 times and seconds in one file", ts)
+		}
+		form = f
+		if f == 1 {
+			d, err := parseSeconds(ts)
+			if err != nil {
+				return nil, bad("timestamp %q: %v", ts, err)
+			}
+			req.At = d
+		} else {
+			t, err := time.Parse(time.RFC3339Nano, ts)
+			if err != nil {
+				return nil, bad("timestamp %q: want RFC 3339, such as 2026-11-29T23:00:00.25Z", ts)
+			}
+			stamps = append(stamps, t)
+		}
+		if len(reqs) >= MaxTraceRequests {
+			return nil, bad("more than %d requests", MaxTraceRequests)
+		}
+		reqs = append(reqs, req)
+	}
+	if len(reqs) == 0 {
+		return nil, fmt.Errorf("%s: no requests", name)
+	}
+	if form == 2 {
+		t0 := slices.MinFunc(stamps, func(a, b time.Time) int { return a.Compare(b) })
+		for i, t := range stamps {
+			d := t.Sub(t0)
+			if d == time.Duration(1<<63-1) {
+				return nil, fmt.Errorf("%s: request %d is more than 292 years after the first", name, i+1)
+			}
+			reqs[i].At = d
+		}
+	}
+	slices.SortStableFunc(reqs, func(a, b Request) int { return compareDur(a.At, b.At) })
+	return reqs, nil
+}
+
+// maxTraceSeconds keeps trace instants far from time.Duration's limits.
+const maxTraceSeconds = 100 * 365 * 24 * 3600
+
+// parseSeconds parses a non-negative decimal number of seconds with up to
+// nine fractional digits, exactly.
+func parseSeconds(s string) (time.Duration, error) {
+	whole, frac, dot := strings.Cut(s, ".")
+	if whole == "" && (!dot || frac == "") {
+		return 0, errors.New("want seconds, such as 12 or 12.5")
+	}
+	if strings.HasPrefix(whole, "-") {
+		return 0, errors.New("negative time")
+	}
+	var sec int64
+	if whole != "" {
+		if !digits(whole) {
+			return 0, errors.New("want seconds, such as 12 or 12.5, or an RFC 3339 time")
+		}
+		v, err := strconv.ParseInt(whole, 10, 64)
+		if err != nil || v > maxTraceSeconds {
+			return 0, fmt.Errorf("more than %d seconds", maxTraceSeconds)
+		}
+		sec = v
+	}
+	var ns int64
+	if dot {
+		if !digits(frac) || len(frac) > 9 {
+			return 0, errors.New("want at most 9 digits after the point")
+		}
+		v, _ := strconv.ParseInt((frac + "000000000")[:9], 10, 64)
+		ns = v
+	}
+	return time.Duration(sec)*time.Second + time.Duration(ns), nil
+}
+
+func digits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// TraceShape returns a Shape that replays reqs (sorted by At), named name.
+func TraceShape(name string, reqs []Request) Shape {
+	var end time.Duration
+	if len(reqs) > 0 {
+		end = reqs[len(reqs)-1].At + 1
+	}
+	return Shape{
+		Name:     "trace",
+		About:    fmt.Sprintf("replay of %s", name),
+		Duration: end,
+		New:      func() Traffic { return listOf(slices.Clone(reqs)) },
+	}
+}

@@ -1,0 +1,90 @@
+package lab
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestReadTrace(t *testing.T) {
+	in := `timestamp,key,cost
+# a comment
+0,alice,1
+1.5,bob
+  0.25 , "carol, inc", 3
+
+2.000000001,alice,0
+`
+	got, err := ReadTrace(strings.NewReader(in), "t.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Request{
+		{At: 0, Key: "alice", Cost: 1},
+		{At: 250 * time.Millisecond, Key: "carol, inc", Cost: 3},
+		{At: 1500 * time.Millisecond, Key: "bob", Cost: 1},
+		{At: 2*time.Second + 1, Key: "alice", Cost: 0},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d requests %+v, want %d", len(got), got, len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("request %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestReadTraceRFC3339(t *testing.T) {
+	in := "2026-11-29T23:00:01.5Z,a\n2026-11-29T23:00:00Z,b,2\n2026-11-30T00:00:00+01:00,c\n"
+	got, err := ReadTrace(strings.NewReader(in), "t.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Request{{0, "b", 2}, {0, "c", 1}, {1500 * time.Millisecond, "a", 1}}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("request %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestReadTraceErrors(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", "t.csv: no requests"},
+		{"ts,key\n", "t.csv: no requests"},
+		{"0,a\n1\n", "t.csv:2: want timestamp,key[,cost], got 1 fields"},
+		{"0,a\n1,b,2,3\n", "t.csv:2: want timestamp,key[,cost], got 4 fields"},
+		{"0,a\n\n# c\n1, \n", "t.csv:4: empty key"},
+		{"0,a,-1\n", `t.csv:1: cost "-1": want a whole number ≥ 0`},
+		{"0,a,x\n", `t.csv:1: cost "x": want a whole number ≥ 0`},
+		{"-1,a\n", `t.csv:1: timestamp "-1": negative time`},
+		{"abc,a\n", `t.csv:1: timestamp "abc": want seconds`},
+		{"1.2.3,a\n", `t.csv:1: timestamp "1.2.3": want at most 9 digits`},
+		{"1.0000000001,a\n", `t.csv:1: timestamp "1.0000000001": want at most 9 digits`},
+		{"99999999999999,a\n", `t.csv:1: timestamp "99999999999999": more than`},
+		{"0,a\n2026-11-29T23:00:00Z,b\n", "t.csv:2: timestamp \"2026-11-29T23:00:00Z\" mixes"},
+		{"2026-13-29T23:00:00Z,b\n", "t.csv:1: timestamp \"2026-13-29T23:00:00Z\": want RFC 3339"},
+		{"0,\"a\n", "t.csv:1: extraneous or missing \" in quoted-field"},
+		{"timestamp,key\nts,key\n", `t.csv:2: timestamp "ts": want seconds`},
+		{"0," + strings.Repeat("k", 64<<10+1) + "\n", "t.csv:1: key is 65537 bytes"},
+	}
+	for _, tt := range tests {
+		_, err := ReadTrace(strings.NewReader(tt.in), "t.csv")
+		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("ReadTrace(%.40q) = %v, want an error starting %q", tt.in, err, tt.want)
+		}
+	}
+}
+
+func TestTraceShape(t *testing.T) {
+	reqs := []Request{{0, "a", 1}, {time.Second, "b", 2}}
+	s := TraceShape("x.csv", reqs)
+	if s.Duration != time.Second+1 || s.Reactive || !strings.Contains(s.About, "x.csv") {
+		t.Errorf("TraceShape = %+v", s)
+	}
+	got := drain(s.New())
+	if len(got) != 2 || got[1] != reqs[1] {
+		t.Errorf("replay = %+v", got)
+	}
+}

@@ -1,0 +1,262 @@
+// Command ratelab shows what each of hotlimit's rate-limit algorithms
+// admits on traffic shapes that matter, before you choose one.
+//
+// It maps one policy ("100 per minute per key") onto the token bucket,
+// fixed window, sliding-window counter, exact sliding log and leaky bucket,
+// runs every built-in traffic shape (or a CSV trace of your own traffic)
+// through each on a manual clock, deterministically and without waiting,
+// and prints per algorithm the requests admitted and denied, the most
+// admitted to one key in any interval of the window's length, how many
+// admissions the exact sliding log would have denied, the leaky bucket's
+// queueing delay, and each algorithm's state bytes per key and ns per
+// decision measured on this machine. It writes one PNG chart per shape
+// and prints the paths.
+//
+// From the repository root:
+//
+//	go -C cmd/ratelab run .                       # every shape, 100 per minute
+//	go -C cmd/ratelab run . -policy 10/1s -shape boundary,burst
+//	go -C cmd/ratelab run . -trace access.csv    # replay your own traffic
+//
+// Run it with -h for the flags and the definitions of the columns.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/cmd/ratelab/internal/lab"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// maxShapeLimit bounds the policy's limit for the built-in shapes, whose
+// request counts grow with it (the zipf shape sends 30×limit requests).
+const maxShapeLimit = 10_000
+
+type options struct {
+	policy  string
+	queue   int64
+	shapes  string
+	keys    int
+	maxKeys int
+	seed    uint64
+	out     string
+	trace   string
+	measure bool
+	charts  bool
+}
+
+const usageHead = `ratelab runs traffic shapes through hotlimit's algorithms and shows what each admits.
+
+usage: go -C cmd/ratelab run . [flags]      (from the repository root)
+       ratelab [flags]
+
+The policy (-policy N/duration: N units per key per duration) is mapped onto
+  token bucket    TokenBucket{Rate: N/duration, Burst: N}
+  fixed window    FixedWindow{Limit: N, Window: duration}
+  sliding window  SlidingWindow{Limit: N, Window: duration} (counter approximation)
+  sliding log     SlidingLog{Limit: N, Window: duration} (exact)
+  leaky bucket    LeakyBucket{Rate: N/duration, Capacity: -queue}
+and each runs on its own limiter and manual clock (deterministic, instant).
+
+Columns, per algorithm and shape:
+  admitted, denied  requests.
+  most in any W     the most units admitted to one key with start times in one
+                    interval [t, t+W), W the policy's duration, over every t
+                    (the fixed window's 2× boundary burst shows here).
+  over log          admitted units that an exact sliding log of N per W would
+                    deny if fed only this algorithm's admitted requests, in
+                    order of start time: 0 means "never more than N in any W".
+  delay max, mean   the leaky bucket's queueing delay; an admitted request
+                    starts at its arrival plus this delay.
+  state bytes/key   heap growth per key (runtime.ReadMemStats after GC) over
+                    10000 keys each sent min(N, 100) unit requests.
+  ns/decision       a timed loop of AllowN on those keys; varies run to run.
+
+Shapes: steady, burst, boundary, ignore-retry, backoff, zipf, flood (each lasts
+3 windows; the table describes each).
+
+Traces (-trace file.csv): one request per line, "timestamp,key[,cost]";
+timestamp is seconds from the trace's start with up to 9 fractional digits
+(12.5) or an RFC 3339 time (2026-11-29T23:00:00.25Z), one form per file;
+cost defaults to 1; a header line starting "timestamp", "time" or "ts" and
+lines starting with # are skipped; lines may be out of order (they are
+sorted). A malformed line is reported as file:line: reason, exit status 1.
+Under "go -C cmd/ratelab run .", relative paths (-trace, -out) are taken
+from cmd/ratelab: pass -trace "$PWD/access.csv" from the repository root.
+
+Exit status: 0 on success, 1 on a run error, 2 on bad flags.
+
+Flags:
+`
+
+func newFlags(o *options, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("ratelab", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.policy, "policy", "100/1m", "the limit per key, as N/duration: 100/1m, 10/s, 5/250ms")
+	fs.Int64Var(&o.queue, "queue", 10, "the leaky bucket's Capacity: requests that may wait (max delay queue×duration/N)")
+	fs.StringVar(&o.shapes, "shape", "all", "shapes to run, comma-separated, or all")
+	fs.IntVar(&o.keys, "keys", 1000, "distinct keys in the zipf and flood shapes")
+	fs.IntVar(&o.maxKeys, "max-keys", 100, "the limiter's WithMaxKeys bound in the flood shape")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of every random choice (zipf arrivals, backoff jitter)")
+	fs.StringVar(&o.out, "out", "ratelab-out", "folder for the PNG charts, created if missing")
+	fs.StringVar(&o.trace, "trace", "", "replay this CSV trace instead of the built-in shapes")
+	fs.BoolVar(&o.measure, "measure", true, "measure state bytes per key and ns per decision (false: deterministic output)")
+	fs.BoolVar(&o.charts, "charts", true, "write the PNG charts")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageHead)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// run is the command with its arguments and outputs; it returns the exit
+// status.
+func run(args []string, stdout, stderr io.Writer) int {
+	var o options
+	fs := newFlags(&o, stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2 // the flag package has printed the error and the usage
+	}
+	usageErr := func(format string, args ...any) int {
+		fmt.Fprintf(stderr, "ratelab: "+format+"\nRun ratelab -h for the flags.\n", args...)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q: every setting is a flag", fs.Arg(0))
+	}
+	rate, err := hotlimit.ParseRate(o.policy)
+	if err != nil {
+		return usageErr("-policy: %v", strings.TrimPrefix(err.Error(), "hotlimit: "))
+	}
+	policy := lab.Policy{Limit: rate.N, Window: rate.Per, LeakyCapacity: o.queue}
+	switch {
+	case o.queue < 0:
+		return usageErr("-queue must be ≥ 0 (0: no queue), got %d", o.queue)
+	case o.keys < 1 || o.keys > 1_000_000:
+		return usageErr("-keys must be in [1, 1000000], got %d", o.keys)
+	case o.maxKeys < 1:
+		return usageErr("-max-keys must be ≥ 1, got %d", o.maxKeys)
+	case o.out == "" && o.charts:
+		return usageErr("-out must name a folder (or pass -charts=false)")
+	}
+
+	var shapes []lab.Shape
+	if o.trace != "" {
+		if o.shapes != "all" {
+			return usageErr("-trace and -shape are exclusive: a trace replaces the built-in shapes")
+		}
+		f, err := os.Open(o.trace)
+		if err != nil {
+			fmt.Fprintf(stderr, "ratelab: %v\n", err)
+			if wd, werr := os.Getwd(); werr == nil && !filepath.IsAbs(o.trace) {
+				fmt.Fprintf(stderr, "ratelab: relative paths are read from %s (go -C changes folder: pass an absolute path, such as \"$PWD/%s\")\n", wd, o.trace)
+			}
+			return 1
+		}
+		reqs, err := lab.ReadTrace(f, o.trace)
+		f.Close()
+		if err != nil {
+			fmt.Fprintf(stderr, "ratelab: %v\n", err)
+			return 1
+		}
+		shapes = []lab.Shape{lab.TraceShape(filepath.Base(o.trace), reqs)}
+	} else {
+		if policy.Limit > maxShapeLimit {
+			return usageErr("-policy %s: the built-in shapes need a limit of at most %d (their traffic grows with it); use -trace for larger ones", o.policy, maxShapeLimit)
+		}
+		all := lab.Shapes(lab.Params{Policy: policy, Keys: o.keys, MaxKeys: o.maxKeys, Seed: o.seed})
+		if shapes, err = pick(all, o.shapes); err != nil {
+			return usageErr("-shape: %v", err)
+		}
+	}
+
+	algos := lab.Algorithms(policy)
+	lab.WritePolicy(stdout, policy, algos)
+	var results []lab.ShapeResult
+	for _, s := range shapes {
+		r, err := lab.Run(s, algos, policy)
+		if err != nil {
+			fmt.Fprintf(stderr, "ratelab: %v\n", err)
+			return 1
+		}
+		results = append(results, r)
+	}
+	lab.WriteTable(stdout, policy, results)
+
+	if o.measure {
+		var costs []lab.Cost
+		for _, a := range algos {
+			c, err := lab.MeasureCost(a, policy, 10_000, 200_000)
+			if err != nil {
+				fmt.Fprintf(stderr, "ratelab: %v\n", err)
+				return 1
+			}
+			costs = append(costs, c)
+		}
+		lab.WriteCosts(stdout, costs)
+	}
+
+	if o.charts {
+		dir, err := filepath.Abs(o.out)
+		if err == nil {
+			err = os.MkdirAll(dir, 0o755)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "ratelab: -out: %v\n", err)
+			return 1
+		}
+		fmt.Fprintln(stdout, "\ncharts (requests sent and admitted per bucket, one panel per algorithm):")
+		for _, r := range results {
+			path := lab.ChartPath(dir, r.Shape.Name)
+			if err := lab.WriteChart(path, r, policy); err != nil {
+				fmt.Fprintf(stderr, "ratelab: chart %s: %v\n", r.Shape.Name, err)
+				return 1
+			}
+			fmt.Fprintf(stdout, "  %s\n", path)
+		}
+	}
+	return 0
+}
+
+// pick returns the shapes named in the comma-separated list (or all).
+func pick(all []lab.Shape, list string) ([]lab.Shape, error) {
+	if strings.TrimSpace(list) == "all" {
+		return all, nil
+	}
+	var names []string
+	for _, s := range all {
+		names = append(names, s.Name)
+	}
+	var out []lab.Shape
+	seen := map[string]bool{}
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		i := -1
+		for j, s := range all {
+			if s.Name == n {
+				i = j
+			}
+		}
+		if i < 0 {
+			return nil, fmt.Errorf("unknown shape %q; the shapes are %s, or all", n, strings.Join(names, ", "))
+		}
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, all[i])
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Vet and test ratelab (a nested module: run from anywhere). Nothing here is
+# concurrent, so the tests run without -race; they take a few seconds.
+set -euo pipefail
+cd "$(dirname "$0")"
+unformatted=$(gofmt -l .)
+if [ -n "$unformatted" ]; then
+	echo "gofmt needed:" >&2
+	echo "$unformatted" >&2
+	exit 1
+fi
+go vet ./...
+go test -count=1 ./...
+# The README command, from the repository root, as a user runs it.
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+(cd ../.. && go -C cmd/ratelab run . -measure=false -shape boundary -out "$out" >/dev/null)
+test -s "$out/ratelab-boundary.png"
