@@ -45,7 +45,7 @@ const (
 //
 // The mapping of each algorithm to the draft's quota q and window w:
 //
-//   - FixedWindow and SlidingWindow: q = Limit, w = Window.
+//   - FixedWindow, SlidingWindow and SlidingLog: q = Limit, w = Window.
 //   - TokenBucket: it has no window. q = Burst, the most a client can
 //     send at once, and w = Burst × the emission interval, the time an
 //     empty bucket takes to refill the whole burst. At the sustained rate
@@ -59,7 +59,7 @@ const (
 // sub-second window).
 type policyInfo struct {
 	name      string
-	algorithm string // "TokenBucket", "LeakyBucket", "FixedWindow", "SlidingWindow"
+	algorithm string // "TokenBucket", "LeakyBucket", "FixedWindow", "SlidingWindow", "SlidingLog"
 	q         int64
 	w         int64  // seconds, ≥ 1
 	item      string // the RateLimit-Policy item: "name";q=…;w=…
@@ -99,6 +99,13 @@ func describePolicy(name string, p any) (policyInfo, error) {
 		info.algorithm, info.q, w = "FixedWindow", v.Limit, v.Window
 	case hotlimit.SlidingWindow:
 		info.algorithm, info.q, w = "SlidingWindow", v.Limit, v.Window
+	case *hotlimit.SlidingLog:
+		if v == nil {
+			return info, fmt.Errorf("httplimit: limit %q: nil *SlidingLog", name)
+		}
+		return describePolicy(name, *v)
+	case hotlimit.SlidingLog:
+		info.algorithm, info.q, w = "SlidingLog", v.Limit, v.Window
 	default:
 		return info, fmt.Errorf("httplimit: limit %q: unsupported policy type %T", name, p)
 	}

@@ -126,8 +126,10 @@ func TestHeadersFollowDecision(t *testing.T) {
 		"fw":    hotlimit.FixedWindow{Limit: 3, Window: 10 * time.Second},
 		"sw":    hotlimit.SlidingWindow{Limit: 3, Window: 7 * time.Second},
 		"lb":    hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(2), Capacity: 1},
+		"log":   hotlimit.SlidingLog{Limit: 3, Window: 5 * time.Second},
 	}
 	wantPolicy := map[string]string{
+		"log":   `"log";q=3;w=5`,
 		"tb":    `"tb";q=2;w=1`,
 		"tbmin": `"tbmin";q=4;w=24`,
 		"fw":    `"fw";q=3;w=10`,
