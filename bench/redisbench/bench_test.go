@@ -1,0 +1,224 @@
+package redisbench
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/redislimit"
+	"github.com/redis/go-redis/v9"
+)
+
+// The server: HOTLIMIT_REDIS_ADDR, as redislimit/test.sh sets it.
+func client(b *testing.B) (*redis.Client, *counter) {
+	addr := os.Getenv("HOTLIMIT_REDIS_ADDR")
+	if addr == "" {
+		b.Skip("HOTLIMIT_REDIS_ADDR is not set: run redislimit/test.sh or start a redis-server and set it")
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	b.Cleanup(func() { c.Close() })
+	n := &counter{}
+	c.AddHook(n)
+	return c, n
+}
+
+// counter counts the commands a client sends: its round trips, since
+// neither limiter pipelines.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// decider is one limiter under test: it decides one request for key and
+// reports whether it was admitted.
+type decider func(ctx context.Context, key string) bool
+
+const nKeys = 1024
+
+var keys = func() []string {
+	ks := make([]string, nKeys)
+	for i := range ks {
+		ks[i] = "user:" + strconv.Itoa(i)
+	}
+	return ks
+}()
+
+// run measures d serially or in parallel over nKeys keys (one key when
+// hot), and reports round trips per decision.
+func run(b *testing.B, n *counter, parallel, hot bool, d decider) {
+	ctx := context.Background()
+	keyOf := func(i int) string {
+		if hot {
+			return "abuser"
+		}
+		return keys[i%nKeys]
+	}
+	d(ctx, keyOf(0)) // loads scripts
+	start := n.n.Load()
+	b.ReportAllocs()
+	b.ResetTimer()
+	if parallel {
+		b.RunParallel(func(pb *testing.PB) {
+			i := 0
+			for pb.Next() {
+				d(ctx, keyOf(i))
+				i++
+			}
+		})
+	} else {
+		for i := 0; b.Loop(); i++ {
+			d(ctx, keyOf(i))
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(n.n.Load()-start)/float64(b.N), "roundtrips/op")
+}
+
+// A generous token bucket: every decision admits, so each one writes.
+var (
+	generous     = hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1_000_000, Per: time.Second}, Burst: 1_000_000}
+	generousRate = redis_rate.Limit{Rate: 1_000_000, Period: time.Second, Burst: 1_000_000}
+	// A strict one: after the first request of a key, every one is denied.
+	strict     = hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: time.Hour}, Burst: 1}
+	strictRate = redis_rate.Limit{Rate: 1, Period: time.Hour, Burst: 1}
+)
+
+func prefix(b *testing.B) string {
+	return "bench:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
+}
+
+func hotlimitRedis(b *testing.B, c *redis.Client, policy any, opts ...redislimit.Option) decider {
+	l, err := redislimit.New(c, "b", policy, append([]redislimit.Option{redislimit.WithPrefix(prefix(b)), redislimit.WithTimeout(time.Second)}, opts...)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func(ctx context.Context, key string) bool {
+		d, err := l.Allow(ctx, key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return d.Allowed
+	}
+}
+
+// redisRate decides with redis_rate; with timeout, each call gets its own
+// deadline as redislimit's do (WithTimeout), so that the two pay for the
+// same timer and connection deadline.
+func redisRate(b *testing.B, c *redis.Client, limit redis_rate.Limit, timeout time.Duration) decider {
+	l := redis_rate.NewLimiter(c)
+	p := prefix(b)
+	return func(ctx context.Context, key string) bool {
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		r, err := l.Allow(ctx, p+key, limit)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return r.Allowed > 0
+	}
+}
+
+// BenchmarkAllowed: every decision admits (and writes), over 1024 keys.
+func BenchmarkAllowed(b *testing.B) {
+	for _, mode := range []struct {
+		name     string
+		parallel bool
+	}{{"serial", false}, {"parallel", true}} {
+		b.Run("redislimit/"+mode.name, func(b *testing.B) {
+			c, n := client(b)
+			run(b, n, mode.parallel, false, hotlimitRedis(b, c, generous))
+		})
+		b.Run("redis_rate/"+mode.name, func(b *testing.B) {
+			c, n := client(b)
+			run(b, n, mode.parallel, false, redisRate(b, c, generousRate, 0))
+		})
+		b.Run("redis_rate-timeout/"+mode.name, func(b *testing.B) {
+			c, n := client(b)
+			run(b, n, mode.parallel, false, redisRate(b, c, generousRate, time.Second))
+		})
+	}
+}
+
+// BenchmarkAbusive: one key over its limit, every request denied. The
+// two-tier mode answers all but the first in process.
+func BenchmarkAbusive(b *testing.B) {
+	for _, mode := range []struct {
+		name     string
+		parallel bool
+	}{{"serial", false}, {"parallel", true}} {
+		b.Run("redislimit/"+mode.name, func(b *testing.B) {
+			c, n := client(b)
+			run(b, n, mode.parallel, true, hotlimitRedis(b, c, strict))
+		})
+		b.Run("redislimit-twotier/"+mode.name, func(b *testing.B) {
+			c, n := client(b)
+			run(b, n, mode.parallel, true, hotlimitRedis(b, c, strict, redislimit.WithLocalDenials(10_000)))
+		})
+		b.Run("redis_rate/"+mode.name, func(b *testing.B) {
+			c, n := client(b)
+			run(b, n, mode.parallel, true, redisRate(b, c, strictRate, 0))
+		})
+	}
+}
+
+// BenchmarkLayers: three layers (per user, per IP, global) in one call.
+// redis_rate has no layered call: three calls, each consuming on its own.
+func BenchmarkLayers(b *testing.B) {
+	b.Run("redislimit", func(b *testing.B) {
+		c, n := client(b)
+		p := prefix(b)
+		mk := func(name string) *redislimit.Limiter {
+			l, err := redislimit.New(c, name, generous, redislimit.WithPrefix(p))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return l
+		}
+		user, ip, global := mk("user"), mk("ip"), mk("global")
+		run(b, n, false, false, func(ctx context.Context, key string) bool {
+			d, err := redislimit.AllowLayers(ctx,
+				redislimit.Layer{Limiter: user, Key: key, Cost: 1},
+				redislimit.Layer{Limiter: ip, Key: "10.0.0.1", Cost: 1},
+				redislimit.Layer{Limiter: global, Key: "", Cost: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return d.Allowed
+		})
+	})
+	b.Run("redis_rate-3calls", func(b *testing.B) {
+		c, n := client(b)
+		l := redis_rate.NewLimiter(c)
+		p := prefix(b)
+		run(b, n, false, false, func(ctx context.Context, key string) bool {
+			ok := true
+			for _, k := range []string{"user:" + key, "ip:10.0.0.1", "global"} {
+				r, err := l.Allow(ctx, p+k, generousRate)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ok = ok && r.Allowed > 0
+			}
+			return ok
+		})
+	})
+}

@@ -1,0 +1,21 @@
+module github.com/hotlimit/hotlimit/bench/redisbench
+
+go 1.26.8
+
+require (
+	github.com/go-redis/redis_rate/v10 v10.0.1
+	github.com/hotlimit/hotlimit v0.0.0
+	github.com/hotlimit/hotlimit/redislimit v0.0.0
+	github.com/redis/go-redis/v9 v9.23.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)
+
+replace (
+	github.com/hotlimit/hotlimit => ../../
+	github.com/hotlimit/hotlimit/redislimit => ../../redislimit
+)

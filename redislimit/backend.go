@@ -1,0 +1,99 @@
+package redislimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/httplimit"
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisBackend is an httplimit.Backend whose limits live in Redis: one
+// Limiter per named limit, all on one client and one shared Breaker, and
+// each request's layers decided in one script call.
+type RedisBackend struct {
+	limiters map[string]*Limiter
+	decides  bool // a failure policy was given: answer it instead of an error
+}
+
+// Backend returns an httplimit.BackendFactory that builds a RedisBackend
+// on client. Each named limit becomes a Limiter of that name with opts;
+// unless opts include WithBreaker, the limiters share one new Breaker.
+//
+// When Redis cannot decide, the backend returns the error, and the
+// middleware applies its own failure policy, unless opts include
+// WithFailurePolicy: then the backend answers with that policy's Decision
+// and no error. Use FallbackLocal (not Fallback, which names one limiter)
+// to fall back to in-process limits. On a Redis Cluster, give WithHashTag
+// so that the layers of one request share a slot.
+func Backend(client redis.Scripter, opts ...Option) httplimit.BackendFactory {
+	return func(limits map[string]any) (httplimit.Backend, error) {
+		return NewBackend(client, limits, opts...)
+	}
+}
+
+// NewBackend builds the RedisBackend that Backend's factory returns. On
+// error it closes what it had built.
+func NewBackend(client redis.Scripter, limits map[string]any, opts ...Option) (*RedisBackend, error) {
+	var cfg config
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	if cfg.fail.mode == failFallback {
+		return nil, errors.New("redislimit: Backend: Fallback names one in-process limiter for all limits; use FallbackLocal")
+	}
+	all := opts
+	if cfg.breaker == nil {
+		all = append([]Option{WithBreaker(NewBreaker(DefaultFailures, DefaultCooldown))}, opts...)
+	}
+	names := make([]string, 0, len(limits))
+	for name := range limits {
+		names = append(names, name)
+	}
+	sort.Strings(names) // the first error is the same on every run
+	b := &RedisBackend{limiters: make(map[string]*Limiter, len(limits)), decides: cfg.failSet}
+	for _, name := range names {
+		l, err := New(client, name, limits[name], all...)
+		if err != nil {
+			b.Close()
+			return nil, fmt.Errorf("redislimit: limit %q: %w", name, err)
+		}
+		b.limiters[name] = l
+	}
+	return b, nil
+}
+
+// Limiter returns the limiter behind a named limit, or nil.
+func (b *RedisBackend) Limiter(name string) *Limiter { return b.limiters[name] }
+
+// Allow implements httplimit.Backend with AllowLayers: one script call,
+// all or nothing.
+func (b *RedisBackend) Allow(ctx context.Context, layers []httplimit.Layer) (hotlimit.Decision, error) {
+	var buf [8]Layer
+	ls := buf[:0]
+	for _, ly := range layers {
+		l := b.limiters[ly.Limit]
+		if l == nil {
+			return hotlimit.Decision{}, fmt.Errorf("%w %q", httplimit.ErrUnknownLimit, ly.Limit)
+		}
+		ls = append(ls, Layer{Limiter: l, Key: ly.Key, Cost: ly.Cost})
+	}
+	d, err := AllowLayers(ctx, ls...)
+	if err != nil && !b.decides {
+		return hotlimit.Decision{}, err
+	}
+	return d, nil
+}
+
+// Close closes every limiter (their FallbackLocal limiters).
+func (b *RedisBackend) Close() error {
+	for _, l := range b.limiters {
+		l.Close()
+	}
+	return nil
+}

@@ -1,0 +1,76 @@
+package redislimit
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/httplimit"
+)
+
+var _ httplimit.Backend = (*RedisBackend)(nil)
+
+// TestBackendMatchesLocal: the Redis backend and httplimit's in-process
+// one give the same decisions for the same layered requests (they differ
+// only in the instant: Redis's clock against the process's, so the test
+// compares Allowed and Remaining).
+func TestBackendMatchesLocal(t *testing.T) {
+	c := newClient(t, serverAddr(t))
+	limits := map[string]any{
+		"token": hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 24 * time.Hour}, Burst: 5},
+		"ip":    hotlimit.SlidingWindow{Limit: 8, Window: 24 * time.Hour},
+	}
+	rb := must(Backend(c, WithPrefix(testPrefix(t)))(limits))
+	lb := must(httplimit.LocalBackend()(limits))
+	ctx := context.Background()
+	reqs := [][]httplimit.Layer{
+		{{Limit: "token", Key: "t1", Cost: 1}, {Limit: "ip", Key: "1.2.3.4", Cost: 1}},
+		{{Limit: "token", Key: "t1", Cost: 3}, {Limit: "ip", Key: "1.2.3.4", Cost: 1}},
+		{{Limit: "token", Key: "t2", Cost: 4}, {Limit: "ip", Key: "1.2.3.4", Cost: 4}},
+		{{Limit: "token", Key: "t2", Cost: 1}, {Limit: "ip", Key: "1.2.3.4", Cost: 3}}, // ip denies: t2 keeps its unit
+		{{Limit: "token", Key: "t2", Cost: 1}},
+		{{Limit: "token", Key: "t1", Cost: 2}, {Limit: "ip", Key: "5.6.7.8", Cost: 1}},
+	}
+	for i, ls := range reqs {
+		want := must(lb.Allow(ctx, ls))
+		got := must(rb.Allow(ctx, ls))
+		if want.Allowed != got.Allowed || want.Remaining != got.Remaining || want.Limit != got.Limit {
+			t.Fatalf("request %d: local %+v, redis %+v", i, want, got)
+		}
+	}
+	if _, err := rb.Allow(ctx, []httplimit.Layer{{Limit: "nope", Key: "k", Cost: 1}}); !errors.Is(err, httplimit.ErrUnknownLimit) {
+		t.Fatalf("unknown limit: %v", err)
+	}
+}
+
+func TestBackendErrors(t *testing.T) {
+	c := newClient(t, "127.0.0.1:1") // nothing listens there
+	_, err := Backend(c)(map[string]any{"ok": hotlimit.FixedWindow{Limit: 1, Window: time.Second}, "leaky": hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(1)}})
+	if err == nil || !strings.Contains(err.Error(), `limit "leaky"`) {
+		t.Fatalf("a LeakyBucket limit: %v; want an error naming it", err)
+	}
+	one := must(hotlimit.New(hotlimit.FixedWindow{Limit: 1, Window: time.Second}))
+	defer one.Close()
+	if _, err := Backend(c, WithFailurePolicy(Fallback(one)))(nil); err == nil {
+		t.Fatal("Backend accepted Fallback")
+	}
+	limits := map[string]any{"a": hotlimit.FixedWindow{Limit: 2, Window: time.Hour}}
+	ls := []httplimit.Layer{{Limit: "a", Key: "k", Cost: 1}}
+	ctx := context.Background()
+	// Without a failure policy, the error goes to the middleware.
+	if _, err := must(Backend(c)(limits)).Allow(ctx, ls); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("unreachable Redis: %v; want ErrUnavailable", err)
+	}
+	// With one, the backend decides: here in process.
+	fb := must(Backend(c, WithFailurePolicy(FallbackLocal()))(limits))
+	defer fb.(*RedisBackend).Close()
+	for i, want := range []bool{true, true, false} {
+		d, err := fb.Allow(ctx, ls)
+		if err != nil || d.Allowed != want {
+			t.Fatalf("fallback request %d: %+v, %v; want Allowed %v", i, d, err, want)
+		}
+	}
+}

@@ -1,0 +1,83 @@
+// Package redislimit runs hotlimit's policies on Redis, so that several
+// processes (replicas behind a load balancer) share one quota per key.
+//
+// It implements the token bucket (GCRA), the fixed window and the
+// sliding-window counter with the Decision semantics of the in-process
+// hotlimit.Limiter (see DESIGN.md "Semantics"): the same Allowed,
+// Remaining, RetryAfter and ResetAfter on the same trace, to the
+// microsecond. The package's tests check this decision for decision.
+//
+// # One round trip per decision
+//
+// Each decision, for one limit or several layered ones, is one Lua script,
+// loaded once and then called by its SHA1 (sent again transparently after
+// a NOSCRIPT reply, which is safe: the script did not run). The script
+// reads the server's clock (TIME), so application clocks never matter,
+// and works in integer microseconds. Lua numbers are doubles, exact below
+// 2^53: New bounds every interval, window and limit by 2^50, and the
+// script forms no product that could pass 2^53 (the sliding window's
+// p·(W−e) with a 24-hour window and a limit of 10^6 is 8.64·10^16): it
+// multiplies and divides exactly, by shift-and-add on quotient and
+// remainder. Every key is passed in KEYS, and every write sets a TTL of
+// the time until the key is fresh again, rounded up to a millisecond.
+//
+// Microseconds: a token bucket's interval T = ⌈Per/N⌉ is rounded up to a
+// whole microsecond, towards denying (PerSecond(3) admits one request per
+// 333,334 µs); windows must be a whole number of microseconds, or New
+// rejects them. Durations in a Decision are whole microseconds.
+//
+// # Keys
+//
+// The state of key under a limiter named name is the Redis key
+// prefix + name + ":{" + key + "}" (prefix "hotlimit:" unless WithPrefix
+// says otherwise), one key per (limit, key). The braces are a Redis
+// Cluster hash tag: the keys of one identity under several limits share a
+// slot, and identities spread over the cluster. A layered call's keys must
+// all be in one slot; for layers keyed differently (per token, per IP,
+// global), give every limiter involved the same WithHashTag(tag), which
+// makes the keys prefix + "{" + tag + "}" + name + ":" + key, all on one
+// node.
+//
+// # Failure policy
+//
+// Redis can be down, slow or unreachable; the limiter then cannot decide,
+// and says so: the call returns an error wrapping ErrUnavailable and the
+// cause, together with the Decision of the limiter's FailurePolicy:
+//
+//   - FailClosed (the default) denies the request.
+//   - FailOpen admits it.
+//   - Fallback(local) or FallbackLocal() decides it with an in-process
+//     hotlimit.Limiter: the limit then holds per process. Use this for
+//     security-sensitive limits (logins), which must not open.
+//
+// Every call has a timeout (WithTimeout, default 100ms) on top of the
+// caller's context. A call is never retried: one that timed out after its
+// script was sent may have consumed quota, so its outcome is unknown and
+// the failure policy answers. (The client must therefore not retry either:
+// New requires MaxRetries: -1 and ContextTimeoutEnabled: true of go-redis
+// clients.) A circuit breaker opens after consecutive failures
+// (DefaultFailures) so that a dead Redis costs one fast failure
+// (ErrCircuitOpen) per request rather than a timeout; after a cool-down
+// (DefaultCooldown) one probe goes through, and its success closes it.
+//
+// # Two tiers
+//
+// WithLocalDenials keeps, in process and bounded in size, the keys Redis
+// denied and until when, and answers them locally until their RetryAfter:
+// an abusive client costs no round trip per request. A denial stays true
+// until its RetryAfter whatever others do (they can only consume more), so
+// this never admits more than Redis would.
+//
+// # HTTP
+//
+// Backend adapts a set of named limits to httplimit.BackendFactory, so the
+// httplimit middleware can use Redis unchanged; each request's layers are
+// one script call, all or nothing.
+//
+// # What it does not do
+//
+// It has no LeakyBucket (shaping needs a delay the caller sleeps, which a
+// shared store cannot hold for it), no Wait and no Refund. The quota is
+// as durable as the Redis data: a restart without persistence, or a
+// failover that loses writes, forgets consumption.
+package redislimit

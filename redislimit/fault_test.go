@@ -1,0 +1,319 @@
+package redislimit
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/redis/go-redis/v9"
+)
+
+// slowProxy forwards loopback TCP connections to a Redis server, holding
+// every chunk of bytes for delay in each direction.
+type slowProxy struct {
+	ln      net.Listener
+	target  string
+	delay   time.Duration
+	pending atomic.Int64 // chunks read from a client, not yet written upstream
+	wg      sync.WaitGroup
+}
+
+func newSlowProxy(t *testing.T, target string, delay time.Duration) *slowProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &slowProxy{ln: ln, target: target, delay: delay}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	return p
+}
+
+func (p *slowProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *slowProxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.wg.Add(2)
+		go p.pipe(c, up, true)
+		go p.pipe(up, c, false)
+	}
+}
+
+type chunk struct {
+	at time.Time
+	b  []byte
+}
+
+// pipe copies src to dst, each chunk delay after it was read; upstream
+// chunks are counted in pending until written. dst is closed after the
+// last chunk, so a client that gives up still has its bytes delivered.
+func (p *slowProxy) pipe(src, dst net.Conn, upstream bool) {
+	defer p.wg.Done()
+	ch := make(chan chunk, 1024)
+	go func() {
+		for c := range ch {
+			time.Sleep(time.Until(c.at.Add(p.delay)))
+			dst.Write(c.b)
+			if upstream {
+				p.pending.Add(-1)
+			}
+		}
+		dst.Close()
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if upstream {
+				p.pending.Add(1)
+			}
+			ch <- chunk{time.Now(), append([]byte(nil), buf[:n]...)}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				src.Close()
+			}
+			close(ch)
+			return
+		}
+	}
+}
+
+// waitFor polls cond every few ms until it holds or 10s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// slowBucket refills one unit a day: nothing refills during a test.
+var slowBucket = hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 24 * time.Hour}, Burst: 100}
+
+// TestFaultSlow: behind a proxy that delays every byte by 1s, each call
+// fails after its 100ms timeout with the failure policy's answer; after 3
+// failures the breaker opens and calls fail at once without sending
+// anything. The timed-out calls did reach Redis: each consumed exactly
+// once, never retried.
+func TestFaultSlow(t *testing.T) {
+	addr := serverAddr(t)
+	proxy := newSlowProxy(t, addr, time.Second)
+	slow := newClient(t, proxy.addr())
+	var sent counter
+	slow.AddHook(&sent)
+	prefix := testPrefix(t)
+	l := must(New(slow, "slow", slowBucket, WithPrefix(prefix), WithTimeout(100*time.Millisecond),
+		WithBreaker(NewBreaker(3, time.Hour))))
+	direct := must(New(newClient(t, addr), "slow", slowBucket, WithPrefix(prefix)))
+	ctx := context.Background()
+	// Load the script on the server first, so that each timed-out call is
+	// one EVALSHA that runs.
+	if d := must(direct.AllowN(ctx, "k", 0)); d.Remaining != 100 {
+		t.Fatalf("fresh key: %+v", d)
+	}
+	// Open 3 connections through the proxy while nothing is in a hurry
+	// (the connection handshake is slow too), so that each call below
+	// takes an established one and does send its script.
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+			defer cancel()
+			if err := slow.Ping(pctx).Err(); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := slow.PoolStats().IdleConns; n < 3 {
+		t.Fatalf("%d idle connections through the proxy, want 3", n)
+	}
+	for i := range 3 {
+		start := time.Now()
+		d, err := l.Allow(ctx, "k")
+		if took := time.Since(start); took > 900*time.Millisecond {
+			t.Fatalf("call %d took %v with a 100ms timeout", i, took)
+		}
+		var ne net.Error
+		timeout := errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+		if !errors.Is(err, ErrUnavailable) || !timeout || errors.Is(err, ErrCircuitOpen) {
+			t.Fatalf("call %d: err %v; want a timeout wrapped in ErrUnavailable", i, err)
+		}
+		if d.Allowed || d.RetryAfter <= 0 {
+			t.Fatalf("call %d: FailClosed answered %+v", i, d)
+		}
+	}
+	before := sent.n.Load()
+	d, err := l.Allow(ctx, "k")
+	if !errors.Is(err, ErrCircuitOpen) || d.Allowed {
+		t.Fatalf("after 3 timeouts: %+v, %v; want a fast ErrCircuitOpen denial", d, err)
+	}
+	if sent.n.Load() != before {
+		t.Fatal("an open breaker let a command through")
+	}
+	waitFor(t, "the proxy to deliver", func() bool { return proxy.pending.Load() == 0 })
+	// Each of the 3 timed-out calls consumed once: no retry, no loss.
+	waitFor(t, "the consumption to show", func() bool { return must(direct.AllowN(ctx, "k", 0)).Remaining <= 97 })
+	if d := must(direct.AllowN(ctx, "k", 0)); d.Remaining != 97 {
+		t.Fatalf("Remaining %d after 3 timed-out calls, want 97", d.Remaining)
+	}
+}
+
+// TestFaultStopped: with no server listening, each failure policy answers
+// as documented, the error says why, and after the breaker's threshold
+// calls fail fast.
+func TestFaultStopped(t *testing.T) {
+	srv := startRedis(t, 0)
+	client := newClient(t, srv.addr())
+	ctx := context.Background()
+	local := must(hotlimit.New(hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 24 * time.Hour}, Burst: 2}))
+	defer local.Close()
+	policies := map[string]FailurePolicy{"open": FailOpen, "closed": FailClosed, "fallback": Fallback(local)}
+	lims := map[string]*Limiter{}
+	for name, fp := range policies {
+		lims[name] = must(New(client, name, slowBucket, WithFailurePolicy(fp), WithBreaker(NewBreaker(2, time.Hour))))
+		if d := must(lims[name].Allow(ctx, "k")); !d.Allowed || d.Remaining != 99 {
+			t.Fatalf("%s: before the stop: %+v", name, d)
+		}
+	}
+	srv.stop()
+	for round := range 3 {
+		for name, l := range lims {
+			d, err := l.Allow(ctx, "k")
+			if !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("%s round %d: err %v, want ErrUnavailable", name, round, err)
+			}
+			if open := errors.Is(err, ErrCircuitOpen); open != (round == 2) {
+				t.Fatalf("%s round %d: ErrCircuitOpen is %v", name, round, open)
+			}
+			switch name {
+			case "open":
+				if !d.Allowed {
+					t.Fatalf("FailOpen denied: %+v", d)
+				}
+			case "closed":
+				if d.Allowed || d.RetryAfter <= 0 {
+					t.Fatalf("FailClosed answered %+v", d)
+				}
+			case "fallback":
+				// The local bucket (Burst 2) decides: 2 admitted, then denied.
+				if d.Allowed != (round < 2) {
+					t.Fatalf("Fallback round %d answered %+v", round, d)
+				}
+			}
+		}
+	}
+}
+
+// TestFaultRestart: Redis is killed and restarted on the same port in the
+// middle of a run. Calls fail while it is down (fast once the breaker is
+// open), and after the cool-down a probe finds it back and decisions
+// resume; the restarted server lost the state (no persistence), so the key
+// is fresh again.
+func TestFaultRestart(t *testing.T) {
+	srv := startRedis(t, 0)
+	client := newClient(t, srv.addr())
+	ctx := context.Background()
+	l := must(New(client, "restart", slowBucket, WithBreaker(NewBreaker(1, 50*time.Millisecond))))
+	for i := range 5 {
+		if d := must(l.Allow(ctx, "k")); d.Remaining != int64(99-i) {
+			t.Fatalf("before: %+v", d)
+		}
+	}
+	srv.stop()
+	var fastFails int
+	for range 3 {
+		_, err := l.Allow(ctx, "k")
+		if err == nil {
+			t.Fatal("decided with the server down")
+		}
+		if errors.Is(err, ErrCircuitOpen) {
+			fastFails++
+		}
+	}
+	if fastFails < 2 {
+		t.Fatalf("%d of 3 calls failed fast after the first failure", fastFails)
+	}
+	startRedis(t, srv.port)
+	var d hotlimit.Decision
+	waitFor(t, "a decision after the restart", func() bool {
+		var err error
+		d, err = l.Allow(ctx, "k")
+		return err == nil
+	})
+	if !d.Allowed || d.Remaining != 99 {
+		t.Fatalf("first decision after the restart: %+v; want a fresh key", d)
+	}
+}
+
+// TestReplyErrorKeepsBreakerClosed: a reply error from a live server (here
+// WRONGTYPE on a key of another type) fails the call but is not an outage.
+func TestReplyErrorKeepsBreakerClosed(t *testing.T) {
+	c := newClient(t, serverAddr(t))
+	ctx := context.Background()
+	l := must(New(c, "rt", slowBucket, WithPrefix(testPrefix(t)), WithBreaker(NewBreaker(1, time.Hour))))
+	if err := c.LPush(ctx, l.RedisKey("list"), "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := l.Allow(ctx, "list")
+	var rerr redis.Error
+	if !errors.Is(err, ErrUnavailable) || !errors.As(err, &rerr) {
+		t.Fatalf("err %v, want a reply error", err)
+	}
+	if l.breaker.Open() {
+		t.Fatal("a reply error opened the breaker")
+	}
+}
+
+// TestFailurePolicyLayers: when Redis cannot decide a layered call, a
+// FailClosed layer denies it; otherwise the Fallback layers decide it in
+// process, all or nothing, and FailOpen layers are skipped.
+func TestFailurePolicyLayers(t *testing.T) {
+	c := newClient(t, "127.0.0.1:1") // nothing listens there
+	ctx := context.Background()
+	p := hotlimit.FixedWindow{Limit: 1, Window: time.Hour}
+	open := must(New(c, "open", p, WithFailurePolicy(FailOpen)))
+	closed := must(New(c, "closed", p))
+	fb := must(New(c, "fb", p, WithFailurePolicy(FallbackLocal())))
+	defer fb.Close()
+
+	d, err := AllowLayers(ctx, Layer{open, "k", 1}, Layer{closed, "k", 1}, Layer{fb, "k", 1})
+	if !errors.Is(err, ErrUnavailable) || d.Allowed || d.RetryAfter <= 0 {
+		t.Fatalf("with a FailClosed layer: %+v, %v; want denied", d, err)
+	}
+	if d := must(fb.local.AllowN("k", 0), nil); d.Remaining != 1 {
+		t.Fatalf("a denied layered call consumed from the fallback: %+v", d)
+	}
+	for i, want := range []bool{true, false} {
+		d, err := AllowLayers(ctx, Layer{open, "k", 1}, Layer{fb, "k", 1})
+		if !errors.Is(err, ErrUnavailable) || d.Allowed != want {
+			t.Fatalf("open+fallback call %d: %+v, %v; want Allowed %v from the local limit", i, d, err, want)
+		}
+	}
+	if d, err := open.Allow(ctx, "k"); err == nil || !d.Allowed {
+		t.Fatalf("FailOpen alone: %+v, %v; want allowed with an error", d, err)
+	}
+}

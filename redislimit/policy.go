@@ -1,0 +1,102 @@
+package redislimit
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+// Script kinds; they match the "kind" argument of script.lua.
+const (
+	kindTokenBucket   = 1
+	kindFixedWindow   = 2
+	kindSlidingWindow = 3
+)
+
+// maxMicros bounds every duration (T, Burst·T, W) and every Limit that a
+// policy hands the script: 2^50 µs is about 35 years. With the server's
+// Unix time (about 2^50.6 µs until the year 2255) every sum the script
+// forms stays below 2^52, and its products go through an exact
+// multiply-divide, so Lua's doubles hold every value exactly.
+const maxMicros = 1 << 50
+
+// spec is a policy as the script sees it, in integer microseconds.
+type spec struct {
+	kind  int
+	a     int64 // T (token bucket) or W (windows), µs
+	tau   int64 // Burst·T, µs (token bucket only)
+	limit int64 // Burst or Limit
+}
+
+// newSpec converts a hotlimit policy value (or a pointer to one) into a
+// spec, with an error naming the field for what the script cannot do
+// exactly.
+//
+// The token bucket's interval T is rounded up to a whole microsecond,
+// towards denying: PerSecond(3) admits one request every 333,334 µs where
+// the in-process limiter uses 333,333,334 ns. A window must be a whole
+// number of microseconds: rounding it would move the window boundaries,
+// so such a window is rejected.
+func newSpec(policy any) (spec, error) {
+	// The in-process limiter validates the same fields first, with the
+	// same messages.
+	switch p := policy.(type) {
+	case *hotlimit.TokenBucket:
+		if p == nil {
+			return spec{}, fmt.Errorf("redislimit: nil *hotlimit.TokenBucket")
+		}
+		return newSpec(*p)
+	case *hotlimit.FixedWindow:
+		if p == nil {
+			return spec{}, fmt.Errorf("redislimit: nil *hotlimit.FixedWindow")
+		}
+		return newSpec(*p)
+	case *hotlimit.SlidingWindow:
+		if p == nil {
+			return spec{}, fmt.Errorf("redislimit: nil *hotlimit.SlidingWindow")
+		}
+		return newSpec(*p)
+	case hotlimit.TokenBucket:
+		r := p.Rate
+		switch {
+		case r.N <= 0:
+			return spec{}, fmt.Errorf("redislimit: TokenBucket.Rate.N must be > 0, got %d", r.N)
+		case r.Per <= 0:
+			return spec{}, fmt.Errorf("redislimit: TokenBucket.Rate.Per must be > 0, got %v", r.Per)
+		case p.Burst <= 0:
+			return spec{}, fmt.Errorf("redislimit: TokenBucket.Burst must be > 0, got %d", p.Burst)
+		}
+		t := ceilMicros(r.Interval())
+		if p.Burst > maxMicros/t {
+			return spec{}, fmt.Errorf("redislimit: TokenBucket.Burst %d × interval %dµs exceeds 2^50µs", p.Burst, t)
+		}
+		return spec{kind: kindTokenBucket, a: t, tau: p.Burst * t, limit: p.Burst}, nil
+	case hotlimit.FixedWindow:
+		return windowSpec("FixedWindow", kindFixedWindow, p.Limit, p.Window)
+	case hotlimit.SlidingWindow:
+		return windowSpec("SlidingWindow", kindSlidingWindow, p.Limit, p.Window)
+	case nil:
+		return spec{}, fmt.Errorf("redislimit: nil policy")
+	}
+	return spec{}, fmt.Errorf("redislimit: policy %T is not supported on Redis (use hotlimit.TokenBucket, FixedWindow or SlidingWindow)", policy)
+}
+
+func windowSpec(name string, kind int, limit int64, w time.Duration) (spec, error) {
+	switch {
+	case limit <= 0:
+		return spec{}, fmt.Errorf("redislimit: %s.Limit must be > 0, got %d", name, limit)
+	case limit > maxMicros:
+		return spec{}, fmt.Errorf("redislimit: %s.Limit %d exceeds 2^50", name, limit)
+	case w <= 0:
+		return spec{}, fmt.Errorf("redislimit: %s.Window must be > 0, got %v", name, w)
+	case w%time.Microsecond != 0:
+		return spec{}, fmt.Errorf("redislimit: %s.Window %v is not a whole number of microseconds", name, w)
+	case w/time.Microsecond > maxMicros:
+		return spec{}, fmt.Errorf("redislimit: %s.Window %v exceeds 2^50µs", name, w)
+	}
+	return spec{kind: kind, a: int64(w / time.Microsecond), limit: limit}, nil
+}
+
+// ceilMicros returns d in microseconds, rounded up; d > 0.
+func ceilMicros(d time.Duration) int64 { return int64((d-1)/time.Microsecond) + 1 }

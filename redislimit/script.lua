@@ -1,0 +1,267 @@
+-- redislimit: one decision for one or more layers, all or nothing.
+--
+-- KEYS[i]  the state key of layer i.
+-- ARGV[1]  "" to decide at the server's TIME; otherwise an instant in
+--          microseconds. Only the package's tests pass one (differential
+--          tests against a manual clock); the Go API never does. TTLs are
+--          then an hour longer (see below).
+-- ARGV[2+5(i-1) .. 6+5(i-1)], for layer i:
+--          kind  1 token bucket (GCRA), 2 fixed window, 3 sliding window
+--          a     T (emission interval) or W (window), µs
+--          tau   Burst·T for kind 1, else 0
+--          limit Burst or Limit
+--          cost
+--
+-- All arithmetic is on integers held in Lua numbers (doubles), exact below
+-- 2^53: New bounds T, W, Burst·T and Limit by 2^50, and products that can
+-- pass 2^53 go through muldiv, which never forms them.
+--
+-- State: kind 1 stores the theoretical arrival time (µs) as a decimal
+-- string; kinds 2 and 3 store "k p q": the window index k = floor(t/W),
+-- the previous window's count p (always 0 for kind 2) and the current
+-- window's count q. A missing key is a fresh state. Every write sets a TTL
+-- of the time until the state is fresh again, in ms, rounded up.
+--
+-- Reply, admitted:  {1, rem_1, reset_1, ..., rem_n, reset_n}
+-- Reply, denied:    {0, i, ok_1, rem_1, retry_1, reset_1, ..., ok_n, ...}
+--   where i is the layer that denied (decided after the layers before it
+--   consumed, as hotlimit.AllowLayers does), and every other layer j is
+--   checked without consuming against its state as it was. retry -1 means
+--   never (the cost is negative or above the limit). Durations in µs.
+
+if redis.replicate_commands then redis.replicate_commands() end
+
+local floor = math.floor
+
+-- divmod returns floor(n/d) and n mod d exactly, for 0 <= n, 0 < d and
+-- n + d < 2^53: the quotient of the rounded division is off by at most one.
+local function divmod(n, d)
+  local q = floor(n / d)
+  local r = n - q * d
+  while r < 0 do q = q - 1; r = r + d end
+  while r >= d do q = q + 1; r = r - d end
+  return q, r
+end
+
+-- muldiv returns floor(a*b/d) and a*b mod d exactly, for 0 <= a, b < 2^53,
+-- 0 < d < 2^52 and a quotient below 2^53, without forming a*b when it could
+-- be inexact: shift-and-add over the bits of b, keeping quotient and
+-- remainder separately (every remainder stays below 2d < 2^53).
+local function muldiv(a, b, d)
+  local ab = a * b
+  if ab < 4503599627370496 then -- 2^52: the product is exact
+    return divmod(ab, d)
+  end
+  local qa, ra = divmod(a, d)
+  local bits, n = {}, 0
+  while b > 0 do
+    local h = floor(b / 2)
+    n = n + 1
+    bits[n] = b - 2 * h
+    b = h
+  end
+  local q, r = 0, 0
+  for i = n, 1, -1 do
+    q, r = 2 * q, 2 * r
+    if r >= d then q, r = q + 1, r - d end
+    if bits[i] == 1 then
+      q, r = q + qa, r + ra
+      if r >= d then q, r = q + 1, r - d end
+    end
+  end
+  return q, r
+end
+
+local function ceildiv(n, d)
+  local q, r = divmod(n, d)
+  if r > 0 then q = q + 1 end
+  return q
+end
+
+-- With a test instant, TTLs run on the server's real clock while the
+-- decisions follow the test's: they are stretched by an hour, so that no
+-- key expires during a test that its own clock still needs.
+local now, ttlExtra = nil, 0
+if ARGV[1] ~= "" then
+  now = tonumber(ARGV[1])
+  ttlExtra = 3600000
+else
+  local t = redis.call("TIME")
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local n = #KEYS
+
+-- Layer parameters.
+local kind, A, TAU, LIMIT, COST = {}, {}, {}, {}, {}
+for i = 1, n do
+  local o = 2 + 5 * (i - 1)
+  kind[i] = tonumber(ARGV[o])
+  A[i] = tonumber(ARGV[o + 1])
+  TAU[i] = tonumber(ARGV[o + 2])
+  LIMIT[i] = tonumber(ARGV[o + 3])
+  COST[i] = tonumber(ARGV[o + 4])
+end
+
+-- load returns the stored state of layer i as a table.
+local function load(i)
+  local v = redis.call("GET", KEYS[i])
+  if kind[i] == 1 then
+    return { tat = tonumber(v) or 0 }
+  end
+  if not v then return { k = 0, p = 0, q = 0 } end
+  local k, p, q = string.match(v, "^(%d+) (%d+) (%d+)$")
+  if not k then return { k = 0, p = 0, q = 0 } end
+  return { k = tonumber(k), p = tonumber(p), q = tonumber(q) }
+end
+
+-- Token bucket (GCRA) ---------------------------------------------------
+
+local function gcraRemaining(i, debt)
+  if debt >= TAU[i] then return 0 end
+  return (divmod(TAU[i] - debt, A[i]))
+end
+
+-- gcraStep decides cost c; it returns ok, rem, retry, reset, next state
+-- (nil when nothing is to be written), ttl.
+local function gcraStep(i, st, c)
+  local T, tau = A[i], TAU[i]
+  local base = math.max(st.tat, now) -- a stale reading: no time has passed
+  local debt = base - now
+  if c == 0 then return 1, gcraRemaining(i, debt), 0, debt end
+  local nx = base + c * T
+  if nx - now <= tau then
+    return 1, gcraRemaining(i, nx - now), 0, nx - now, { tat = nx }, nx - now
+  end
+  return 0, gcraRemaining(i, debt), nx - tau - now, debt
+end
+
+-- Windows ----------------------------------------------------------------
+
+-- view returns the window index k the decision is made in, the elapsed
+-- time e into it, and the counts p (window k-1) and q (window k) then.
+local function view(i, st)
+  local W = A[i]
+  local k, e = divmod(now, W)
+  if st.p == 0 and st.q == 0 then return k, e, 0, 0 end
+  if st.k > k then return st.k, 0, st.p, st.q end -- a stale reading
+  local d = k - st.k
+  if d == 0 then return k, e, st.p, st.q end
+  if d == 1 and kind[i] == 3 then return k, e, st.q, 0 end
+  return k, e, 0, 0
+end
+
+-- used returns ceil(p*(W-e)/W): the previous window's weight in units.
+local function used(i, p, e)
+  if p == 0 or kind[i] ~= 3 then return 0 end
+  local q, r = muldiv(p, A[i] - e, A[i])
+  if r > 0 then q = q + 1 end
+  return q
+end
+
+local function windowReset(i, e, p, q)
+  local W = A[i]
+  if q > 0 and kind[i] == 3 then return 2 * W - e end
+  if q > 0 or p > 0 then return W - e end
+  return 0
+end
+
+local function windowRetry(i, e, p, q, c)
+  local W, limit = A[i], LIMIT[i]
+  if kind[i] == 2 then return W - e end
+  -- Later in this window, while p's weight decays: admitted at e' iff
+  -- p*(W-e') <= room*W, that is e' >= W - floor(room*W/p). Reached only
+  -- when room < p, so the quotient is below W.
+  local room = limit - q - c
+  if room >= 0 and p > 0 then
+    local at = W - (muldiv(room, W, p))
+    if at < W then return at - e end
+  end
+  -- In the next window q becomes the previous count and decays.
+  room = limit - c
+  local at = 0
+  if q > room then at = W - (muldiv(room, W, q)) end
+  return W - e + at
+end
+
+local function windowStep(i, st, c)
+  local k, e, p, q = view(i, st)
+  local u = used(i, p, e)
+  local limit = LIMIT[i]
+  if c == 0 then
+    return 1, math.max(0, limit - q - u), 0, windowReset(i, e, p, q)
+  end
+  if q + c + u <= limit then
+    q = q + c
+    local reset = windowReset(i, e, p, q)
+    -- The decision instant k*W+e is never before now; the TTL runs from now.
+    return 1, limit - q - u, 0, reset, { k = k, p = p, q = q }, k * A[i] + e + reset - now
+  end
+  return 0, math.max(0, limit - q - u), windowRetry(i, e, p, q, c), windowReset(i, e, p, q)
+end
+
+local function step(i, st, c)
+  if c < 0 or c > LIMIT[i] then
+    local _, rem, _, reset = step(i, st, 0)
+    return 0, rem, -1, reset
+  end
+  if kind[i] == 1 then return gcraStep(i, st, c) end
+  return windowStep(i, st, c)
+end
+
+-- Decide the layers in order, each against the state the earlier layers
+-- of this request would leave (the same key may appear twice).
+local orig, pending, ttl = {}, {}, {}
+local out = { 1 }
+for i = 1, n do
+  local key = KEYS[i]
+  if orig[key] == nil then orig[key] = load(i) end
+  local st = pending[key] or orig[key]
+  local ok, rem, retry, reset, nx, t = step(i, st, COST[i])
+  if ok == 0 then
+    -- Denied by layer i: nothing is written. Report layer i's verdict and
+    -- every other layer checked against its original state.
+    local den = { 0, i }
+    for j = 1, n do
+      local ok2, rem2, retry2, reset2
+      if j == i then
+        ok2, rem2, retry2, reset2 = ok, rem, retry, reset
+      else
+        local sj = orig[KEYS[j]] or load(j)
+        ok2, rem2, retry2, reset2 = step(j, sj, COST[j])
+        if ok2 == 1 then
+          -- Report the current state, not the state after an admission.
+          local _
+          _, rem2, _, reset2 = step(j, sj, 0)
+        end
+      end
+      den[#den + 1] = ok2
+      den[#den + 1] = rem2
+      den[#den + 1] = retry2
+      den[#den + 1] = reset2
+    end
+    return den
+  end
+  if nx then
+    pending[key] = nx
+    ttl[key] = t
+  end
+  out[#out + 1] = rem
+  out[#out + 1] = reset
+end
+
+-- Admitted by every layer: write each changed state once.
+for i = 1, n do
+  local key = KEYS[i]
+  local st = pending[key]
+  if st then
+    local ms = ceildiv(ttl[key], 1000) + ttlExtra
+    if kind[i] == 1 then
+      redis.call("SET", key, string.format("%.0f", st.tat), "PX", ms)
+    else
+      redis.call("SET", key, string.format("%.0f %.0f %.0f", st.k, st.p, st.q), "PX", ms)
+    end
+    pending[key] = nil
+  end
+end
+return out
