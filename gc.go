@@ -150,6 +150,18 @@ func (a score) less(b score) bool {
 	return a.used < b.used || a.used == b.used && a.reset < b.reset
 }
 
+// closest returns the index of the candidate closest to fresh in c, which
+// is not empty.
+func closest[T any](c []T, scoreOf func(*T) score) int {
+	best := 0
+	for i := 1; i < len(c); i++ {
+		if scoreOf(&c[i]).less(scoreOf(&c[best])) {
+			best = i
+		}
+	}
+	return best
+}
+
 func (p *params) scoreOf(v verdict) score { return score{p.limit - v.rem, v.reset} }
 
 // evictOne removes the entry closest to fresh among a sample of at least
@@ -187,13 +199,7 @@ func (l *Limiter) evictOne(now int64) bool {
 	if n == 0 {
 		return false
 	}
-	best := 0
-	for i := 1; i < n; i++ {
-		if c[i].score.less(c[best].score) {
-			best = i
-		}
-	}
-	b := c[best]
+	b := c[closest(c[:n], func(x *candidate) score { return x.score })]
 	if l.kind == kindConcurrency && b.score.used > 0 {
 		return false // operations in flight: never evicted
 	}

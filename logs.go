@@ -314,13 +314,7 @@ func (l *Limiter) evictLog(now int64) bool {
 	if n == 0 {
 		return false
 	}
-	best := 0
-	for i := 1; i < n; i++ {
-		if c[i].score.less(c[best].score) {
-			best = i
-		}
-	}
-	b := c[best]
+	b := c[closest(c[:n], func(x *cand) score { return x.score })]
 	ls, s := &l.logs[b.i], &l.shards[b.i]
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
