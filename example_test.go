@@ -60,3 +60,47 @@ func ExampleParseRate() {
 	// Output:
 	// 5 250ms 50ms <nil>
 }
+
+func ExampleSlidingLog() {
+	// Five login attempts in any 15 minutes, exactly.
+	clock := hotlimit.NewManualClock()
+	lim, _ := hotlimit.New(hotlimit.SlidingLog{Limit: 5, Window: 15 * time.Minute}, hotlimit.WithClock(clock))
+	defer lim.Close()
+	lim.AllowN("login:alice", 3)
+	clock.Advance(10 * time.Minute)
+	lim.AllowN("login:alice", 2)
+	d := lim.Allow("login:alice")
+	fmt.Println(d.Allowed, d.RetryAfter) // the first three expire 15 minutes after they were made
+	// Output:
+	// false 5m0s
+}
+
+func ExampleNewConcurrency() {
+	exports, _ := hotlimit.NewConcurrency(2) // two exports in flight per tenant
+	defer exports.Close()
+	a, _ := exports.TryAcquire("tenant:acme")
+	b, _ := exports.TryAcquire("tenant:acme")
+	_, ok := exports.TryAcquire("tenant:acme")
+	fmt.Println(ok, exports.InFlight("tenant:acme"))
+	a.Release()
+	a.Release() // a second release of the same permit does nothing
+	fmt.Println(exports.InFlight("tenant:acme"))
+	b.Release()
+	// Output:
+	// false 2
+	// 1
+}
+
+func ExampleLimiter_SetPolicy() {
+	clock := hotlimit.NewManualClock()
+	lim, _ := hotlimit.New(hotlimit.TokenBucket{Rate: hotlimit.PerSecond(10), Burst: 10}, hotlimit.WithClock(clock))
+	defer lim.Close()
+	lim.AllowN("user:42", 6) // 600ms of debt
+	// Halve the policy: the debt is kept as time, so 2 of the new 5 remain.
+	if err := lim.SetPolicy(hotlimit.TokenBucket{Rate: hotlimit.PerSecond(5), Burst: 5}); err != nil {
+		panic(err)
+	}
+	fmt.Println(lim.AllowN("user:42", 0).Remaining)
+	// Output:
+	// 2
+}
