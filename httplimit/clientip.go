@@ -108,7 +108,12 @@ func (c *ClientIP) validate() error {
 		if a.Is4In6() && bits >= 96 {
 			a, bits = a.Unmap(), bits-96 // ::ffff:10.0.0.0/104 is 10.0.0.0/8
 		}
-		c.TrustedProxies[i] = netip.PrefixFrom(a, bits).Masked()
+		// Write only what changes: New validates a ClientIP that may
+		// already be in use (NewClientIP's output is normalised), and a
+		// write, even of the same value, would race with its readers.
+		if q := netip.PrefixFrom(a, bits).Masked(); q != p {
+			c.TrustedProxies[i] = q
+		}
 	}
 	return nil
 }

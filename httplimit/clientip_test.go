@@ -7,6 +7,9 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
 )
 
 func reqFrom(remote string, header string, lines ...string) *http.Request {
@@ -78,6 +81,15 @@ func TestClientIP(t *testing.T) {
 		{"forwarded multiple lines", fwd, "10.0.0.1:1", FWD, []string{"for=6.6.6.6", "for=198.51.100.12", "for=10.1.1.1"}, "198.51.100.12/32"},
 		{"forwarded ignored when XFF configured", xff, "10.0.0.1:1", FWD, []string{"for=198.51.100.13"}, "10.0.0.1/32"},
 		{"xff ignored when Forwarded configured", fwd, "10.0.0.1:1", XFF, []string{"198.51.100.14"}, "10.0.0.1/32"},
+		{"xff unknown stops at last trusted hop", xff, "10.0.0.1:1", XFF, []string{"203.0.113.5, unknown, 10.0.0.3"}, "10.0.0.3/32"},
+		{"client's unbalanced quote hides nothing on its right", xff, "10.0.0.1:1", XFF, []string{`1.1.1.1, "2.2.2.2, 203.0.113.6`}, "203.0.113.6/32"},
+		{"client's quote on its own line", xff, "10.0.0.1:1", XFF, []string{`"`, "203.0.113.7"}, "203.0.113.7/32"},
+		{"forwarded unbalanced quote on the left", fwd, "10.0.0.1:1", FWD, []string{`for="1.1.1.1, for=198.51.100.15`}, "198.51.100.15/32"},
+		{"forwarded v4-mapped", fwd, "10.0.0.1:1", FWD, []string{`for="[::ffff:198.51.100.16]"`}, "198.51.100.16/32"},
+		{"forwarded zone", fwd, "10.0.0.1:1", FWD, []string{`for="[2001:db8:9::1%eth0]:80"`}, "2001:db8:9::/64"},
+		{"trusted hop written mapped", xff, "10.0.0.1:1", XFF, []string{"203.0.113.8, ::ffff:10.0.0.2"}, "203.0.113.8/32"},
+		{"huge header: the right end counts", xff, "10.0.0.1:1", XFF, []string{strings.Repeat("6.6.6.6, ", 100_000) + "203.0.113.9"}, "203.0.113.9/32"},
+		{"huge trusted header: leftmost", xff, "10.0.0.1:1", XFF, []string{strings.Repeat("10.0.0.9, ", 100_000)}, "10.0.0.9/32"},
 		{"custom prefix lengths v6", v6bits, "[2001:db8:1:2::1]:1", "", nil, "2001:db8:1::/48"},
 		{"custom prefix lengths v4", v6bits, "192.0.2.200:1", "", nil, "192.0.2.0/24"},
 	}
@@ -169,6 +181,9 @@ func FuzzClientIP(f *testing.F) {
 		if !peerOK {
 			return
 		}
+		if a, _ := fwd.Addr(r); a != peer && !fwd.trusted(peer) {
+			t.Fatalf("untrusted peer %v, but Forwarded gave Addr = %v", peer, a)
+		}
 		a, _ := xff.Addr(r)
 		if a == peer {
 			return
@@ -183,4 +198,36 @@ func FuzzClientIP(f *testing.F) {
 		}
 		t.Fatalf("Addr = %v is neither the peer %v nor an element of %q", a, peer, xffVal)
 	})
+}
+
+// TestClientIPSharedNotWritten: a ClientIP in use (here by an IPKey
+// serving requests) may be handed to New for another middleware; New
+// checks it but must not write to it, or the two race (go test -race).
+func TestClientIPSharedNotWritten(t *testing.T) {
+	c := mustClientIP(t, []string{"10.0.0.0/8", "::ffff:172.16.0.0/108"}, XForwardedFor, 0, 0)
+	key := IPKey(c)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 200 {
+			if _, err := key(nil, reqFrom("10.0.0.1:1", "X-Forwarded-For", "198.51.100.1")); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for range 20 {
+		m, err := New(Config{
+			Limits:       map[string]any{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
+			Groups:       []Group{{Name: "g", Limit: "l"}},
+			DefaultGroup: "g",
+			Key:          key,
+			ClientIP:     c,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Close()
+	}
+	<-done
 }

@@ -36,8 +36,8 @@
 //
 // When the key cannot be extracted, Config.OnKeyError decides: deny (the
 // default) or fall back to the client IP. Nothing is ever let through
-// unlimited, except through configuration: an Exempt group, or an identity
-// in Config.ExemptIdentities.
+// unlimited, except through configuration: an Exempt group, an identity
+// in Config.ExemptIdentities, FailOpen when the backend fails, or DryRun.
 //
 // # Client IP
 //
@@ -64,14 +64,16 @@
 //
 // RateLimit-Policy lists the request's layers (q and w per algorithm: see
 // below); RateLimit names the binding layer (the one with the fewest
-// remaining, or the one that denied) with r = Decision.Remaining and t =
-// ceil(RetryAfter) seconds on a denial (the wait after which the same
-// request passes) or ceil(ResetAfter) seconds on an admission. With a
-// global layer, the backend returns one Decision for both layers, whose
-// ResetAfter is the larger of the two (hotlimit.AllowLayers): t is then
-// the time until every layer of the request is back to its full quota,
-// which may be the other layer's. Both are rounded up,
-// so retrying after t or Retry-After seconds is never too early. The
+// remaining, or the one that denied; the Decision tells the layers apart
+// only by capacity, so when both have the same q the group's is named)
+// with r = Decision.Remaining and t = ceil(RetryAfter) seconds on a
+// denial (the wait after which the same request passes) or
+// ceil(ResetAfter) seconds on an admission. With a global layer, the
+// backend returns one Decision for both layers, whose ResetAfter is the
+// larger of the two (hotlimit.AllowLayers): t is then the time until
+// every layer of the request is back to its full quota, which may be the
+// other layer's. Both are rounded up, so retrying after t or Retry-After
+// seconds is never too early. The
 // draft (draft-ietf-httpapi-ratelimit-headers-11) warns clients not to
 // read t as a promise of a full quota; for the buckets, units also come
 // back continuously before t. X-RateLimit-Limit, -Remaining and -Reset
@@ -91,9 +93,11 @@
 // # Operations
 //
 // Config.DryRun decides and counts every request (consuming quota) but
-// lets all through without headers, to dark-launch a limit. Config.Hook
-// sees every decision: route group, an identity hash (never the identity),
-// algorithm, Config.PolicyVersion, the Outcome and the Decision.
+// lets all through at once without headers, to dark-launch a limit: not
+// even a missing key, a failing backend or a LeakyBucket's Delay holds a
+// request back. Config.Hook sees every decision: route group, an identity
+// hash (never the identity), algorithm, Config.PolicyVersion, the Outcome
+// and the Decision.
 // Middleware.Counts returns per-group counts by Outcome (one atomic add
 // per request), which promlimit exports to Prometheus.
 //

@@ -110,9 +110,17 @@ func describePolicy(name string, p any) (policyInfo, error) {
 		return info, fmt.Errorf("httplimit: limit %q: unsupported policy type %T", name, p)
 	}
 	info.w = max(1, ceilSeconds(w))
-	info.item = `"` + name + `";q=` + strconv.FormatInt(info.q, 10) + ";w=" + strconv.FormatInt(info.w, 10)
+	info.item = `"` + name + `";q=` + strconv.FormatInt(min(info.q, maxSFInt), 10) + ";w=" + strconv.FormatInt(info.w, 10)
 	return info, nil
 }
+
+// maxSFInt is the largest RFC 9651 Integer (15 digits). hotlimit accepts
+// capacities beyond it (a TokenBucket's Burst up to 2^61); the IETF
+// fields write such a q or r as maxSFInt, which understates the quota (a
+// client that trusts it sends less, never more), rather than a number a
+// strict parser rejects together with the whole field. w and t, in
+// seconds, always fit.
+const maxSFInt = 999_999_999_999_999
 
 // mulDur returns d·n, saturating instead of overflowing.
 func mulDur(d time.Duration, n int64) time.Duration {
@@ -174,10 +182,10 @@ func (m *Middleware) writeHeaders(h http.Header, policies []string, binding *pol
 		b := append(buf[:0], '"')
 		b = append(b, binding.name...)
 		b = append(b, `";r=`...)
-		b = strconv.AppendInt(b, d.Remaining, 10)
+		b = strconv.AppendInt(b, min(d.Remaining, maxSFInt), 10)
 		if tok {
 			b = append(b, ";t="...)
-			b = strconv.AppendInt(b, t, 10)
+			b = strconv.AppendInt(b, t, 10) // ≤ 9,223,372,037: always fits
 		}
 		h["Ratelimit-Policy"] = policies
 		h["Ratelimit"] = []string{string(b)}

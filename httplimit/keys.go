@@ -35,6 +35,11 @@ type KeyFunc func(dst []byte, r *http.Request) ([]byte, error)
 // trimmed); for any other header, the trimmed value. An empty token, or
 // an Authorization header of another scheme, is ErrNoKey.
 //
+// TokenKey does not check the token: anyone can send a new made-up token
+// with each request and get a fresh quota each time. Refuse unknown
+// tokens before the middleware (as examples/server does), or
+// authenticate first and limit by ContextKey.
+//
 // The token never enters the limiter: the identity is "tok:" and the
 // first 128 bits of its SHA-256, in hex. The limiter's keys live in
 // memory (and, with a shared backend, in Redis), are handed to hooks, and

@@ -80,10 +80,10 @@ type Outcome uint8
 const (
 	Allowed      Outcome = iota // the backend admitted it
 	Denied                      // the backend denied it: 429
-	DryRunDenied                // the backend denied it, but DryRun let it through
+	DryRunDenied                // the backend denied it, or no key could be extracted, but DryRun let it through
 	Exempt                      // an exempt group or identity: not limited
 	KeyDenied                   // no key could be extracted: denied
-	ErrorAllowed                // the backend failed, FailOpen let it through
+	ErrorAllowed                // the backend failed, FailOpen (or DryRun) let it through
 	ErrorDenied                 // the backend failed, FailClosed answered 503
 	NumOutcomes                 // the number of outcomes
 )
@@ -105,6 +105,9 @@ func (o Outcome) Passed() bool {
 
 // Event describes one decision, for Config.Hook.
 type Event struct {
+	// Request is the request decided on, for its method, path and the
+	// like. It carries the client's credentials (an Authorization
+	// header): log fields of it, never its headers wholesale.
 	Request *http.Request
 	Group   string  // the route group
 	Outcome Outcome // what the middleware did
@@ -184,12 +187,16 @@ type Config struct {
 	Reset ResetMode
 	// DryRun makes every decision (consuming quota, counting, calling
 	// the hook, with outcome DryRunDenied for a denial) but lets every
-	// request through and writes no rate-limit headers: a limit can be
-	// dark-launched and watched before it is enforced.
+	// request through at once and writes no rate-limit headers: a limit
+	// can be dark-launched and watched before it is enforced. It
+	// overrides OnKeyError's denial (outcome DryRunDenied, Event.Err set)
+	// and OnBackendError's FailClosed (outcome ErrorAllowed), and waits
+	// out no LeakyBucket Delay.
 	DryRun bool
 	// Hook, if set, is called synchronously once per request, before the
-	// handler or the denial, for logging and metrics. It must be fast,
-	// and must not write to the response.
+	// handler or the denial, for logging and metrics: on the request's
+	// goroutine, so concurrently for concurrent requests. It must be
+	// fast, safe for concurrent use, and must not write to the response.
 	Hook func(Event)
 	// Deny, if set, writes refused responses in place of the default
 	// JSON body, e.g. {"error":"rate_limit_exceeded","retry_after":12}.
@@ -557,7 +564,11 @@ func (m *Middleware) decide(r *http.Request, g *groupState, sc *scratch) Event {
 		key, err = m.clientIP.appendKey(append(sc.buf[:0], keyPrefix...), r)
 	}
 	if err != nil {
-		return Event{Outcome: KeyDenied, Err: err, Fallback: fallback}
+		ev := Event{Outcome: KeyDenied, Err: err, Fallback: fallback}
+		if m.dryRun {
+			ev.Outcome = DryRunDenied // it would have been denied
+		}
+		return ev
 	}
 	id := key[len(keyPrefix):]
 	var idHash uint64
@@ -582,7 +593,7 @@ func (m *Middleware) decide(r *http.Request, g *groupState, sc *scratch) Event {
 	switch {
 	case err != nil:
 		ev.Outcome, ev.Decision = ErrorDenied, hotlimit.Decision{}
-		if m.onBackend == FailOpen {
+		if m.onBackend == FailOpen || m.dryRun {
 			ev.Outcome = ErrorAllowed
 		}
 		return ev
@@ -616,7 +627,9 @@ func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, next http.Ha
 		m.hook(ev)
 	}
 	if ev.Outcome.Passed() {
-		if ev.Decision.Delay > 0 && ev.Outcome == Allowed {
+		// A dry run does not shape either: it changes nothing for the
+		// client.
+		if ev.Decision.Delay > 0 && ev.Outcome == Allowed && !m.dryRun {
 			if m.wait(r.Context(), ev.Decision.Delay) != nil {
 				return
 			}

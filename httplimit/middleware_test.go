@@ -823,3 +823,58 @@ func TestBadKeyFunc(t *testing.T) {
 		}
 	}
 }
+
+// TestDryRunNeverBlocks: a dark-launched limit changes nothing for the
+// client, whatever happens: no key (under KeyErrorDeny), a backend that
+// fails (under FailClosed), or a LeakyBucket that would shape the request
+// with a Delay. The handler is called at once every time, and the outcome
+// still tells what enforcement would have done.
+func TestDryRunNeverBlocks(t *testing.T) {
+	var ev Event
+	base := func() Config {
+		return Config{
+			Limits:       map[string]any{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
+			Groups:       []Group{{Name: "g", Limit: "l"}},
+			DefaultGroup: "g",
+			Key:          TokenKey("Authorization"),
+			DryRun:       true,
+			Hook:         func(e Event) { ev = e },
+		}
+	}
+
+	hs := newHarness(t, base())
+	if w := hs.do("/", ""); w.Code != http.StatusOK || hs.calls != 1 || w.Header().Get("Retry-After") != "" {
+		t.Errorf("dry run, no key: %d, calls=%d; want the handler called", w.Code, hs.calls)
+	}
+	if ev.Outcome != DryRunDenied || !errors.Is(ev.Err, ErrNoKey) {
+		t.Errorf("dry run, no key: event %+v, want DryRunDenied with ErrNoKey", ev)
+	}
+
+	cfg := base()
+	down := errors.New("store down")
+	cfg.Backend = func(map[string]any) (Backend, error) {
+		return backendFunc(func(context.Context, []Layer) (hotlimit.Decision, error) { return hotlimit.Decision{}, down }), nil
+	}
+	hs = newHarness(t, cfg) // FailClosed, the default
+	if w := hs.do("/", token); w.Code != http.StatusOK || hs.calls != 1 {
+		t.Errorf("dry run, backend down: %d, calls=%d; want the handler called", w.Code, hs.calls)
+	}
+	if ev.Outcome != ErrorAllowed || !errors.Is(ev.Err, down) {
+		t.Errorf("dry run, backend down: event %+v, want ErrorAllowed", ev)
+	}
+
+	cfg = base()
+	cfg.Limits = map[string]any{"l": hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(1), Capacity: 5}}
+	hs = newHarness(t, cfg)
+	for range 3 {
+		if w := hs.do("/", token); w.Code != http.StatusOK {
+			t.Fatalf("dry run, leaky bucket: %d", w.Code)
+		}
+	}
+	if hs.calls != 3 || len(hs.waits) != 0 {
+		t.Errorf("dry run, leaky bucket: calls=%d waits=%v; want 3 calls and no shaping delay", hs.calls, hs.waits)
+	}
+	if ev.Outcome != Allowed || ev.Decision.Delay != 2*time.Second {
+		t.Errorf("dry run, leaky bucket: event %+v, want Allowed with the Delay it would have had", ev)
+	}
+}

@@ -3,7 +3,9 @@ package promlimit
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -159,4 +161,63 @@ func TestLimitersOnly(t *testing.T) {
 	if n := testutil.CollectAndCount(c, "svc_limiter_keys"); n != 1 {
 		t.Fatalf("svc_limiter_keys: %d series", n)
 	}
+}
+
+// TestConcurrentScrapes: scrapes run concurrently with each other and with
+// traffic (go test -race), and counters never go backwards between
+// scrapes.
+func TestConcurrentScrapes(t *testing.T) {
+	m, err := httplimit.New(httplimit.Config{
+		Limits:       map[string]any{"l": hotlimit.FixedWindow{Limit: 50, Window: time.Hour}},
+		Groups:       []httplimit.Group{{Name: "g", Limit: "l"}},
+		DefaultGroup: "g",
+		Key:          httplimit.TokenKey("Authorization"),
+		Backend:      httplimit.LocalBackend(hotlimit.WithSweepInterval(0)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(New(Options{Middleware: m}))
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 100 {
+				r := httptest.NewRequest("GET", "/", nil)
+				r.Header.Set("Authorization", "Bearer t"+strconv.Itoa(i*1000+j%7))
+				h.ServeHTTP(httptest.NewRecorder(), r)
+			}
+		}()
+	}
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			last := 0.0
+			for range 50 {
+				mfs, err := reg.Gather()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				total := 0.0
+				for _, mf := range mfs {
+					if mf.GetName() == "hotlimit_http_requests_total" {
+						for _, mt := range mf.GetMetric() {
+							total += mt.GetCounter().GetValue()
+						}
+					}
+				}
+				if total < last {
+					t.Errorf("requests total went from %v to %v", last, total)
+				}
+				last = total
+			}
+		}()
+	}
+	wg.Wait()
 }

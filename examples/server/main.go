@@ -6,7 +6,10 @@
 //	go run ./examples/server -addr :9000
 //
 // Clients are limited by their Bearer token when they send one, by their
-// IP address otherwise.
+// IP address otherwise. The server knows its tokens (demoTokens) and
+// refuses others with 401 before the limit: a limit keyed by a token that
+// nobody checks is no limit, since a client could send a new made-up
+// token with each request and get a fresh quota each time.
 package main
 
 import (
@@ -19,6 +22,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -60,7 +65,31 @@ func newHandler(opts ...hotlimit.Option) (http.Handler, *httplimit.Middleware, e
 	mux.HandleFunc("GET /api/ping", ping)
 	mux.HandleFunc("GET /api/v1/ping", ping)
 	mux.HandleFunc("GET /healthz", ping)
-	return m.Handler(mux), m, nil
+	return authenticate(m.Handler(mux)), m, nil
+}
+
+// demoTokens are the API tokens the server accepts.
+var demoTokens = []string{"demo-token-1", "demo-token-2"}
+
+// authenticate refuses a request whose Authorization header is not a
+// Bearer credential the server issued. It parses the header as
+// httplimit.TokenKey does (the first line, the scheme case-insensitively,
+// the credential trimmed), so every token the limit sees is a known one;
+// a request without the header is limited by its IP address.
+func authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v, ok := r.Header["Authorization"]; ok {
+			scheme, tok, _ := strings.Cut(strings.TrimSpace(v[0]), " ")
+			if !strings.EqualFold(scheme, "Bearer") || !slices.Contains(demoTokens, strings.TrimSpace(tok)) {
+				w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				fmt.Fprintln(w, `{"error":"invalid_token"}`)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func report(w http.ResponseWriter, r *http.Request) {
@@ -94,8 +123,8 @@ func main() {
 	fmt.Printf("listening on %s\n\n", base)
 	fmt.Printf("The expensive route admits a burst of 3; the 4th request gets a 429:\n\n")
 	fmt.Printf("  for i in 1 2 3 4; do curl -si %s/api/report | grep -iE '^(HTTP|RateLimit|Retry-After|\\{)'; done\n\n", base)
-	fmt.Printf("Its alias /api/v1/report shares the quota; a token gets its own:\n\n")
-	fmt.Printf("  curl -si -H 'Authorization: Bearer my-token' %s/api/v1/report\n\n", base)
+	fmt.Printf("Its alias /api/v1/report shares the quota; a token the server issued gets its own:\n\n")
+	fmt.Printf("  curl -si -H 'Authorization: Bearer %s' %s/api/v1/report\n\n", demoTokens[0], base)
 
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

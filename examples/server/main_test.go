@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,7 +51,7 @@ func TestServer429(t *testing.T) {
 		t.Fatalf("429 body: %s", w.Body)
 	}
 	// Another client (a token) is not affected; the cheap route neither.
-	if w := get(h, "/api/report", "my-token"); w.Code != http.StatusOK {
+	if w := get(h, "/api/report", demoTokens[1]); w.Code != http.StatusOK {
 		t.Fatalf("token client: %d", w.Code)
 	}
 	if w := get(h, "/api/ping", ""); w.Code != http.StatusOK {
@@ -66,5 +67,34 @@ func TestServer429(t *testing.T) {
 	clock.Advance(10 * time.Second)
 	if w := get(h, "/api/report", ""); w.Code != http.StatusOK {
 		t.Fatalf("after Retry-After: %d", w.Code)
+	}
+}
+
+// TestMadeUpTokensGetNoQuota: the limit is keyed by the Bearer token, so
+// a token the server does not know must not buy a fresh quota: a client
+// that spent its burst cannot reach the expensive route again by sending
+// a new made-up token with each request.
+func TestMadeUpTokensGetNoQuota(t *testing.T) {
+	clock := hotlimit.NewManualClock()
+	h, m, err := newHandler(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for range 3 {
+		get(h, "/api/report", "")
+	}
+	served := 0
+	for i := range 20 {
+		if w := get(h, "/api/report", "made-up-"+strconv.Itoa(i)); w.Code == http.StatusOK {
+			served++
+		}
+	}
+	if served != 0 {
+		t.Fatalf("%d of 20 requests with made-up tokens reached the expensive route", served)
+	}
+	// A token the server issued has its own quota.
+	if w := get(h, "/api/report", demoTokens[0]); w.Code != http.StatusOK {
+		t.Fatalf("issued token: %d", w.Code)
 	}
 }
