@@ -1,6 +1,9 @@
 package hotlimit
 
-import "sync/atomic"
+import (
+	"math"
+	"sync/atomic"
+)
 
 // Layer is one limit of a layered check: a limiter, the key it limits the
 // request by, and the request's cost there. See AllowLayers.
@@ -27,13 +30,16 @@ const maxStackLayers = 8
 // policy, and once every call has returned each layer holds exactly the
 // cost of the requests that were admitted by all layers.
 //
-// The Decision reports the binding layer. Allowed: Remaining is the
-// smallest Remaining after the admission, and Limit is that layer's; Delay
-// and ResetAfter are the largest. Denied: RetryAfter is the largest among
-// the layers that would deny the request (each checked without consuming),
-// Limit is that layer's, Remaining is the smallest of all layers' current
-// Remaining, and ResetAfter the largest. A layer with a nil Limiter denies
-// with RetryAfter = Never.
+// The Decision reports the binding layer: Remaining and Limit are that
+// layer's, in its units. Allowed, the binding layer is the one that would
+// admit the fewest more requests of the same costs (⌊Remaining/Cost⌋,
+// ties going to the smaller Remaining), so a client told "Remaining 4" by a
+// cost-1 layer is not misled when a cost-3 layer has 6 units, 2 requests,
+// left; Delay and ResetAfter are the largest. Denied, the binding layer is
+// the one among those that would deny the request (each checked without
+// consuming) with the largest RetryAfter, which is the Decision's
+// RetryAfter; ResetAfter is the largest of all layers'. A layer with a nil
+// Limiter denies with RetryAfter = Never.
 //
 // It allocates nothing for up to 8 layers.
 func AllowLayers(layers ...Layer) Decision {
@@ -43,6 +49,7 @@ func AllowLayers(layers ...Layer) Decision {
 		ats = make([]int64, 0, len(layers))
 	}
 	var out Decision
+	var best int64 // the binding layer's requests(Remaining, Cost)
 	for i := range layers {
 		ly := &layers[i]
 		if ly.Limiter == nil {
@@ -56,14 +63,22 @@ func AllowLayers(layers ...Layer) Decision {
 		}
 		ats = append(ats, at)
 		d := p.decision(v, ly.Cost)
-		if i == 0 || d.Remaining < out.Remaining {
-			out.Remaining, out.Limit = d.Remaining, d.Limit
+		if n := requests(d.Remaining, ly.Cost); i == 0 || n < best || n == best && d.Remaining < out.Remaining {
+			best, out.Remaining, out.Limit = n, d.Remaining, d.Limit
 		}
 		out.ResetAfter = max(out.ResetAfter, d.ResetAfter)
 		out.Delay = max(out.Delay, d.Delay)
 	}
 	out.Allowed = true
 	return out
+}
+
+// requests is how many more requests of cost fit in remaining units.
+func requests(remaining, cost int64) int64 {
+	if cost <= 0 {
+		return math.MaxInt64
+	}
+	return remaining / cost
 }
 
 // refundLayers gives back, latest first, what the admitted layers took.
@@ -83,14 +98,13 @@ func deniedLayers(layers []Layer, i int, d Decision) Decision {
 			continue
 		}
 		if ly.Limiter == nil {
-			out.RetryAfter, out.Limit = Never, 0
+			out.RetryAfter, out.Limit, out.Remaining = Never, 0, 0
 			continue
 		}
 		c := ly.Limiter.check(ly.Key, ly.Cost)
 		if !c.Allowed && c.RetryAfter > out.RetryAfter {
-			out.RetryAfter, out.Limit = c.RetryAfter, c.Limit
+			out.RetryAfter, out.Limit, out.Remaining = c.RetryAfter, c.Limit, c.Remaining
 		}
-		out.Remaining = min(out.Remaining, c.Remaining)
 		out.ResetAfter = max(out.ResetAfter, c.ResetAfter)
 	}
 	out.Allowed, out.Delay = false, 0

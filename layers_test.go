@@ -200,3 +200,37 @@ func TestRefundWindows(t *testing.T) {
 		t.Fatalf("token bucket over-refund: %+v, want full", d)
 	}
 }
+
+// TestAllowLayersBindingWithCosts: the binding layer is the one that admits
+// the fewest more requests, counting each layer's cost, and the Decision
+// reports its Remaining and Limit.
+func TestAllowLayersBindingWithCosts(t *testing.T) {
+	c := hotlimit.NewManualClock()
+	mk := func(p any) *hotlimit.Limiter {
+		l, err := hotlimit.New(p, hotlimit.WithClock(c), hotlimit.WithSweepInterval(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	group := mk(hotlimit.FixedWindow{Limit: 5, Window: time.Hour})
+	global := mk(hotlimit.FixedWindow{Limit: 9, Window: time.Hour})
+	req := []hotlimit.Layer{{Limiter: group, Key: "g", Cost: 1}, {Limiter: global, Key: "all", Cost: 3}}
+	// After one request: the group has 4 units (4 requests), the global 6
+	// units (2 requests): the global binds.
+	if d := hotlimit.AllowLayers(req...); !d.Allowed || d.Remaining != 6 || d.Limit != 9 {
+		t.Fatalf("first: %+v, want Remaining 6 of the global's 9", d)
+	}
+	hotlimit.AllowLayers(req...)
+	hotlimit.AllowLayers(req...)
+	// The global is empty: denied until the window turns, reported with
+	// the global's Remaining, not the group's 2.
+	d := hotlimit.AllowLayers(req...)
+	if d.Allowed || d.Remaining != 0 || d.Limit != 9 || d.RetryAfter != time.Hour {
+		t.Fatalf("denied: %+v", d)
+	}
+	if r := group.AllowN("g", 0).Remaining; r != 2 {
+		t.Fatalf("group remaining %d, want 2: the refused request took nothing", r)
+	}
+}
