@@ -97,40 +97,46 @@ func (b *Breaker) retryIn() time.Duration {
 	return 0
 }
 
-// acquire reports whether a call may go to Redis now. A true result must
-// be followed by exactly one done or release.
-func (b *Breaker) acquire() bool {
+// acquire reports whether a call may go to Redis now (ok), and whether
+// that call is the half-open state's probe. An ok result must be followed
+// by exactly one done, or one release given probe.
+func (b *Breaker) acquire() (ok, probe bool) {
 	if b.state.Load() == breakerClosed {
-		return true
+		return true, false
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch b.state.Load() {
 	case breakerClosed:
-		return true
+		return true, false
 	case breakerOpen:
 		if b.now()-b.openedAt < b.cooldown {
-			return false
+			return false, false
 		}
 		b.state.Store(breakerHalfOpen)
 		b.probing = true
-		return true
+		return true, true
 	default: // half-open
 		if b.probing {
-			return false
+			return false, false
 		}
 		b.probing = true
-		return true
+		return true, true
 	}
 }
 
-// release returns an acquired call that was not made.
-func (b *Breaker) release() {
-	if b.state.Load() == breakerClosed {
+// release returns an acquired call that was not made; probe is what
+// acquire said. Only the probe's release lets another caller probe: a call
+// acquired before the breaker opened, abandoned now, must not free the
+// slot of the probe in flight.
+func (b *Breaker) release(probe bool) {
+	if !probe {
 		return
 	}
 	b.mu.Lock()
-	b.probing = false
+	if b.state.Load() == breakerHalfOpen {
+		b.probing = false
+	}
 	b.mu.Unlock()
 }
 

@@ -16,7 +16,7 @@ func TestBreakerStates(t *testing.T) {
 	b.now = ft.now
 	fail := func() {
 		t.Helper()
-		if !b.acquire() {
+		if !acq(b) {
 			t.Fatal("acquire refused while closed")
 		}
 		b.done(false)
@@ -27,45 +27,45 @@ func TestBreakerStates(t *testing.T) {
 		t.Fatal("open after 2 of 3 failures")
 	}
 	// A success resets the count of consecutive failures.
-	if !b.acquire() {
+	if !acq(b) {
 		t.Fatal("acquire refused")
 	}
 	b.done(true)
 	fail()
 	fail()
 	fail()
-	if !b.Open() || b.acquire() {
+	if !b.Open() || acq(b) {
 		t.Fatal("not open after 3 consecutive failures")
 	}
 	if got := b.retryIn(); got != time.Second {
 		t.Fatalf("retryIn = %v, want 1s", got)
 	}
 	ft.t += 999 * time.Millisecond
-	if b.acquire() {
+	if acq(b) {
 		t.Fatal("let a call through before the cool-down ended")
 	}
 	ft.t += time.Millisecond
 	// Half-open: exactly one probe.
-	if !b.acquire() {
+	if !acq(b) {
 		t.Fatal("no probe after the cool-down")
 	}
-	if b.acquire() {
+	if acq(b) {
 		t.Fatal("a second call went through while the probe was in flight")
 	}
 	b.done(false) // the probe failed: open for another cool-down
-	if b.acquire() {
+	if acq(b) {
 		t.Fatal("a failed probe did not reopen the breaker")
 	}
 	ft.t += time.Second
-	if !b.acquire() {
+	if !acq(b) {
 		t.Fatal("no probe after the second cool-down")
 	}
-	b.release() // the probe was not made: another caller may probe
-	if !b.acquire() {
+	b.release(true) // the probe was not made: another caller may probe
+	if !acq(b) {
 		t.Fatal("a released probe was not given to the next caller")
 	}
 	b.done(true)
-	if b.Open() || !b.acquire() {
+	if b.Open() || !acq(b) {
 		t.Fatal("a successful probe did not close the breaker")
 	}
 	b.done(true)
@@ -94,4 +94,10 @@ func TestDenyCacheBounded(t *testing.T) {
 	if _, ok := c.get("k", 2, 10*time.Second); ok {
 		t.Fatal("an expired denial answered")
 	}
+}
+
+// acq reports whether b lets a call through.
+func acq(b *Breaker) bool {
+	ok, _ := b.acquire()
+	return ok
 }

@@ -24,19 +24,19 @@ import (
 // between two readings of it are used, so its origin (and any skew against
 // other processes or the Redis server) does not matter.
 type denyCache struct {
-	seed     maphash.Seed
-	perShard int
-	now      func() time.Duration // replaced by tests
-	shards   [denyShards]denyShard
+	seed   maphash.Seed
+	now    func() time.Duration // replaced by tests
+	shards [denyShards]denyShard
 }
 
 const denyShards = 16
 
 // denyShard is one lock stripe of a denyCache.
 type denyShard struct {
-	mu sync.Mutex
-	m  map[string]denial // guarded by mu
-	_  [64]byte          // keep neighbouring stripes' locks off one cache line
+	mu  sync.Mutex
+	m   map[string]denial // guarded by mu
+	max int               // entries this stripe may hold; the stripes' sum is the cache's bound
+	_   [64]byte          // keep neighbouring stripes' locks off one cache line
 }
 
 // denial is a cached denial: requests of at least cost are denied until
@@ -47,9 +47,14 @@ type denial struct {
 }
 
 func newDenyCache(maxKeys int) *denyCache {
-	c := &denyCache{seed: maphash.MakeSeed(), perShard: max(1, maxKeys/denyShards), now: monoNow}
+	c := &denyCache{seed: maphash.MakeSeed(), now: monoNow}
 	for i := range c.shards {
-		c.shards[i].m = make(map[string]denial)
+		s := &c.shards[i]
+		s.m = make(map[string]denial)
+		s.max = maxKeys / denyShards
+		if i < maxKeys%denyShards {
+			s.max++
+		}
 	}
 	return c
 }
@@ -74,9 +79,12 @@ func (c *denyCache) get(key string, cost int64, now time.Duration) (denial, bool
 // put records a denial for key, replacing an older one.
 func (c *denyCache) put(key string, d denial) {
 	s := c.shard(key)
+	if s.max == 0 {
+		return // with fewer keys than stripes, some stripes hold none
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.m[key]; !ok && len(s.m) >= c.perShard {
+	if _, ok := s.m[key]; !ok && len(s.m) >= s.max {
 		now := c.now()
 		for k, old := range s.m {
 			if now >= old.until {
@@ -84,7 +92,7 @@ func (c *denyCache) put(key string, d denial) {
 			}
 		}
 		for k := range s.m {
-			if len(s.m) < c.perShard {
+			if len(s.m) < s.max {
 				break
 			}
 			delete(s.m, k)

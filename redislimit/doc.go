@@ -55,10 +55,11 @@
 // script was sent may have consumed quota, so its outcome is unknown and
 // the failure policy answers. (The client must therefore not retry either:
 // New requires MaxRetries: -1 and ContextTimeoutEnabled: true of go-redis
-// clients.) A circuit breaker opens after consecutive failures
-// (DefaultFailures) so that a dead Redis costs one fast failure
-// (ErrCircuitOpen) per request rather than a timeout; after a cool-down
-// (DefaultCooldown) one probe goes through, and its success closes it.
+// clients, and MaxRedirects: -1 of a ClusterClient.) A circuit breaker
+// opens after consecutive failures (DefaultFailures) so that a dead Redis
+// costs one fast failure (ErrCircuitOpen) per request rather than a
+// timeout; after a cool-down (DefaultCooldown) one probe goes through, and
+// its success closes it.
 //
 // # Two tiers
 //

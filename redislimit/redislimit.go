@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"time"
 
@@ -35,7 +36,7 @@ type Limiter struct {
 	client  redis.Scripter
 	name    string
 	spec    spec
-	argv    [4]any // spec's kind, a, tau, limit, boxed once for the script call
+	argv    [4]any // spec's kind, a, tau, limit, in decimal, boxed once for the script call
 	head    string // the Redis key is head + key + tail
 	tail    string
 	timeout time.Duration
@@ -163,7 +164,11 @@ func WithLocalDenials(maxKeys int) Option {
 // The client must not retry commands, since a retried decision could
 // consume twice, and must apply context deadlines, so that WithTimeout
 // holds: for *redis.Client, *redis.ClusterClient and *redis.Ring, New
-// requires MaxRetries: -1 and ContextTimeoutEnabled: true; any other
+// requires MaxRetries: -1 and ContextTimeoutEnabled: true, and of a
+// *redis.ClusterClient also MaxRedirects: -1 (its redirect loop resends a
+// command after a broken connection; with -1 a MOVED or ASK reply during
+// resharding fails that one decision, and the client reloads its slot
+// map for the next); any other
 // Scripter must behave so too, and be comparable (a pointer). New makes no
 // call to Redis.
 func New(client redis.Scripter, name string, policy any, opts ...Option) (*Limiter, error) {
@@ -189,7 +194,7 @@ func New(client redis.Scripter, name string, policy any, opts ...Option) (*Limit
 		return nil, err
 	}
 	l := &Limiter{client: client, name: name, spec: sp, timeout: cfg.timeout, breaker: cfg.breaker, fail: cfg.fail, failSet: cfg.failSet}
-	l.argv = [4]any{sp.kind, sp.a, sp.tau, sp.limit}
+	l.argv = [4]any{strconv.Itoa(sp.kind), strconv.FormatInt(sp.a, 10), strconv.FormatInt(sp.tau, 10), strconv.FormatInt(sp.limit, 10)}
 	if cfg.tag != nil {
 		l.head = cfg.prefix + "{" + *cfg.tag + "}" + name + ":"
 	} else {
@@ -227,6 +232,12 @@ func checkClient(client redis.Scripter) error {
 	case *redis.ClusterClient:
 		o := c.Options()
 		retries, ctxTimeouts = o.MaxRetries, o.ContextTimeoutEnabled
+		// Its own loop sends a command again after a broken connection
+		// or a timeout (same node, then another), up to MaxRedirects
+		// times, whatever MaxRetries says.
+		if o.MaxRedirects > 0 {
+			return fmt.Errorf("redislimit: the cluster client resends failed commands (MaxRedirects %d), which could consume quota twice: set MaxRedirects: -1", o.MaxRedirects)
+		}
 	case *redis.Ring:
 		o := c.Options()
 		retries, ctxTimeouts = o.MaxRetries, o.ContextTimeoutEnabled
@@ -335,33 +346,37 @@ func AllowLayers(ctx context.Context, layers ...Layer) (hotlimit.Decision, error
 
 	// Go through every distinct breaker (usually one, shared).
 	var bbuf [4]*Breaker
-	bs := bbuf[:0]
+	var pbuf [4]bool // whether the call is bs[i]'s probe
+	bs, probes := bbuf[:0], pbuf[:0]
 	for _, ly := range layers {
 		if !containsBreaker(bs, ly.Limiter.breaker) {
 			bs = append(bs, ly.Limiter.breaker)
 		}
 	}
 	for i, b := range bs {
-		if !b.acquire() {
-			for _, a := range bs[:i] {
-				a.release()
+		ok, probe := b.acquire()
+		if !ok {
+			for j, a := range bs[:i] {
+				a.release(probes[j])
 			}
 			return failDecision(layers), fmt.Errorf("%w: %w", ErrUnavailable, ErrCircuitOpen)
 		}
+		probes = append(probes, probe)
 	}
 
-	reply, err := run(ctx, timeout, layers)
+	var rbuf [2 + 4*8]int64
+	reply, err := run(ctx, timeout, layers, rbuf[:0])
 	if err != nil {
 		// A reply error comes from a live server, and a cancellation
 		// from the caller: neither says Redis is down.
 		var rerr redis.Error
 		live, canceled := errors.As(err, &rerr), ctx.Err() != nil
-		for _, b := range bs {
+		for i, b := range bs {
 			switch {
 			case live:
 				b.done(true)
 			case canceled:
-				b.release()
+				b.release(probes[i])
 			default:
 				b.done(false)
 			}
@@ -390,11 +405,14 @@ func containsBreaker(bs []*Breaker, b *Breaker) bool {
 	return false
 }
 
-// run makes the one script call for layers.
-func run(ctx context.Context, timeout time.Duration, layers []Layer) ([]int64, error) {
-	var kbuf [8]string
-	var abuf [1 + 8*5]any
-	keys, args := kbuf[:0], abuf[:0]
+// run makes the one script call for layers and appends the reply's
+// integers to out.
+//
+// The slices handed to go-redis escape to the heap whatever their size:
+// they are made to measure rather than from arrays on the stack, which
+// would move to the heap whole.
+func run(ctx context.Context, timeout time.Duration, layers []Layer, out []int64) ([]int64, error) {
+	keys, args := make([]string, 0, len(layers)), make([]any, 0, 1+5*len(layers))
 	if l := layers[0].Limiter; l.testNow != nil {
 		args = append(args, strconv.FormatInt(l.testNow(), 10))
 	} else {
@@ -405,9 +423,25 @@ func run(ctx context.Context, timeout time.Duration, layers []Layer) ([]int64, e
 		keys = append(keys, l.RedisKey(ly.Key))
 		args = append(args, l.argv[0], l.argv[1], l.argv[2], l.argv[3], ly.Cost)
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	return script.Run(ctx, layers[0].Limiter.client, keys, args...).Int64Slice()
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > timeout {
+		// Otherwise the caller's deadline comes first: it bounds the
+		// call, without a timer of our own.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	vals, err := script.Run(ctx, layers[0].Limiter.client, keys, args...).Slice()
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range vals {
+		n, ok := v.(int64)
+		if !ok {
+			return nil, fmt.Errorf("redislimit: unexpected script reply %v", vals)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // micros converts a duration in µs from the script, -1 meaning never.
@@ -434,7 +468,7 @@ func decode(r []int64, layers []Layer) (d hotlimit.Decision, denied int, err err
 		return d, -1, nil
 	}
 	if len(r) != 2+4*n || r[0] != 0 || r[1] < 1 || r[1] > int64(n) {
-		return d, -1, fmt.Errorf("redislimit: unexpected script reply %v", r)
+		return d, -1, fmt.Errorf("redislimit: unexpected script reply %v", slices.Clone(r)) // a copy: r stays on the caller's stack
 	}
 	at := func(j int) (ok bool, rem int64, retry, reset time.Duration) {
 		o := 2 + 4*j
@@ -487,7 +521,9 @@ func localDenial(layers []Layer) (hotlimit.Decision, bool) {
 	found := false
 	for _, ly := range layers {
 		c := ly.Limiter.cache
-		if c == nil {
+		if c == nil || ly.Cost > ly.Limiter.spec.limit {
+			// A cost above the limit is never admitted: Redis answers
+			// RetryAfter = Never, which no cached denial would.
 			continue
 		}
 		now := c.now()

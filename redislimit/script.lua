@@ -31,6 +31,55 @@
 
 if redis.replicate_commands then redis.replicate_commands() end
 
+-- With a test instant, TTLs run on the server's real clock while the
+-- decisions follow the test's: they are stretched by an hour, so that no
+-- key expires during a test that its own clock still needs.
+local now, ttlExtra = nil, 0
+if ARGV[1] ~= "" then
+  now = tonumber(ARGV[1])
+  ttlExtra = 3600000
+else
+  local t = redis.call("TIME")
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- Fast path: a single token-bucket layer, the common call. It is step
+-- and the write below for that case, written out without closures or
+-- tables: creating them (and collecting them) is most of the cost of a
+-- script this small. Every other call takes the general path after it.
+if #KEYS == 1 and ARGV[2] == "1" then
+  local key, T, tau, c = KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
+  local base = tonumber(redis.call("GET", key)) or 0
+  if base < now then base = now end -- a stale reading: no time has passed
+  local debt = base - now
+  local d, nx, retry = debt, nil, 0 -- d: the debt Remaining and ResetAfter report
+  if c < 0 or c > tonumber(ARGV[5]) then
+    retry = -1
+  elseif c > 0 then
+    nx = base + c * T
+    if nx - now <= tau then d = nx - now else retry, nx = nx - tau - now, nil end
+  end
+  local rem = 0
+  if d < tau then -- rem = floor((tau-d)/T), exactly (see divmod)
+    local m = tau - d
+    rem = math.floor(m / T)
+    local r = m - rem * T
+    while r < 0 do rem = rem - 1; r = r + T end
+    while r >= T do rem = rem + 1; r = r - T end
+  end
+  if retry ~= 0 then return { 0, 1, 0, rem, retry, debt } end
+  if nx then
+    -- TTL: d µs rounded up to a millisecond, exactly.
+    local ms = math.floor(d / 1000)
+    local r = d - ms * 1000
+    while r < 0 do ms = ms - 1; r = r + 1000 end
+    while r >= 1000 do ms = ms + 1; r = r - 1000 end
+    if r > 0 then ms = ms + 1 end
+    redis.call("SET", key, string.format("%.0f", nx), "PX", ms + ttlExtra)
+  end
+  return { 1, rem, d }
+end
+
 local floor = math.floor
 
 -- divmod returns floor(n/d) and n mod d exactly, for 0 <= n, 0 < d and
@@ -76,18 +125,6 @@ local function ceildiv(n, d)
   local q, r = divmod(n, d)
   if r > 0 then q = q + 1 end
   return q
-end
-
--- With a test instant, TTLs run on the server's real clock while the
--- decisions follow the test's: they are stretched by an hour, so that no
--- key expires during a test that its own clock still needs.
-local now, ttlExtra = nil, 0
-if ARGV[1] ~= "" then
-  now = tonumber(ARGV[1])
-  ttlExtra = 3600000
-else
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
 local n = #KEYS

@@ -21,18 +21,23 @@ import (
 // Buckets is the number of chart buckets per policy window.
 const Buckets = 20
 
+// MaxChartBuckets bounds the buckets of one chart series: a trace much
+// longer than its window gets wider buckets (a whole number of
+// Window/Buckets) instead of millions of them.
+const MaxChartBuckets = 2000
+
 // WriteChart writes a PNG of r to path: one panel per algorithm, stacked
 // on a shared time axis, each showing the requests sent and admitted per
 // bucket of Window/Buckets (admitted requests counted at their start time,
 // so the leaky bucket's queueing shows). All panels share one y scale.
 func WriteChart(path string, r ShapeResult, policy Policy) error {
-	bucket := max(policy.Window/Buckets, 1)
 	end := r.Shape.Duration
 	for _, o := range r.Outcomes {
 		for _, e := range o.Events {
 			end = max(end, e.Start()+1)
 		}
 	}
+	bucket := chartBucket(policy.Window, end)
 	nb := int((end + bucket - 1) / bucket)
 	unit, unitName := timeUnit(end)
 
@@ -127,6 +132,20 @@ func WriteChart(path string, r ShapeResult, policy Policy) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// chartBucket returns the width of a chart bucket for a chart from 0 to
+// end: Window/Buckets, or the smallest multiple of it that keeps the
+// chart within MaxChartBuckets buckets.
+func chartBucket(window, end time.Duration) time.Duration {
+	b := max(window/Buckets, 1)
+	if end <= 0 {
+		return b
+	}
+	if n := (end-1)/b + 1; n > MaxChartBuckets {
+		b *= (n-1)/MaxChartBuckets + 1
+	}
+	return b
 }
 
 // stepLine returns a step line of counts per bucket, x in unit.

@@ -61,3 +61,36 @@ func TestTimeUnitAndTicks(t *testing.T) {
 		t.Errorf("%d ticks over 1000 windows", n)
 	}
 }
+
+// A trace that spans much longer than its policy's window (a week of
+// access log against 10 per second) must not get a bucket per 50 ms: 12
+// million buckets per series ran out of memory and drew nothing legible.
+func TestChartBucketsAreBounded(t *testing.T) {
+	for _, c := range []struct{ window, end time.Duration }{
+		{time.Minute, 3 * time.Minute},
+		{time.Second, 7 * 24 * time.Hour},
+		{time.Nanosecond, 100 * 365 * 24 * time.Hour},
+		{time.Hour, time.Nanosecond},
+	} {
+		b := chartBucket(c.window, c.end)
+		if b < 1 || b < c.window/Buckets {
+			t.Errorf("chartBucket(%v, %v) = %v: finer than window/%d", c.window, c.end, b, Buckets)
+		}
+		if n := (c.end + b - 1) / b; n > MaxChartBuckets {
+			t.Errorf("chartBucket(%v, %v) = %v: %d buckets, more than %d", c.window, c.end, b, n, MaxChartBuckets)
+		}
+	}
+	if b := chartBucket(time.Minute, 3*time.Minute); b != 3*time.Second {
+		t.Errorf("built-in shapes: bucket %v, want window/%d = 3s", b, Buckets)
+	}
+	// End to end: a week-long trace at 10 per second charts at once.
+	p := Policy{Limit: 10, Window: time.Second, LeakyCapacity: 2}
+	reqs := []Request{{0, "a", 1}, {7 * 24 * time.Hour, "a", 1}}
+	r, err := Run(TraceShape("week.csv", reqs), Algorithms(p), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteChart(filepath.Join(t.TempDir(), "x.png"), r, p); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -160,7 +160,7 @@ func TestLeakyBucketOutputNeverExceedsItsRate(t *testing.T) {
 					}
 				}
 			}
-			if o.Stats.MaxInWindow > p.Limit+1 {
+			if o.Stats.MaxInWindow > p.Limit { // starts ≥ T = ⌈W/N⌉ apart: at most N in [t, t+W)
 				t.Errorf("%v %s: leaky bucket started %d in one window", p, name, o.Stats.MaxInWindow)
 			}
 		}

@@ -10,8 +10,10 @@ type Stats struct {
 	Admitted int64 // requests admitted
 	Denied   int64 // requests denied
 	// MaxInWindow is the most units admitted to one key within any
-	// interval [t, t+Window), counting each admitted request at its start
-	// time (At + Delay), maximised over t and keys.
+	// interval [t, t+Window), counting each admitted unit at its start
+	// time (At + Delay, and for the leaky bucket one interval later for
+	// each further unit of a request: see Event.Spacing), maximised over
+	// t and keys.
 	MaxInWindow int64
 	// OverLog is the number of admitted units that the exact sliding log
 	// would deny if it saw only this algorithm's admitted requests, at
@@ -40,7 +42,7 @@ func Measure(events []Event, policy Policy) Stats {
 		if _, ok := byKey[e.Key]; !ok {
 			keys = append(keys, e.Key)
 		}
-		byKey[e.Key] = append(byKey[e.Key], e)
+		byKey[e.Key] = appendUnits(byKey[e.Key], e)
 	}
 	if s.Admitted > 0 {
 		s.MeanDelay = sumDelay / time.Duration(s.Admitted)
@@ -52,6 +54,33 @@ func Measure(events []Event, policy Policy) Stats {
 		s.OverLog += OverLog(adm, policy)
 	}
 	return s
+}
+
+// maxSpread bounds the units of one request that appendUnits spreads
+// out; a costlier request (only with a huge -queue) is counted at
+// maxSpread start times, the rest of its units with the last one, which
+// can only overstate MaxInWindow and OverLog.
+const maxSpread = 1 << 16
+
+// appendUnits appends e to evs, split into one event per unit at its own
+// start time when e.Spacing > 0 (the leaky bucket's units of a costly
+// request start one interval apart).
+func appendUnits(evs []Event, e Event) []Event {
+	if e.Spacing <= 0 || e.Cost <= 1 {
+		return append(evs, e)
+	}
+	n := min(e.Cost, maxSpread)
+	for k := range n {
+		u := e
+		u.Cost = 1
+		if k == n-1 {
+			u.Cost = e.Cost - (n - 1)
+		}
+		u.Delay = e.Delay + time.Duration(k)*e.Spacing
+		u.Spacing = 0
+		evs = append(evs, u)
+	}
+	return evs
 }
 
 func compareDur(a, b time.Duration) int {

@@ -110,3 +110,33 @@ func TestMeasure(t *testing.T) {
 		t.Errorf("Measure = %+v, want %+v", s, want)
 	}
 }
+
+// The leaky bucket starts the c units of a request of cost c one interval
+// apart (the first after Delay), so its output never exceeds its rate even
+// with costs. Counting every unit at the first start overstated "most in
+// any window" and "over log" on traces with costs.
+func TestLeakyBucketUnitsOfACostlyRequestAreSpread(t *testing.T) {
+	p := Policy{Limit: 100, Window: time.Minute, LeakyCapacity: 10}
+	T := p.Interval() // 600ms
+	// A cost-11 request every 11 intervals: exactly the rate, all admitted.
+	var reqs []Request
+	for at := time.Duration(0); at < 3*p.Window; at += 11 * T {
+		reqs = append(reqs, Request{At: at, Key: "k", Cost: 11})
+	}
+	r, err := Run(TraceShape("t.csv", reqs), Algorithms(p), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range r.Outcomes {
+		if o.Algo.Name != LeakyBucket {
+			continue
+		}
+		s := o.Stats
+		if s.Denied != 0 {
+			t.Fatalf("leaky bucket denied %d of %d", s.Denied, len(reqs))
+		}
+		if s.MaxInWindow != p.Limit || s.OverLog != 0 {
+			t.Errorf("leaky bucket at exactly its rate: most in a window %d (want %d), over log %d (want 0)", s.MaxInWindow, p.Limit, s.OverLog)
+		}
+	}
+}

@@ -14,6 +14,11 @@ type Event struct {
 	// Delay is the leaky bucket's queueing delay for an admitted request;
 	// 0 for the other algorithms.
 	Delay time.Duration
+	// Spacing is, for the leaky bucket, the time between the starts of
+	// the units of one request: a request of cost c starts its units at
+	// Start(), Start()+Spacing, ..., Start()+(c−1)·Spacing. 0 (all units
+	// start together) for the other algorithms.
+	Spacing time.Duration
 }
 
 // Start returns when an admitted request starts: At + Delay.
@@ -60,6 +65,10 @@ func Run(shape Shape, algos []Algorithm, policy Policy) (ShapeResult, error) {
 }
 
 func runOne(shape Shape, a Algorithm) ([]Event, error) {
+	var spacing time.Duration
+	if lb, ok := a.Policy.(hotlimit.LeakyBucket); ok {
+		spacing = lb.Rate.Interval()
+	}
 	clk := hotlimit.NewManualClock()
 	lim, err := newDecider(a.Policy, clk, shape.MaxKeys)
 	if err != nil {
@@ -77,7 +86,7 @@ func runOne(shape Shape, a Algorithm) ([]Event, error) {
 		clk.Set(r.At)
 		d := lim.AllowN(r.Key, r.Cost)
 		t.Observe(d)
-		ev = append(ev, Event{Request: r, Allowed: d.Allowed, Delay: d.Delay})
+		ev = append(ev, Event{Request: r, Allowed: d.Allowed, Delay: d.Delay, Spacing: spacing})
 	}
 	return ev, nil
 }

@@ -135,8 +135,10 @@ func zipf(p Params, span time.Duration) []Request {
 	z := rand.NewZipf(rng, 1.1, 1, uint64(max(p.Keys, 1)-1))
 	mean := float64(p.Policy.Window) / float64(10*p.Policy.Limit)
 	var r []Request
-	for at := time.Duration(rng.ExpFloat64() * mean); at < span; at += time.Duration(rng.ExpFloat64() * mean) {
-		r = append(r, Request{At: at, Key: fmt.Sprintf("user%05d", z.Uint64()), Cost: 1})
+	// Sum the gaps in float64: the mean gap can be under 1 ns (a fast
+	// policy), and truncating each gap would make most of them 0.
+	for at := rng.ExpFloat64() * mean; at < float64(span); at += rng.ExpFloat64() * mean {
+		r = append(r, Request{At: time.Duration(at), Key: fmt.Sprintf("user%05d", z.Uint64()), Cost: 1})
 	}
 	return r
 }

@@ -116,3 +116,20 @@ func TestClient(t *testing.T) {
 		t.Error("a client told Never kept trying")
 	}
 }
+
+// A fast policy (here one request per nanosecond) has a mean gap between
+// zipf arrivals below 1 ns; truncating each gap to whole nanoseconds made
+// almost every gap 0, and the shape grew without bound (out of memory for
+// -policy 10000/10us).
+func TestZipfFastPolicyKeepsItsRate(t *testing.T) {
+	p := Params{Policy: Policy{Limit: 100, Window: 100 * time.Nanosecond}, Keys: 10, Seed: 1}
+	r := zipf(p, 3*p.Policy.Window)
+	if n := len(r); n < 2700 || n > 3300 {
+		t.Errorf("zipf at 100 per 100ns: %d requests over 3 windows, want about 3000", n)
+	}
+	for i := 1; i < len(r); i++ {
+		if r[i].At < r[i-1].At {
+			t.Fatalf("request %d at %v before %v", i, r[i].At, r[i-1].At)
+		}
+	}
+}

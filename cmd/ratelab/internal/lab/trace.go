@@ -47,7 +47,6 @@ func ReadTrace(r io.Reader, name string) ([]Request, error) {
 		if err == io.EOF {
 			break
 		}
-		line, _ := cr.FieldPos(0)
 		if err != nil {
 			var pe *csv.ParseError
 			if errors.As(err, &pe) {
@@ -55,6 +54,9 @@ func ReadTrace(r io.Reader, name string) ([]Request, error) {
 			}
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
+		// Only after a successful Read: FieldPos panics when the record
+		// it would describe has no fields, as after a syntax error.
+		line, _ := cr.FieldPos(0)
 		bad := func(format string, args ...any) error {
 			return fmt.Errorf("%s:%d: %s", name, line, fmt.Sprintf(format, args...))
 		}
@@ -152,7 +154,10 @@ func parseSeconds(s string) (time.Duration, error) {
 	}
 	var ns int64
 	if dot {
-		if !digits(frac) || len(frac) > 9 {
+		if !digits(frac) {
+			return 0, errors.New("want seconds, such as 12 or 12.5, or an RFC 3339 time")
+		}
+		if len(frac) > 9 {
 			return 0, errors.New("want at most 9 digits after the point")
 		}
 		v, _ := strconv.ParseInt((frac + "000000000")[:9], 10, 64)

@@ -60,12 +60,17 @@ func TestReadTraceErrors(t *testing.T) {
 		{"0,a,x\n", `t.csv:1: cost "x": want a whole number ≥ 0`},
 		{"-1,a\n", `t.csv:1: timestamp "-1": negative time`},
 		{"abc,a\n", `t.csv:1: timestamp "abc": want seconds`},
-		{"1.2.3,a\n", `t.csv:1: timestamp "1.2.3": want at most 9 digits`},
+		{"1.2.3,a\n", `t.csv:1: timestamp "1.2.3": want seconds`},
 		{"1.0000000001,a\n", `t.csv:1: timestamp "1.0000000001": want at most 9 digits`},
 		{"99999999999999,a\n", `t.csv:1: timestamp "99999999999999": more than`},
 		{"0,a\n2026-11-29T23:00:00Z,b\n", "t.csv:2: timestamp \"2026-11-29T23:00:00Z\" mixes"},
 		{"2026-13-29T23:00:00Z,b\n", "t.csv:1: timestamp \"2026-13-29T23:00:00Z\": want RFC 3339"},
 		{"0,\"a\n", "t.csv:1: extraneous or missing \" in quoted-field"},
+		// A CSV syntax error on a later line, in its first field: reported
+		// with its line, never a panic (FieldPos has no field to report then).
+		{"0,a\n\"x,b\n", "t.csv:2: extraneous or missing \" in quoted-field"},
+		{"0,a\n1,b\n\"x\"y,c\n", "t.csv:3: extraneous or missing \" in quoted-field"},
+		{"5.,a\n", `t.csv:1: timestamp "5.": want seconds`},
 		{"timestamp,key\nts,key\n", `t.csv:2: timestamp "ts": want seconds`},
 		{"0," + strings.Repeat("k", 64<<10+1) + "\n", "t.csv:1: key is 65537 bytes"},
 	}
