@@ -73,8 +73,9 @@ var ErrThrottled = errors.New("httpretry: host asked clients to wait")
 // first waits until then, plus a jitter of up to BaseDelay so that the
 // waiting requests do not all arrive at once. If the gate is further away
 // than the request's deadline or MaxWait, RoundTrip returns an error
-// wrapping ErrThrottled without sending anything. The gate is per
-// Transport and per host; a client that uses several credentials against
+// wrapping ErrThrottled without sending anything. A Transport keeps the
+// gates of at most 1024 hosts at a time, dropping the one that opens first
+// when full. The gate is per Transport and per host; a client that uses several credentials against
 // one host, limited separately, should use one Transport for each or set
 // DisableHostGate.
 //
@@ -387,8 +388,9 @@ func closeBody(req *http.Request) {
 // sent. It is the zero value until the first push.
 //
 // Invariants: an entry's time only moves forward; entries in the past are
-// dropped when the map grows, so its size is bounded by the number of
-// hosts throttled within the longest ask.
+// dropped when the map grows, and it never holds more than maxGates
+// entries (asks are chosen by servers and can be years long, so expiry
+// alone would not bound it).
 //
 // Once any gate exists, every lookup takes mu; until then, used is false
 // and lookups are one atomic load. used is set under mu before the first
@@ -404,6 +406,13 @@ type hostGates struct {
 // gateSweepAt is the map size at which push drops expired entries.
 const gateSweepAt = 64
 
+// maxGates bounds the gates a Transport keeps. When every kept gate is
+// still closed, a new host's gate replaces the one that opens first (or
+// is not kept, if it would open before all of them). A gate that is not
+// kept only costs the coordination between requests: each retry still
+// waits for its own response's ask.
+const maxGates = 1024
+
 // push moves host's gate to now+d unless it is already later.
 // (time.Time.Add saturates, so a huge d cannot wrap.)
 func (g *hostGates) push(host string, now time.Time, d time.Duration) {
@@ -414,6 +423,13 @@ func (g *hostGates) push(host string, now time.Time, d time.Duration) {
 		g.until = make(map[string]time.Time)
 		g.used.Store(true)
 	}
+	cur, ok := g.until[host]
+	if ok {
+		if at.After(cur) {
+			g.until[host] = at
+		}
+		return
+	}
 	if len(g.until) >= gateSweepAt {
 		for h, u := range g.until {
 			if !u.After(now) {
@@ -421,9 +437,21 @@ func (g *hostGates) push(host string, now time.Time, d time.Duration) {
 			}
 		}
 	}
-	if cur, ok := g.until[host]; !ok || at.After(cur) {
-		g.until[host] = at
+	if len(g.until) >= maxGates {
+		// Full of closed gates: drop the one that opens first, unless
+		// the new one would open even sooner.
+		first, firstAt := "", time.Time{}
+		for h, u := range g.until {
+			if first == "" || u.Before(firstAt) {
+				first, firstAt = h, u
+			}
+		}
+		if !at.After(firstAt) {
+			return
+		}
+		delete(g.until, first)
 	}
+	g.until[host] = at
 }
 
 // remaining returns how long host's gate stays closed after now (0 when

@@ -765,3 +765,44 @@ func TestZeroValue(t *testing.T) {
 		t.Errorf("got %q after %d hits", got, s.hits.Load())
 	}
 }
+
+// TestHostGatesBounded: the gates' memory must not grow with the number of
+// hosts that ever asked for a long wait. A client that talks to many
+// hosts (a crawler, or one server under many names, as with wildcard DNS)
+// and gets "Retry-After: 86400" from each kept an entry per host for a day;
+// asks are server-chosen and reach 292 years, so "entries in the past are
+// dropped" alone bounded nothing.
+func TestHostGatesBounded(t *testing.T) {
+	var g hostGates
+	now := time.Now()
+	const hosts = 3 * maxGates
+	for i := range hosts {
+		g.push(fmt.Sprintf("https://h%d.example", i), now, 24*time.Hour+time.Duration(i)*time.Second)
+	}
+	g.mu.Lock()
+	n := len(g.until)
+	g.mu.Unlock()
+	if n > maxGates {
+		t.Errorf("%d hosts asked for a day's wait: %d gates kept, want at most %d", hosts, n, maxGates)
+	}
+	// The gates kept are those that stay closed longest (a gate that is
+	// dropped only lets a request through sooner than the host asked, so
+	// drop the one that opens first), and the newest host is among them.
+	last := fmt.Sprintf("https://h%d.example", hosts-1)
+	if got, want := g.remaining(last, now), 24*time.Hour+(hosts-1)*time.Second; got != want {
+		t.Errorf("newest gate: %v left, want %v", got, want)
+	}
+	if got := g.remaining("https://h0.example", now); got != 0 {
+		t.Errorf("the gate that opens first was kept (%v left) while the table was full", got)
+	}
+	// Expired gates still go first: after the day, new hosts find room
+	// without evicting anything still closed.
+	later := now.Add(48*time.Hour + hosts*time.Second)
+	g.push("https://fresh.example", later, time.Minute)
+	g.mu.Lock()
+	n = len(g.until)
+	g.mu.Unlock()
+	if n != 1 {
+		t.Errorf("after every gate expired: %d gates kept, want 1", n)
+	}
+}

@@ -16,8 +16,8 @@ type Stats struct {
 	// t and keys.
 	MaxInWindow int64
 	// OverLog is the number of admitted units that the exact sliding log
-	// would deny if it saw only this algorithm's admitted requests, at
-	// their start times, in order. 0 means the admissions respect the
+	// would deny if it saw only this algorithm's admitted units, at their
+	// start times (as for MaxInWindow), in order. 0 means the admissions respect the
 	// limit in every interval of the window's length.
 	OverLog int64
 	// MaxDelay and MeanDelay are the queueing delays of the admitted

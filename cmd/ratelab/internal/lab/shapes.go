@@ -82,7 +82,7 @@ func Shapes(p Params) []Shape {
 		},
 		{
 			Name: "ignore-retry", Duration: span, Reactive: true,
-			About: "one client wanting 2× the rate that ignores Retry-After: a denied request is retried after 1/5 interval",
+			About: fmt.Sprintf("one client wanting 2× the rate that ignores Retry-After: a denied request is retried %v later", max(W/time.Duration(2*L)/5, 1)),
 			New:   func() Traffic { return &client{key: "client", gap: max(W/time.Duration(2*L), 1), end: span} },
 		},
 		{
@@ -107,7 +107,7 @@ func Shapes(p Params) []Shape {
 					q.Key = fmt.Sprintf("flood-%06d", i)
 					r = append(r, q)
 				}
-				slices.SortStableFunc(r, func(a, b Request) int { return int(a.At - b.At) })
+				slices.SortStableFunc(r, func(a, b Request) int { return compareDur(a.At, b.At) }) // not int(a.At-b.At): it wraps where int is 32 bits
 				return listOf(r)
 			},
 		},

@@ -148,7 +148,7 @@ func parseSeconds(s string) (time.Duration, error) {
 		}
 		v, err := strconv.ParseInt(whole, 10, 64)
 		if err != nil || v > maxTraceSeconds {
-			return 0, fmt.Errorf("more than %d seconds", maxTraceSeconds)
+			return 0, fmt.Errorf("more than %d seconds", int64(maxTraceSeconds))
 		}
 		sec = v
 	}
