@@ -35,8 +35,9 @@
 // slot, and identities spread over the cluster. A layered call's keys must
 // all be in one slot; for layers keyed differently (per token, per IP,
 // global), give every limiter involved the same WithHashTag(tag), which
-// makes the keys prefix + "{" + tag + "}" + name + ":" + key, all on one
-// node.
+// makes the keys prefix + "{" + tag + "}" + name + ":{" + key + "}", all
+// on one node. A name must not contain a brace, so two limiters never
+// share a Redis key, whatever keys they are given.
 //
 // # Failure policy
 //

@@ -75,7 +75,7 @@ func TestKeyLayout(t *testing.T) {
 		t.Errorf("default key %q, want %q", got, want)
 	}
 	b := must(New(c, "login", p, WithPrefix("app:"), WithHashTag("tenant7")))
-	if got, want := b.RedisKey("u1"), "app:{tenant7}login:u1"; got != want {
+	if got, want := b.RedisKey("u1"), "app:{tenant7}login:{u1}"; got != want {
 		t.Errorf("tagged key %q, want %q", got, want)
 	}
 }

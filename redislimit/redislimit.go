@@ -5,9 +5,11 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
@@ -86,7 +88,8 @@ func WithPrefix(prefix string) Option {
 }
 
 // WithHashTag puts every key of the limiter in the Redis Cluster slot of
-// tag: keys become prefix + "{" + tag + "}" + name + ":" + key. Give the
+// tag: keys become prefix + "{" + tag + "}" + name + ":{" + key + "}"
+// (Redis hashes only the first braces' content, the tag). Give the
 // same tag to every limiter that takes part in one AllowLayers call on a
 // cluster, since a script's keys must share a slot; this puts all of their
 // keys on one node. Without it, keys are prefix + name + ":{" + key + "}",
@@ -94,9 +97,12 @@ func WithPrefix(prefix string) Option {
 // slot and different identities spread over the cluster. A go-redis Ring
 // shards by the same hash tags, but nothing checks that a layered call's
 // keys are on one shard: use the same rule. The tag must not contain a
-// brace.
+// brace, and must not be empty (Redis would hash the whole key).
 func WithHashTag(tag string) Option {
 	return func(c *config) {
+		if tag == "" {
+			c.failf("WithHashTag: empty tag")
+		}
 		for i := 0; i < len(tag); i++ {
 			if tag[i] == '}' || tag[i] == '{' {
 				c.failf("WithHashTag: tag %q contains a brace", tag)
@@ -186,6 +192,12 @@ func New(client redis.Scripter, name string, policy any, opts ...Option) (*Limit
 	if name == "" {
 		return nil, errors.New("redislimit: empty limiter name")
 	}
+	if strings.ContainsAny(name, "{}") {
+		// Without braces in names, the first "{" after the prefix (and
+		// tag) ends the name: two limiters never share a Redis key,
+		// whatever keys they are given.
+		return nil, fmt.Errorf("redislimit: limiter name %q contains a brace", name)
+	}
 	if err := checkClient(client); err != nil {
 		return nil, err
 	}
@@ -196,7 +208,7 @@ func New(client redis.Scripter, name string, policy any, opts ...Option) (*Limit
 	l := &Limiter{client: client, name: name, spec: sp, timeout: cfg.timeout, breaker: cfg.breaker, fail: cfg.fail, failSet: cfg.failSet}
 	l.argv = [4]any{strconv.Itoa(sp.kind), strconv.FormatInt(sp.a, 10), strconv.FormatInt(sp.tau, 10), strconv.FormatInt(sp.limit, 10)}
 	if cfg.tag != nil {
-		l.head = cfg.prefix + "{" + *cfg.tag + "}" + name + ":"
+		l.head, l.tail = cfg.prefix+"{"+*cfg.tag+"}"+name+":{", "}"
 	} else {
 		l.head, l.tail = cfg.prefix+name+":{", "}"
 	}
@@ -306,12 +318,14 @@ var ErrMixedClients = errors.New("redislimit: the layers' limiters use different
 // nothing, in one script call: either every layer consumes its cost or
 // none does. Unlike hotlimit.AllowLayers nothing is consumed even for an
 // instant, since the script decides every layer before it writes. The
-// Decision is that of hotlimit.AllowLayers: allowed, it reports the
-// smallest Remaining (and that layer's Limit) and the largest ResetAfter;
-// denied, the largest RetryAfter among the layers that deny, the smallest
-// Remaining and the largest ResetAfter, each layer checked on its state as
-// it was. A layer with a nil Limiter, or a key longer than
-// hotlimit.MaxKeyLen, denies with RetryAfter = Never without a call.
+// Decision is that of hotlimit.AllowLayers: it reports the binding
+// layer's Remaining and Limit and the largest ResetAfter. Allowed, the
+// binding layer is the one with the fewest requests of its cost left
+// (⌊Remaining/Cost⌋, ties to the smaller Remaining); denied, it is the
+// one with the largest RetryAfter among the layers that deny, each layer
+// checked on its state as it was. A layer with a nil Limiter, or a key
+// longer than hotlimit.MaxKeyLen, denies with RetryAfter = Never without
+// a call.
 //
 // Every limiter must use the same client (else ErrMixedClients). The call
 // takes the smallest of their timeouts and goes through each of their
@@ -444,6 +458,15 @@ func run(ctx context.Context, timeout time.Duration, layers []Layer, out []int64
 	return out, nil
 }
 
+// requests is how many more requests of cost fit in remaining units, as
+// hotlimit.AllowLayers counts them to find the binding layer.
+func requests(remaining, cost int64) int64 {
+	if cost <= 0 {
+		return math.MaxInt64
+	}
+	return remaining / cost
+}
+
 // micros converts a duration in µs from the script, -1 meaning never.
 func micros(us int64) time.Duration {
 	if us < 0 {
@@ -457,10 +480,11 @@ func micros(us int64) time.Duration {
 func decode(r []int64, layers []Layer) (d hotlimit.Decision, denied int, err error) {
 	n := len(layers)
 	if len(r) == 1+2*n && r[0] == 1 {
+		var best int64 // the binding layer's requests(Remaining, Cost)
 		for i, ly := range layers {
 			rem, reset := r[1+2*i], micros(r[2+2*i])
-			if i == 0 || rem < d.Remaining {
-				d.Remaining, d.Limit = rem, ly.Limiter.spec.limit
+			if k := requests(rem, ly.Cost); i == 0 || k < best || k == best && rem < d.Remaining {
+				best, d.Remaining, d.Limit = k, rem, ly.Limiter.spec.limit
 			}
 			d.ResetAfter = max(d.ResetAfter, reset)
 		}
@@ -483,9 +507,8 @@ func decode(r []int64, layers []Layer) (d hotlimit.Decision, denied int, err err
 		}
 		ok, rem, retry, reset := at(j)
 		if !ok && retry > d.RetryAfter {
-			d.RetryAfter, d.Limit = retry, layers[j].Limiter.spec.limit
+			d.RetryAfter, d.Limit, d.Remaining = retry, layers[j].Limiter.spec.limit, rem
 		}
-		d.Remaining = min(d.Remaining, rem)
 		d.ResetAfter = max(d.ResetAfter, reset)
 	}
 	return d, i, nil

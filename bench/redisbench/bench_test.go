@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -60,8 +61,11 @@ var keys = func() []string {
 }()
 
 // run measures d serially or in parallel over nKeys keys (one key when
-// hot), and reports round trips per decision.
-func run(b *testing.B, n *counter, parallel, hot bool, d decider) {
+// hot), and reports round trips per decision and the server's time in
+// scripts per decision (script-µs/op, from INFO commandstats: the part of
+// a decision the script costs, less sensitive than ns/op to the load of a
+// shared client machine).
+func run(b *testing.B, c *redis.Client, n *counter, parallel, hot bool, d decider) {
 	ctx := context.Background()
 	keyOf := func(i int) string {
 		if hot {
@@ -70,6 +74,7 @@ func run(b *testing.B, n *counter, parallel, hot bool, d decider) {
 		return keys[i%nKeys]
 	}
 	d(ctx, keyOf(0)) // loads scripts
+	us0 := scriptMicros(b, c)
 	start := n.n.Load()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -88,6 +93,34 @@ func run(b *testing.B, n *counter, parallel, hot bool, d decider) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(n.n.Load()-start)/float64(b.N), "roundtrips/op")
+	b.ReportMetric((scriptMicros(b, c)-us0)/float64(b.N), "script-µs/op")
+}
+
+// scriptMicros returns the server's total time in EVAL and EVALSHA so far,
+// in µs. The server must serve nothing else while benchmarks run.
+func scriptMicros(b *testing.B, c *redis.Client) float64 {
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		// cmdstat_evalsha:calls=3,usec=52,usec_per_call=17.33,...
+		name, stats, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if name != "cmdstat_evalsha" && name != "cmdstat_eval" {
+			continue
+		}
+		for _, kv := range strings.Split(stats, ",") {
+			if v, ok := strings.CutPrefix(kv, "usec="); ok {
+				us, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				total += us
+			}
+		}
+	}
+	return total
 }
 
 // A generous token bucket: every decision admits, so each one writes.
@@ -145,15 +178,15 @@ func BenchmarkAllowed(b *testing.B) {
 	}{{"serial", false}, {"parallel", true}} {
 		b.Run("redislimit/"+mode.name, func(b *testing.B) {
 			c, n := client(b)
-			run(b, n, mode.parallel, false, hotlimitRedis(b, c, generous))
+			run(b, c, n, mode.parallel, false, hotlimitRedis(b, c, generous))
 		})
 		b.Run("redis_rate/"+mode.name, func(b *testing.B) {
 			c, n := client(b)
-			run(b, n, mode.parallel, false, redisRate(b, c, generousRate, 0))
+			run(b, c, n, mode.parallel, false, redisRate(b, c, generousRate, 0))
 		})
 		b.Run("redis_rate-timeout/"+mode.name, func(b *testing.B) {
 			c, n := client(b)
-			run(b, n, mode.parallel, false, redisRate(b, c, generousRate, time.Second))
+			run(b, c, n, mode.parallel, false, redisRate(b, c, generousRate, time.Second))
 		})
 	}
 }
@@ -167,15 +200,15 @@ func BenchmarkAbusive(b *testing.B) {
 	}{{"serial", false}, {"parallel", true}} {
 		b.Run("redislimit/"+mode.name, func(b *testing.B) {
 			c, n := client(b)
-			run(b, n, mode.parallel, true, hotlimitRedis(b, c, strict))
+			run(b, c, n, mode.parallel, true, hotlimitRedis(b, c, strict))
 		})
 		b.Run("redislimit-twotier/"+mode.name, func(b *testing.B) {
 			c, n := client(b)
-			run(b, n, mode.parallel, true, hotlimitRedis(b, c, strict, redislimit.WithLocalDenials(10_000)))
+			run(b, c, n, mode.parallel, true, hotlimitRedis(b, c, strict, redislimit.WithLocalDenials(10_000)))
 		})
 		b.Run("redis_rate/"+mode.name, func(b *testing.B) {
 			c, n := client(b)
-			run(b, n, mode.parallel, true, redisRate(b, c, strictRate, 0))
+			run(b, c, n, mode.parallel, true, redisRate(b, c, strictRate, 0))
 		})
 	}
 }
@@ -194,7 +227,7 @@ func BenchmarkLayers(b *testing.B) {
 			return l
 		}
 		user, ip, global := mk("user"), mk("ip"), mk("global")
-		run(b, n, false, false, func(ctx context.Context, key string) bool {
+		run(b, c, n, false, false, func(ctx context.Context, key string) bool {
 			d, err := redislimit.AllowLayers(ctx,
 				redislimit.Layer{Limiter: user, Key: key, Cost: 1},
 				redislimit.Layer{Limiter: ip, Key: "10.0.0.1", Cost: 1},
@@ -209,7 +242,7 @@ func BenchmarkLayers(b *testing.B) {
 		c, n := client(b)
 		l := redis_rate.NewLimiter(c)
 		p := prefix(b)
-		run(b, n, false, false, func(ctx context.Context, key string) bool {
+		run(b, c, n, false, false, func(ctx context.Context, key string) bool {
 			ok := true
 			for _, k := range []string{"user:" + key, "ip:10.0.0.1", "global"} {
 				r, err := l.Allow(ctx, p+k, generousRate)
