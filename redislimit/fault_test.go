@@ -317,3 +317,29 @@ func TestFailurePolicyLayers(t *testing.T) {
 		t.Fatalf("FailOpen alone: %+v, %v; want allowed with an error", d, err)
 	}
 }
+
+// TestFaultSlowCallerDeadline: callers whose own deadlines are shorter
+// than WithTimeout still open the breaker when Redis hangs.
+func TestFaultSlowCallerDeadline(t *testing.T) {
+	addr := serverAddr(t)
+	proxy := newSlowProxy(t, addr, time.Second)
+	slow := newClient(t, proxy.addr())
+	l := must(New(slow, "slowdl", slowBucket, WithPrefix(testPrefix(t)), WithTimeout(5*time.Second),
+		WithBreaker(NewBreaker(2, time.Hour))))
+	pctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	if err := slow.Ping(pctx).Err(); err != nil { // a connection, established at leisure
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		_, err := l.Allow(ctx, "k")
+		cancel()
+		if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrCircuitOpen) {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if _, err := l.Allow(context.Background(), "k"); !errors.Is(err, ErrCircuitOpen) {
+		t.Fatalf("after 2 calls that hit their deadlines: %v, want ErrCircuitOpen", err)
+	}
+}

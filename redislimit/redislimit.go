@@ -382,9 +382,12 @@ func AllowLayers(ctx context.Context, layers ...Layer) (hotlimit.Decision, error
 	reply, err := run(ctx, timeout, layers, rbuf[:0])
 	if err != nil {
 		// A reply error comes from a live server, and a cancellation
-		// from the caller: neither says Redis is down.
+		// from the caller: neither says Redis is down. A caller's
+		// deadline that passes does count: Redis did not answer in the
+		// time it was given, and a hung Redis must open the breaker even
+		// when every caller's deadline is shorter than WithTimeout.
 		var rerr redis.Error
-		live, canceled := errors.As(err, &rerr), ctx.Err() != nil
+		live, canceled := errors.As(err, &rerr), errors.Is(ctx.Err(), context.Canceled)
 		for i, b := range bs {
 			switch {
 			case live:
