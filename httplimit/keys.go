@@ -99,8 +99,10 @@ func tokenKey(header string, secret []byte) KeyFunc {
 // ContextKey returns a KeyFunc that limits by an identity the
 // application has authenticated and stored in the request's context
 // under ctxKey as a string: a user ID, a tenant. kind names it in the key
-// ("user", "tenant"; lower-case letters and digits only, or every call
-// fails with an error).
+// ("user", "tenant"; lower-case letters and digits only, and not "ip" or
+// "tok", which IPKey and TokenKey use, or every call fails with an error:
+// two key functions must never produce the same key for different
+// identities).
 //
 // The value is trimmed of surrounding white space and otherwise compared
 // exactly (IDs are often case-sensitive; fold case in the application if
@@ -110,7 +112,7 @@ func tokenKey(header string, secret []byte) KeyFunc {
 // value can contain the key's separators. A missing, non-string or empty
 // value is ErrNoKey.
 func ContextKey(kind string, ctxKey any) KeyFunc {
-	kindOK := kind != ""
+	kindOK := kind != "" && kind != "ip" && kind != "tok" // those are IPKey's and TokenKey's
 	for i := 0; i < len(kind); i++ {
 		if c := kind[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
 			kindOK = false
@@ -118,7 +120,7 @@ func ContextKey(kind string, ctxKey any) KeyFunc {
 	}
 	return func(dst []byte, r *http.Request) ([]byte, error) {
 		if !kindOK {
-			return dst, errors.New("httplimit: ContextKey: kind " + strconv.Quote(kind) + " must be lower-case letters and digits")
+			return dst, errors.New("httplimit: ContextKey: kind " + strconv.Quote(kind) + " must be lower-case letters and digits, and not \"ip\" or \"tok\"")
 		}
 		id, _ := r.Context().Value(ctxKey).(string)
 		id = strings.TrimSpace(id)

@@ -354,6 +354,9 @@ func TestKeyFuncs(t *testing.T) {
 		{"missing id", ContextKey("tenant", ctxKey{}), httptest.NewRequest("GET", "/", nil), ""},
 		{"non-string id", ContextKey("tenant", ctxKey{}), withID(42), ""},
 		{"bad kind", ContextKey("Ten:ant", ctxKey{}), withID("acme"), ""},
+		// "ip" and "tok" would let a context value impersonate IPKey's or TokenKey's keys.
+		{"reserved kind ip", ContextKey("ip", ctxKey{}), withID("192.0.2.1"), ""},
+		{"reserved kind tok", ContextKey("tok", ctxKey{}), withID("0123"), ""},
 		{"ip", IPKey(nil), reqFrom("[2001:db8:1:2::9]:1", ""), "ip:2001:db8:1:2::/64"},
 		{"ip v4", IPKey(nil), reqFrom("192.0.2.1:1", ""), "ip:192.0.2.1"},
 		{"ip none", IPKey(nil), reqFrom("@", ""), ""},
