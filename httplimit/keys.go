@@ -56,7 +56,14 @@ func TokenKey(header string) KeyFunc {
 // plain SHA-256: use it when tokens are short enough to be guessed and
 // checked against a leaked key. Every instance sharing a backend must use
 // the same secret. It allocates a little more per request than TokenKey.
+// An empty secret is a configuration error: every call fails with an
+// error (rather than quietly hashing without a key).
 func TokenKeyHMAC(header string, secret []byte) KeyFunc {
+	if len(secret) == 0 {
+		return func(dst []byte, _ *http.Request) ([]byte, error) {
+			return dst, errors.New("httplimit: TokenKeyHMAC: empty secret")
+		}
+	}
 	return tokenKey(header, append([]byte(nil), secret...))
 }
 

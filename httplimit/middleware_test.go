@@ -357,6 +357,7 @@ func TestKeyFuncs(t *testing.T) {
 		// "ip" and "tok" would let a context value impersonate IPKey's or TokenKey's keys.
 		{"reserved kind ip", ContextKey("ip", ctxKey{}), withID("192.0.2.1"), ""},
 		{"reserved kind tok", ContextKey("tok", ctxKey{}), withID("0123"), ""},
+		{"hmac without a secret", TokenKeyHMAC("Authorization", nil), hdr("Authorization", "Bearer abc"), ""},
 		{"ip", IPKey(nil), reqFrom("[2001:db8:1:2::9]:1", ""), "ip:2001:db8:1:2::/64"},
 		{"ip v4", IPKey(nil), reqFrom("192.0.2.1:1", ""), "ip:192.0.2.1"},
 		{"ip none", IPKey(nil), reqFrom("@", ""), ""},
