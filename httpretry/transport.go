@@ -73,7 +73,12 @@ var ErrThrottled = errors.New("httpretry: host asked clients to wait")
 // first waits until then, plus a jitter of up to BaseDelay so that the
 // waiting requests do not all arrive at once. If the gate is further away
 // than the request's deadline or MaxWait, RoundTrip returns an error
-// wrapping ErrThrottled without sending anything. A Transport keeps the
+// wrapping ErrThrottled without sending anything. A gate stays closed
+// for at most MaxWait: a longer ask (a server's mistake, or a Unix time in
+// milliseconds read as seconds) would otherwise shut the host out for the
+// Transport's lifetime; after MaxWait the next request is sent, and the
+// server's answer sets the gate again. (The request that got the long ask
+// is not retried sooner than asked: it returns the response.) A Transport keeps the
 // gates of at most 1024 hosts at a time, dropping the one that opens first
 // when full. The gate is per Transport and per host; a client that uses several credentials against
 // one host, limited separately, should use one Transport for each or set
@@ -201,7 +206,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				return resp, nil
 			}
 			if ask > 0 && !t.DisableHostGate {
-				t.gates.push(host, now, ask)
+				t.gates.push(host, now, min(ask, t.maxWait()))
 			}
 			if !canRetry || attempt >= maxRetries {
 				return resp, nil
@@ -285,14 +290,18 @@ func (t *Transport) jitter(ceil time.Duration) time.Duration {
 	return time.Duration(rand.Int64N(n + 1))
 }
 
+// maxWait is MaxWait or its default.
+func (t *Transport) maxWait() time.Duration {
+	if t.MaxWait <= 0 {
+		return DefaultMaxWait
+	}
+	return t.MaxWait
+}
+
 // fits reports whether a wait of d may start at now: no longer than
 // MaxWait, and ending before the context's deadline.
 func (t *Transport) fits(ctx context.Context, now time.Time, d time.Duration) bool {
-	maxWait := t.MaxWait
-	if maxWait <= 0 {
-		maxWait = DefaultMaxWait
-	}
-	if d > maxWait {
+	if d > t.maxWait() {
 		return false
 	}
 	if deadline, ok := ctx.Deadline(); ok && d >= deadline.Sub(now) {

@@ -806,3 +806,25 @@ func TestHostGatesBounded(t *testing.T) {
 		t.Errorf("after every gate expired: %d gates kept, want 1", n)
 	}
 }
+
+// TestHostGateCappedAtMaxWait: an absurd ask shuts the host for MaxWait,
+// not for the Transport's lifetime, and the request that got it is not
+// retried.
+func TestHostGateCappedAtMaxWait(t *testing.T) {
+	s, srv := serve(t, reply{status: 429, header: map[string]string{"Retry-After": "100000000"}}, reply{body: "ok"})
+	ft := newFakeTime()
+	tr, _ := newTransport(ft, randZero)
+	resp := get(t, tr, context.Background(), srv.URL)
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("status %d: a wait beyond MaxWait must return the 429", resp.StatusCode)
+	}
+	resp.Body.Close()
+	resp = get(t, tr, context.Background(), srv.URL)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || s.hits.Load() != 2 {
+		t.Fatalf("status %d after %d hits: the gate should open after MaxWait", resp.StatusCode, s.hits.Load())
+	}
+	if sleeps := ft.Sleeps(); len(sleeps) != 1 || sleeps[0] != DefaultMaxWait {
+		t.Fatalf("waits %v, want one of MaxWait (%v)", sleeps, DefaultMaxWait)
+	}
+}
