@@ -3,6 +3,8 @@ package hotlimit_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -67,9 +69,10 @@ func policyScale(p any) (time.Duration, int64) {
 }
 
 // TestDifferential drives the limiter and the reference model through the
-// same random operations and requires identical decisions; on the model it
-// also checks that RetryAfter is the shortest honest wait and Remaining is
-// exact.
+// same random operations (decisions, refunds, sweeps, and policy changes
+// that halve or double a limit or a window) and requires identical
+// decisions; on the model it also checks that RetryAfter is the shortest
+// honest wait and Remaining is exact.
 func TestDifferential(t *testing.T) {
 	ops := 3000
 	if testing.Short() {
@@ -77,7 +80,11 @@ func TestDifferential(t *testing.T) {
 	}
 	for pi, p := range testPolicies() {
 		t.Run(fmt.Sprintf("%d-%T", pi, p), func(t *testing.T) {
-			r := rand.New(rand.NewPCG(uint64(pi), 42))
+			seed := uint64(42)
+			if v, err := strconv.ParseUint(os.Getenv("HOTLIMIT_DIFF_SEED"), 10, 64); err == nil {
+				seed = v // explore: HOTLIMIT_DIFF_SEED=n go test -run TestDifferential
+			}
+			r := rand.New(rand.NewPCG(uint64(pi), seed))
 			c := hotlimit.NewManualClock()
 			c.Set(time.Duration(r.Int64N(int64(time.Hour))))
 			l, err := hotlimit.New(p, hotlimit.WithClock(c), hotlimit.WithSweepInterval(0), hotlimit.WithShards(2))
@@ -88,6 +95,7 @@ func TestDifferential(t *testing.T) {
 			m := refmodel.New(p, c)
 			scale, limit := policyScale(p)
 			keys := []string{"a", "b", "a-much-longer-key-stored-in-the-arena"}
+			lastOp := ""
 			for i := 0; i < ops; i++ {
 				if c.Now() < 140*365*24*time.Hour { // past 2^62 ns the limiter's clock stops
 					c.Advance(randAdvance(r, scale))
@@ -98,13 +106,37 @@ func TestDifferential(t *testing.T) {
 					cost = min(1, cost)
 				}
 				if r.IntN(50) == 0 {
+					lastOp += "; Sweep"
 					l.Sweep()
 				}
 				if r.IntN(10) == 0 {
 					c := 1 + r.Int64N(limit)
+					lastOp += fmt.Sprintf("; Refund(%q, %d)", key, c)
 					l.Refund(key, c)
 					m.Refund(key, c)
 				}
+				if r.IntN(60) == 0 {
+					// Halve or double the limit or the window: SetPolicy's
+					// carry-over rules, against the model's.
+					if v := policyVariant(p, r); v != nil {
+						lastOp += fmt.Sprintf("; SetPolicy(%+v) at %v", v, c.Now())
+						if err := l.SetPolicy(v); err != nil {
+							t.Fatalf("op %d: SetPolicy(%+v): %v", i, v, err)
+						}
+						if !m.SetPolicy(v) {
+							t.Fatalf("op %d: the model refused %+v", i, v)
+						}
+					}
+				}
+				// Every key's state, not only the one decided next: a
+				// divergence is reported right after the operation that
+				// caused it.
+				for _, k := range keys {
+					if a, b := l.AllowN(k, 0), m.Peek(k); a != b {
+						t.Fatalf("before op %d (key %q cost %d): state of %q diverged:\n got %+v\nwant %+v\nsince: %s", i, key, cost, k, a, b, lastOp)
+					}
+				}
+				lastOp = fmt.Sprintf("op %d key %q cost %d", i, key, cost)
 				got, want := l.AllowN(key, cost), m.AllowN(key, cost)
 				if got != want {
 					t.Fatalf("op %d at %v key %q cost %d:\n got %+v\nwant %+v", i, c.Now(), key, cost, got, want)
@@ -146,4 +178,59 @@ func checkHonest(t *testing.T, m *refmodel.Model, key string, cost int64, d hotl
 	if mm.AllowN(key, 1).Allowed {
 		t.Fatalf("at %v key %q: Remaining %d but one more admitted", now, key, d.Remaining)
 	}
+}
+
+// policyVariant returns p with its limit or its window (or rate) halved or
+// doubled, at random, or nil if hotlimit.New rejects that variant.
+func policyVariant(p any, r *rand.Rand) any {
+	f := func(x int64) int64 {
+		if r.IntN(2) == 0 {
+			return max(1, x/2)
+		}
+		return x * 2
+	}
+	var v any
+	switch p := p.(type) {
+	case hotlimit.TokenBucket:
+		if r.IntN(2) == 0 {
+			p.Burst = f(p.Burst)
+		} else {
+			p.Rate.N = f(p.Rate.N)
+		}
+		v = p
+	case hotlimit.LeakyBucket:
+		if r.IntN(2) == 0 {
+			p.Capacity = f(p.Capacity+1) - 1
+		} else {
+			p.Rate.Per = time.Duration(f(int64(p.Rate.Per)))
+		}
+		v = p
+	case hotlimit.FixedWindow:
+		if r.IntN(2) == 0 {
+			p.Limit = f(p.Limit)
+		} else {
+			p.Window = time.Duration(f(int64(p.Window)))
+		}
+		v = p
+	case hotlimit.SlidingWindow:
+		if r.IntN(2) == 0 {
+			p.Limit = f(p.Limit)
+		} else {
+			p.Window = time.Duration(f(int64(p.Window)))
+		}
+		v = p
+	case hotlimit.SlidingLog:
+		if r.IntN(2) == 0 {
+			p.Limit = min(hotlimit.MaxLogLimit, f(p.Limit))
+		} else {
+			p.Window = time.Duration(f(int64(p.Window)))
+		}
+		v = p
+	}
+	l, err := hotlimit.New(v, hotlimit.WithSweepInterval(0))
+	if err != nil {
+		return nil
+	}
+	l.Close()
+	return v
 }

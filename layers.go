@@ -157,7 +157,7 @@ func (l *Limiter) check(key string, cost int64) Decision {
 // it when work that was admitted did not happen (the request failed
 // validation, a later check refused it); AllowLayers uses it internally.
 func (l *Limiter) Refund(key string, cost int64) {
-	if cost <= 0 || len(key) > MaxKeyLen {
+	if cost <= 0 || cost > l.Limit() || len(key) > MaxKeyLen {
 		return
 	}
 	if l.logs != nil {

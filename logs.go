@@ -127,6 +127,13 @@ func (p *params) logVerdict(r *logRing, first int, now, cost int64) verdict {
 	if r != nil {
 		n = int64(r.n - first)
 	}
+	if cost == 0 { // a peek always passes, also over a limit SetPolicy lowered
+		v := verdict{ok: true, rem: max(0, p.limit-n)}
+		if n > 0 {
+			v.reset = r.at(r.n-1) + p.logW - now
+		}
+		return v
+	}
 	if n+cost <= p.limit {
 		v := verdict{ok: true, rem: p.limit - n - cost}
 		switch {

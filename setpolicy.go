@@ -38,9 +38,11 @@ func (l *Limiter) Limit() int64 { return l.p.Load().limit }
 //     would leave too few bits for the window index, the new Limit's width
 //     is used and a larger count is stored as the field's maximum, which
 //     is at least the new Limit.)
-//   - SlidingLog: a key's admitted instants carry over and count against
-//     the new Limit and Window: a key holding more instants than the new
-//     Limit is denied until enough of them expire.
+//   - SlidingLog: the admitted instants a key holds at the change carry
+//     over and count against the new Limit and Window: a key holding more
+//     instants than the new Limit is denied until enough of them expire. A
+//     longer Window counts only the instants that still counted under the
+//     old one at the change; it never revives expired ones.
 //
 // The change is made shard by shard under each shard's mutex: once
 // SetPolicy returns every decision uses the new policy, and while it runs
@@ -73,7 +75,16 @@ func (l *Limiter) SetPolicy(policy any) error {
 		for i := range l.logs {
 			ls := &l.logs[i]
 			ls.mu.Lock()
-			ls.p = np // rings grow on their next admission if Limit grew
+			// Drop what no longer counts under the old window, so that a
+			// longer new one cannot revive it. Rings grow on their next
+			// admission if Limit grew.
+			now := l.now()
+			for _, r := range ls.m {
+				at := max(now, r.last)
+				r.expire(r.live(at, ls.p.logW))
+				r.last = at
+			}
+			ls.p = np
 			ls.mu.Unlock()
 		}
 		return nil

@@ -183,7 +183,7 @@ func (m *Model) admits(e, prev, cur, cost int64) bool {
 // remainingAt counts, one unit at a time, how many more unit requests fit.
 func (m *Model) remainingAt(e, prev, cur int64) int64 {
 	if m.kind == "fixed" {
-		return m.limit - cur
+		return max(0, m.limit-cur) // cur > limit after SetPolicy lowered it
 	}
 	// ⌊(L·W − p·(W−e) − q·W)/W⌋, clamped at 0.
 	W := big.NewInt(m.w)
@@ -341,7 +341,7 @@ func (m *Model) slidingLog(key string, now, cost int64, write bool) hotlimit.Dec
 		reset = newest + m.w - now
 	}
 	if cost == 0 {
-		return hotlimit.Decision{Allowed: true, Limit: m.limit, Remaining: m.limit - n, ResetAfter: time.Duration(reset)}
+		return hotlimit.Decision{Allowed: true, Limit: m.limit, Remaining: max(0, m.limit-n), ResetAfter: time.Duration(reset)}
 	}
 	if n+cost <= m.limit {
 		if write {
@@ -364,5 +364,47 @@ func (m *Model) slidingLog(key string, now, cost int64, write bool) hotlimit.Dec
 			lo = mid
 		}
 	}
-	return hotlimit.Decision{Limit: m.limit, Remaining: m.limit - n, RetryAfter: time.Duration(hi), ResetAfter: time.Duration(reset)}
+	return hotlimit.Decision{Limit: m.limit, Remaining: max(0, m.limit-n), RetryAfter: time.Duration(hi), ResetAfter: time.Duration(reset)}
+}
+
+// SetPolicy changes the model's policy as hotlimit.Limiter.SetPolicy
+// documents, keeping every key's state: bucket TATs are kept as they are;
+// window counts, as read at now, move into the new window holding the
+// instant they are read at; log instants that still count under the old
+// window are kept, and only those. The policy must be valid
+// and of the same algorithm; it reports false otherwise.
+func (m *Model) SetPolicy(policy any) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := New(policy, m.clock)
+	if n.kind != m.kind {
+		return false
+	}
+	if m.kind == "fixed" || m.kind == "sliding" {
+		now := m.now()
+		for key := range m.win {
+			k, e, prev, cur := m.counts(key, now)
+			at := k*m.w + e
+			if m.kind == "fixed" {
+				prev = 0
+			}
+			m.win[key] = &winState{k: at / n.w, prev: prev, cur: cur}
+		}
+	}
+	if m.kind == "log" {
+		// Instants that no longer count under the old window are gone.
+		now := m.now()
+		for _, s := range m.log {
+			at := max(now, s.last)
+			kept := s.at[:0]
+			for _, t := range s.at {
+				if t+m.w > at {
+					kept = append(kept, t)
+				}
+			}
+			s.at, s.last = kept, at
+		}
+	}
+	m.limit, m.t, m.w = n.limit, n.t, n.w
+	return true
 }
