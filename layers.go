@@ -122,10 +122,7 @@ func (l *Limiter) check(key string, cost int64) Decision {
 	var v, cur verdict
 	var p *params
 	if l.logs != nil {
-		cur, p = l.peekLog(key, now, 0)
-		if cost >= 0 && cost <= p.limit {
-			v, _ = l.peekLog(key, now, cost)
-		}
+		cur, v, p = l.peekLog(key, now, cost)
 	} else {
 		var w uint64
 		w, p = l.word(key, now)

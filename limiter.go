@@ -531,8 +531,13 @@ func (l *Limiter) allowLocked(s *shard, h uint64, key string, now, cost int64) (
 	p := s.tab.Load().p // sl's table: nothing rebuilds it while we hold s.mu
 	var v verdict
 	switch {
-	case cost > p.limit: // SetPolicy lowered the limit meanwhile
-		v = p.never()
+	case cost > p.limit: // SetPolicy lowered the limit meanwhile: can never pass
+		var w uint64
+		if sl != nil {
+			w = sl.word.Load()
+		}
+		_, v = p.step(w, now, 0)
+		v.ok, v.retry = false, int64(Never)
 	case sl == nil:
 		_, v = p.step(0, now, 0) // a peek at an unknown key: fresh, no entry
 	default:
@@ -589,18 +594,12 @@ func (l *Limiter) never(key string, now, cost int64) (verdict, int64, *params) {
 	return v, now, p
 }
 
-// never is a verdict that can never pass, on a fresh state.
-func (p *params) never() verdict {
-	_, v := p.step(0, 0, 0)
-	v.ok, v.retry = false, int64(Never)
-	return v
-}
-
 // peek returns the verdict for cost 0 without counting it, and the policy
 // it was made under.
 func (l *Limiter) peek(key string, now int64) (verdict, *params) {
 	if l.logs != nil {
-		return l.peekLog(key, now, 0)
+		v, _, p := l.peekLog(key, now, 0)
+		return v, p
 	}
 	w, p := l.word(key, now)
 	_, v := p.step(w, now, 0)

@@ -175,7 +175,7 @@ func (l *Limiter) allowLog(key string, now, cost int64) (verdict, int64, *params
 	ls.mu.Lock()
 	var v verdict
 	var at int64
-	p := ls.p
+	var p *params
 	for {
 		var r *logRing
 		var first int
@@ -225,13 +225,20 @@ func (l *Limiter) newLogLocked(ls *logShard, key string, now int64) *logRing {
 	return r
 }
 
-// peekLog returns the verdict for cost at now without changing anything.
-func (l *Limiter) peekLog(key string, now, cost int64) (verdict, *params) {
+// peekLog returns the verdicts for cost 0 and for cost at now, from one
+// reading of key's ring, without changing anything; for a cost outside
+// [0, Limit] the second is the zero verdict.
+func (l *Limiter) peekLog(key string, now, cost int64) (cur, v verdict, p *params) {
 	ls, _ := l.logShardOf(key)
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	r, at, first := l.logRingLocked(ls, key, now)
-	return ls.p.logVerdict(r, first, at, cost), ls.p
+	p = ls.p
+	cur = p.logVerdict(r, first, at, 0)
+	if cost >= 0 && cost <= p.limit {
+		v = p.logVerdict(r, first, at, cost)
+	}
+	return cur, v, p
 }
 
 // refundLog removes up to cost of key's newest instants that are ≤ at,
