@@ -183,54 +183,44 @@ func checkHonest(t *testing.T, m *refmodel.Model, key string, cost int64, d hotl
 // policyVariant returns p with its limit or its window (or rate) halved or
 // doubled, at random, or nil if hotlimit.New rejects that variant.
 func policyVariant(p any, r *rand.Rand) any {
-	f := func(x int64) int64 {
-		if r.IntN(2) == 0 {
-			return max(1, x/2)
+	// vary halves or doubles *a or, as often, *b.
+	vary := func(a *int64, b *time.Duration) {
+		f := func(x int64) int64 {
+			if r.IntN(2) == 0 {
+				return max(1, x/2)
+			}
+			return x * 2
 		}
-		return x * 2
+		if r.IntN(2) == 0 {
+			*a = f(*a)
+		} else {
+			*b = time.Duration(f(int64(*b)))
+		}
 	}
-	var v any
-	switch p := p.(type) {
+	switch q := p.(type) {
 	case hotlimit.TokenBucket:
-		if r.IntN(2) == 0 {
-			p.Burst = f(p.Burst)
-		} else {
-			p.Rate.N = f(p.Rate.N)
-		}
-		v = p
+		vary(&q.Burst, &q.Rate.Per)
+		p = q
 	case hotlimit.LeakyBucket:
-		if r.IntN(2) == 0 {
-			p.Capacity = f(p.Capacity+1) - 1
-		} else {
-			p.Rate.Per = time.Duration(f(int64(p.Rate.Per)))
-		}
-		v = p
+		q.Capacity++ // vary the Limit, Capacity+1
+		vary(&q.Capacity, &q.Rate.Per)
+		q.Capacity--
+		p = q
 	case hotlimit.FixedWindow:
-		if r.IntN(2) == 0 {
-			p.Limit = f(p.Limit)
-		} else {
-			p.Window = time.Duration(f(int64(p.Window)))
-		}
-		v = p
+		vary(&q.Limit, &q.Window)
+		p = q
 	case hotlimit.SlidingWindow:
-		if r.IntN(2) == 0 {
-			p.Limit = f(p.Limit)
-		} else {
-			p.Window = time.Duration(f(int64(p.Window)))
-		}
-		v = p
+		vary(&q.Limit, &q.Window)
+		p = q
 	case hotlimit.SlidingLog:
-		if r.IntN(2) == 0 {
-			p.Limit = min(hotlimit.MaxLogLimit, f(p.Limit))
-		} else {
-			p.Window = time.Duration(f(int64(p.Window)))
-		}
-		v = p
+		vary(&q.Limit, &q.Window)
+		q.Limit = min(q.Limit, hotlimit.MaxLogLimit)
+		p = q
 	}
-	l, err := hotlimit.New(v, hotlimit.WithSweepInterval(0))
+	l, err := hotlimit.New(p, hotlimit.WithSweepInterval(0))
 	if err != nil {
 		return nil
 	}
 	l.Close()
-	return v
+	return p
 }

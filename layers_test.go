@@ -17,17 +17,24 @@ type layered struct {
 	clock             *hotlimit.ManualClock
 }
 
-func newLayered(t testing.TB, tokenBurst, ipLimit, globalLimit int64) layered {
-	c := hotlimit.NewManualClock()
-	c.Set(time.Hour)
-	mk := func(p any) *hotlimit.Limiter {
-		l, err := hotlimit.New(p, hotlimit.WithClock(c), hotlimit.WithSweepInterval(0), hotlimit.WithShards(2))
+// limiterMaker returns a constructor of limiters on clock c, with no
+// sweeper and the extra options, each closed when the test ends.
+func limiterMaker(t testing.TB, c hotlimit.Clock, opts ...hotlimit.Option) func(any) *hotlimit.Limiter {
+	return func(p any) *hotlimit.Limiter {
+		t.Helper()
+		l, err := hotlimit.New(p, append([]hotlimit.Option{hotlimit.WithClock(c), hotlimit.WithSweepInterval(0)}, opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { l.Close() })
 		return l
 	}
+}
+
+func newLayered(t testing.TB, tokenBurst, ipLimit, globalLimit int64) layered {
+	c := hotlimit.NewManualClock()
+	c.Set(time.Hour)
+	mk := limiterMaker(t, c, hotlimit.WithShards(2))
 	return layered{
 		token:  mk(hotlimit.TokenBucket{Rate: hotlimit.PerMinute(1), Burst: tokenBurst}),
 		ip:     mk(hotlimit.FixedWindow{Limit: ipLimit, Window: time.Minute}),
@@ -148,14 +155,7 @@ func TestAllowLayersStress(t *testing.T) {
 
 func TestAllowLayersAllocatesNothing(t *testing.T) {
 	c := hotlimit.NewManualClock()
-	mk := func(p any) *hotlimit.Limiter {
-		l, err := hotlimit.New(p, hotlimit.WithClock(c), hotlimit.WithSweepInterval(0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		return l
-	}
+	mk := limiterMaker(t, c)
 	x := layered{
 		token:  mk(hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1_000_000_000), Burst: 1 << 40}),
 		ip:     mk(hotlimit.FixedWindow{Limit: 1 << 40, Window: time.Hour}),
@@ -206,14 +206,7 @@ func TestRefundWindows(t *testing.T) {
 // reports its Remaining and Limit.
 func TestAllowLayersBindingWithCosts(t *testing.T) {
 	c := hotlimit.NewManualClock()
-	mk := func(p any) *hotlimit.Limiter {
-		l, err := hotlimit.New(p, hotlimit.WithClock(c), hotlimit.WithSweepInterval(0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		return l
-	}
+	mk := limiterMaker(t, c)
 	group := mk(hotlimit.FixedWindow{Limit: 5, Window: time.Hour})
 	global := mk(hotlimit.FixedWindow{Limit: 9, Window: time.Hour})
 	req := []hotlimit.Layer{{Limiter: group, Key: "g", Cost: 1}, {Limiter: global, Key: "all", Cost: 3}}
