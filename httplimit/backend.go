@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 
 	"github.com/hotlimit/hotlimit"
 )
@@ -40,9 +39,11 @@ type BackendFactory func(limits map[string]any) (Backend, error)
 // limit it was not built with.
 var ErrUnknownLimit = errors.New("httplimit: unknown limit")
 
-// Local is the in-process Backend: one hotlimit.Limiter per named limit.
+// Local is the in-process Backend: one hotlimit.Limiter per named limit,
+// held by a hotlimit.Classes (so a limit's policy can also change at
+// runtime, through Classes().SetPolicy).
 type Local struct {
-	limiters map[string]*hotlimit.Limiter
+	classes *hotlimit.Classes
 }
 
 // LocalBackend returns a BackendFactory that builds a Local backend whose
@@ -51,38 +52,25 @@ func LocalBackend(opts ...hotlimit.Option) BackendFactory {
 	return func(limits map[string]any) (Backend, error) { return NewLocal(limits, opts...) }
 }
 
-// NewLocal builds one hotlimit.Limiter per named limit. On error it closes
-// what it had built.
+// NewLocal builds one hotlimit.Limiter per named limit, as
+// hotlimit.NewClasses does (its error names the limit). It needs at least
+// one limit.
 func NewLocal(limits map[string]any, opts ...hotlimit.Option) (*Local, error) {
-	names := make([]string, 0, len(limits))
-	for name := range limits {
-		names = append(names, name)
+	c, err := hotlimit.NewClasses(limits, opts...)
+	if err != nil {
+		return nil, err // "hotlimit: class \"name\": ..."
 	}
-	sort.Strings(names) // the first error is the same on every run
-	b := &Local{limiters: make(map[string]*hotlimit.Limiter, len(limits))}
-	for _, name := range names {
-		lim, err := hotlimit.New(limits[name], opts...)
-		if err != nil {
-			b.Close()
-			return nil, fmt.Errorf("httplimit: limit %q: %w", name, err)
-		}
-		b.limiters[name] = lim
-	}
-	return b, nil
+	return &Local{classes: c}, nil
 }
 
 // Names returns the names of the backend's limits, sorted.
-func (b *Local) Names() []string {
-	names := make([]string, 0, len(b.limiters))
-	for name := range b.limiters {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
-}
+func (b *Local) Names() []string { return b.classes.Names() }
 
 // Limiter returns the limiter behind a named limit, or nil.
-func (b *Local) Limiter(name string) *hotlimit.Limiter { return b.limiters[name] }
+func (b *Local) Limiter(name string) *hotlimit.Limiter { return b.classes.Class(name) }
+
+// Classes returns the limits as a hotlimit.Classes.
+func (b *Local) Classes() *hotlimit.Classes { return b.classes }
 
 // Allow implements Backend with hotlimit.AllowLayers. It allocates
 // nothing for up to 8 layers on existing keys.
@@ -93,7 +81,7 @@ func (b *Local) Allow(_ context.Context, layers []Layer) (hotlimit.Decision, err
 		ls = make([]hotlimit.Layer, 0, len(layers))
 	}
 	for _, ly := range layers {
-		lim := b.limiters[ly.Limit]
+		lim := b.classes.Class(ly.Limit)
 		if lim == nil {
 			return hotlimit.Decision{}, fmt.Errorf("%w %q", ErrUnknownLimit, ly.Limit)
 		}
@@ -103,9 +91,4 @@ func (b *Local) Allow(_ context.Context, layers []Layer) (hotlimit.Decision, err
 }
 
 // Close stops every limiter's sweeper.
-func (b *Local) Close() error {
-	for _, lim := range b.limiters {
-		lim.Close()
-	}
-	return nil
-}
+func (b *Local) Close() error { return b.classes.Close() }
