@@ -66,9 +66,6 @@ func (l *Limiter) sweepLoop() {
 func (l *Limiter) Sweep() int { return l.sweep(nil) }
 
 func (l *Limiter) sweep(stop <-chan struct{}) int {
-	if l.logs != nil {
-		return l.sweepLogs(stop)
-	}
 	removed := 0
 	for i := range l.shards {
 		select {
@@ -76,7 +73,11 @@ func (l *Limiter) sweep(stop <-chan struct{}) int {
 			return removed
 		default:
 		}
-		removed += l.sweepShard(&l.shards[i])
+		if l.logs != nil {
+			removed += l.sweepLogShard(i)
+		} else {
+			removed += l.sweepShard(&l.shards[i])
+		}
 	}
 	return removed
 }

@@ -272,25 +272,18 @@ func (l *Limiter) removeLogLocked(ls *logShard, s *shard, key string, now int64,
 	l.keys.Add(-1)
 }
 
-// sweepLogs removes every fresh ring.
-func (l *Limiter) sweepLogs(stop <-chan struct{}) int {
+// sweepLogShard removes every fresh ring of stripe i.
+func (l *Limiter) sweepLogShard(i int) int {
 	removed := 0
-	for i := range l.logs {
-		select {
-		case <-stop:
-			return removed
-		default:
+	ls, s := &l.logs[i], &l.shards[i]
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	now := l.now()
+	for k, r := range ls.m {
+		if at := max(now, r.last); r.live(at, ls.p.logW) == r.n {
+			l.removeLogLocked(ls, s, k, at, true)
+			removed++
 		}
-		ls, s := &l.logs[i], &l.shards[i]
-		ls.mu.Lock()
-		now := l.now()
-		for k, r := range ls.m {
-			if at := max(now, r.last); r.live(at, ls.p.logW) == r.n {
-				l.removeLogLocked(ls, s, k, at, true)
-				removed++
-			}
-		}
-		ls.mu.Unlock()
 	}
 	return removed
 }
