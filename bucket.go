@@ -15,15 +15,16 @@ package hotlimit
 //   - A denial and a peek never change the word; an admission moves TAT
 //     forward, never back.
 type gcra struct {
-	t     int64 // emission interval T, ns
-	tau   int64 // limit·T: how far TAT may run ahead of now
-	limit int64 // Burst, or Capacity+1 for the leaky bucket
-	leaky bool  // report Delay (shaping) instead of 0
+	t     int64   // emission interval T, ns
+	tau   int64   // limit·T: how far TAT may run ahead of now
+	limit int64   // Burst, or Capacity+1 for the leaky bucket
+	leaky bool    // report Delay (shaping) instead of 0
+	per   divisor // divides by T
 }
 
 func newGCRA(r Rate, limit int64, leaky bool) gcra {
 	t := int64(r.Interval())
-	return gcra{t: t, tau: limit * t, limit: limit, leaky: leaky}
+	return gcra{t: t, tau: limit * t, limit: limit, leaky: leaky, per: newDivisor(uint64(t))}
 }
 
 // tat returns the theoretical arrival time held in a state word.
@@ -37,7 +38,8 @@ func (g *gcra) remaining(debt int64) int64 {
 	if debt >= g.tau {
 		return 0
 	}
-	return (g.tau - debt) / g.t
+	q, _ := g.per.div(uint64(g.tau - debt))
+	return int64(q)
 }
 
 // step decides a request of cost 0 ≤ c ≤ limit at now against state w. It

@@ -46,12 +46,27 @@ type verdict struct {
 }
 
 // decision builds the public Decision for a verdict on cost.
-func (p *params) decision(v verdict, cost int64) Decision {
-	d := Decision{Allowed: v.ok, Limit: p.limit, Remaining: v.rem, RetryAfter: time.Duration(v.retry), ResetAfter: time.Duration(v.reset)}
-	if p.kind == kindLeakyBucket && v.ok && cost > 0 {
-		d.Delay = time.Duration(v.reset - cost*p.g.t) // the debt before it
-	}
+func (p *params) decision(v verdict, cost int64) (d Decision) {
+	d.setFrom(v, p.limit, p.delay(v, cost))
 	return d
+}
+
+// setFrom fills d field by field. Building a Decision in a temporary and
+// copying it costs a store-forwarding stall per copy (the copy reads 16
+// bytes that were written 8 at a time), about 10 ns each here, so the
+// exported methods fill their named result in place instead.
+func (d *Decision) setFrom(v verdict, limit, delay int64) {
+	d.Allowed, d.Limit, d.Remaining = v.ok, limit, v.rem
+	d.RetryAfter, d.ResetAfter, d.Delay = time.Duration(v.retry), time.Duration(v.reset), time.Duration(delay)
+}
+
+// delay returns the Delay of a verdict on cost: for an admission by the
+// leaky bucket, the debt before it (reset − cost·T); otherwise 0.
+func (p *params) delay(v verdict, cost int64) int64 {
+	if p.kind == kindLeakyBucket && v.ok && cost > 0 {
+		return v.reset - cost*p.g.t
+	}
+	return 0
 }
 
 type kind uint8
@@ -477,9 +492,10 @@ func (l *Limiter) Allow(key string) Decision { return l.AllowN(key, 1) }
 // above the policy's Limit, or a key longer than MaxKeyLen, is denied with
 // RetryAfter = Never. A denial never changes any state, and a peek or a
 // denial for an unknown key creates no entry.
-func (l *Limiter) AllowN(key string, cost int64) Decision {
+func (l *Limiter) AllowN(key string, cost int64) (d Decision) {
 	v, _, p := l.allow(key, cost)
-	return p.decision(v, cost)
+	d.setFrom(v, p.limit, p.delay(v, cost))
+	return d
 }
 
 // allow is AllowN before its Decision is built. It also returns the

@@ -69,6 +69,7 @@ type window struct {
 	cmask   uint64 // (1<<cb)−1
 	emask   uint64 // (1<<eb)−1
 	sliding bool
+	per     divisor // divides by W
 }
 
 // minIndexBits is the fewest window-index bits New accepts.
@@ -106,6 +107,7 @@ func newWindowBits(limit int64, w time.Duration, sliding bool, cb uint) (window,
 		w: int64(w), limit: limit, cb: cb, eb: eb, ib: used,
 		exact: uint(bits.Len64(uint64(maxTime/int64(w)))) <= eb,
 		cmask: 1<<cb - 1, emask: 1<<eb - 1, sliding: sliding,
+		per: newDivisor(uint64(w)),
 	}, true
 }
 
@@ -121,8 +123,8 @@ func (x *window) pack(k uint64, p, q int64) uint64 {
 // made in, the elapsed time e into it, and the counts p (window k−1) and q
 // (window k) as they stand then.
 func (x *window) view(w uint64, now int64) (k uint64, e, p, q int64) {
-	k = uint64(now / x.w)
-	e = now - int64(k)*x.w
+	k, r := x.per.div(uint64(now))
+	e = int64(r)
 	sq := x.q(w)
 	var sp int64
 	if x.sliding {
@@ -161,7 +163,12 @@ func (x *window) used(p, e int64) int64 {
 		return 0
 	}
 	hi, lo := bits.Mul64(uint64(p), uint64(x.w-e))
-	quo, rem := bits.Div64(hi, lo, uint64(x.w)) // hi < W since p < 2^63 and W−e ≤ W
+	var quo, rem uint64
+	if hi == 0 {
+		quo, rem = x.per.div(lo) // the common case: no 128-bit divide
+	} else {
+		quo, rem = bits.Div64(hi, lo, uint64(x.w)) // hi < W since p < 2^63 and W−e ≤ W
+	}
 	if rem != 0 {
 		quo++
 	}
@@ -249,7 +256,7 @@ func floorMulDiv(a, b, d int64) int64 {
 // from w: it lowers the count of the window holding at, if w still holds
 // that window's count, and never below 0.
 func (x *window) refund(w uint64, c, at int64) uint64 {
-	ka := uint64(at / x.w)
+	ka, _ := x.per.div(uint64(at))
 	var d uint64 // windows from ka to w's index
 	if si := x.index(w); x.exact {
 		if si < ka {
