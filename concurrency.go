@@ -194,19 +194,19 @@ func (c *ConcurrencyLimiter) Close() error { return c.l.Close() }
 // acquire takes n slots of key if they are free.
 func (l *Limiter) acquire(key string, n int64) bool {
 	if n <= 0 || len(key) > MaxKeyLen {
-		l.shards[0].denied.Add(1)
+		l.tally.count(false)
 		return false
 	}
 	h := l.hash(key)
 	s := l.shardOf(h)
 	t := s.tab.Load()
 	if n > t.p.limit {
-		s.count(false)
+		l.tally.count(false)
 		return false
 	}
 	if sl := t.find(h, key); sl != nil {
 		if ok, live := acquireAt(&sl.word, n, t.p.limit); live {
-			s.count(ok)
+			l.tally.count(ok)
 			return ok
 		}
 	}
@@ -216,7 +216,7 @@ func (l *Limiter) acquire(key string, n int64) bool {
 		ok, _ = acquireAt(&sl.word, n, s.tab.Load().p.limit) // nothing retires while we hold s.mu
 	}
 	s.mu.Unlock()
-	s.count(ok)
+	l.tally.count(ok)
 	return ok
 }
 

@@ -179,7 +179,7 @@ func (l *Limiter) refund(key string, cost, at int64) {
 	t := s.tab.Load()
 	if sl := t.find(h, key); sl != nil {
 		if fresh, live := refundAt(t.p, &sl.word, cost, at, now); live {
-			s.uncount()
+			l.tally.uncount()
 			if fresh {
 				l.retireFresh(s, h, key, now)
 			}
@@ -191,7 +191,7 @@ func (l *Limiter) refund(key string, cost, at int64) {
 		if fresh, _ := refundAt(s.tab.Load().p, &sl.word, cost, at, now); fresh {
 			l.retireFreshLocked(s, sl, now)
 		}
-		s.uncount()
+		l.tally.uncount()
 	}
 	s.mu.Unlock()
 }
@@ -216,12 +216,6 @@ func (l *Limiter) retireFreshLocked(s *shard, sl *slot, now int64) {
 		l.keys.Add(-1)
 		s.swept.Add(1)
 	}
-}
-
-// uncount turns one counted admission into a denial.
-func (s *shard) uncount() {
-	s.allowed.Add(^uint64(0))
-	s.denied.Add(1)
 }
 
 // refundAt runs refund's CAS loop. live is false if the word is retired;

@@ -112,6 +112,7 @@ type Limiter struct {
 	sweptAt atomic.Int64 // latest instant at which a fresh entry was removed
 
 	onDeny func(keyHash uint64, d Decision) // WithDenyHook; nil: none
+	tally  tally                            // Stats.Allowed and Stats.Denied
 
 	sweepEvery time.Duration
 	closeOnce  sync.Once
@@ -242,7 +243,7 @@ func New(policy any, opts ...Option) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{kind: p.kind, seed: rand.Uint64(), maxKeys: int64(cfg.maxKeys), sweepEvery: cfg.sweepEvery, onDeny: cfg.onDeny}
+	l := &Limiter{kind: p.kind, seed: rand.Uint64(), maxKeys: int64(cfg.maxKeys), sweepEvery: cfg.sweepEvery, onDeny: cfg.onDeny, tally: newTally()}
 	l.p.Store(p)
 	n := 1
 	for n < cfg.shards {
@@ -518,7 +519,7 @@ func (l *Limiter) allow(key string, cost int64) (verdict, int64, *params) {
 	}
 	if sl := t.find(h, key); sl != nil {
 		if v, at, ok := l.decide(p, &sl.word, now, cost); ok {
-			s.count(v.ok)
+			l.tally.count(v.ok)
 			if !v.ok && l.onDeny != nil {
 				l.onDeny(h, p.decision(v, cost))
 			}
@@ -530,14 +531,6 @@ func (l *Limiter) allow(key string, cost int64) (verdict, int64, *params) {
 		l.onDeny(h, p.decision(v, cost))
 	}
 	return v, at, p
-}
-
-func (s *shard) count(allowed bool) {
-	if allowed {
-		s.allowed.Add(1)
-	} else {
-		s.denied.Add(1)
-	}
 }
 
 // allowLocked is AllowN's path for a key whose live slot the lock-free
@@ -560,7 +553,7 @@ func (l *Limiter) allowLocked(s *shard, h uint64, key string, now, cost int64) (
 		v, now, _ = l.decide(p, &sl.word, now, cost) // nothing retires while we hold s.mu
 	}
 	s.mu.Unlock()
-	s.count(v.ok)
+	l.tally.count(v.ok)
 	return v, now, p
 }
 
@@ -603,7 +596,7 @@ func (l *Limiter) never(key string, now, cost int64) (verdict, int64, *params) {
 		v, p = l.peek(key, now)
 	}
 	v.ok, v.retry = false, int64(Never)
-	l.shards[0].denied.Add(1) // rare; contention does not matter here
+	l.tally.count(false)
 	if l.onDeny != nil {
 		l.onDeny(l.hash(key), p.decision(v, cost))
 	}
@@ -758,7 +751,7 @@ func (l *Limiter) reserve(key string, cost, maxWait int64) (wait int64, ok bool)
 	t := s.tab.Load()
 	if sl := t.find(h, key); sl != nil {
 		if wait, ok, live := reserveAt(t.p, &sl.word, now, cost, maxWait); live {
-			s.count(ok)
+			l.tally.count(ok)
 			return wait, ok
 		}
 	}
@@ -768,7 +761,7 @@ func (l *Limiter) reserve(key string, cost, maxWait int64) (wait int64, ok bool)
 		l.retireFreshLocked(s, sl, now) // nothing was written: leave no entry
 	}
 	s.mu.Unlock()
-	s.count(ok)
+	l.tally.count(ok)
 	return wait, ok
 }
 
@@ -812,11 +805,10 @@ func (l *Limiter) Stats() Stats {
 	var st Stats
 	for i := range l.shards {
 		s := &l.shards[i]
-		st.Allowed += s.allowed.Load()
-		st.Denied += s.denied.Load()
 		st.Swept += s.swept.Load()
 		st.Evicted += s.evicted.Load()
 	}
+	st.Allowed, st.Denied = l.tally.sums()
 	st.Keys = uint64(max(0, l.keys.Load()))
 	return st
 }

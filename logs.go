@@ -171,7 +171,7 @@ func (l *Limiter) logRingLocked(ls *logShard, key string, now int64) (*logRing, 
 
 // allowLog is allow for the sliding log.
 func (l *Limiter) allowLog(key string, now, cost int64) (verdict, int64, *params) {
-	ls, s := l.logShardOf(key)
+	ls, _ := l.logShardOf(key)
 	ls.mu.Lock()
 	var v verdict
 	var at int64
@@ -202,7 +202,7 @@ func (l *Limiter) allowLog(key string, now, cost int64) (verdict, int64, *params
 		break
 	}
 	ls.mu.Unlock()
-	s.count(v.ok)
+	l.tally.count(v.ok)
 	if !v.ok && l.onDeny != nil {
 		l.onDeny(l.hash(key), p.decision(v, cost))
 	}
@@ -254,7 +254,7 @@ func (l *Limiter) refundLog(key string, cost, at int64) {
 	r.expire(first)
 	r.last = now
 	r.drop(cost, at)
-	s.uncount()
+	l.tally.uncount()
 	if r.n == 0 {
 		l.removeLogLocked(ls, s, key, now, true)
 	}

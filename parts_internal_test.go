@@ -34,7 +34,7 @@ func BenchmarkParts(b *testing.B) {
 	})
 	b.Run("count", func(b *testing.B) {
 		for b.Loop() {
-			s.count(true)
+			l.tally.count(true)
 		}
 	})
 	b.Run("AllowN", func(b *testing.B) {

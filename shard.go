@@ -19,8 +19,8 @@ import (
 //
 // Concurrency: decisions take no lock. A decision loads the shard's table
 // pointer, probes it, and CASes the key's state word; the only shared
-// memory it writes is that word (and the shard's statistics line, see
-// shard). Writers (insert, retire, rebuild) serialise on the shard's mutex
+// memory it writes is that word (and its goroutine's stripe of the
+// decision counters, see tally.go). Writers (insert, retire, rebuild) serialise on the shard's mutex
 // and never change a published slot's identity:
 //
 //   - insert fills an empty slot's key fields and word, then publishes it by
@@ -50,11 +50,10 @@ import (
 // 128-byte lines, so 64 would leave neighbours sharing traffic.
 const cacheLineSize = 128
 
-// shard is one lock stripe. Its three groups of fields are each separated
+// shard is one lock stripe. Its two groups of fields are each separated
 // from any other field by a full cache line of padding, so no two groups
-// share a line however the array is aligned:
-// the table pointer, read by every decision; the writers' mutex and rare
-// counters; and the decision counters, written by every decision.
+// share a line however the array is aligned: the table pointer, read by
+// every decision, and the writers' mutex and rare counters.
 type shard struct {
 	_   [cacheLineSize]byte
 	tab atomic.Pointer[table] // written under mu
@@ -63,10 +62,6 @@ type shard struct {
 	mu      sync.Mutex    // serialises insert, retire, rebuild
 	swept   atomic.Uint64 // fresh entries removed (written under mu)
 	evicted atomic.Uint64 // non-fresh entries evicted (written under mu)
-	_       [cacheLineSize]byte
-
-	allowed atomic.Uint64 // admissions decided in this shard
-	denied  atomic.Uint64 // denials decided in this shard
 	_       [cacheLineSize]byte
 }
 

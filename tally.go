@@ -1,0 +1,93 @@
+package hotlimit
+
+import (
+	"runtime"
+	"sync/atomic"
+	"unsafe"
+)
+
+// tally counts a limiter's decisions for Stats.Allowed and Stats.Denied.
+//
+// A single pair of counters (or one per shard) would be a second cache
+// line that every core writes on every decision: with one hot key on two
+// cores, that line moves between them as often as the key's own word
+// does. bench/RESULTS.md ("Decision counters") has the cost. Instead the
+// counters are striped, and a goroutine counts on the stripe picked by the
+// address of its own stack: goroutines run on distinct stacks, so
+// concurrent callers land on different lines unless two of them hash to the
+// same stripe, and a goroutine keeps using the same line while its stack
+// stays put. The counts are exact; only their placement varies.
+type tally struct {
+	stripes []tallyStripe
+	shift   uint // stripe index = mixed stack address >> shift
+}
+
+// tallyStripe is one stripe, alone on its cache line.
+type tallyStripe struct {
+	allowed atomic.Uint64
+	denied  atomic.Uint64
+	_       [cacheLineSize - 16]byte
+}
+
+// Stripes per limiter: four per P, at least minStripes, at most
+// maxStripes (256 × 128 B = 32 KiB).
+const (
+	minStripes = 16
+	maxStripes = 256
+)
+
+func newTally() tally {
+	n := minStripes
+	for n < 4*runtime.GOMAXPROCS(0) && n < maxStripes {
+		n <<= 1
+	}
+	shift := uint(64)
+	for m := n; m > 1; m >>= 1 {
+		shift--
+	}
+	return tally{stripes: make([]tallyStripe, n), shift: shift}
+}
+
+// mine returns the calling goroutine's stripe. Stacks start at 2 KiB, so
+// the address is taken in 2 KiB units and spread by a Fibonacci multiply,
+// which sends neighbouring stacks to distant stripes.
+func (t *tally) mine() *tallyStripe {
+	var anchor byte
+	a := uint64(uintptr(unsafe.Pointer(&anchor))) >> 11
+	return &t.stripes[(a*0x9e3779b97f4a7c15)>>t.shift]
+}
+
+// count records one decision.
+func (t *tally) count(allowed bool) {
+	s := t.mine()
+	if allowed {
+		s.allowed.Add(1)
+	} else {
+		s.denied.Add(1)
+	}
+}
+
+// uncount turns one counted admission into a denial (AllowLayers undoing
+// a layer). The admission may have been counted on another stripe; the
+// sums stay exact, see sums.
+func (t *tally) uncount() {
+	s := t.mine()
+	s.allowed.Add(^uint64(0))
+	s.denied.Add(1)
+}
+
+// sums returns the totals. A stripe's allowed count can be below zero
+// (wrapped) where an uncount landed on another stripe than its admission;
+// the wrapped sum is still exact. Read while an uncount is in flight, it
+// can be one short of an admission counted elsewhere, so a sum that wraps
+// below zero reads as 0.
+func (t *tally) sums() (allowed, denied uint64) {
+	for i := range t.stripes {
+		allowed += t.stripes[i].allowed.Load()
+		denied += t.stripes[i].denied.Load()
+	}
+	if int64(allowed) < 0 {
+		allowed = 0
+	}
+	return allowed, denied
+}
