@@ -76,15 +76,28 @@ func (c *ManualClock) Set(t time.Duration) { c.now.Store(int64(t)) }
 // CoarseClock is a Clock that returns a cached reading of the default
 // clock, refreshed by one goroutine every resolution. Reading it is a
 // single atomic load, which makes a decision cheaper by the cost of a
-// clock read (about 25 ns on the machines we measure on).
+// clock read (45 to 56 ns on the 2-vCPU machine bench/RESULTS.md reports).
 //
 // The cached reading lags real time by up to the resolution, and by more
 // when the refreshing goroutine is not scheduled (a busy machine can delay
-// it by tens of milliseconds). A lagging clock only ever errs towards
-// denying: admission depends on how much time has passed, and a lagging
-// reading says less time has passed. To bound that error, a Limiter that
-// uses a CoarseClock re-reads the precise clock before it denies a request,
-// so a denial (and its RetryAfter) is always computed from the precise time.
+// it by tens of milliseconds). Call the lag L. What it trades:
+//
+//   - Every decision is exact for the reading it is made at, and a Limiter
+//     that uses a CoarseClock re-reads the precise clock before it denies
+//     a request, so a denial and its RetryAfter are computed from the
+//     precise time. While the cache lags, it errs towards denying: less
+//     time seems to have passed, so less has been replenished.
+//   - Measured on real time, an admission is booked as if the request had
+//     come up to L earlier. When the cache catches up, what it held back is
+//     available at once, so a token or leaky bucket can admit up to ⌈L/T⌉
+//     units more over an interval than the policy allows
+//     (Burst + ⌊(b−a+L)/T⌋ over [a, b] instead of Burst + ⌊(b−a)/T⌋;
+//     TestLaggingClockBound checks exactly this bound), and a request made
+//     in the first L of a window can count against the window before it.
+//
+// Use it where that much imprecision is acceptable: at 100 requests per
+// second (T = 10 ms) and a lag of 1 ms, it is at most one request more over
+// any interval.
 //
 // Create it with NewCoarseClock and stop it with Stop, or let a Limiter own
 // one with WithCoarseClock.

@@ -154,8 +154,10 @@ func WithClock(c Clock) Option {
 
 // WithCoarseClock makes the limiter read a cached clock refreshed every
 // resolution by a goroutine that Close stops. See CoarseClock for what
-// this trades: decisions save a clock read, and a lagging reading only
-// ever errs towards denying (denials are re-checked on the precise clock).
+// this trades: decisions save a clock read; denials are re-checked on the
+// precise clock; but on real time an admission can be booked up to the
+// cache's lag early, which lets a bucket admit up to lag/T extra units
+// over an interval.
 func WithCoarseClock(resolution time.Duration) Option {
 	return func(cfg *config) {
 		if resolution <= 0 || resolution > time.Second {
@@ -470,8 +472,8 @@ func (l *Limiter) decide(p *params, w *atomic.Uint64, now, cost int64) (verdict,
 		}
 		if next == old || w.CompareAndSwap(old, next) {
 			if !d.ok && l.coarse != nil && !rechecked {
-				// A lagging coarse reading errs towards denying: decide
-				// a denial again on the precise clock.
+				// A lagging coarse reading errs towards denying while it
+				// lags: decide a denial again on the precise clock.
 				rechecked = true
 				if p := min(int64(l.coarse.Precise()), maxTime); p > now {
 					now = p
