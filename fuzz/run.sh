@@ -26,7 +26,7 @@ shift || true
 cd "$(dirname "$0")/.."
 
 status=0
-for pkg in ./fuzz ./httplimit ./httpretry; do
+for pkg in . ./fuzz ./httplimit ./httpretry; do
 	targets=$(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true)
 	if [ -z "$targets" ]; then
 		echo "run.sh: no fuzz targets found in $pkg" >&2
