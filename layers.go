@@ -43,6 +43,16 @@ const maxStackLayers = 8
 //
 // It allocates nothing for up to 8 layers.
 func AllowLayers(layers ...Layer) Decision {
+	d, _ := AllowLayersIndex(layers...)
+	return d
+}
+
+// AllowLayersIndex is AllowLayers that also returns the index of the
+// binding layer, the one whose Limit and Remaining the Decision reports,
+// for callers that must name it (the RateLimit header names one policy):
+// Limit alone cannot tell two layers of the same capacity apart. A layer
+// with a nil Limiter binds when it is reached; for no layers it is -1.
+func AllowLayersIndex(layers ...Layer) (Decision, int) {
 	var buf [maxStackLayers]int64
 	ats := buf[:0]
 	if len(layers) > maxStackLayers {
@@ -50,11 +60,12 @@ func AllowLayers(layers ...Layer) Decision {
 	}
 	var out Decision
 	var best int64 // the binding layer's requests(Remaining, Cost)
+	binding := -1
 	for i := range layers {
 		ly := &layers[i]
 		if ly.Limiter == nil {
 			refundLayers(layers[:i], ats)
-			return Decision{RetryAfter: Never}
+			return Decision{RetryAfter: Never}, i
 		}
 		v, at, p := ly.Limiter.allow(ly.Key, ly.Cost)
 		if !v.ok {
@@ -64,13 +75,13 @@ func AllowLayers(layers ...Layer) Decision {
 		ats = append(ats, at)
 		d := p.decision(v, ly.Cost)
 		if n := requests(d.Remaining, ly.Cost); i == 0 || n < best || n == best && d.Remaining < out.Remaining {
-			best, out.Remaining, out.Limit = n, d.Remaining, d.Limit
+			best, out.Remaining, out.Limit, binding = n, d.Remaining, d.Limit, i
 		}
 		out.ResetAfter = max(out.ResetAfter, d.ResetAfter)
 		out.Delay = max(out.Delay, d.Delay)
 	}
 	out.Allowed = true
-	return out
+	return out, binding
 }
 
 // requests is how many more requests of cost fit in remaining units.
@@ -89,26 +100,31 @@ func refundLayers(layers []Layer, ats []int64) {
 }
 
 // deniedLayers builds the Decision of a layered request that layer i
-// denied with d, after the earlier layers were given back.
-func deniedLayers(layers []Layer, i int, d Decision) Decision {
-	out := d
+// denied with d, after the earlier layers were given back, and returns
+// the binding layer's index.
+func deniedLayers(layers []Layer, i int, d Decision) (Decision, int) {
+	out, binding := d, i
+	nilSeen := false
 	for j := range layers {
 		ly := &layers[j]
 		if j == i {
 			continue
 		}
 		if ly.Limiter == nil {
+			if !nilSeen { // the first nil layer binds: Never, Limit 0
+				nilSeen, binding = true, j
+			}
 			out.RetryAfter, out.Limit, out.Remaining = Never, 0, 0
 			continue
 		}
 		c := ly.Limiter.check(ly.Key, ly.Cost)
 		if !c.Allowed && c.RetryAfter > out.RetryAfter {
-			out.RetryAfter, out.Limit, out.Remaining = c.RetryAfter, c.Limit, c.Remaining
+			out.RetryAfter, out.Limit, out.Remaining, binding = c.RetryAfter, c.Limit, c.Remaining, j
 		}
 		out.ResetAfter = max(out.ResetAfter, c.ResetAfter)
 	}
 	out.Allowed, out.Delay = false, 0
-	return out
+	return out, binding
 }
 
 // check decides key and cost now without consuming anything and without

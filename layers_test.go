@@ -227,3 +227,55 @@ func TestAllowLayersBindingWithCosts(t *testing.T) {
 		t.Fatalf("group remaining %d, want 2: the refused request took nothing", r)
 	}
 }
+
+// TestAllowLayersIndex: the index names the binding layer where Limit
+// cannot, two layers of the same capacity, when admitted and when denied,
+// and the layer of a nil Limiter.
+func TestAllowLayersIndex(t *testing.T) {
+	c := hotlimit.NewManualClock()
+	mk := limiterMaker(t, c)
+	a := mk(hotlimit.FixedWindow{Limit: 4, Window: time.Hour})
+	b := mk(hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 4})
+	b.AllowN("k", 2) // b has 2 left, a has 4
+	req := []hotlimit.Layer{{Limiter: a, Key: "k", Cost: 1}, {Limiter: b, Key: "k", Cost: 1}}
+	steps := []struct {
+		allowed   bool
+		remaining int64
+		index     int
+	}{
+		{true, 1, 1}, // a 3, b 1: b binds
+		{true, 0, 1}, // a 2, b 0
+		{false, 0, 1},
+	}
+	for i, s := range steps {
+		d, idx := hotlimit.AllowLayersIndex(req...)
+		if d.Allowed != s.allowed || d.Remaining != s.remaining || d.Limit != 4 || idx != s.index {
+			t.Fatalf("step %d: %+v, index %d; want allowed %v, remaining %d, index %d", i, d, idx, s.allowed, s.remaining, s.index)
+		}
+	}
+	// Swapped order: still b, now at index 0.
+	if d, idx := hotlimit.AllowLayersIndex(req[1], req[0]); d.Allowed || idx != 0 {
+		t.Fatalf("swapped: %+v, index %d; want denied by index 0", d, idx)
+	}
+	// a binds once it is the tighter one: a fresh key in b.
+	req[1].Key = "fresh"
+	if d, idx := hotlimit.AllowLayersIndex(req...); !d.Allowed || d.Remaining != 1 || idx != 0 {
+		t.Fatalf("a binds: %+v, index %d; want Remaining 1 (a had 2) at index 0", d, idx)
+	}
+	// Both deny: the one with the longer RetryAfter binds, although the
+	// first in order is the one that refused.
+	short := mk(hotlimit.FixedWindow{Limit: 1, Window: time.Minute})
+	long := mk(hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1})
+	short.Allow("k")
+	long.Allow("k")
+	if d, idx := hotlimit.AllowLayersIndex(hotlimit.Layer{Limiter: short, Key: "k", Cost: 1}, hotlimit.Layer{Limiter: long, Key: "k", Cost: 1}); d.Allowed || d.RetryAfter != time.Hour || idx != 1 {
+		t.Fatalf("both deny: %+v, index %d; want RetryAfter 1h from index 1", d, idx)
+	}
+	// A nil Limiter binds with Never, admitted or denied elsewhere.
+	if d, idx := hotlimit.AllowLayersIndex(req[0], hotlimit.Layer{Key: "x", Cost: 1}); d.Allowed || d.RetryAfter != hotlimit.Never || idx != 1 {
+		t.Fatalf("nil layer: %+v, index %d", d, idx)
+	}
+	if _, idx := hotlimit.AllowLayersIndex(); idx != -1 {
+		t.Fatalf("no layers: index %d, want -1", idx)
+	}
+}

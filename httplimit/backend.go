@@ -22,6 +22,19 @@ type Backend interface {
 	Allow(ctx context.Context, layers []Layer) (hotlimit.Decision, error)
 }
 
+// A BindingBackend is a Backend that also reports which layer its
+// Decision describes, as hotlimit.AllowLayersIndex does. The middleware
+// then names exactly that layer's limit in the RateLimit header and in
+// Event.Limit. Without it, the middleware infers the layer from
+// Decision.Limit, which cannot tell two layers of the same capacity
+// apart; it then names the route group's limit. Local implements it.
+type BindingBackend interface {
+	Backend
+	// AllowBinding is Allow that also returns the index in layers of the
+	// binding layer, or -1 when it cannot tell.
+	AllowBinding(ctx context.Context, layers []Layer) (hotlimit.Decision, int, error)
+}
+
 // Layer is one limit a request is checked against.
 type Layer struct {
 	Limit string // the name of a limit the backend was built with
@@ -74,7 +87,13 @@ func (b *Local) Classes() *hotlimit.Classes { return b.classes }
 
 // Allow implements Backend with hotlimit.AllowLayers. It allocates
 // nothing for up to 8 layers on existing keys.
-func (b *Local) Allow(_ context.Context, layers []Layer) (hotlimit.Decision, error) {
+func (b *Local) Allow(ctx context.Context, layers []Layer) (hotlimit.Decision, error) {
+	d, _, err := b.AllowBinding(ctx, layers)
+	return d, err
+}
+
+// AllowBinding implements BindingBackend with hotlimit.AllowLayersIndex.
+func (b *Local) AllowBinding(_ context.Context, layers []Layer) (hotlimit.Decision, int, error) {
 	var buf [8]hotlimit.Layer
 	ls := buf[:0]
 	if len(layers) > len(buf) {
@@ -83,11 +102,12 @@ func (b *Local) Allow(_ context.Context, layers []Layer) (hotlimit.Decision, err
 	for _, ly := range layers {
 		lim := b.classes.Class(ly.Limit)
 		if lim == nil {
-			return hotlimit.Decision{}, fmt.Errorf("%w %q", ErrUnknownLimit, ly.Limit)
+			return hotlimit.Decision{}, -1, fmt.Errorf("%w %q", ErrUnknownLimit, ly.Limit)
 		}
 		ls = append(ls, hotlimit.Layer{Limiter: lim, Key: ly.Key, Cost: ly.Cost})
 	}
-	return hotlimit.AllowLayers(ls...), nil
+	d, i := hotlimit.AllowLayersIndex(ls...)
+	return d, i, nil
 }
 
 // Close stops every limiter's sweeper.

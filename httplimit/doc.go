@@ -64,9 +64,10 @@
 //
 // RateLimit-Policy lists the request's layers (q and w per algorithm: see
 // below); RateLimit names the binding layer (the one with the fewest
-// remaining, or the one that denied; the Decision tells the layers apart
-// only by capacity, so when both have the same q the group's is named)
-// with r = Decision.Remaining and t = ceil(RetryAfter) seconds on a
+// requests left, or the one that denied; Local reports which it is, see
+// BindingBackend, and for a backend that does not, the middleware tells
+// the layers apart by capacity and names the group's when both have the
+// same q) with r = Decision.Remaining and t = ceil(RetryAfter) seconds on a
 // denial (the wait after which the same request passes) or
 // ceil(ResetAfter) seconds on an admission. With a global layer, the
 // backend returns one Decision for both layers, whose ResetAfter is the

@@ -240,6 +240,7 @@ func waitTimer(ctx context.Context, d time.Duration) error {
 // backend.
 type Middleware struct {
 	backend    Backend
+	binder     BindingBackend // backend, when it reports the binding layer
 	groups     []groupState
 	byName     map[string]int
 	mux        *http.ServeMux // pattern → group; nil with classify
@@ -285,8 +286,10 @@ const maxKeyBuf = 160
 // would escape to the heap through the KeyFunc and Backend calls; pooling
 // them saves two allocations per request.
 type scratch struct {
-	buf    [maxKeyBuf]byte
-	layers [2]Layer
+	buf     [maxKeyBuf]byte
+	layers  [2]Layer
+	binding *policyInfo   // the limit decide's Decision describes
+	reset   time.Duration // that limit's own ResetAfter, for the headers
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -424,6 +427,7 @@ func New(cfg Config) (*Middleware, error) {
 		return nil, errors.New("httplimit: Config.Backend returned a nil Backend")
 	}
 	m.backend = b
+	m.binder, _ = b.(BindingBackend)
 	return m, nil
 }
 
@@ -536,12 +540,13 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	sc := scratchPool.Get().(*scratch)
+	sc.binding = nil
 	ev := m.decide(r, g, sc)
-	sc.layers = [2]Layer{} // keep no key alive in the pool
+	binding := sc.binding
+	sc.layers, sc.binding = [2]Layer{}, nil // keep no key alive in the pool
 	scratchPool.Put(sc)
 	if ev.Outcome == Allowed || ev.Outcome == Denied || ev.Outcome == DryRunDenied {
-		if !m.dryRun && m.headers != HeadersNone {
-			binding := m.binding(g, ev.Decision)
+		if !m.dryRun && m.headers != HeadersNone && binding != nil {
 			m.writeHeaders(w.Header(), g.policies, binding, ev.Decision)
 		}
 	}
@@ -588,7 +593,13 @@ func (m *Middleware) decide(r *http.Request, g *groupState, sc *scratch) Event {
 	if m.global != nil {
 		layers = append(layers, Layer{Limit: m.global.name, Key: full[:len(keyPrefix)+len(id)], Cost: m.globalCost})
 	}
-	d, err := m.backend.Allow(r.Context(), layers)
+	idx := -1
+	var d hotlimit.Decision
+	if m.binder != nil {
+		d, idx, err = m.binder.AllowBinding(r.Context(), layers)
+	} else {
+		d, err = m.backend.Allow(r.Context(), layers)
+	}
 	ev := Event{IdentityHash: idHash, Fallback: fallback, Decision: d, Err: err}
 	switch {
 	case err != nil:
@@ -604,16 +615,22 @@ func (m *Middleware) decide(r *http.Request, g *groupState, sc *scratch) Event {
 	default:
 		ev.Outcome = Denied
 	}
-	binding := m.binding(g, d)
+	binding := m.binding(g, d, idx)
 	ev.Algorithm, ev.Limit = binding.algorithm, binding.name
+	sc.binding = binding
 	return ev
 }
 
-// binding returns the limit the Decision reports: the layer whose
-// capacity is d.Limit (hotlimit.AllowLayers reports the binding layer's
-// Limit), the group's when both layers have the same capacity.
-func (m *Middleware) binding(g *groupState, d hotlimit.Decision) *policyInfo {
-	if m.global != nil && d.Limit != g.policy.q && d.Limit == m.global.q {
+// binding returns the limit the Decision describes: layer idx (0 the
+// group's, 1 the global) when the backend reported it, else the layer
+// whose capacity is d.Limit, the group's when both have the same capacity.
+func (m *Middleware) binding(g *groupState, d hotlimit.Decision, idx int) *policyInfo {
+	switch {
+	case idx == 1 && m.global != nil:
+		return m.global
+	case idx == 0:
+		return g.policy
+	case m.global != nil && d.Limit != g.policy.q && d.Limit == m.global.q:
 		return m.global
 	}
 	return g.policy

@@ -882,3 +882,72 @@ func TestDryRunNeverBlocks(t *testing.T) {
 		t.Errorf("dry run, leaky bucket: event %+v, want Allowed with the Delay it would have had", ev)
 	}
 }
+
+// TestBindingSameCapacity: the group and the global limits have the same
+// capacity (3) but different windows, so Decision.Limit cannot say which
+// one bound. The global binds (the group's window has more left), and the
+// RateLimit header and Event.Limit must name it; with a backend that
+// cannot report the layer, the middleware falls back to the group's name.
+func TestBindingSameCapacity(t *testing.T) {
+	limits := map[string]any{
+		"g":   hotlimit.FixedWindow{Limit: 3, Window: time.Hour},
+		"all": hotlimit.FixedWindow{Limit: 3, Window: time.Minute},
+	}
+	for _, reporting := range []bool{true, false} {
+		var events []Event
+		cfg := Config{
+			Limits:       limits,
+			Groups:       []Group{{Name: "g", Limit: "g"}},
+			DefaultGroup: "g",
+			Global:       "all",
+			Key:          TokenKey("Authorization"),
+			Hook:         func(ev Event) { events = append(events, ev) },
+		}
+		clock := hotlimit.NewManualClock()
+		clock.Set(1000 * time.Second)
+		if !reporting {
+			cfg.Backend = func(l map[string]any) (Backend, error) {
+				b, err := NewLocal(l, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
+				return plainBackend{l: b}, err
+			}
+		} else {
+			cfg.Backend = LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
+		}
+		hs := newHarness(t, cfg)
+		// One request's worth already spent in the global window, by the
+		// key the middleware gives the global layer.
+		global := "rl:v1:" + tokenIdentity(t, token)
+		hs.m.Backend().(interface {
+			Limiter(string) *hotlimit.Limiter
+		}).Limiter("all").AllowN(global, 1)
+		w := hs.do("/", token)
+		if w.Code != http.StatusOK {
+			t.Fatalf("reporting=%v: %d", reporting, w.Code)
+		}
+		name, r, tt := parseRateLimit(t, w.Header().Get("RateLimit"))
+		// t is the largest reset of the layers (the group's hour window
+		// ends at 3600 s), so that a client waiting t is admitted whichever
+		// layer refused; r is the binding layer's.
+		want, wantT := "all", int64(2600)
+		if !reporting {
+			want = "g" // a tie on capacity: named by the fallback
+		}
+		if name != want || r != 1 || tt != wantT {
+			t.Errorf("reporting=%v: RateLimit = %q, want %q;r=1;t=%d", reporting, w.Header().Get("RateLimit"), want, wantT)
+		}
+		if len(events) != 1 || events[0].Limit != want {
+			t.Errorf("reporting=%v: events %+v, want one naming %q", reporting, events, want)
+		}
+	}
+}
+
+// plainBackend is Local without AllowBinding, as a Backend that cannot
+// report the binding layer would be.
+type plainBackend struct{ l *Local }
+
+func (p plainBackend) Allow(ctx context.Context, layers []Layer) (hotlimit.Decision, error) {
+	return p.l.Allow(ctx, layers)
+}
+
+func (p plainBackend) Limiter(name string) *hotlimit.Limiter { return p.l.Limiter(name) }
+func (p plainBackend) Close() error                          { return p.l.Close() }
