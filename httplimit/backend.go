@@ -27,7 +27,8 @@ type Backend interface {
 // then names exactly that layer's limit in the RateLimit header and in
 // Event.Limit. Without it, the middleware infers the layer from
 // Decision.Limit, which cannot tell two layers of the same capacity
-// apart; it then names the route group's limit. Local implements it.
+// apart; it then names the route group's limit. Local and redislimit's
+// backend implement it.
 type BindingBackend interface {
 	Backend
 	// AllowBinding is Allow that also returns the index in layers of the

@@ -74,20 +74,27 @@ func (b *RedisBackend) Limiter(name string) *Limiter { return b.limiters[name] }
 // Allow implements httplimit.Backend with AllowLayers: one script call,
 // all or nothing.
 func (b *RedisBackend) Allow(ctx context.Context, layers []httplimit.Layer) (hotlimit.Decision, error) {
+	d, _, err := b.AllowBinding(ctx, layers)
+	return d, err
+}
+
+// AllowBinding implements httplimit.BindingBackend with AllowLayersIndex,
+// so the middleware names the layer that bound.
+func (b *RedisBackend) AllowBinding(ctx context.Context, layers []httplimit.Layer) (hotlimit.Decision, int, error) {
 	var buf [8]Layer
 	ls := buf[:0]
 	for _, ly := range layers {
 		l := b.limiters[ly.Limit]
 		if l == nil {
-			return hotlimit.Decision{}, fmt.Errorf("%w %q", httplimit.ErrUnknownLimit, ly.Limit)
+			return hotlimit.Decision{}, -1, fmt.Errorf("%w %q", httplimit.ErrUnknownLimit, ly.Limit)
 		}
 		ls = append(ls, Layer{Limiter: l, Key: ly.Key, Cost: ly.Cost})
 	}
-	d, err := AllowLayers(ctx, ls...)
+	d, i, err := AllowLayersIndex(ctx, ls...)
 	if err != nil && !b.decides {
-		return hotlimit.Decision{}, err
+		return hotlimit.Decision{}, -1, err
 	}
-	return d, nil
+	return d, i, nil
 }
 
 // Close closes every limiter (their FallbackLocal limiters).

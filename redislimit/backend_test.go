@@ -11,7 +11,7 @@ import (
 	"github.com/hotlimit/hotlimit/httplimit"
 )
 
-var _ httplimit.Backend = (*RedisBackend)(nil)
+var _ httplimit.BindingBackend = (*RedisBackend)(nil)
 
 // TestBackendMatchesLocal: the Redis backend and httplimit's in-process
 // one give the same decisions for the same layered requests (they differ

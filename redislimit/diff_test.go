@@ -162,13 +162,13 @@ func TestDifferentialLayers(t *testing.T) {
 					local = append(local, hotlimit.Layer{Limiter: p.local, Key: key, Cost: cost})
 					remote = append(remote, Layer{Limiter: p.remote, Key: key, Cost: cost})
 				}
-				want := hotlimit.AllowLayers(local...)
-				got, err := AllowLayers(ctx, remote...)
+				want, wantIdx := hotlimit.AllowLayersIndex(local...)
+				got, gotIdx, err := AllowLayersIndex(ctx, remote...)
 				if err != nil {
 					t.Fatalf("step %d: %v", step, err)
 				}
-				if !sameDecision(want, got) {
-					t.Fatalf("step %d, layers %v:\n local %+v\n redis %+v", step, describe(remote), want, got)
+				if !sameDecision(want, got) || gotIdx != wantIdx {
+					t.Fatalf("step %d, layers %v:\n local %+v, binding %d\n redis %+v, binding %d", step, describe(remote), want, wantIdx, got, gotIdx)
 				}
 			}
 		})

@@ -72,10 +72,11 @@ var (
 // failDecision applies the layers' failure policies: any FailClosed layer
 // denies; otherwise the Fallback layers decide locally (all or nothing,
 // with hotlimit.AllowLayers) and FailOpen layers are skipped.
-func failDecision(layers []Layer) hotlimit.Decision {
+func failDecision(layers []Layer) (hotlimit.Decision, int) {
 	var buf [8]hotlimit.Layer
+	var at [8]int // at[k]: the index in layers of fb[k]
 	fb := buf[:0]
-	for _, ly := range layers {
+	for i, ly := range layers {
 		l := ly.Limiter
 		switch l.fail.mode {
 		case failClosed:
@@ -83,13 +84,20 @@ func failDecision(layers []Layer) hotlimit.Decision {
 			if retry == 0 {
 				retry = max(l.breaker.cooldown, time.Millisecond)
 			}
-			return hotlimit.Decision{Limit: l.spec.limit, RetryAfter: retry}
+			return hotlimit.Decision{Limit: l.spec.limit, RetryAfter: retry}, i
 		case failFallback, failFallbackLocal:
+			if len(fb) < len(at) {
+				at[len(fb)] = i
+			}
 			fb = append(fb, hotlimit.Layer{Limiter: l.local, Key: ly.Key, Cost: ly.Cost})
 		}
 	}
 	if len(fb) > 0 {
-		return hotlimit.AllowLayers(fb...)
+		d, k := hotlimit.AllowLayersIndex(fb...)
+		if k < 0 || k >= len(at) {
+			return d, -1 // beyond the first 8 fallbacks: not tracked
+		}
+		return d, at[k]
 	}
-	return hotlimit.Decision{Allowed: true, Limit: layers[0].Limiter.spec.limit}
+	return hotlimit.Decision{Allowed: true, Limit: layers[0].Limiter.spec.limit}, 0
 }

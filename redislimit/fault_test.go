@@ -300,18 +300,21 @@ func TestFailurePolicyLayers(t *testing.T) {
 	fb := must(New(c, "fb", p, WithFailurePolicy(FallbackLocal())))
 	defer fb.Close()
 
-	d, err := AllowLayers(ctx, Layer{open, "k", 1}, Layer{closed, "k", 1}, Layer{fb, "k", 1})
-	if !errors.Is(err, ErrUnavailable) || d.Allowed || d.RetryAfter <= 0 {
-		t.Fatalf("with a FailClosed layer: %+v, %v; want denied", d, err)
+	d, idx, err := AllowLayersIndex(ctx, Layer{open, "k", 1}, Layer{closed, "k", 1}, Layer{fb, "k", 1})
+	if !errors.Is(err, ErrUnavailable) || d.Allowed || d.RetryAfter <= 0 || idx != 1 {
+		t.Fatalf("with a FailClosed layer: %+v, binding %d, %v; want denied by layer 1", d, idx, err)
 	}
 	if d := must(fb.local.AllowN("k", 0), nil); d.Remaining != 1 {
 		t.Fatalf("a denied layered call consumed from the fallback: %+v", d)
 	}
 	for i, want := range []bool{true, false} {
-		d, err := AllowLayers(ctx, Layer{open, "k", 1}, Layer{fb, "k", 1})
-		if !errors.Is(err, ErrUnavailable) || d.Allowed != want {
-			t.Fatalf("open+fallback call %d: %+v, %v; want Allowed %v from the local limit", i, d, err, want)
+		d, idx, err := AllowLayersIndex(ctx, Layer{open, "k", 1}, Layer{fb, "k", 1})
+		if !errors.Is(err, ErrUnavailable) || d.Allowed != want || idx != 1 {
+			t.Fatalf("open+fallback call %d: %+v, binding %d, %v; want Allowed %v from the local limit, layer 1", i, d, idx, err, want)
 		}
+	}
+	if d, idx, err := AllowLayersIndex(ctx, Layer{open, "k", 1}, Layer{open, "j", 1}); err == nil || !d.Allowed || idx != 0 {
+		t.Fatalf("FailOpen layers only: %+v, binding %d, %v; want allowed, layer 0", d, idx, err)
 	}
 	if d, err := open.Allow(ctx, "k"); err == nil || !d.Allowed {
 		t.Fatalf("FailOpen alone: %+v, %v; want allowed with an error", d, err)

@@ -335,27 +335,38 @@ var ErrMixedClients = errors.New("redislimit: the layers' limiters use different
 // error wraps ErrUnavailable and the cause. On a Redis Cluster the keys
 // must share a slot: see WithHashTag.
 func AllowLayers(ctx context.Context, layers ...Layer) (hotlimit.Decision, error) {
+	d, _, err := AllowLayersIndex(ctx, layers...)
+	return d, err
+}
+
+// AllowLayersIndex is AllowLayers that also returns the index of the
+// binding layer, the one whose Limit and Remaining the Decision reports,
+// as hotlimit.AllowLayersIndex does: -1 for no layers or mixed clients.
+// When Redis does not decide, it is the FailClosed layer that denied, the
+// binding layer among the fallbacks, or 0 when only FailOpen layers were
+// left.
+func AllowLayersIndex(ctx context.Context, layers ...Layer) (hotlimit.Decision, int, error) {
 	if len(layers) == 0 {
-		return hotlimit.Decision{Allowed: true}, nil
+		return hotlimit.Decision{Allowed: true}, -1, nil
 	}
 	first := layers[0].Limiter
 	timeout := time.Duration(0)
 	for i, ly := range layers {
 		if ly.Limiter == nil {
-			return hotlimit.Decision{RetryAfter: hotlimit.Never}, nil
+			return hotlimit.Decision{RetryAfter: hotlimit.Never}, i, nil
 		}
 		if len(ly.Key) > hotlimit.MaxKeyLen {
-			return hotlimit.Decision{Limit: ly.Limiter.spec.limit, RetryAfter: hotlimit.Never}, nil
+			return hotlimit.Decision{Limit: ly.Limiter.spec.limit, RetryAfter: hotlimit.Never}, i, nil
 		}
 		if ly.Limiter.client != first.client {
-			return hotlimit.Decision{RetryAfter: hotlimit.Never}, ErrMixedClients
+			return hotlimit.Decision{RetryAfter: hotlimit.Never}, -1, ErrMixedClients
 		}
 		if i == 0 || ly.Limiter.timeout < timeout {
 			timeout = ly.Limiter.timeout
 		}
 	}
-	if d, ok := localDenial(layers); ok {
-		return d, nil
+	if d, i, ok := localDenial(layers); ok {
+		return d, i, nil
 	}
 
 	// Go through every distinct breaker (usually one, shared).
@@ -373,7 +384,8 @@ func AllowLayers(ctx context.Context, layers ...Layer) (hotlimit.Decision, error
 			for j, a := range bs[:i] {
 				a.release(probes[j])
 			}
-			return failDecision(layers), fmt.Errorf("%w: %w", ErrUnavailable, ErrCircuitOpen)
+			d, i := failDecision(layers)
+			return d, i, fmt.Errorf("%w: %w", ErrUnavailable, ErrCircuitOpen)
 		}
 		probes = append(probes, probe)
 	}
@@ -398,19 +410,21 @@ func AllowLayers(ctx context.Context, layers ...Layer) (hotlimit.Decision, error
 				b.done(false)
 			}
 		}
-		return failDecision(layers), fmt.Errorf("%w: %w", ErrUnavailable, err)
+		d, i := failDecision(layers)
+		return d, i, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	for _, b := range bs {
 		b.done(true)
 	}
-	d, denied, err := decode(reply, layers)
+	d, denied, binding, err := decode(reply, layers)
 	if err != nil {
-		return failDecision(layers), fmt.Errorf("%w: %w", ErrUnavailable, err)
+		d, i := failDecision(layers)
+		return d, i, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if denied >= 0 {
 		remember(layers, denied, d, reply)
 	}
-	return d, nil
+	return d, binding, nil
 }
 
 func containsBreaker(bs []*Breaker, b *Breaker) bool {
@@ -479,23 +493,24 @@ func micros(us int64) time.Duration {
 }
 
 // decode builds the Decision from the script's reply (see script.lua).
-// denied is the index of the denying layer, or -1.
-func decode(r []int64, layers []Layer) (d hotlimit.Decision, denied int, err error) {
+// denied is the index of the denying layer, or -1; binding that of the
+// layer the Decision reports.
+func decode(r []int64, layers []Layer) (d hotlimit.Decision, denied, binding int, err error) {
 	n := len(layers)
 	if len(r) == 1+2*n && r[0] == 1 {
 		var best int64 // the binding layer's requests(Remaining, Cost)
 		for i, ly := range layers {
 			rem, reset := r[1+2*i], micros(r[2+2*i])
 			if k := requests(rem, ly.Cost); i == 0 || k < best || k == best && rem < d.Remaining {
-				best, d.Remaining, d.Limit = k, rem, ly.Limiter.spec.limit
+				best, d.Remaining, d.Limit, binding = k, rem, ly.Limiter.spec.limit, i
 			}
 			d.ResetAfter = max(d.ResetAfter, reset)
 		}
 		d.Allowed = true
-		return d, -1, nil
+		return d, -1, binding, nil
 	}
 	if len(r) != 2+4*n || r[0] != 0 || r[1] < 1 || r[1] > int64(n) {
-		return d, -1, fmt.Errorf("redislimit: unexpected script reply %v", slices.Clone(r)) // a copy: r stays on the caller's stack
+		return d, -1, -1, fmt.Errorf("redislimit: unexpected script reply %v", slices.Clone(r)) // a copy: r stays on the caller's stack
 	}
 	at := func(j int) (ok bool, rem int64, retry, reset time.Duration) {
 		o := 2 + 4*j
@@ -504,17 +519,18 @@ func decode(r []int64, layers []Layer) (d hotlimit.Decision, denied int, err err
 	i := int(r[1] - 1)
 	_, rem, retry, reset := at(i)
 	d = hotlimit.Decision{Limit: layers[i].Limiter.spec.limit, Remaining: rem, RetryAfter: retry, ResetAfter: reset}
+	binding = i
 	for j := range layers {
 		if j == i {
 			continue
 		}
 		ok, rem, retry, reset := at(j)
 		if !ok && retry > d.RetryAfter {
-			d.RetryAfter, d.Limit, d.Remaining = retry, layers[j].Limiter.spec.limit, rem
+			d.RetryAfter, d.Limit, d.Remaining, binding = retry, layers[j].Limiter.spec.limit, rem, j
 		}
 		d.ResetAfter = max(d.ResetAfter, reset)
 	}
-	return d, i, nil
+	return d, i, binding, nil
 }
 
 // remember caches the denial of layer i in its limiter's two-tier cache,
@@ -542,10 +558,10 @@ func remember(layers []Layer, i int, d hotlimit.Decision, r []int64) {
 
 // localDenial answers from the two-tier caches: a layer with a live cached
 // denial that covers its cost denies the request without a round trip.
-func localDenial(layers []Layer) (hotlimit.Decision, bool) {
+func localDenial(layers []Layer) (hotlimit.Decision, int, bool) {
 	var d hotlimit.Decision
-	found := false
-	for _, ly := range layers {
+	found, binding := false, -1
+	for i, ly := range layers {
 		c := ly.Limiter.cache
 		if c == nil || ly.Cost > ly.Limiter.spec.limit {
 			// A cost above the limit is never admitted: Redis answers
@@ -561,8 +577,9 @@ func localDenial(layers []Layer) (hotlimit.Decision, bool) {
 		if !found || retry > d.RetryAfter {
 			d.RetryAfter, d.Limit = retry, ly.Limiter.spec.limit
 			d.Remaining, d.ResetAfter = den.rem, max(0, den.resetAt-now)
+			binding = i
 		}
 		found = true
 	}
-	return d, found
+	return d, binding, found
 }
