@@ -68,8 +68,8 @@
 // which it is, see BindingBackend, and for a backend that does not, the
 // middleware tells the layers apart by capacity and names the group's
 // when both have the same q) with r = Decision.Remaining and
-// t = ceil(RetryAfter) seconds on a denial (the wait after which the same request passes) or
-// ceil(ResetAfter) seconds on an admission. With a global layer, the
+// t = ceil(RetryAfter) seconds on a denial (the wait after which the
+// same request passes) or ceil(ResetAfter) seconds on an admission. With a global layer, the
 // backend returns one Decision for both layers, whose ResetAfter is the
 // larger of the two (hotlimit.AllowLayers): t is then the time until
 // every layer of the request is back to its full quota, which may be the
