@@ -288,8 +288,7 @@ const maxKeyBuf = 160
 type scratch struct {
 	buf     [maxKeyBuf]byte
 	layers  [2]Layer
-	binding *policyInfo   // the limit decide's Decision describes
-	reset   time.Duration // that limit's own ResetAfter, for the headers
+	binding *policyInfo // the limit decide's Decision describes; nil in the pool
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -540,7 +539,6 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	sc := scratchPool.Get().(*scratch)
-	sc.binding = nil
 	ev := m.decide(r, g, sc)
 	binding := sc.binding
 	sc.layers, sc.binding = [2]Layer{}, nil // keep no key alive in the pool

@@ -74,8 +74,8 @@ var (
 // with hotlimit.AllowLayers) and FailOpen layers are skipped.
 func failDecision(layers []Layer) (hotlimit.Decision, int) {
 	var buf [8]hotlimit.Layer
-	var at [8]int // at[k]: the index in layers of fb[k]
-	fb := buf[:0]
+	var ibuf [8]int
+	fb, at := buf[:0], ibuf[:0] // at[k]: the index in layers of fb[k]
 	for i, ly := range layers {
 		l := ly.Limiter
 		switch l.fail.mode {
@@ -86,17 +86,12 @@ func failDecision(layers []Layer) (hotlimit.Decision, int) {
 			}
 			return hotlimit.Decision{Limit: l.spec.limit, RetryAfter: retry}, i
 		case failFallback, failFallbackLocal:
-			if len(fb) < len(at) {
-				at[len(fb)] = i
-			}
 			fb = append(fb, hotlimit.Layer{Limiter: l.local, Key: ly.Key, Cost: ly.Cost})
+			at = append(at, i)
 		}
 	}
 	if len(fb) > 0 {
-		d, k := hotlimit.AllowLayersIndex(fb...)
-		if k < 0 || k >= len(at) {
-			return d, -1 // beyond the first 8 fallbacks: not tracked
-		}
+		d, k := hotlimit.AllowLayersIndex(fb...) // k ≥ 0: fb is not empty
 		return d, at[k]
 	}
 	return hotlimit.Decision{Allowed: true, Limit: layers[0].Limiter.spec.limit}, 0
