@@ -107,6 +107,15 @@ func TestParseRate(t *testing.T) {
 			t.Errorf("ParseRate(%q) error %q lacks the hotlimit: prefix", s, err)
 		}
 	}
+	// A signed duration is read as such, not as a unit: "-1m" is negative.
+	for _, s := range []string{"100/-1m", "5/-s", "5/+0s"} {
+		if _, err := hotlimit.ParseRate(s); err == nil || strings.Contains(err.Error(), "unknown unit") {
+			t.Errorf("ParseRate(%q) error %v: want one about the duration's sign, not its unit", s, err)
+		}
+	}
+	if r, err := hotlimit.ParseRate("5/+1s"); err != nil || r != hotlimit.PerSecond(5) {
+		t.Errorf(`ParseRate("5/+1s") = %v, %v`, r, err)
+	}
 }
 
 func TestRateRoundTrip(t *testing.T) {

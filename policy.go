@@ -70,8 +70,8 @@ func ParseRate(s string) (Rate, error) {
 		return Rate{}, fmt.Errorf("hotlimit: rate %q: count: %w", s, err)
 	}
 	per = strings.TrimSpace(per)
-	if per != "" && (per[0] < '0' || per[0] > '9') && per[0] != '.' {
-		per = "1" + per // "s" means "1s"
+	if per != "" && (per[0] < '0' || per[0] > '9') && !strings.ContainsRune(".+-", rune(per[0])) {
+		per = "1" + per // "s" means "1s"; "-1m" stays negative, and is rejected below
 	}
 	d, err := time.ParseDuration(per)
 	if err != nil {
