@@ -1,6 +1,7 @@
 package redislimit
 
 import (
+	"sync"
 	"testing"
 	"time"
 )
@@ -74,25 +75,68 @@ func TestBreakerStates(t *testing.T) {
 	}
 }
 
-func TestDenyCacheBounded(t *testing.T) {
-	c := newDenyCache(64)
+// TestBreakerOneProbe: in half-open state exactly one probe is in flight.
+// A call acquired while the breaker was still closed and abandoned later
+// (its caller's context ended) must not hand out a second probe.
+func TestBreakerOneProbe(t *testing.T) {
 	var ft fakeTime
-	c.now = ft.now
-	for i := range 10_000 {
-		c.put(string(rune('a'+i%26))+string(rune(i)), denial{until: time.Hour, cost: 1})
+	b := NewBreaker(2, time.Second)
+	b.now = ft.now
+	old, _ := b.acquire() // acquired while closed, still in flight
+	if !old {
+		t.Fatal("acquire refused while closed")
 	}
-	if n := c.len(); n > 64 {
-		t.Fatalf("cache holds %d entries, bound 64", n)
+	for range 2 {
+		if !acq(b) {
+			t.Fatal("acquire refused while closed")
+		}
+		b.done(false)
 	}
-	c.put("k", denial{until: 10 * time.Second, resetAt: 20 * time.Second, cost: 2, rem: 1})
-	if _, ok := c.get("k", 1, 0); ok {
-		t.Fatal("a denial of cost 2 answered a request of cost 1")
+	ft.t += time.Second
+	ok, probe := b.acquire()
+	if !ok || !probe {
+		t.Fatalf("acquire after the cool-down = %v, %v; want the probe", ok, probe)
 	}
-	if d, ok := c.get("k", 3, 5*time.Second); !ok || d.until != 10*time.Second {
-		t.Fatalf("get cost 3 = %+v, %v; want the cached denial", d, ok)
+	b.release(false) // the old call's caller gave up
+	if ok, _ := b.acquire(); ok {
+		t.Fatal("a second probe went through while the first was in flight")
 	}
-	if _, ok := c.get("k", 2, 10*time.Second); ok {
-		t.Fatal("an expired denial answered")
+}
+
+// TestBreakerConcurrent drives one breaker from many goroutines, under
+// -race: every acquired call ends in exactly one done or release, refused
+// calls touch nothing, and once calls succeed again the breaker closes.
+func TestBreakerConcurrent(t *testing.T) {
+	b := NewBreaker(3, 0) // no cool-down: every state is visited often
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				ok, probe := b.acquire()
+				if !ok {
+					continue
+				}
+				switch (g + i) % 3 {
+				case 0:
+					b.done(true)
+				case 1:
+					b.done(false)
+				default:
+					b.release(probe)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for range 10 { // a probe (or a closed breaker) lets a call through
+		if ok, _ := b.acquire(); ok {
+			b.done(true)
+		}
+	}
+	if b.Open() || b.state.Load() != breakerClosed || b.probing {
+		t.Fatalf("breaker not closed after successes: state %d, probing %v", b.state.Load(), b.probing)
 	}
 }
 

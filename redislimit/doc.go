@@ -3,7 +3,7 @@
 //
 // It implements the token bucket (GCRA), the fixed window and the
 // sliding-window counter with the Decision semantics of the in-process
-// hotlimit.Limiter (see DESIGN.md "Semantics"): the same Allowed,
+// hotlimit.Limiter (see hotlimit.Decision): the same Allowed,
 // Remaining, RetryAfter and ResetAfter on the same trace, to the
 // microsecond. The package's tests check this decision for decision.
 //

@@ -66,20 +66,6 @@ func TestNewRejects(t *testing.T) {
 	}
 }
 
-func TestKeyLayout(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, ContextTimeoutEnabled: true})
-	defer c.Close()
-	p := hotlimit.FixedWindow{Limit: 1, Window: time.Second}
-	a := must(New(c, "login", p))
-	if got, want := a.RedisKey("u1"), "hotlimit:login:{u1}"; got != want {
-		t.Errorf("default key %q, want %q", got, want)
-	}
-	b := must(New(c, "login", p, WithPrefix("app:"), WithHashTag("tenant7")))
-	if got, want := b.RedisKey("u1"), "app:{tenant7}login:{u1}"; got != want {
-		t.Errorf("tagged key %q, want %q", got, want)
-	}
-}
-
 // TestSpecRounding: a token bucket interval that is not a whole
 // microsecond is rounded up, towards denying.
 func TestSpecRounding(t *testing.T) {

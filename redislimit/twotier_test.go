@@ -58,3 +58,21 @@ func TestTwoTier(t *testing.T) {
 		t.Fatal("a denial past its RetryAfter was answered locally")
 	}
 }
+
+// TestLocalDenialNever: a request that can never be admitted (cost above
+// the limit) must report RetryAfter = Never, also when the key has a
+// cached denial of a smaller cost: a finite RetryAfter points earlier than
+// the true wait.
+func TestLocalDenialNever(t *testing.T) {
+	c := newClient(t, serverAddr(t))
+	ctx := context.Background()
+	l := must(New(c, "ln", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 2},
+		WithPrefix(testPrefix(t)), WithLocalDenials(100)))
+	must(l.AllowN(ctx, "k", 2))
+	if d := must(l.Allow(ctx, "k")); d.Allowed {
+		t.Fatal("empty bucket admitted")
+	}
+	if d := must(l.AllowN(ctx, "k", 3)); d.RetryAfter != hotlimit.Never {
+		t.Fatalf("cost 3 > Burst 2 with a cached denial: %+v; want RetryAfter Never", d)
+	}
+}

@@ -1,0 +1,68 @@
+package redislimit
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+// requests is how many more requests of cost fit in remaining units, as
+// hotlimit.AllowLayers counts them to find the binding layer.
+func requests(remaining, cost int64) int64 {
+	if cost <= 0 {
+		return math.MaxInt64
+	}
+	return remaining / cost
+}
+
+// micros converts a duration in µs from the script, -1 meaning never.
+func micros(us int64) time.Duration {
+	if us < 0 {
+		return hotlimit.Never
+	}
+	return time.Duration(us) * time.Microsecond
+}
+
+// decode builds the Decision from the script's reply (see script.lua).
+// denied is the index of the denying layer, or -1; binding that of the
+// layer the Decision reports.
+func decode(r []int64, layers []Layer) (d hotlimit.Decision, denied, binding int, err error) {
+	n := len(layers)
+	if len(r) == 1+2*n && r[0] == 1 {
+		var best int64 // the binding layer's requests(Remaining, Cost)
+		for i, ly := range layers {
+			rem, reset := r[1+2*i], micros(r[2+2*i])
+			if k := requests(rem, ly.Cost); i == 0 || k < best || k == best && rem < d.Remaining {
+				best, d.Remaining, d.Limit, binding = k, rem, ly.Limiter.spec.limit, i
+			}
+			d.ResetAfter = max(d.ResetAfter, reset)
+		}
+		d.Allowed = true
+		return d, -1, binding, nil
+	}
+	if len(r) != 2+4*n || r[0] != 0 || r[1] < 1 || r[1] > int64(n) {
+		return d, -1, -1, fmt.Errorf("redislimit: unexpected script reply %v", slices.Clone(r)) // a copy: r stays on the caller's stack
+	}
+	at := func(j int) (ok bool, rem int64, retry, reset time.Duration) {
+		o := 2 + 4*j
+		return r[o] == 1, r[o+1], micros(r[o+2]), micros(r[o+3])
+	}
+	i := int(r[1] - 1)
+	_, rem, retry, reset := at(i)
+	d = hotlimit.Decision{Limit: layers[i].Limiter.spec.limit, Remaining: rem, RetryAfter: retry, ResetAfter: reset}
+	binding = i
+	for j := range layers {
+		if j == i {
+			continue
+		}
+		ok, rem, retry, reset := at(j)
+		if !ok && retry > d.RetryAfter {
+			d.RetryAfter, d.Limit, d.Remaining, binding = retry, layers[j].Limiter.spec.limit, rem, j
+		}
+		d.ResetAfter = max(d.ResetAfter, reset)
+	}
+	return d, i, binding, nil
+}

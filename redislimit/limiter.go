@@ -1,0 +1,153 @@
+package redislimit
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed script.lua
+var scriptSource string
+
+// script is loaded on first use and then called by its SHA1; go-redis
+// sends the source again (EVAL) when the server answers NOSCRIPT, which is
+// safe because the script did not run.
+var script = redis.NewScript(scriptSource)
+
+// Limiter is a keyed rate limiter whose state lives in Redis, so that
+// every process that uses the same Redis, name and policy shares one
+// quota per key. It implements hotlimit's token bucket (GCRA), fixed
+// window and sliding-window counter with the same Decision semantics, in
+// integer microseconds of the Redis server's clock (see the package doc).
+//
+// Each decision is one round trip: one script that reads the server's
+// time, decides, and writes the key's new state with a TTL. A Limiter is
+// safe for concurrent use and must not be copied. Create one with New; the
+// zero Limiter is not usable.
+type Limiter struct {
+	client  redis.Scripter
+	name    string
+	spec    spec
+	argv    [4]any // spec's kind, a, tau, limit, in decimal, boxed once for the script call
+	head    string // the Redis key is head + key + tail
+	tail    string
+	timeout time.Duration
+	breaker *Breaker
+	fail    FailurePolicy
+	failSet bool              // WithFailurePolicy was given
+	local   *hotlimit.Limiter // the Fallback limiter, or nil
+	owned   bool              // local was built by New (FallbackLocal)
+	cache   *denyCache        // the two-tier mode's local denials, or nil
+
+	// testNow, when set, is the instant (µs) the script decides at
+	// instead of the server's TIME. Only this package's tests set it.
+	testNow func() int64
+}
+
+// New returns a Limiter for policy (hotlimit.TokenBucket, FixedWindow or
+// SlidingWindow, or a pointer to one) whose state lives in Redis through
+// client, under name: limiters in other processes share a quota with it
+// when they use the same Redis, prefix, name and policy.
+//
+// The client must not retry commands, since a retried decision could
+// consume twice, and must apply context deadlines, so that WithTimeout
+// holds: for *redis.Client, *redis.ClusterClient and *redis.Ring, New
+// requires MaxRetries: -1 and ContextTimeoutEnabled: true, and of a
+// *redis.ClusterClient also MaxRedirects: -1 (its redirect loop resends a
+// command after a broken connection; with -1 a MOVED or ASK reply during
+// resharding fails that one decision, and the client reloads its slot
+// map for the next); any other
+// Scripter must behave so too, and be comparable (a pointer). New makes no
+// call to Redis.
+func New(client redis.Scripter, name string, policy any, opts ...Option) (*Limiter, error) {
+	cfg := config{prefix: DefaultPrefix, timeout: DefaultTimeout}
+	for _, o := range opts {
+		if o == nil {
+			cfg.failf("nil Option")
+			continue
+		}
+		o(&cfg)
+	}
+	if cfg.err != nil {
+		return nil, cfg.err
+	}
+	if name == "" {
+		return nil, errors.New("redislimit: empty limiter name")
+	}
+	if strings.ContainsAny(name, "{}") {
+		// Without braces in names, the first "{" after the prefix (and
+		// tag) ends the name: two limiters never share a Redis key,
+		// whatever keys they are given.
+		return nil, fmt.Errorf("redislimit: limiter name %q contains a brace", name)
+	}
+	if err := checkClient(client); err != nil {
+		return nil, err
+	}
+	sp, err := newSpec(policy)
+	if err != nil {
+		return nil, err
+	}
+	l := &Limiter{client: client, name: name, spec: sp, timeout: cfg.timeout, breaker: cfg.breaker, fail: cfg.fail, failSet: cfg.failSet}
+	l.argv = [4]any{strconv.Itoa(sp.kind), strconv.FormatInt(sp.a, 10), strconv.FormatInt(sp.tau, 10), strconv.FormatInt(sp.limit, 10)}
+	if cfg.tag != nil {
+		l.head, l.tail = cfg.prefix+"{"+*cfg.tag+"}"+name+":{", "}"
+	} else {
+		l.head, l.tail = cfg.prefix+name+":{", "}"
+	}
+	if l.breaker == nil {
+		l.breaker = NewBreaker(DefaultFailures, DefaultCooldown)
+	}
+	switch cfg.fail.mode {
+	case failFallback:
+		l.local = cfg.fail.local
+	case failFallbackLocal:
+		if l.local, err = hotlimit.New(policy, cfg.fail.opts...); err != nil {
+			return nil, fmt.Errorf("redislimit: FallbackLocal: %w", err)
+		}
+		l.owned = true
+	}
+	if cfg.denyKeys > 0 {
+		l.cache = newDenyCache(cfg.denyKeys)
+	}
+	return l, nil
+}
+
+// Name returns the limiter's name.
+func (l *Limiter) Name() string { return l.name }
+
+// Limit returns the policy's capacity: Burst or Limit.
+func (l *Limiter) Limit() int64 { return l.spec.limit }
+
+// RedisKey returns the Redis key that holds key's state.
+func (l *Limiter) RedisKey(key string) string { return l.head + key + l.tail }
+
+// Allow is shorthand for AllowN(ctx, key, 1).
+func (l *Limiter) Allow(ctx context.Context, key string) (hotlimit.Decision, error) {
+	return AllowLayers(ctx, Layer{Limiter: l, Key: key, Cost: 1})
+}
+
+// AllowN decides a request of cost for key, consuming cost if it is
+// admitted, with the Decision semantics of hotlimit's Limiter.AllowN.
+//
+// A nil error means Redis decided. Otherwise the error wraps ErrUnavailable
+// and its cause, and the Decision is the limiter's FailurePolicy's answer;
+// the call is not retried, since it may have consumed quota.
+func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (hotlimit.Decision, error) {
+	return AllowLayers(ctx, Layer{Limiter: l, Key: key, Cost: cost})
+}
+
+// Close closes the in-process limiter that FallbackLocal built, if any.
+// The Limiter keeps working after Close.
+func (l *Limiter) Close() error {
+	if l.owned {
+		return l.local.Close()
+	}
+	return nil
+}
