@@ -108,8 +108,8 @@ func TestParseRate(t *testing.T) {
 		}
 	}
 	// A signed duration is read as such, not as a unit: "-1m" is negative.
-	for _, s := range []string{"100/-1m", "5/-s", "5/+0s"} {
-		if _, err := hotlimit.ParseRate(s); err == nil || strings.Contains(err.Error(), "unknown unit") {
+	for _, s := range []string{"100/-1m", "5/-1ns", "5/+0s", "5/0s"} {
+		if _, err := hotlimit.ParseRate(s); err == nil || !strings.Contains(err.Error(), "the duration must be positive") {
 			t.Errorf("ParseRate(%q) error %v: want one about the duration's sign, not its unit", s, err)
 		}
 	}

@@ -77,6 +77,9 @@ func ParseRate(s string) (Rate, error) {
 	if err != nil {
 		return Rate{}, fmt.Errorf("hotlimit: rate %q: duration: %w", s, err)
 	}
+	if d <= 0 {
+		return Rate{}, fmt.Errorf("hotlimit: rate %q: the duration must be positive, got %v", s, d)
+	}
 	r := Rate{N: n, Per: d}
 	if err := r.validate("rate"); err != nil {
 		return Rate{}, fmt.Errorf("%w (parsing %q)", err, s)
