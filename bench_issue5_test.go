@@ -13,7 +13,7 @@ import (
 // pair (at most 2× one Allow), the deny hook when set (nothing on the allow
 // path), and the sliding log. Every request is admitted.
 func BenchmarkLayersAndFriends(b *testing.B) {
-	mk := func(p any, opts ...hotlimit.Option) *hotlimit.Limiter {
+	mk := func(p hotlimit.Policy, opts ...hotlimit.Option) *hotlimit.Limiter {
 		l, err := hotlimit.New(p, append(opts, hotlimit.WithSweepInterval(0))...)
 		if err != nil {
 			b.Fatal(err)

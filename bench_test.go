@@ -14,7 +14,7 @@ import (
 
 type allowFunc func(key string) hotlimit.Decision
 
-func benchSubjects(b *testing.B, p any) map[string]allowFunc {
+func benchSubjects(b *testing.B, p hotlimit.Policy) map[string]allowFunc {
 	def, err := hotlimit.New(p, hotlimit.WithSweepInterval(0))
 	if err != nil {
 		b.Fatal(err)
@@ -30,7 +30,7 @@ func benchSubjects(b *testing.B, p any) map[string]allowFunc {
 
 var benchPolicies = []struct {
 	name string
-	p    any
+	p    hotlimit.Policy
 }{
 	{"TokenBucket", hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1_000_000_000, Per: time.Second}, Burst: 1_000_000_000}},
 	{"FixedWindow", hotlimit.FixedWindow{Limit: 1 << 40, Window: time.Hour}},

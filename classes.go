@@ -23,7 +23,7 @@ type Classes struct {
 
 // NewClasses builds one Limiter per named class. It returns an error
 // naming the class for an invalid policy, and then holds nothing.
-func NewClasses(policies map[string]any, opts ...Option) (*Classes, error) {
+func NewClasses(policies map[string]Policy, opts ...Option) (*Classes, error) {
 	if len(policies) == 0 {
 		return nil, errors.New("hotlimit: NewClasses needs at least one class")
 	}
@@ -64,7 +64,7 @@ func (c *Classes) AllowN(class, key string, cost int64) Decision {
 }
 
 // SetPolicy changes one class's policy; see Limiter.SetPolicy.
-func (c *Classes) SetPolicy(class string, policy any) error {
+func (c *Classes) SetPolicy(class string, policy Policy) error {
 	l := c.lims[class]
 	if l == nil {
 		return fmt.Errorf("hotlimit: unknown class %q", class)

@@ -10,7 +10,7 @@ import (
 
 func TestClasses(t *testing.T) {
 	clock := hotlimit.NewManualClock()
-	c, err := hotlimit.NewClasses(map[string]any{
+	c, err := hotlimit.NewClasses(map[string]hotlimit.Policy{
 		"free": hotlimit.TokenBucket{Rate: hotlimit.PerMinute(10), Burst: 2},
 		"paid": hotlimit.TokenBucket{Rate: hotlimit.PerMinute(600), Burst: 50},
 	}, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
@@ -54,7 +54,7 @@ func TestNewClassesErrors(t *testing.T) {
 	if _, err := hotlimit.NewClasses(nil); err == nil {
 		t.Fatal("no classes accepted")
 	}
-	_, err := hotlimit.NewClasses(map[string]any{
+	_, err := hotlimit.NewClasses(map[string]hotlimit.Policy{
 		"ok":  hotlimit.FixedWindow{Limit: 1, Window: time.Second},
 		"bad": hotlimit.FixedWindow{Limit: 0, Window: time.Second},
 	})

@@ -71,6 +71,10 @@ func NewConcurrency(limit int64, opts ...Option) (*ConcurrencyLimiter, error) {
 // concurrencyPolicy is NewConcurrency's private policy for New.
 type concurrencyPolicy struct{ limit int64 }
 
+func (p concurrencyPolicy) params() (*params, error) {
+	return &params{policy: p, kind: kindConcurrency, limit: p.limit}, nil
+}
+
 // TryAcquire is TryAcquireN(key, 1).
 func (c *ConcurrencyLimiter) TryAcquire(key string) (Permit, bool) { return c.TryAcquireN(key, 1) }
 

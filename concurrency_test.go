@@ -39,7 +39,7 @@ func hammer(s subject, key string, g, n int) int64 {
 func TestConcurrentExactCount(t *testing.T) {
 	const k = 7
 	cases := []struct {
-		policy   any
+		policy   hotlimit.Policy
 		capacity int64
 		interval time.Duration // time that frees exactly one unit
 	}{

@@ -11,7 +11,7 @@ import (
 func TestNewRejectsBadConfig(t *testing.T) {
 	year := 365 * 24 * time.Hour
 	cases := []struct {
-		policy any
+		policy hotlimit.Policy
 		opts   []hotlimit.Option
 		want   string // substring of the error
 	}{
@@ -34,8 +34,11 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{hotlimit.SlidingLog{Limit: 5, Window: 0}, nil, "SlidingLog.Window must be > 0, got 0s"},
 		{hotlimit.SlidingLog{Limit: 5, Window: 1 << 60}, nil, "SlidingLog.Window"},
 		{(*hotlimit.SlidingLog)(nil), nil, "nil *SlidingLog"},
-		{"100/s", nil, "unsupported policy type string"},
+		{nil, nil, "nil Policy"},
 		{(*hotlimit.TokenBucket)(nil), nil, "nil *TokenBucket"},
+		{(*hotlimit.LeakyBucket)(nil), nil, "nil *LeakyBucket"},
+		{(*hotlimit.FixedWindow)(nil), nil, "nil *FixedWindow"},
+		{(*hotlimit.SlidingWindow)(nil), nil, "nil *SlidingWindow"},
 		{hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1}, []hotlimit.Option{hotlimit.WithShards(0)}, "WithShards"},
 		{hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1}, []hotlimit.Option{hotlimit.WithShards(1 << 20)}, "WithShards"},
 		{hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1}, []hotlimit.Option{hotlimit.WithMaxKeys(-1)}, "WithMaxKeys: n must be ≥ 0, got -1"},
@@ -60,7 +63,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 
 func TestNewAcceptsExtremes(t *testing.T) {
 	year := 365 * 24 * time.Hour
-	for _, p := range []any{
+	for _, p := range []hotlimit.Policy{
 		hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: year}, Burst: 1},
 		hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1_000_000_000, Per: time.Second}, Burst: 1_000_000_000},
 		hotlimit.LeakyBucket{Rate: hotlimit.Rate{N: 1, Per: year}, Capacity: 10},
@@ -143,7 +146,7 @@ func TestKeyTooLong(t *testing.T) {
 }
 
 func TestNewRejectsShortRingHorizon(t *testing.T) {
-	for _, p := range []any{
+	for _, p := range []hotlimit.Policy{
 		hotlimit.FixedWindow{Limit: 1 << 40, Window: time.Nanosecond},
 		hotlimit.SlidingWindow{Limit: 1_000_000, Window: time.Millisecond},
 	} {

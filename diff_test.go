@@ -14,8 +14,8 @@ import (
 
 // policies used by the randomized tests: small limits so that denials,
 // refills and window edges all happen often.
-func testPolicies() []any {
-	return []any{
+func testPolicies() []hotlimit.Policy {
+	return []hotlimit.Policy{
 		hotlimit.TokenBucket{Rate: hotlimit.PerSecond(3), Burst: 1},
 		hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 7, Per: time.Second}, Burst: 5},
 		hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 365 * 24 * time.Hour}, Burst: 3},
@@ -52,7 +52,7 @@ func randAdvance(r *rand.Rand, scale time.Duration) time.Duration {
 	}
 }
 
-func policyScale(p any) (time.Duration, int64) {
+func policyScale(p hotlimit.Policy) (time.Duration, int64) {
 	switch p := p.(type) {
 	case hotlimit.TokenBucket:
 		return p.Rate.Interval(), p.Burst
@@ -182,7 +182,7 @@ func checkHonest(t *testing.T, m *refmodel.Model, key string, cost int64, d hotl
 
 // policyVariant returns p with its limit or its window (or rate) halved or
 // doubled, at random, or nil if hotlimit.New rejects that variant.
-func policyVariant(p any, r *rand.Rand) any {
+func policyVariant(p hotlimit.Policy, r *rand.Rand) hotlimit.Policy {
 	// vary halves or doubles *a or, as often, *b.
 	vary := func(a *int64, b *time.Duration) {
 		f := func(x int64) int64 {

@@ -13,7 +13,7 @@ import (
 	"github.com/hotlimit/hotlimit"
 )
 
-func newManual(t testing.TB, p any, opts ...hotlimit.Option) (*hotlimit.Limiter, *hotlimit.ManualClock) {
+func newManual(t testing.TB, p hotlimit.Policy, opts ...hotlimit.Option) (*hotlimit.Limiter, *hotlimit.ManualClock) {
 	t.Helper()
 	c := hotlimit.NewManualClock()
 	l, err := hotlimit.New(p, append([]hotlimit.Option{hotlimit.WithClock(c), hotlimit.WithSweepInterval(0)}, opts...)...)
@@ -140,7 +140,7 @@ func TestSweeperStress(t *testing.T) {
 // TestMaxKeysFlood: 100,000 distinct keys against WithMaxKeys(1000) keep
 // Len() ≤ 1000 throughout, and a victim drained beforehand stays denied.
 func TestMaxKeysFlood(t *testing.T) {
-	for _, p := range []any{
+	for _, p := range []hotlimit.Policy{
 		hotlimit.TokenBucket{Rate: hotlimit.PerMinute(10), Burst: 10},
 		hotlimit.LeakyBucket{Rate: hotlimit.PerMinute(10), Capacity: 9},
 		hotlimit.FixedWindow{Limit: 10, Window: time.Minute},
@@ -185,7 +185,7 @@ func TestMaxKeysFlood(t *testing.T) {
 }
 
 func TestMaxKeysPrefersFresh(t *testing.T) {
-	for _, p := range []any{
+	for _, p := range []hotlimit.Policy{
 		hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 5},
 		hotlimit.SlidingLog{Limit: 5, Window: 2 * time.Second},
 	} {

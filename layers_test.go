@@ -19,8 +19,8 @@ type layered struct {
 
 // limiterMaker returns a constructor of limiters on clock c, with no
 // sweeper and the extra options, each closed when the test ends.
-func limiterMaker(t testing.TB, c hotlimit.Clock, opts ...hotlimit.Option) func(any) *hotlimit.Limiter {
-	return func(p any) *hotlimit.Limiter {
+func limiterMaker(t testing.TB, c hotlimit.Clock, opts ...hotlimit.Option) func(hotlimit.Policy) *hotlimit.Limiter {
+	return func(p hotlimit.Policy) *hotlimit.Limiter {
 		t.Helper()
 		l, err := hotlimit.New(p, append([]hotlimit.Option{hotlimit.WithClock(c), hotlimit.WithSweepInterval(0)}, opts...)...)
 		if err != nil {

@@ -222,11 +222,12 @@ func WithSweepInterval(d time.Duration) Option {
 	}
 }
 
-// New returns a Limiter for policy, which is a TokenBucket, LeakyBucket,
-// FixedWindow, SlidingWindow or SlidingLog (or a pointer to one). It returns an error
-// naming the field and value for a configuration that is invalid or that
-// the packed state cannot represent exactly.
-func New(policy any, opts ...Option) (*Limiter, error) {
+// New returns a Limiter for policy: a TokenBucket, LeakyBucket,
+// FixedWindow, SlidingWindow or SlidingLog, or a pointer to one. It returns
+// an error naming the field and value for a configuration that is invalid
+// or that the packed state cannot represent exactly, and for a nil policy
+// or nil pointer.
+func New(policy Policy, opts ...Option) (*Limiter, error) {
 	cfg := config{shards: 256, sweepEvery: time.Minute}
 	for _, o := range opts {
 		if o == nil {
@@ -283,114 +284,12 @@ func New(policy any, opts ...Option) (*Limiter, error) {
 // params is a policy as the engine uses it. It is immutable once made;
 // SetPolicy publishes a new one.
 type params struct {
-	policy any // as given to New or SetPolicy, pointers dereferenced
+	policy Policy // as given to New or SetPolicy, pointers dereferenced
 	kind   kind
 	limit  int64
 	g      gcra   // kindTokenBucket, kindLeakyBucket
 	win    window // kindFixedWindow, kindSlidingWindow
 	logW   int64  // kindSlidingLog: the window, ns
-}
-
-// newParams validates policy and returns its params.
-func newParams(policy any) (*params, error) {
-	switch p := policy.(type) {
-	case *TokenBucket:
-		if p == nil {
-			return nil, fmt.Errorf("hotlimit: nil *TokenBucket")
-		}
-		return newParams(*p)
-	case *LeakyBucket:
-		if p == nil {
-			return nil, fmt.Errorf("hotlimit: nil *LeakyBucket")
-		}
-		return newParams(*p)
-	case *FixedWindow:
-		if p == nil {
-			return nil, fmt.Errorf("hotlimit: nil *FixedWindow")
-		}
-		return newParams(*p)
-	case *SlidingWindow:
-		if p == nil {
-			return nil, fmt.Errorf("hotlimit: nil *SlidingWindow")
-		}
-		return newParams(*p)
-	case TokenBucket:
-		if err := p.Rate.validate("TokenBucket.Rate"); err != nil {
-			return nil, err
-		}
-		if p.Burst <= 0 {
-			return nil, fmt.Errorf("hotlimit: TokenBucket.Burst must be > 0, got %d", p.Burst)
-		}
-		t := int64(p.Rate.Interval())
-		if p.Burst > maxTau/t {
-			return nil, fmt.Errorf("hotlimit: TokenBucket.Burst %d × interval %v exceeds %v: the bucket's state would overflow", p.Burst, time.Duration(t), time.Duration(maxTau))
-		}
-		return &params{policy: p, kind: kindTokenBucket, limit: p.Burst, g: newGCRA(p.Rate, p.Burst, false)}, nil
-	case LeakyBucket:
-		if err := p.Rate.validate("LeakyBucket.Rate"); err != nil {
-			return nil, err
-		}
-		if p.Capacity < 0 {
-			return nil, fmt.Errorf("hotlimit: LeakyBucket.Capacity must be ≥ 0 (0: no queue), got %d", p.Capacity)
-		}
-		t := int64(p.Rate.Interval())
-		if p.Capacity >= maxTau/t {
-			return nil, fmt.Errorf("hotlimit: LeakyBucket.Capacity %d × interval %v exceeds %v: the bucket's state would overflow", p.Capacity, time.Duration(t), time.Duration(maxTau))
-		}
-		return &params{policy: p, kind: kindLeakyBucket, limit: p.Capacity + 1, g: newGCRA(p.Rate, p.Capacity+1, true)}, nil
-	case FixedWindow:
-		return newWindowParams(p, "FixedWindow", p.Limit, p.Window, false)
-	case SlidingWindow:
-		return newWindowParams(p, "SlidingWindow", p.Limit, p.Window, true)
-	case *SlidingLog:
-		if p == nil {
-			return nil, fmt.Errorf("hotlimit: nil *SlidingLog")
-		}
-		return newParams(*p)
-	case concurrencyPolicy:
-		return &params{policy: p, kind: kindConcurrency, limit: p.limit}, nil
-	case SlidingLog:
-		switch {
-		case p.Limit <= 0:
-			return nil, fmt.Errorf("hotlimit: SlidingLog.Limit must be > 0, got %d", p.Limit)
-		case p.Limit > MaxLogLimit:
-			return nil, fmt.Errorf("hotlimit: SlidingLog.Limit %d exceeds MaxLogLimit (%d): the log keeps one instant per admitted unit; use SlidingWindow (the sliding-window counter) for large limits", p.Limit, MaxLogLimit)
-		case p.Window <= 0:
-			return nil, fmt.Errorf("hotlimit: SlidingLog.Window must be > 0, got %v", p.Window)
-		case p.Window > maxWindow:
-			return nil, fmt.Errorf("hotlimit: SlidingLog.Window %v exceeds %v", p.Window, time.Duration(maxWindow))
-		}
-		return &params{policy: p, kind: kindSlidingLog, limit: p.Limit, logW: int64(p.Window)}, nil
-	default:
-		return nil, fmt.Errorf("hotlimit: unsupported policy type %T (want TokenBucket, LeakyBucket, FixedWindow, SlidingWindow or SlidingLog)", policy)
-	}
-}
-
-func newWindowParams(policy any, name string, limit int64, w time.Duration, sliding bool) (*params, error) {
-	switch {
-	case limit <= 0:
-		return nil, fmt.Errorf("hotlimit: %s.Limit must be > 0, got %d", name, limit)
-	case w <= 0:
-		return nil, fmt.Errorf("hotlimit: %s.Window must be > 0, got %v", name, w)
-	case w > maxWindow:
-		return nil, fmt.Errorf("hotlimit: %s.Window %v exceeds %v", name, w, time.Duration(maxWindow))
-	}
-	x, ok := newWindow(limit, w, sliding)
-	if !ok {
-		most := int64(1)<<(63-minIndexBits) - 1
-		if sliding {
-			most = int64(1)<<((63-minIndexBits)/2) - 1
-		}
-		return nil, fmt.Errorf("hotlimit: %s.Limit %d does not fit the packed state (at most %d)", name, limit, most)
-	}
-	if h := x.horizon(); h < minHorizon {
-		return nil, fmt.Errorf("hotlimit: %s.Limit %d with Window %v: the packed state could tell windows apart only %v back (at least %v needed); use a longer Window or a smaller Limit", name, limit, w, h, minHorizon)
-	}
-	p := &params{policy: policy, kind: kindFixedWindow, limit: limit, win: x}
-	if sliding {
-		p.kind = kindSlidingWindow
-	}
-	return p, nil
 }
 
 // now reads the limiter's clock, clamped to [0, maxTime].

@@ -7,7 +7,7 @@ import (
 
 // Policy returns the limiter's current policy, as given to New or
 // SetPolicy (a pointer given there is returned dereferenced).
-func (l *Limiter) Policy() any { return l.p.Load().policy }
+func (l *Limiter) Policy() Policy { return l.p.Load().policy }
 
 // Limit returns the current policy's capacity: Burst, Limit, or
 // Capacity+1 for the leaky bucket.
@@ -53,7 +53,7 @@ func (l *Limiter) Limit() int64 { return l.p.Load().limit }
 // SetPolicy costs time proportional to the number of keys held, and the
 // insertion of a new key into a shard waits while that shard is converted.
 // Decisions on existing keys never wait.
-func (l *Limiter) SetPolicy(policy any) error {
+func (l *Limiter) SetPolicy(policy Policy) error {
 	np, err := newParams(policy)
 	if err != nil {
 		return err

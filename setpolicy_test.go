@@ -13,12 +13,12 @@ import (
 // setStep is a policy change or a decision at an instant.
 type setStep struct {
 	at     time.Duration
-	policy any // non-nil: SetPolicy(policy) instead of a decision
+	policy hotlimit.Policy // non-nil: SetPolicy(policy) instead of a decision
 	cost   int64
 	want   D
 }
 
-func runSetSteps(t *testing.T, initial any, steps []setStep) {
+func runSetSteps(t *testing.T, initial hotlimit.Policy, steps []setStep) {
 	t.Helper()
 	c := hotlimit.NewManualClock()
 	l, err := hotlimit.New(initial, hotlimit.WithClock(c), hotlimit.WithSweepInterval(0), hotlimit.WithShards(4))
@@ -135,12 +135,13 @@ func TestSetPolicyRejects(t *testing.T) {
 	}
 	defer l.Close()
 	for _, tc := range []struct {
-		policy any
+		policy hotlimit.Policy
 		want   string
 	}{
 		{hotlimit.FixedWindow{Limit: 1, Window: time.Second}, "a TokenBucket limiter cannot take a FixedWindow policy"},
 		{hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 0}, "TokenBucket.Burst must be > 0"},
-		{nil, "unsupported policy type"},
+		{nil, "nil Policy"},
+		{(*hotlimit.TokenBucket)(nil), "nil *TokenBucket"},
 	} {
 		if err := l.SetPolicy(tc.policy); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("SetPolicy(%+v) = %v, want %q", tc.policy, err, tc.want)
@@ -155,7 +156,7 @@ func TestSetPolicyRejects(t *testing.T) {
 // goroutines hammer one key on a frozen clock: counts carry over, so the
 // key never admits more than the larger policy allows.
 func TestSetPolicyUnderLoad(t *testing.T) {
-	for _, pair := range [][2]any{
+	for _, pair := range [][2]hotlimit.Policy{
 		{hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 100}, hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 60}},
 		{hotlimit.FixedWindow{Limit: 100, Window: time.Hour}, hotlimit.FixedWindow{Limit: 60, Window: time.Hour}},
 		{hotlimit.SlidingWindow{Limit: 100, Window: time.Hour}, hotlimit.SlidingWindow{Limit: 60, Window: time.Hour}},

@@ -16,12 +16,12 @@ type subject interface {
 
 type maker struct {
 	name string
-	make func(t testing.TB, policy any, c hotlimit.Clock) subject
+	make func(t testing.TB, policy hotlimit.Policy, c hotlimit.Clock) subject
 }
 
 // makers are the implementations every shared test runs over.
 var makers = []maker{
-	{"fast", func(t testing.TB, policy any, c hotlimit.Clock) subject {
+	{"fast", func(t testing.TB, policy hotlimit.Policy, c hotlimit.Clock) subject {
 		l, err := hotlimit.New(policy, hotlimit.WithClock(c), hotlimit.WithSweepInterval(0), hotlimit.WithShards(4))
 		if err != nil {
 			t.Fatal(err)
@@ -29,7 +29,7 @@ var makers = []maker{
 		t.Cleanup(func() { l.Close() })
 		return l
 	}},
-	{"reference", func(t testing.TB, policy any, c hotlimit.Clock) subject {
+	{"reference", func(t testing.TB, policy hotlimit.Policy, c hotlimit.Clock) subject {
 		return refmodel.New(policy, c)
 	}},
 }
@@ -43,7 +43,7 @@ type step struct {
 
 const never = hotlimit.Never
 
-func runSteps(t *testing.T, policy any, steps []step) {
+func runSteps(t *testing.T, policy hotlimit.Policy, steps []step) {
 	t.Helper()
 	for _, m := range makers {
 		t.Run(m.name, func(t *testing.T) {

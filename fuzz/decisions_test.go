@@ -186,7 +186,7 @@ func decodeCount(r *reader) int64 {
 }
 
 // decodePolicy reads the policy header of an input.
-func decodePolicy(r *reader) any {
+func decodePolicy(r *reader) hotlimit.Policy {
 	switch r.byte() % 4 {
 	case 0:
 		rate := decodeRate(r)

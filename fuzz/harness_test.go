@@ -103,7 +103,7 @@ func windowHorizon(limit, w int64, sliding bool) int64 {
 }
 
 // paramsOf returns the params of a policy value (not a pointer).
-func paramsOf(p any) params {
+func paramsOf(p hotlimit.Policy) params {
 	switch p := p.(type) {
 	case hotlimit.TokenBucket:
 		return params{algo: tokenBucket, limit: p.Burst, t: int64(p.Rate.Interval())}
@@ -187,7 +187,7 @@ type opRec struct {
 type harness struct {
 	tb testing.TB
 	params
-	policy any
+	policy hotlimit.Policy
 
 	clock *hotlimit.ManualClock
 	lim   *hotlimit.Limiter
@@ -224,7 +224,7 @@ type harness struct {
 // newHarness builds the three subjects for policy (a value or a pointer
 // to one; value is the same policy as a value). extra are options for lim
 // only. It returns New's error for lim, if any.
-func newHarness(t testing.TB, policy, value any, bgSweep bool, extra ...hotlimit.Option) (*harness, error) {
+func newHarness(t testing.TB, policy, value hotlimit.Policy, bgSweep bool, extra ...hotlimit.Option) (*harness, error) {
 	clock := hotlimit.NewManualClock()
 	opts := append([]hotlimit.Option{hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0), hotlimit.WithShards(1)}, extra...)
 	lim, err := hotlimit.New(policy, opts...)

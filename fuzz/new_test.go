@@ -13,11 +13,11 @@ import (
 //
 //	0 TokenBucket{Rate{a, b}, c}    4..7  pointers to the same four
 //	1 LeakyBucket{Rate{a, b}, c}    8     a nil *TokenBucket
-//	2 FixedWindow{a, b}             9     an unsupported type
+//	2 FixedWindow{a, b}             9     a nil Policy
 //	3 SlidingWindow{a, b}
 //
 // value is the policy as a value (nil for 8 and 9).
-func newPolicy(kind uint8, a, b, c int64) (policy, value any) {
+func newPolicy(kind uint8, a, b, c int64) (policy, value hotlimit.Policy) {
 	switch kind % 10 {
 	case 0, 4:
 		value = hotlimit.TokenBucket{Rate: hotlimit.Rate{N: a, Per: time.Duration(b)}, Burst: c}
@@ -30,7 +30,7 @@ func newPolicy(kind uint8, a, b, c int64) (policy, value any) {
 	case 8:
 		return (*hotlimit.TokenBucket)(nil), nil
 	default:
-		return struct{ Limit int64 }{a}, nil
+		return nil, nil
 	}
 	if kind%10 < 4 {
 		return value, value
@@ -50,7 +50,7 @@ func newPolicy(kind uint8, a, b, c int64) (policy, value any) {
 
 // modest reports whether a policy value is one that New must accept: every
 // field in range, far from any overflow or packing limit.
-func modest(value any) bool {
+func modest(value hotlimit.Policy) bool {
 	rateOK := func(r hotlimit.Rate, count int64) bool {
 		if r.N < 1 || r.Per < time.Duration(r.N) || r.Per > 100*year {
 			return false
@@ -75,7 +75,7 @@ func modest(value any) bool {
 
 // invalid reports whether the design requires New to reject a policy
 // value: N ≤ 0, Per ≤ 0, Burst or Limit ≤ 0, Capacity < 0, Window ≤ 0.
-func invalid(value any) bool {
+func invalid(value hotlimit.Policy) bool {
 	switch v := value.(type) {
 	case hotlimit.TokenBucket:
 		return v.Rate.N <= 0 || v.Rate.Per <= 0 || v.Burst <= 0
@@ -97,7 +97,7 @@ func invalid(value any) bool {
 // the model under every oracle of FuzzDecisions. It must accept every
 // modest configuration, and reject what the design calls invalid (N ≤ 0,
 // Per ≤ 0, Burst or Limit ≤ 0, Capacity < 0, Window ≤ 0), invalid options,
-// nil pointers and non-policies.
+// nil pointers and a nil Policy.
 //
 // Options: shards ≠ 0 is passed to WithShards (values in (64, 65536] are
 // lowered to 64 to keep executions fast: New allocates the shards);
@@ -130,7 +130,7 @@ func FuzzNew(f *testing.F) {
 	f.Add(uint8(2), int64(1<<50), int64(time.Second), int64(0), 0, 0, int64(0))
 	f.Add(uint8(3), int64(1<<21-1), int64(time.Second), int64(0), 0, 0, int64(0))
 	f.Add(uint8(3), int64(1<<21), int64(time.Second), int64(0), 0, 0, int64(0))
-	// Pointers to policies, a nil pointer, a non-policy.
+	// Pointers to policies, a nil pointer, a nil Policy.
 	f.Add(uint8(4), int64(5), int64(time.Minute), int64(5), 0, 0, int64(0))
 	f.Add(uint8(7), int64(5), int64(time.Minute), int64(0), 0, 0, int64(0))
 	f.Add(uint8(8), int64(5), int64(time.Minute), int64(5), 0, 0, int64(0))
@@ -199,7 +199,7 @@ func FuzzNew(f *testing.F) {
 }
 
 // paramsOfName returns the type name of a policy value.
-func paramsOfName(value any) string {
+func paramsOfName(value hotlimit.Policy) string {
 	switch value.(type) {
 	case hotlimit.TokenBucket:
 		return "TokenBucket"

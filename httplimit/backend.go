@@ -47,7 +47,7 @@ type Layer struct {
 // is one of hotlimit's policy values (hotlimit.TokenBucket,
 // hotlimit.FixedWindow, ...); a factory returns an error naming the limit
 // for a policy it cannot serve.
-type BackendFactory func(limits map[string]any) (Backend, error)
+type BackendFactory func(limits map[string]hotlimit.Policy) (Backend, error)
 
 // ErrUnknownLimit is wrapped by a Backend's error for a layer that names a
 // limit it was not built with.
@@ -63,13 +63,13 @@ type Local struct {
 // LocalBackend returns a BackendFactory that builds a Local backend whose
 // limiters all take opts (for example hotlimit.WithMaxKeys).
 func LocalBackend(opts ...hotlimit.Option) BackendFactory {
-	return func(limits map[string]any) (Backend, error) { return NewLocal(limits, opts...) }
+	return func(limits map[string]hotlimit.Policy) (Backend, error) { return NewLocal(limits, opts...) }
 }
 
 // NewLocal builds one hotlimit.Limiter per named limit, as
 // hotlimit.NewClasses does (its error names the limit). It needs at least
 // one limit.
-func NewLocal(limits map[string]any, opts ...hotlimit.Option) (*Local, error) {
+func NewLocal(limits map[string]hotlimit.Policy, opts ...hotlimit.Option) (*Local, error) {
 	c, err := hotlimit.NewClasses(limits, opts...)
 	if err != nil {
 		return nil, err // "hotlimit: class \"name\": ..."

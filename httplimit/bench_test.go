@@ -20,7 +20,7 @@ func (w *nopWriter) WriteHeader(int)             {}
 // a route group layer and a global layer, IETF headers on.
 func BenchmarkMiddleware(b *testing.B) {
 	m, err := New(Config{
-		Limits: map[string]any{
+		Limits: map[string]hotlimit.Policy{
 			"search": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(100_000_000), Burst: 1_000_000},
 			"global": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(100_000_000), Burst: 1_000_000},
 		},

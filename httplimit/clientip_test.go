@@ -218,7 +218,7 @@ func TestClientIPSharedNotWritten(t *testing.T) {
 	}()
 	for range 20 {
 		m, err := New(Config{
-			Limits:       map[string]any{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
+			Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
 			Groups:       []Group{{Name: "g", Limit: "l"}},
 			DefaultGroup: "g",
 			Key:          key,

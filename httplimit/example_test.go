@@ -16,7 +16,7 @@ import (
 func Example() {
 	clock := hotlimit.NewManualClock()
 	m, err := httplimit.New(httplimit.Config{
-		Limits: map[string]any{
+		Limits: map[string]hotlimit.Policy{
 			"search": hotlimit.TokenBucket{Rate: hotlimit.PerMinute(6), Burst: 2},
 			"cheap":  hotlimit.FixedWindow{Limit: 100, Window: time.Minute},
 			"global": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(50), Burst: 100},

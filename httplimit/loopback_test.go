@@ -24,7 +24,7 @@ func TestLoopback(t *testing.T) {
 	clock := hotlimit.NewManualClock()
 	clock.Set(1000 * time.Second)
 	m, err := New(Config{
-		Limits:       map[string]any{"api": hotlimit.TokenBucket{Rate: hotlimit.PerMinute(capacity), Burst: capacity}},
+		Limits:       map[string]hotlimit.Policy{"api": hotlimit.TokenBucket{Rate: hotlimit.PerMinute(capacity), Burst: capacity}},
 		Groups:       []Group{{Name: "api", Limit: "api"}},
 		DefaultGroup: "api",
 		Key:          TokenKey("Authorization"),

@@ -153,7 +153,7 @@ type Config struct {
 	// Limits are the named policies: hotlimit.TokenBucket,
 	// hotlimit.FixedWindow, ... values (or pointers), passed to Backend.
 	// Names are letters, digits and "._-", at most 64 bytes.
-	Limits map[string]any
+	Limits map[string]hotlimit.Policy
 	// Groups are the route groups.
 	Groups []Group
 	// DefaultGroup names the group of a request that no pattern matches.

@@ -120,7 +120,7 @@ func ceilSec(d time.Duration) int64 { return int64((d + time.Second - 1) / time.
 // denied, Retry-After is max(1, ceil(RetryAfter)); then it advances the
 // clock by exactly t seconds and checks that the retry is admitted.
 func TestHeadersFollowDecision(t *testing.T) {
-	policies := map[string]any{
+	policies := map[string]hotlimit.Policy{
 		"tb":    hotlimit.TokenBucket{Rate: hotlimit.PerSecond(3), Burst: 2},
 		"tbmin": hotlimit.TokenBucket{Rate: hotlimit.PerMinute(10), Burst: 4},
 		"fw":    hotlimit.FixedWindow{Limit: 3, Window: 10 * time.Second},
@@ -139,7 +139,7 @@ func TestHeadersFollowDecision(t *testing.T) {
 	for name, pol := range policies {
 		t.Run(name, func(t *testing.T) {
 			hs := newHarness(t, Config{
-				Limits:       map[string]any{name: pol},
+				Limits:       map[string]hotlimit.Policy{name: pol},
 				Groups:       []Group{{Name: "api", Patterns: []string{"/api"}, Limit: name}},
 				DefaultGroup: "api",
 				Key:          TokenKey("Authorization"),
@@ -224,7 +224,7 @@ func TestLegacyAndBothHeaders(t *testing.T) {
 		{HeadersIETF, ResetSeconds, true, false, ""},
 	} {
 		hs := newHarness(t, Config{
-			Limits:       map[string]any{"l": hotlimit.TokenBucket{Rate: hotlimit.PerMinute(3), Burst: 3}},
+			Limits:       map[string]hotlimit.Policy{"l": hotlimit.TokenBucket{Rate: hotlimit.PerMinute(3), Burst: 3}},
 			Groups:       []Group{{Name: "g", Limit: "l"}},
 			DefaultGroup: "g",
 			Key:          TokenKey("Authorization"),
@@ -254,7 +254,7 @@ func TestLegacyAndBothHeaders(t *testing.T) {
 // 429 without Retry-After, no t, no retry_after in the body.
 func TestNeverPasses(t *testing.T) {
 	hs := newHarness(t, Config{
-		Limits:       map[string]any{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}},
+		Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}},
 		Groups:       []Group{{Name: "huge", Limit: "l", Cost: 6}},
 		DefaultGroup: "huge",
 		Key:          TokenKey("Authorization"),
@@ -277,7 +277,7 @@ func TestNeverPasses(t *testing.T) {
 func TestTokenNeverReachesBackend(t *testing.T) {
 	var mu sync.Mutex
 	var keys []string
-	rec := func(limits map[string]any) (Backend, error) {
+	rec := func(limits map[string]hotlimit.Policy) (Backend, error) {
 		l, err := NewLocal(limits)
 		return backendFunc(func(ctx context.Context, ls []Layer) (hotlimit.Decision, error) {
 			mu.Lock()
@@ -290,7 +290,7 @@ func TestTokenNeverReachesBackend(t *testing.T) {
 	}
 	var events []Event
 	hs := newHarness(t, Config{
-		Limits:       map[string]any{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}, "all": hotlimit.FixedWindow{Limit: 50, Window: time.Minute}},
+		Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}, "all": hotlimit.FixedWindow{Limit: 50, Window: time.Minute}},
 		Groups:       []Group{{Name: "g", Limit: "l"}},
 		DefaultGroup: "g",
 		Global:       "all",
@@ -387,7 +387,7 @@ func TestKeyFuncs(t *testing.T) {
 
 func TestAliasesShareGroup(t *testing.T) {
 	hs := newHarness(t, Config{
-		Limits: map[string]any{"exp": hotlimit.FixedWindow{Limit: 3, Window: time.Minute}, "cheap": hotlimit.FixedWindow{Limit: 100, Window: time.Minute}},
+		Limits: map[string]hotlimit.Policy{"exp": hotlimit.FixedWindow{Limit: 3, Window: time.Minute}, "cheap": hotlimit.FixedWindow{Limit: 100, Window: time.Minute}},
 		Groups: []Group{
 			{Name: "search", Patterns: []string{"/search", "/v1/search", "GET /v2/find/{q}"}, Limit: "exp"},
 			{Name: "other", Limit: "cheap"},
@@ -418,7 +418,7 @@ func TestAliasesShareGroup(t *testing.T) {
 // nothing in its group's layer, and the headers name the binding layer.
 func TestGlobalAllOrNothing(t *testing.T) {
 	hs := newHarness(t, Config{
-		Limits: map[string]any{
+		Limits: map[string]hotlimit.Policy{
 			"a":   hotlimit.TokenBucket{Rate: hotlimit.PerMinute(10), Burst: 10},
 			"b":   hotlimit.TokenBucket{Rate: hotlimit.PerMinute(10), Burst: 10},
 			"all": hotlimit.FixedWindow{Limit: 3, Window: time.Minute},
@@ -466,7 +466,7 @@ func TestGlobalAllOrNothing(t *testing.T) {
 func TestDryRun(t *testing.T) {
 	var outcomes []Outcome
 	hs := newHarness(t, Config{
-		Limits:       map[string]any{"l": hotlimit.FixedWindow{Limit: 2, Window: time.Minute}},
+		Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 2, Window: time.Minute}},
 		Groups:       []Group{{Name: "g", Limit: "l"}},
 		DefaultGroup: "g",
 		Key:          TokenKey("Authorization"),
@@ -496,7 +496,7 @@ func TestDryRun(t *testing.T) {
 func TestHook(t *testing.T) {
 	var evs []Event
 	hs := newHarness(t, Config{
-		Limits:        map[string]any{"l": hotlimit.SlidingWindow{Limit: 1, Window: time.Minute}},
+		Limits:        map[string]hotlimit.Policy{"l": hotlimit.SlidingWindow{Limit: 1, Window: time.Minute}},
 		Groups:        []Group{{Name: "g", Limit: "l"}},
 		DefaultGroup:  "g",
 		Key:           TokenKey("Authorization"),
@@ -524,13 +524,13 @@ func TestHook(t *testing.T) {
 
 func TestBackendFailure(t *testing.T) {
 	down := errors.New("store down")
-	failing := func(map[string]any) (Backend, error) {
+	failing := func(map[string]hotlimit.Policy) (Backend, error) {
 		return backendFunc(func(context.Context, []Layer) (hotlimit.Decision, error) { return hotlimit.Decision{}, down }), nil
 	}
 	for _, mode := range []FailMode{FailClosed, FailOpen} {
 		var ev Event
 		hs := newHarness(t, Config{
-			Limits:         map[string]any{"l": hotlimit.FixedWindow{Limit: 2, Window: time.Minute}},
+			Limits:         map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 2, Window: time.Minute}},
 			Groups:         []Group{{Name: "g", Limit: "l"}},
 			DefaultGroup:   "g",
 			Key:            TokenKey("Authorization"),
@@ -558,7 +558,7 @@ func TestBackendFailure(t *testing.T) {
 
 func TestKeyExtractionFailure(t *testing.T) {
 	cfg := Config{
-		Limits:       map[string]any{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
+		Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
 		Groups:       []Group{{Name: "g", Limit: "l"}},
 		DefaultGroup: "g",
 		Key:          TokenKey("Authorization"),
@@ -604,7 +604,7 @@ func TestKeyExtractionFailure(t *testing.T) {
 func TestExemptions(t *testing.T) {
 	var outs []Outcome
 	hs := newHarness(t, Config{
-		Limits: map[string]any{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
+		Limits: map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
 		Groups: []Group{
 			{Name: "health", Patterns: []string{"/healthz"}, Exempt: true},
 			{Name: "api", Limit: "l"},
@@ -643,7 +643,7 @@ func TestExemptions(t *testing.T) {
 
 func TestCustomDenyAndClassify(t *testing.T) {
 	hs := newHarness(t, Config{
-		Limits:       map[string]any{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
+		Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
 		Groups:       []Group{{Name: "writes", Limit: "l"}, {Name: "reads", Exempt: true}},
 		DefaultGroup: "reads",
 		Classify: func(r *http.Request) string {
@@ -681,7 +681,7 @@ func TestCustomDenyAndClassify(t *testing.T) {
 func TestConfigErrors(t *testing.T) {
 	ok := func() Config {
 		return Config{
-			Limits:       map[string]any{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
+			Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
 			Groups:       []Group{{Name: "g", Limit: "l", Patterns: []string{"/x"}}},
 			DefaultGroup: "g",
 			Key:          TokenKey("Authorization"),
@@ -698,7 +698,9 @@ func TestConfigErrors(t *testing.T) {
 		{"unknown limit", func(c *Config) { c.Groups[0].Limit = "nope" }, `Limit "nope"`},
 		{"unknown global", func(c *Config) { c.Global = "nope" }, "Config.Global"},
 		{"bad group name", func(c *Config) { c.Groups[0].Name = "a:b" }, `name "a:b"`},
-		{"bad limit name", func(c *Config) { c.Limits = map[string]any{`a"b`: hotlimit.FixedWindow{Limit: 1, Window: 1}} }, "Config.Limits"},
+		{"bad limit name", func(c *Config) {
+			c.Limits = map[string]hotlimit.Policy{`a"b`: hotlimit.FixedWindow{Limit: 1, Window: 1}}
+		}, "Config.Limits"},
 		{"duplicate group", func(c *Config) { c.Groups = append(c.Groups, Group{Name: "g", Exempt: true}) }, "duplicate"},
 		{"bad pattern", func(c *Config) { c.Groups[0].Patterns = []string{"GET /{"} }, "pattern"},
 		{"duplicate pattern", func(c *Config) {
@@ -710,15 +712,15 @@ func TestConfigErrors(t *testing.T) {
 		}, "pattern"},
 		{"negative cost", func(c *Config) { c.Groups[0].Cost = -1 }, "Cost"},
 		{"bad policy", func(c *Config) { c.Limits["l"] = hotlimit.FixedWindow{Limit: 0, Window: time.Minute} }, "Limit must be > 0"},
-		{"unsupported policy", func(c *Config) { c.Limits["l"] = 42 }, "unsupported policy"},
+		{"nil policy", func(c *Config) { c.Limits["l"] = nil }, "unsupported policy"},
 		{"nil policy pointer", func(c *Config) { c.Limits["l"] = (*hotlimit.TokenBucket)(nil) }, "nil"},
 		{"bad header mode", func(c *Config) { c.Headers = 9 }, "HeaderMode"},
 		{"bad client ip", func(c *Config) { c.ClientIP = &ClientIP{IPv6Bits: 200} }, "IPv6Bits"},
 		{"factory error", func(c *Config) {
-			c.Backend = func(map[string]any) (Backend, error) { return nil, errors.New("no redis") }
+			c.Backend = func(map[string]hotlimit.Policy) (Backend, error) { return nil, errors.New("no redis") }
 		}, "no redis"},
 		{"nil backend", func(c *Config) {
-			c.Backend = func(map[string]any) (Backend, error) { return nil, nil }
+			c.Backend = func(map[string]hotlimit.Policy) (Backend, error) { return nil, nil }
 		}, "nil Backend"},
 	}
 	for _, tt := range tests {
@@ -743,7 +745,7 @@ func TestConfigErrors(t *testing.T) {
 
 func TestConcurrentExactCounts(t *testing.T) {
 	hs := newHarness(t, Config{
-		Limits:       map[string]any{"l": hotlimit.FixedWindow{Limit: 50, Window: time.Hour}},
+		Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 50, Window: time.Hour}},
 		Groups:       []Group{{Name: "g", Limit: "l"}},
 		DefaultGroup: "g",
 		Key:          TokenKey("Authorization"),
@@ -781,7 +783,7 @@ func TestConcurrentExactCounts(t *testing.T) {
 // is not called.
 func TestLeakyBucketDelay(t *testing.T) {
 	hs := newHarness(t, Config{
-		Limits:       map[string]any{"lb": hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(4), Capacity: 2}},
+		Limits:       map[string]hotlimit.Policy{"lb": hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(4), Capacity: 2}},
 		Groups:       []Group{{Name: "g", Limit: "lb"}},
 		DefaultGroup: "g",
 		Key:          TokenKey("Authorization"),
@@ -816,7 +818,7 @@ func TestBadKeyFunc(t *testing.T) {
 	} {
 		var ev Event
 		hs := newHarness(t, Config{
-			Limits:       map[string]any{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
+			Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
 			Groups:       []Group{{Name: "g", Limit: "l"}},
 			DefaultGroup: "g",
 			Key:          fn,
@@ -837,7 +839,7 @@ func TestDryRunNeverBlocks(t *testing.T) {
 	var ev Event
 	base := func() Config {
 		return Config{
-			Limits:       map[string]any{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
+			Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
 			Groups:       []Group{{Name: "g", Limit: "l"}},
 			DefaultGroup: "g",
 			Key:          TokenKey("Authorization"),
@@ -856,7 +858,7 @@ func TestDryRunNeverBlocks(t *testing.T) {
 
 	cfg := base()
 	down := errors.New("store down")
-	cfg.Backend = func(map[string]any) (Backend, error) {
+	cfg.Backend = func(map[string]hotlimit.Policy) (Backend, error) {
 		return backendFunc(func(context.Context, []Layer) (hotlimit.Decision, error) { return hotlimit.Decision{}, down }), nil
 	}
 	hs = newHarness(t, cfg) // FailClosed, the default
@@ -868,7 +870,7 @@ func TestDryRunNeverBlocks(t *testing.T) {
 	}
 
 	cfg = base()
-	cfg.Limits = map[string]any{"l": hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(1), Capacity: 5}}
+	cfg.Limits = map[string]hotlimit.Policy{"l": hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(1), Capacity: 5}}
 	hs = newHarness(t, cfg)
 	for range 3 {
 		if w := hs.do("/", token); w.Code != http.StatusOK {
@@ -889,7 +891,7 @@ func TestDryRunNeverBlocks(t *testing.T) {
 // RateLimit header and Event.Limit must name it; with a backend that
 // cannot report the layer, the middleware falls back to the group's name.
 func TestBindingSameCapacity(t *testing.T) {
-	limits := map[string]any{
+	limits := map[string]hotlimit.Policy{
 		"g":   hotlimit.FixedWindow{Limit: 3, Window: time.Hour},
 		"all": hotlimit.FixedWindow{Limit: 3, Window: time.Minute},
 	}
@@ -906,7 +908,7 @@ func TestBindingSameCapacity(t *testing.T) {
 		clock := hotlimit.NewManualClock()
 		clock.Set(1000 * time.Second)
 		if !reporting {
-			cfg.Backend = func(l map[string]any) (Backend, error) {
+			cfg.Backend = func(l map[string]hotlimit.Policy) (Backend, error) {
 				b, err := NewLocal(l, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
 				return plainBackend{l: b}, err
 			}

@@ -17,7 +17,7 @@ import (
 // after an admission with r=0, waiting t seconds the next request is
 // admitted.
 func TestRetryAfterNeverEarly(t *testing.T) {
-	policies := []any{
+	policies := []hotlimit.Policy{
 		hotlimit.TokenBucket{Rate: hotlimit.PerSecond(3), Burst: 2},
 		hotlimit.TokenBucket{Rate: hotlimit.PerMinute(10), Burst: 5},
 		hotlimit.FixedWindow{Limit: 4, Window: 10 * time.Second},
@@ -30,7 +30,7 @@ func TestRetryAfterNeverEarly(t *testing.T) {
 		gp, glp := policies[rng.IntN(len(policies))], policies[rng.IntN(len(policies))]
 		cost := int64(1 + rng.IntN(2))
 		hs := newHarness(t, Config{
-			Limits:       map[string]any{"grp": gp, "all": glp},
+			Limits:       map[string]hotlimit.Policy{"grp": gp, "all": glp},
 			Groups:       []Group{{Name: "g", Limit: "grp", Cost: cost}},
 			DefaultGroup: "g",
 			Global:       "all",

@@ -213,7 +213,7 @@ func joinLines(v []string) string {
 // the 15 digits of an RFC 9651 Integer, which hotlimit accepts.
 func TestRateLimitFieldsStrict(t *testing.T) {
 	huge := hotlimit.Rate{N: 1_000_000_000, Per: time.Second}
-	policies := map[string]any{
+	policies := map[string]hotlimit.Policy{
 		"tb":        hotlimit.TokenBucket{Rate: hotlimit.PerSecond(3), Burst: 2},
 		"fw":        hotlimit.FixedWindow{Limit: 3, Window: 10 * time.Second},
 		"sw":        hotlimit.SlidingWindow{Limit: 3, Window: 7 * time.Second},

@@ -18,7 +18,7 @@ import (
 func TestCollector(t *testing.T) {
 	clock := hotlimit.NewManualClock()
 	m, err := httplimit.New(httplimit.Config{
-		Limits: map[string]any{
+		Limits: map[string]hotlimit.Policy{
 			"search": hotlimit.FixedWindow{Limit: 2, Window: time.Minute},
 			"cheap":  hotlimit.FixedWindow{Limit: 100, Window: time.Minute},
 		},
@@ -168,7 +168,7 @@ func TestLimitersOnly(t *testing.T) {
 // scrapes.
 func TestConcurrentScrapes(t *testing.T) {
 	m, err := httplimit.New(httplimit.Config{
-		Limits:       map[string]any{"l": hotlimit.FixedWindow{Limit: 50, Window: time.Hour}},
+		Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 50, Window: time.Hour}},
 		Groups:       []httplimit.Group{{Name: "g", Limit: "l"}},
 		DefaultGroup: "g",
 		Key:          httplimit.TokenKey("Authorization"),

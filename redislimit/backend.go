@@ -30,14 +30,14 @@ type RedisBackend struct {
 // to fall back to in-process limits. On a Redis Cluster, give WithHashTag
 // so that the layers of one request share a slot.
 func Backend(client redis.Scripter, opts ...Option) httplimit.BackendFactory {
-	return func(limits map[string]any) (httplimit.Backend, error) {
+	return func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
 		return NewBackend(client, limits, opts...)
 	}
 }
 
 // NewBackend builds the RedisBackend that Backend's factory returns. On
 // error it closes what it had built.
-func NewBackend(client redis.Scripter, limits map[string]any, opts ...Option) (*RedisBackend, error) {
+func NewBackend(client redis.Scripter, limits map[string]hotlimit.Policy, opts ...Option) (*RedisBackend, error) {
 	var cfg config
 	for _, o := range opts {
 		if o != nil {

@@ -19,7 +19,7 @@ var _ httplimit.BindingBackend = (*RedisBackend)(nil)
 // compares Allowed and Remaining).
 func TestBackendMatchesLocal(t *testing.T) {
 	c := newClient(t, serverAddr(t))
-	limits := map[string]any{
+	limits := map[string]hotlimit.Policy{
 		"token": hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 24 * time.Hour}, Burst: 5},
 		"ip":    hotlimit.SlidingWindow{Limit: 8, Window: 24 * time.Hour},
 	}
@@ -48,7 +48,7 @@ func TestBackendMatchesLocal(t *testing.T) {
 
 func TestBackendErrors(t *testing.T) {
 	c := newClient(t, "127.0.0.1:1") // nothing listens there
-	_, err := Backend(c)(map[string]any{"ok": hotlimit.FixedWindow{Limit: 1, Window: time.Second}, "leaky": hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(1)}})
+	_, err := Backend(c)(map[string]hotlimit.Policy{"ok": hotlimit.FixedWindow{Limit: 1, Window: time.Second}, "leaky": hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(1)}})
 	if err == nil || !strings.Contains(err.Error(), `limit "leaky"`) {
 		t.Fatalf("a LeakyBucket limit: %v; want an error naming it", err)
 	}
@@ -57,7 +57,7 @@ func TestBackendErrors(t *testing.T) {
 	if _, err := Backend(c, WithFailurePolicy(Fallback(one)))(nil); err == nil {
 		t.Fatal("Backend accepted Fallback")
 	}
-	limits := map[string]any{"a": hotlimit.FixedWindow{Limit: 2, Window: time.Hour}}
+	limits := map[string]hotlimit.Policy{"a": hotlimit.FixedWindow{Limit: 2, Window: time.Hour}}
 	ls := []httplimit.Layer{{Limit: "a", Key: "k", Cost: 1}}
 	ctx := context.Background()
 	// Without a failure policy, the error goes to the middleware.

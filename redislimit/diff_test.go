@@ -41,7 +41,7 @@ type pair struct {
 	remote *Limiter
 }
 
-func newPair(t *testing.T, c redis.Scripter, clock *hotlimit.ManualClock, name, prefix string, policy any) pair {
+func newPair(t *testing.T, c redis.Scripter, clock *hotlimit.ManualClock, name, prefix string, policy hotlimit.Policy) pair {
 	t.Helper()
 	local := must(hotlimit.New(policy, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)))
 	t.Cleanup(func() { local.Close() })
@@ -52,7 +52,7 @@ func newPair(t *testing.T, c redis.Scripter, clock *hotlimit.ManualClock, name, 
 
 // policiesForDiff have emission intervals and windows in whole µs, so the
 // two implementations agree exactly.
-var policiesForDiff = []any{
+var policiesForDiff = []hotlimit.Policy{
 	hotlimit.TokenBucket{Rate: hotlimit.PerSecond(10), Burst: 3},
 	hotlimit.TokenBucket{Rate: hotlimit.PerMinute(6), Burst: 5},
 	hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 8, Per: time.Millisecond}, Burst: 40},
@@ -70,7 +70,7 @@ var policiesForDiff = []any{
 }
 
 // period returns the policy's natural time scale, in µs.
-func period(policy any) int64 {
+func period(policy hotlimit.Policy) int64 {
 	sp, _ := newSpec(policy)
 	if sp.kind == kindTokenBucket {
 		return sp.tau

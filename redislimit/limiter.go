@@ -66,7 +66,7 @@ type Limiter struct {
 // map for the next); any other
 // Scripter must behave so too, and be comparable (a pointer). New makes no
 // call to Redis.
-func New(client redis.Scripter, name string, policy any, opts ...Option) (*Limiter, error) {
+func New(client redis.Scripter, name string, policy hotlimit.Policy, opts ...Option) (*Limiter, error) {
 	cfg := config{prefix: DefaultPrefix, timeout: DefaultTimeout}
 	for _, o := range opts {
 		if o == nil {

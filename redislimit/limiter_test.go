@@ -23,7 +23,7 @@ func TestNewRejects(t *testing.T) {
 		name   string
 		client redis.Scripter
 		lname  string
-		policy any
+		policy hotlimit.Policy
 		opts   []Option
 		want   string
 	}{

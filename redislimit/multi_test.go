@@ -20,7 +20,7 @@ import (
 // every request. Rates are slow enough that nothing refills during the test.
 func TestMultiInstance(t *testing.T) {
 	addr := serverAddr(t)
-	policies := []any{
+	policies := []hotlimit.Policy{
 		hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 24 * time.Hour}, Burst: 40},
 		hotlimit.SlidingWindow{Limit: 40, Window: 24 * time.Hour},
 	}

@@ -38,7 +38,7 @@ type spec struct {
 // the in-process limiter uses 333,333,334 ns. A window must be a whole
 // number of microseconds: rounding it would move the window boundaries,
 // so such a window is rejected.
-func newSpec(policy any) (spec, error) {
+func newSpec(policy hotlimit.Policy) (spec, error) {
 	// The in-process limiter validates the same fields first, with the
 	// same messages.
 	switch p := policy.(type) {

@@ -136,7 +136,7 @@ func prefix(b *testing.B) string {
 	return "bench:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
 }
 
-func hotlimitRedis(b *testing.B, c *redis.Client, policy any, opts ...redislimit.Option) decider {
+func hotlimitRedis(b *testing.B, c *redis.Client, policy hotlimit.Policy, opts ...redislimit.Option) decider {
 	l, err := redislimit.New(c, "b", policy, append([]redislimit.Option{redislimit.WithPrefix(prefix(b)), redislimit.WithTimeout(time.Second)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)

@@ -14,7 +14,7 @@ import (
 
 type algo struct {
 	name   string
-	policy any
+	policy hotlimit.Policy
 }
 
 // All four enforce "10 per second" in their own way.

@@ -35,7 +35,7 @@ import (
 // limiter (tests pass a ManualClock).
 func newHandler(opts ...hotlimit.Option) (http.Handler, *httplimit.Middleware, error) {
 	m, err := httplimit.New(httplimit.Config{
-		Limits: map[string]any{
+		Limits: map[string]hotlimit.Policy{
 			// The expensive route: a burst of 3, then one every 10 s.
 			"report": hotlimit.TokenBucket{Rate: hotlimit.PerMinute(6), Burst: 3},
 			// Cheap routes: 20 per 10-second window.

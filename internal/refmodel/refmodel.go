@@ -47,7 +47,7 @@ type winState struct {
 
 // New returns a model of policy reading time from clock. The policy must
 // be valid (check it with hotlimit.New first).
-func New(policy any, clock hotlimit.Clock) *Model {
+func New(policy hotlimit.Policy, clock hotlimit.Clock) *Model {
 	m := &Model{clock: clock, tat: map[string]int64{}, win: map[string]*winState{}, log: map[string]*logState{}}
 	switch p := policy.(type) {
 	case hotlimit.TokenBucket:
@@ -373,7 +373,7 @@ func (m *Model) slidingLog(key string, now, cost int64, write bool) hotlimit.Dec
 // instant they are read at; log instants that still count under the old
 // window are kept, and only those. The policy must be valid
 // and of the same algorithm; it reports false otherwise.
-func (m *Model) SetPolicy(policy any) bool {
+func (m *Model) SetPolicy(policy hotlimit.Policy) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := New(policy, m.clock)

@@ -23,9 +23,9 @@ func (p Policy) Interval() time.Duration { return p.Rate().Interval() }
 
 // Algorithm is one of the library's limiters configured for a Policy.
 type Algorithm struct {
-	Name    string // short name for tables and legends, such as "token bucket"
-	Policy  any    // the hotlimit policy value passed to hotlimit.New
-	Mapping string // how the Policy was mapped onto it, for people
+	Name    string          // short name for tables and legends, such as "token bucket"
+	Policy  hotlimit.Policy // the hotlimit policy value passed to hotlimit.New
+	Mapping string          // how the Policy was mapped onto it, for people
 	// NA, when not empty, says why the algorithm cannot run this Policy
 	// (for example a sliding log limit above hotlimit.MaxLogLimit, shown as
 	// "n/a (limit too large)").
@@ -86,7 +86,7 @@ type decider interface {
 
 // newDecider returns a limiter for policy on clk, bounded to maxKeys keys
 // when maxKeys > 0, with no background sweeper (runs are deterministic).
-func newDecider(policy any, clk *hotlimit.ManualClock, maxKeys int) (decider, error) {
+func newDecider(policy hotlimit.Policy, clk *hotlimit.ManualClock, maxKeys int) (decider, error) {
 	opts := []hotlimit.Option{hotlimit.WithClock(clk), hotlimit.WithSweepInterval(0)}
 	if maxKeys > 0 {
 		opts = append(opts, hotlimit.WithMaxKeys(maxKeys))
