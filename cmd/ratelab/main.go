@@ -38,10 +38,6 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// maxShapeLimit bounds the policy's limit for the built-in shapes, whose
-// request counts grow with it (the zipf shape sends 30×limit requests).
-const maxShapeLimit = 10_000
-
 type options struct {
 	policy  string
 	queue   int64
@@ -83,18 +79,23 @@ Columns, per algorithm and shape:
   ns/decision       a timed loop of AllowN on those keys; varies run to run.
 
 Shapes: steady, burst, boundary, ignore-retry, backoff, zipf, flood (each lasts
-3 windows; the table describes each).
+3 windows; the table describes each). They take a limit of at most 10000 and a
+window from 100ns to 8760h; a trace takes any policy some algorithm accepts.
 
 Traces (-trace file.csv): one request per line, "timestamp,key[,cost]";
 timestamp is seconds from the trace's start with up to 9 fractional digits
 (12.5) or an RFC 3339 time (2026-11-29T23:00:00.25Z), one form per file;
 cost defaults to 1; a header line starting "timestamp", "time" or "ts" and
 lines starting with # are skipped; lines may be out of order (they are
-sorted). A malformed line is reported as file:line: reason, exit status 1.
+sorted); a UTF-8 byte-order mark is skipped. A malformed line is reported as
+file:line: reason, exit status 1. A request costing more than an algorithm's
+capacity (Burst, Limit, or -queue + 1) is denied every time: ratelab warns.
 Under "go -C cmd/ratelab run .", relative paths (-trace, -out) are taken
 from cmd/ratelab: pass -trace "$PWD/access.csv" from the repository root.
 
-Exit status: 0 on success, 1 on a run error, 2 on bad flags.
+Exit status: 0 on success, 1 on a run error (a trace or -out that cannot be
+used), 2 on bad flags (including a policy that no algorithm accepts). Every
+check is made before the run.
 
 Flags:
 `
@@ -154,6 +155,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	var shapes []lab.Shape
+	var trace []lab.Request
 	if o.trace != "" {
 		if o.shapes != "all" {
 			return usageErr("-trace and -shape are exclusive: a trace replaces the built-in shapes")
@@ -166,16 +168,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			return 1
 		}
-		reqs, err := lab.ReadTrace(f, o.trace)
+		trace, err = lab.ReadTrace(f, o.trace)
 		f.Close()
 		if err != nil {
 			fmt.Fprintf(stderr, "ratelab: %v\n", err)
 			return 1
 		}
-		shapes = []lab.Shape{lab.TraceShape(filepath.Base(o.trace), reqs)}
+		shapes = []lab.Shape{lab.TraceShape(filepath.Base(o.trace), trace)}
 	} else {
-		if policy.Limit > maxShapeLimit {
-			return usageErr("-policy %s: the built-in shapes need a limit of at most %d (their traffic grows with it); use -trace for larger ones", o.policy, maxShapeLimit)
+		if err := lab.CheckShapes(policy); err != nil {
+			return usageErr("-policy %s: %v; -trace takes any policy", o.policy, err)
 		}
 		all := lab.Shapes(lab.Params{Policy: policy, Keys: o.keys, MaxKeys: o.maxKeys, Seed: o.seed})
 		if shapes, err = pick(all, o.shapes); err != nil {
@@ -184,6 +186,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	algos := lab.Algorithms(policy)
+	if !lab.Runnable(algos) {
+		var why strings.Builder
+		for _, a := range algos {
+			fmt.Fprintf(&why, "\n  %s: %s", a.Name, strings.TrimPrefix(a.NA, "hotlimit: "))
+		}
+		return usageErr("-policy %s -queue %d: no algorithm accepts it, so nothing can be simulated:%s", o.policy, o.queue, why.String())
+	}
+	warnCosts(stderr, trace, algos)
+	var dir string
+	if o.charts {
+		// Before the run: an unwritable folder must not cost a whole run.
+		if dir, err = chartDir(o.out); err != nil {
+			fmt.Fprintf(stderr, "ratelab: -out: %v\n", err)
+			return 1
+		}
+	}
+
 	lab.WritePolicy(stdout, policy, algos)
 	var results []lab.ShapeResult
 	for _, s := range shapes {
@@ -210,14 +229,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	if o.charts {
-		dir, err := filepath.Abs(o.out)
-		if err == nil {
-			err = os.MkdirAll(dir, 0o755)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "ratelab: -out: %v\n", err)
-			return 1
-		}
 		fmt.Fprintln(stdout, "\ncharts (requests sent and admitted per bucket, one panel per algorithm):")
 		for _, r := range results {
 			path := lab.ChartPath(dir, r.Shape.Name)
@@ -229,6 +240,62 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// chartDir returns out as an absolute path, after creating the folder if
+// it is missing and checking that a file can be written in it.
+func chartDir(out string) (string, error) {
+	dir, err := filepath.Abs(out)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(dir, ".ratelab-check-*")
+	if err != nil {
+		return "", fmt.Errorf("cannot write the charts in %s: %w", dir, err)
+	}
+	f.Close()
+	return dir, os.Remove(f.Name())
+}
+
+// warnCosts warns, for each algorithm that can run, about the requests of
+// trace that cost more than its capacity: it denies them every time
+// (RetryAfter Never), whatever the traffic around them.
+func warnCosts(stderr io.Writer, trace []lab.Request, algos []lab.Algorithm) {
+	var lines []string
+	for _, a := range algos {
+		if a.NA != "" {
+			continue
+		}
+		var n, top int64
+		for _, r := range trace {
+			if r.Cost > a.Capacity {
+				n++
+				top = max(top, r.Cost)
+			}
+		}
+		if n > 0 {
+			lines = append(lines, fmt.Sprintf("  %s: %d of its capacity %d (%s), up to cost %d",
+				a.Name, n, a.Capacity, capacityIs(a.Name), top))
+		}
+	}
+	if len(lines) > 0 {
+		fmt.Fprintf(stderr, "ratelab: warning: some requests of the trace cost more than an algorithm's capacity; it denies them every time:\n%s\n",
+			strings.Join(lines, "\n"))
+	}
+}
+
+// capacityIs says where an algorithm's capacity comes from.
+func capacityIs(name string) string {
+	if name == lab.LeakyBucket {
+		return "-queue + 1"
+	}
+	if name == lab.TokenBucket {
+		return "Burst, the policy's N"
+	}
+	return "the policy's N"
 }
 
 // pick returns the shapes named in the comma-separated list (or all).

@@ -6,6 +6,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -106,6 +107,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-policy", "fast"}, "ratelab: -policy: rate \"fast\""},
 		{[]string{"-policy", "0/1m"}, "ratelab: -policy:"},
 		{[]string{"-policy", "20000/1m"}, "at most 10000"},
+		{[]string{"-policy", "100/-1m"}, `ratelab: -policy: rate "100/-1m": the duration must be positive, got -1m0s`},
+		{[]string{"-policy", "1/1ns"}, "-policy 1/1ns: the built-in shapes need a window of at least 100ns"},
+		{[]string{"-policy", "1/1000000h", "-shape", "boundary"}, "-policy 1/1000000h: the built-in shapes need a window of at most 8760h0m0s"},
 		{[]string{"-queue", "-1"}, "ratelab: -queue must be ≥ 0"},
 		{[]string{"-keys", "0"}, "ratelab: -keys must be in [1, 1000000], got 0"},
 		{[]string{"-max-keys", "0"}, "ratelab: -max-keys must be ≥ 1"},
@@ -158,5 +162,127 @@ func TestBadTrace(t *testing.T) {
 	}
 	if code, _, errOut := runCmd("-trace", filepath.Join("testdata", "missing.csv")); code != 1 || !strings.Contains(errOut, "no such file") {
 		t.Errorf("missing trace: exit %d, %q", code, errOut)
+	}
+}
+
+// When every algorithm rejects the policy, nothing can be simulated: a
+// clear error before the run and a non-zero exit, not a table of n/a.
+func TestNoAlgorithmAcceptsThePolicy(t *testing.T) {
+	sample := filepath.Join("testdata", "sample.csv")
+	code, out, errOut := runCmd("-trace", sample, "-policy", "1/1000000h", "-out", t.TempDir())
+	if code != 2 || out != "" || !strings.Contains(errOut, "-policy 1/1000000h -queue 10: no algorithm accepts it, so nothing can be simulated") ||
+		!strings.Contains(errOut, "  leaky bucket: LeakyBucket.Capacity 10") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	// One algorithm left is enough to run.
+	if code, _, errOut := runCmd("-trace", sample, "-policy", "1/100000h", "-queue", "0", "-charts=false", "-measure=false"); code != 0 {
+		t.Errorf("token and leaky bucket accept 1/100000h: exit %d, %s", code, errOut)
+	}
+}
+
+// An -out that cannot be written fails before the run, not after it.
+func TestOutIsCheckedBeforeTheRun(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{file, filepath.Join(file, "sub")} {
+		code, stdout, errOut := runCmd("-measure=false", "-shape", "steady", "-out", out)
+		if code != 1 || stdout != "" || !strings.HasPrefix(errOut, "ratelab: -out: ") {
+			t.Errorf("-out %s: exit %d, stdout %q, stderr %q; want exit 1 before any output", out, code, stdout, errOut)
+		}
+	}
+	// The check leaves nothing behind in a folder that works.
+	dir := t.TempDir()
+	if code, _, errOut := runCmd("-measure=false", "-shape", "steady", "-out", dir); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("-out holds %d files, want the chart: %v", len(ents), ents)
+	}
+}
+
+// A CSV saved by a spreadsheet starts with a UTF-8 byte-order mark.
+func TestTraceWithByteOrderMark(t *testing.T) {
+	sample, err := os.ReadFile(filepath.Join("testdata", "sample.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "excel.csv")
+	if err := os.WriteFile(path, append([]byte("\xEF\xBB\xBF"), sample...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd("-trace", path, "-policy", "60/1m", "-measure=false", "-charts=false")
+	if code != 0 || !strings.Contains(out, "236 requests from 3 keys") {
+		t.Errorf("exit %d, stderr %q, stdout:\n%s", code, errOut, out)
+	}
+}
+
+// A request costing more than an algorithm's capacity is denied every
+// time: the command says so before the run, naming the algorithms.
+func TestCostAboveCapacityWarns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "costly.csv")
+	if err := os.WriteFile(path, []byte("0,a,1\n1,a,50\n2,b,150\n3,b,12\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd("-trace", path, "-policy", "100/1m", "-queue", "10", "-measure=false", "-charts=false")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"ratelab: warning: some requests of the trace cost more than an algorithm's capacity; it denies them every time:",
+		"  token bucket: 1 of its capacity 100 (Burst, the policy's N), up to cost 150",
+		"  sliding log: 1 of its capacity 100 (the policy's N), up to cost 150",
+		"  leaky bucket: 3 of its capacity 11 (-queue + 1), up to cost 150",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	// The warning tells the truth: the leaky bucket admits only the first.
+	if !regexp.MustCompile(`(?m)^ *leaky bucket +1 +3 `).MatchString(out) {
+		t.Errorf("leaky bucket row: want 1 admitted, 3 denied:\n%s", out)
+	}
+	// No warning when every cost fits.
+	if _, _, errOut := runCmd("-trace", filepath.Join("testdata", "sample.csv"), "-measure=false", "-charts=false"); strings.Contains(errOut, "warning") {
+		t.Errorf("sample trace warned: %s", errOut)
+	}
+}
+
+// negDur matches a negative duration as time.Duration prints it.
+var negDur = regexp.MustCompile(`-[0-9.]+(ns|µs|ms|s|m|h)`)
+
+// Extreme policies, queues and traces: never a panic, never a negative
+// duration printed (an overflowed product or sum), and a non-zero exit
+// whenever nothing was simulated.
+func TestExtremesPrintNoNegativeDuration(t *testing.T) {
+	dir := t.TempDir()
+	long := filepath.Join(dir, "long.csv")
+	if err := os.WriteFile(long, []byte("0,a,1\n3153600000,a,2\n1,b,9223372036854775807\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sample := filepath.Join("testdata", "sample.csv")
+	for _, args := range [][]string{
+		{"-policy", "1/8760h", "-queue", "100000000000"},
+		{"-policy", "1/8760h", "-queue", "9223372036854775807", "-shape", "backoff,ignore-retry"},
+		{"-policy", "100/8760h", "-queue", "600", "-shape", "burst,backoff"},
+		{"-policy", "10000/100ms", "-shape", "boundary,backoff"},
+		{"-policy", "1/100ns"},
+		{"-policy", "1/1000000h", "-trace", sample},
+		{"-policy", "1/100000h", "-queue", "5", "-trace", sample},
+		{"-policy", "9223372036854775807/2562047h", "-trace", sample},
+		{"-policy", "1/1ns", "-queue", "9223372036854775807", "-trace", long},
+		{"-policy", "3/1h", "-queue", "100000", "-trace", long},
+	} {
+		code, out, errOut := runCmd(append(args, "-measure=false", "-charts=false", "-keys", "50")...)
+		if m := negDur.FindString(out + errOut); m != "" {
+			t.Errorf("%q printed the negative duration %s:\n%s%s", args, m, out, errOut)
+		}
+		if code == 0 && strings.Count(out, " n/a ") > 0 && !strings.Contains(out, "admitted") {
+			t.Errorf("%q: exit 0 with nothing simulated", args)
+		}
+		if code != 0 && out != "" {
+			t.Errorf("%q: exit %d after printing a report", args, code)
+		}
 	}
 }

@@ -30,6 +30,33 @@ type Algorithm struct {
 	// (for example a sliding log limit above hotlimit.MaxLogLimit, shown as
 	// "n/a (limit too large)").
 	NA string
+	// Capacity is the largest cost the limiter can ever admit (its
+	// Decision.Limit: Burst, Limit or Capacity+1); a costlier request is
+	// denied every time. 0 when NA is set.
+	Capacity int64
+}
+
+// Runnable reports whether any of algos can run its policy.
+func Runnable(algos []Algorithm) bool {
+	for _, a := range algos {
+		if a.NA == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// maxDelay formats the leaky bucket's largest queueing delay, capacity
+// intervals, without overflowing.
+func maxDelay(capacity int64, interval time.Duration) string {
+	if capacity < 0 || interval <= 0 {
+		return "n/a"
+	}
+	d, ok := mulDur(capacity, interval)
+	if !ok {
+		return "beyond 292 years"
+	}
+	return d.String()
 }
 
 // Names of the algorithms, in the order Algorithms returns them.
@@ -58,8 +85,8 @@ func Algorithms(p Policy) []Algorithm {
 		{Name: FixedWindow, Policy: fw, Mapping: fmt.Sprintf("FixedWindow{Limit: %d, Window: %v}", fw.Limit, fw.Window)},
 		{Name: SlidingWindow, Policy: sw, Mapping: fmt.Sprintf("SlidingWindow{Limit: %d, Window: %v} (counter approximation)", sw.Limit, sw.Window)},
 		{Name: SlidingLog, Policy: sl, Mapping: fmt.Sprintf("SlidingLog{Limit: %d, Window: %v} (exact)", sl.Limit, sl.Window)},
-		{Name: LeakyBucket, Policy: lb, Mapping: fmt.Sprintf("LeakyBucket{Rate: %v, Capacity: %d} (one interval %v apart, max delay %v)",
-			rate, lb.Capacity, p.Interval(), time.Duration(lb.Capacity)*p.Interval())},
+		{Name: LeakyBucket, Policy: lb, Mapping: fmt.Sprintf("LeakyBucket{Rate: %v, Capacity: %d} (one interval %v apart, max delay %s)",
+			rate, lb.Capacity, p.Interval(), maxDelay(lb.Capacity, p.Interval()))},
 	}
 	if p.Limit > hotlimit.MaxLogLimit {
 		as[3].NA = fmt.Sprintf("n/a (limit too large; SlidingLog.Limit ≤ %d)", hotlimit.MaxLogLimit)
@@ -73,6 +100,7 @@ func Algorithms(p Policy) []Algorithm {
 			as[i].NA = err.Error()
 			continue
 		}
+		as[i].Capacity = l.AllowN("", 0).Limit
 		l.Close()
 	}
 	return as

@@ -28,7 +28,7 @@ type Stats struct {
 // Measure computes the Stats of events under policy.
 func Measure(events []Event, policy Policy) Stats {
 	var s Stats
-	var sumDelay time.Duration
+	var sumDelay durSum
 	byKey := map[string][]Event{}
 	var keys []string
 	for _, e := range events {
@@ -37,7 +37,7 @@ func Measure(events []Event, policy Policy) Stats {
 			continue
 		}
 		s.Admitted++
-		sumDelay += e.Delay
+		sumDelay.add(e.Delay)
 		s.MaxDelay = max(s.MaxDelay, e.Delay)
 		if _, ok := byKey[e.Key]; !ok {
 			keys = append(keys, e.Key)
@@ -45,7 +45,7 @@ func Measure(events []Event, policy Policy) Stats {
 		byKey[e.Key] = appendUnits(byKey[e.Key], e)
 	}
 	if s.Admitted > 0 {
-		s.MeanDelay = sumDelay / time.Duration(s.Admitted)
+		s.MeanDelay = sumDelay.mean(s.Admitted)
 	}
 	for _, k := range keys {
 		adm := byKey[k]

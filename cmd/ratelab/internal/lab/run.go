@@ -40,13 +40,17 @@ type ShapeResult struct {
 
 // Run sends shape's traffic through each algorithm on its own limiter and
 // manual clock, and computes the statistics of each outcome against
-// policy. It fails only if a limiter rejects its configuration.
+// policy. It fails if a limiter rejects its configuration or if a shape
+// that does not react to decisions sends nothing.
 func Run(shape Shape, algos []Algorithm, policy Policy) (ShapeResult, error) {
 	res := ShapeResult{Shape: shape}
 	if !shape.Reactive {
 		t := shape.New()
 		for r, ok := t.Next(); ok; r, ok = t.Next() {
 			res.Offered = append(res.Offered, r)
+		}
+		if len(res.Offered) == 0 {
+			return ShapeResult{}, fmt.Errorf("shape %s sends no requests", shape.Name)
 		}
 	}
 	for _, a := range algos {

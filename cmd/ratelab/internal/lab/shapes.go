@@ -52,8 +52,39 @@ type Shape struct {
 	New func() Traffic
 }
 
+// Bounds of the policies the built-in shapes can run (CheckShapes).
+const (
+	// MaxShapeLimit bounds the limit: the shapes' request counts grow
+	// with it (the zipf shape sends 30×Limit requests).
+	MaxShapeLimit = 10_000
+	// MaxShapeWindow bounds the window: the shapes last three windows,
+	// and a client's backoff and the leaky bucket's delays reach further.
+	MaxShapeWindow = 365 * 24 * time.Hour
+	// MinShapeWindow bounds the window from below: the burst and boundary
+	// shapes send a whole quota within 1% of a window, on a nanosecond
+	// clock.
+	MinShapeWindow = 100 * time.Nanosecond
+)
+
+// CheckShapes reports why the built-in shapes cannot run p (nil if they
+// can): its limit or window is outside the bounds above. A
+// trace has no such bounds.
+func CheckShapes(p Policy) error {
+	switch {
+	case p.Limit < 1 || p.Window < 1:
+		return fmt.Errorf("the limit and window must be positive, got %d per %v", p.Limit, p.Window)
+	case p.Limit > MaxShapeLimit:
+		return fmt.Errorf("the built-in shapes need a limit of at most %d (their traffic grows with it)", MaxShapeLimit)
+	case p.Window > MaxShapeWindow:
+		return fmt.Errorf("the built-in shapes need a window of at most %v (a year; they last three windows)", MaxShapeWindow)
+	case p.Window < MinShapeWindow:
+		return fmt.Errorf("the built-in shapes need a window of at least %v (they send a whole quota within 1%% of a window, on a nanosecond clock)", MinShapeWindow)
+	}
+	return nil
+}
+
 // Shapes returns the built-in shapes for p, in a fixed order. Each lasts
-// three windows of the policy.
+// three windows of the policy. p.Policy must pass CheckShapes.
 func Shapes(p Params) []Shape {
 	W, L := p.Policy.Window, p.Policy.Limit
 	span := 3 * W
@@ -194,9 +225,11 @@ func (c *client) Observe(d hotlimit.Decision) {
 	case d.RetryAfter == hotlimit.Never:
 		c.done = true // it can never pass: give up
 	default:
-		wait := max(d.RetryAfter, c.base<<min(c.fails, 10))
-		wait += time.Duration(c.rng.Int64N(int64(wait)/2 + 1))
+		// Saturating: base·2^10 and a long RetryAfter can exceed a
+		// Duration; a wait past the end ends the traffic.
+		wait := max(d.RetryAfter, shlSat(c.base, min(c.fails, 10)))
+		wait = addSat(wait, time.Duration(c.rng.Int64N(int64(wait)/2+1)))
 		c.fails++
-		c.next += wait
+		c.next = addSat(c.next, wait)
 	}
 }

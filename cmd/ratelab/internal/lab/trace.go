@@ -1,6 +1,8 @@
 package lab
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -33,7 +35,14 @@ const MaxTraceRequests = 5_000_000
 //
 // name is used in error messages, which have the form "name:line: reason".
 func ReadTrace(r io.Reader, name string) ([]Request, error) {
-	cr := csv.NewReader(r)
+	br := bufio.NewReader(r)
+	switch bom, _ := br.Peek(3); {
+	case bytes.HasPrefix(bom, []byte("\xEF\xBB\xBF")):
+		br.Discard(3) // UTF-8 byte-order mark, as spreadsheets write
+	case bytes.HasPrefix(bom, []byte("\xFF\xFE")), bytes.HasPrefix(bom, []byte("\xFE\xFF")):
+		return nil, fmt.Errorf("%s: the file is UTF-16 text: save it as CSV in UTF-8", name)
+	}
+	cr := csv.NewReader(br)
 	cr.FieldsPerRecord = -1
 	cr.Comment = '#'
 	cr.TrimLeadingSpace = true
@@ -117,9 +126,9 @@ func ReadTrace(r io.Reader, name string) ([]Request, error) {
 	if form == 2 {
 		t0 := slices.MinFunc(stamps, func(a, b time.Time) int { return a.Compare(b) })
 		for i, t := range stamps {
-			d := t.Sub(t0)
-			if d == time.Duration(1<<63-1) {
-				return nil, fmt.Errorf("%s: request %d is more than 292 years after the first", name, i+1)
+			d := t.Sub(t0) // saturates at 292 years
+			if d > maxTraceSeconds*time.Second {
+				return nil, fmt.Errorf("%s: request %d (%s) is more than %d seconds after the first", name, i+1, t.Format(time.RFC3339Nano), int64(maxTraceSeconds))
 			}
 			reqs[i].At = d
 		}
@@ -128,7 +137,9 @@ func ReadTrace(r io.Reader, name string) ([]Request, error) {
 	return reqs, nil
 }
 
-// maxTraceSeconds keeps trace instants far from time.Duration's limits.
+// maxTraceSeconds (100 years) bounds the span of a trace, in either form:
+// it keeps instants, plus the leaky bucket's delays, within the manual
+// clock's range (146 years) and far from time.Duration's limits.
 const maxTraceSeconds = 100 * 365 * 24 * 3600
 
 // parseSeconds parses a non-negative decimal number of seconds with up to

@@ -73,6 +73,13 @@ func TestReadTraceErrors(t *testing.T) {
 		{"5.,a\n", `t.csv:1: timestamp "5.": want seconds`},
 		{"timestamp,key\nts,key\n", `t.csv:2: timestamp "ts": want seconds`},
 		{"0," + strings.Repeat("k", 64<<10+1) + "\n", "t.csv:1: key is 65537 bytes"},
+		// Spans beyond 100 years, in either form: the manual clock ends at
+		// 146, and time.Duration wraps at 292.
+		{"3155760001,a\n", `t.csv:1: timestamp "3155760001": more than 3153600000 seconds`},
+		{"1900-01-01T00:00:00Z,a\n2026-01-01T00:00:00Z,b\n", "t.csv: request 2 (2026-01-01T00:00:00Z) is more than 3153600000 seconds after the first"},
+		{"1700-01-01T00:00:00Z,a\n2026-01-01T00:00:00Z,b\n", "t.csv: request 2 (2026-01-01T00:00:00Z) is more than"},
+		{"\xFF\xFEt\x00s\x00", "t.csv: the file is UTF-16 text: save it as CSV in UTF-8"},
+		{"\xEF\xBB\xBF", "t.csv: no requests"},
 	}
 	for _, tt := range tests {
 		_, err := ReadTrace(strings.NewReader(tt.in), "t.csv")
@@ -91,5 +98,20 @@ func TestTraceShape(t *testing.T) {
 	got := drain(s.New())
 	if len(got) != 2 || got[1] != reqs[1] {
 		t.Errorf("replay = %+v", got)
+	}
+}
+
+// Spreadsheets (Excel's "CSV UTF-8") start the file with a UTF-8
+// byte-order mark: it is not part of the header or the first timestamp.
+func TestReadTraceByteOrderMark(t *testing.T) {
+	for _, in := range []string{"\xEF\xBB\xBFtimestamp,key,cost\n0.5,a,2\n", "\xEF\xBB\xBF0.5,a,2\n"} {
+		got, err := ReadTrace(strings.NewReader(in), "t.csv")
+		if err != nil || len(got) != 1 || got[0] != (Request{At: 500 * time.Millisecond, Key: "a", Cost: 2}) {
+			t.Errorf("ReadTrace(%q) = %+v, %v", in, got, err)
+		}
+	}
+	// Only at the start: elsewhere it is part of a field.
+	if _, err := ReadTrace(strings.NewReader("0,a\n\xEF\xBB\xBF1,b\n"), "t.csv"); err == nil {
+		t.Error("a byte-order mark inside the file was accepted")
 	}
 }
