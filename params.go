@@ -1,0 +1,53 @@
+package hotlimit
+
+type kind uint8
+
+const (
+	kindTokenBucket kind = iota + 1
+	kindLeakyBucket
+	kindFixedWindow
+	kindSlidingWindow
+	kindSlidingLog
+	kindConcurrency
+)
+
+func (k kind) String() string {
+	return [...]string{"", "TokenBucket", "LeakyBucket", "FixedWindow", "SlidingWindow", "SlidingLog", "Concurrency"}[k]
+}
+
+// params is a policy as the engine uses it. It is immutable once made;
+// SetPolicy publishes a new one.
+type params struct {
+	policy Policy // as given to New or SetPolicy, pointers dereferenced
+	kind   kind
+	limit  int64
+	g      gcra   // kindTokenBucket, kindLeakyBucket
+	win    window // kindFixedWindow, kindSlidingWindow
+	logW   int64  // kindSlidingLog: the window, ns
+}
+
+// step decides cost c at now against state word w. See bucket.go and
+// window.go.
+func (p *params) step(w uint64, now, c int64) (uint64, verdict) {
+	switch p.kind {
+	case kindTokenBucket, kindLeakyBucket:
+		return p.g.step(w, now, c)
+	case kindConcurrency: // peeks only: see concurrency.go
+		return w, verdict{ok: true, rem: max(0, p.limit-int64(w))}
+	}
+	return p.win.step(w, now, c)
+}
+
+// resetAfter returns how long until w is a fresh key's state at now.
+//
+// For a concurrency limiter, which has no notion of time, it is the number
+// of operations in flight: 0 exactly when the entry is fresh.
+func (p *params) resetAfter(w uint64, now int64) int64 {
+	switch p.kind {
+	case kindTokenBucket, kindLeakyBucket:
+		return p.g.resetAfter(w, now)
+	case kindConcurrency:
+		return int64(w)
+	}
+	return p.win.resetAfter(w, now)
+}
