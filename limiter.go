@@ -22,7 +22,7 @@ import (
 type Limiter struct {
 	kind  kind                   // the algorithm; SetPolicy keeps it
 	p     atomic.Pointer[params] // the current policy (see SetPolicy)
-	logs  []logShard             // kindSlidingLog: the keyed state (see logs.go)
+	logs  []logShard             // kindSlidingLog: the keyed state (see slidinglog.go)
 	setMu sync.Mutex             // serialises SetPolicy
 
 	seed   uint64 // mixed into every key's hash; random per limiter
