@@ -214,7 +214,7 @@ func (l *Limiter) acquire(key string, n int64) bool {
 			return ok
 		}
 	}
-	sl, _ := l.slotLocked(s, h, key, 0, true)
+	sl, _ := l.lockSlot(s, h, key, 0, true)
 	ok := false
 	if sl != nil { // nil: no room under WithMaxKeys
 		ok, _ = acquireAt(&sl.word, n, s.tab.Load().p.limit) // nothing retires while we hold s.mu
@@ -252,7 +252,7 @@ func (l *Limiter) release(key string, n int64) uint64 {
 	}
 	// Moved by a rebuild, or not yet visible to the lock-free probe. An
 	// entry with operations in flight is never removed, so it is there.
-	if sl, _ := l.slotLocked(s, h, key, 0, false); sl != nil {
+	if sl, _ := l.lockSlot(s, h, key, 0, false); sl != nil {
 		releaseAt(&sl.word, n)
 	}
 	s.mu.Unlock()

@@ -74,7 +74,7 @@ func (l *Limiter) decide(p *params, w *atomic.Uint64, now, cost int64) (verdict,
 		}
 		var next uint64
 		var d verdict
-		if p.kind <= kindLeakyBucket {
+		if p.kind.isBucket() {
 			next, d = p.g.step(old, now, cost)
 		} else {
 			next, d, now = p.win.stepAt(old, now, cost) // now: where a stale reading is decided
@@ -84,8 +84,8 @@ func (l *Limiter) decide(p *params, w *atomic.Uint64, now, cost int64) (verdict,
 				// A lagging coarse reading errs towards denying while it
 				// lags: decide a denial again on the precise clock.
 				rechecked = true
-				if p := min(int64(l.coarse.Precise()), maxTime); p > now {
-					now = p
+				if precise := min(int64(l.coarse.Precise()), maxTime); precise > now {
+					now = precise
 					continue
 				}
 			}
@@ -118,7 +118,7 @@ func (l *Limiter) allow(key string, cost int64) (verdict, int64, *params) {
 	if len(key) > MaxKeyLen {
 		return l.never(key, now, cost)
 	}
-	if l.logs != nil {
+	if l.isSlidingLog() {
 		return l.allowLog(key, now, cost)
 	}
 	h := l.hash(key)
@@ -137,17 +137,19 @@ func (l *Limiter) allow(key string, cost int64) (verdict, int64, *params) {
 			return v, at, p
 		}
 	}
-	v, at, p := l.allowLocked(s, h, key, now, cost)
+	v, at, p := l.allowSlow(s, h, key, now, cost)
 	if !v.ok && l.onDeny != nil {
 		l.onDeny(h, p.decision(v, cost))
 	}
 	return v, at, p
 }
 
-// allowLocked is AllowN's path for a key whose live slot the lock-free
-// probe did not find (new, being inserted, or moved by a rebuild).
-func (l *Limiter) allowLocked(s *shard, h uint64, key string, now, cost int64) (verdict, int64, *params) {
-	sl, now := l.slotLocked(s, h, key, now, cost > 0)
+// allowSlow is AllowN's path for a key whose live slot the lock-free
+// probe did not find (new, being inserted, or moved by a rebuild): it
+// finds or inserts the slot under the shard's mutex, which it takes and
+// releases itself.
+func (l *Limiter) allowSlow(s *shard, h uint64, key string, now, cost int64) (verdict, int64, *params) {
+	sl, now := l.lockSlot(s, h, key, now, cost > 0)
 	p := s.tab.Load().p // sl's table: nothing rebuilds it while we hold s.mu
 	var v verdict
 	switch {
@@ -187,7 +189,7 @@ func (l *Limiter) never(key string, now, cost int64) (verdict, int64, *params) {
 // peek returns the verdict for cost 0 without counting it, and the policy
 // it was made under.
 func (l *Limiter) peek(key string, now int64) (verdict, *params) {
-	if l.logs != nil {
+	if l.isSlidingLog() {
 		v, _, p := l.peekLog(key, now, 0)
 		return v, p
 	}
@@ -209,7 +211,7 @@ func (l *Limiter) word(key string, now int64) (uint64, *params) {
 		}
 	}
 	var w uint64
-	if sl, _ := l.slotLocked(s, h, key, now, false); sl != nil {
+	if sl, _ := l.lockSlot(s, h, key, now, false); sl != nil {
 		w = sl.word.Load()
 	}
 	p := s.tab.Load().p

@@ -73,7 +73,7 @@ func (l *Limiter) sweep(stop <-chan struct{}) int {
 			return removed
 		default:
 		}
-		if l.logs != nil {
+		if l.isSlidingLog() {
 			removed += l.sweepLogShard(i)
 		} else {
 			removed += l.sweepShard(&l.shards[i])
@@ -170,7 +170,7 @@ func (p *params) scoreOf(v verdict) score { return score{p.limit - v.rem, v.rese
 // to make room for a new key. It reports whether it found any entry to look
 // at. Requires that no shard mutex is held.
 func (l *Limiter) evictOne(now int64) bool {
-	if l.logs != nil {
+	if l.isSlidingLog() {
 		return l.evictLog(now)
 	}
 	var c [evictSample + evictMin]candidate

@@ -2,11 +2,11 @@ package hotlimit
 
 import "runtime"
 
-// slotLocked locks s.mu and returns key's live slot, with s.mu held (the
+// lockSlot locks s.mu and returns key's live slot, with s.mu held (the
 // caller unlocks). An absent key is inserted when create is true, after
 // reserving room under WithMaxKeys, and the instant to decide at is raised
 // to sweptAt for the new entry (see gc.go); otherwise it returns nil.
-func (l *Limiter) slotLocked(s *shard, h uint64, key string, now int64, create bool) (*slot, int64) {
+func (l *Limiter) lockSlot(s *shard, h uint64, key string, now int64, create bool) (*slot, int64) {
 	s.mu.Lock()
 	if sl := s.tab.Load().find(h, key); sl != nil || !create {
 		return sl, now

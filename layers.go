@@ -134,7 +134,7 @@ func (l *Limiter) check(key string, cost int64) Decision {
 	}
 	var v, cur verdict
 	var p *params
-	if l.logs != nil {
+	if l.isSlidingLog() {
 		cur, v, p = l.peekLog(key, now, cost)
 	} else {
 		var w uint64

@@ -11,6 +11,15 @@ const (
 	kindConcurrency
 )
 
+// isBucket reports whether k is the token or the leaky bucket, whose state
+// word is a theoretical arrival time (params.g). The buckets come first in
+// kind's order, so this is one comparison on the decision path.
+func (k kind) isBucket() bool { return k <= kindLeakyBucket }
+
+// isWindow reports whether k is the fixed or the sliding window, whose
+// state word packs window counts (params.win).
+func (k kind) isWindow() bool { return k == kindFixedWindow || k == kindSlidingWindow }
+
 func (k kind) String() string {
 	return [...]string{"", "TokenBucket", "LeakyBucket", "FixedWindow", "SlidingWindow", "SlidingLog", "Concurrency"}[k]
 }

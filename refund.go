@@ -15,7 +15,7 @@ func (l *Limiter) Refund(key string, cost int64) {
 	if cost <= 0 || cost > l.Limit() || len(key) > MaxKeyLen {
 		return
 	}
-	if l.logs != nil {
+	if l.isSlidingLog() {
 		l.refundLog(key, cost, maxTime) // the newest instants
 		return
 	}
@@ -27,7 +27,7 @@ func (l *Limiter) refund(key string, cost, at int64) {
 	if cost <= 0 {
 		return
 	}
-	if l.logs != nil {
+	if l.isSlidingLog() {
 		l.refundLog(key, cost, at)
 		return
 	}
@@ -44,7 +44,7 @@ func (l *Limiter) refund(key string, cost, at int64) {
 			return
 		}
 	}
-	sl, _ := l.slotLocked(s, h, key, now, false)
+	sl, _ := l.lockSlot(s, h, key, now, false)
 	if sl != nil {
 		if fresh, _ := refundAt(s.tab.Load().p, &sl.word, cost, at, now); fresh {
 			l.retireFreshLocked(s, sl, now)
@@ -57,7 +57,7 @@ func (l *Limiter) refund(key string, cost, at int64) {
 // retireFresh removes key's entry if its state is fresh, as a sweep would:
 // a request refused by a later layer then leaves no state behind.
 func (l *Limiter) retireFresh(s *shard, h uint64, key string, now int64) {
-	if sl, _ := l.slotLocked(s, h, key, now, false); sl != nil {
+	if sl, _ := l.lockSlot(s, h, key, now, false); sl != nil {
 		l.retireFreshLocked(s, sl, now)
 	}
 	s.mu.Unlock()
@@ -85,7 +85,7 @@ func refundAt(p *params, w *atomic.Uint64, cost, at, now int64) (fresh, live boo
 			return false, false
 		}
 		var next uint64
-		if p.kind <= kindLeakyBucket {
+		if p.kind.isBucket() {
 			next = p.g.refund(old, now, cost)
 		} else {
 			next = p.win.refund(old, cost, at)

@@ -63,15 +63,15 @@ func (l *Limiter) SetPolicy(policy Policy) error {
 	}
 	l.setMu.Lock()
 	defer l.setMu.Unlock()
-	if old := l.p.Load(); np.kind == kindFixedWindow || np.kind == kindSlidingWindow {
+	if old := l.p.Load(); np.kind.isWindow() {
 		// Never narrow the count fields: a count the old policy admitted
 		// must survive a lower limit and a raise back (see above).
-		if x, ok := newWindowBits(np.limit, time.Duration(np.win.w), np.win.sliding, max(np.win.cb, old.win.cb)); ok && x.horizon() >= minHorizon {
+		if x, ok := newWindowBits(np.limit, time.Duration(np.win.length), np.win.sliding, max(np.win.cb, old.win.cb)); ok && x.horizon() >= minHorizon {
 			np.win = x
 		}
 	}
 	l.p.Store(np)
-	if l.logs != nil {
+	if l.isSlidingLog() {
 		for i := range l.logs {
 			ls := &l.logs[i]
 			ls.mu.Lock()
@@ -94,7 +94,7 @@ func (l *Limiter) SetPolicy(policy Policy) error {
 		s.mu.Lock()
 		t := s.tab.Load()
 		var convert func(uint64) uint64
-		if np.kind == kindFixedWindow || np.kind == kindSlidingWindow {
+		if np.kind.isWindow() {
 			// Read under the mutex: no state being converted is newer
 			// than a decision this reading could make (see gc.go).
 			convert = convertWindow(&t.p.win, &np.win, l.now())
@@ -120,7 +120,7 @@ func convertWindow(o, n *window, now int64) func(uint64) uint64 {
 		if !n.sliding {
 			p = 0
 		}
-		at := int64(k)*o.w + e
-		return n.pack(uint64(at/n.w), min(p, int64(n.cmask)), min(q, int64(n.cmask)))
+		at := int64(k)*o.length + e
+		return n.pack(uint64(at/n.length), min(p, int64(n.cmask)), min(q, int64(n.cmask)))
 	}
 }

@@ -39,7 +39,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) error {
 	if dl, ok := ctx.Deadline(); ok {
 		maxWait = int64(time.Until(dl))
 	}
-	if l.kind > kindLeakyBucket {
+	if !l.kind.isBucket() {
 		return l.waitWindow(ctx, key, cost)
 	}
 	wait, ok := l.reserve(key, cost, maxWait)
@@ -91,7 +91,7 @@ func (l *Limiter) reserve(key string, cost, maxWait int64) (wait int64, ok bool)
 			return wait, ok
 		}
 	}
-	sl, now := l.slotLocked(s, h, key, now, true)
+	sl, now := l.lockSlot(s, h, key, now, true)
 	wait, ok, _ = reserveAt(s.tab.Load().p, &sl.word, now, cost, maxWait)
 	if !ok {
 		l.retireFreshLocked(s, sl, now) // nothing was written: leave no entry

@@ -60,7 +60,7 @@ import (
 //   - The index stored is never older than the one it replaces (a stale
 //     reading is moved forward to the stored window first).
 type window struct {
-	w       int64  // window length W, ns
+	length  int64  // window length W, ns
 	limit   int64  // Limit
 	cb      uint   // bits per count
 	eb      uint   // bits of window index kept
@@ -83,10 +83,10 @@ const minHorizon = 24 * time.Hour
 // horizon returns how far apart a reading and a state may be and still be
 // read right: unbounded (maxTime) in exact mode, half the ring otherwise.
 func (x *window) horizon() time.Duration {
-	if x.exact || x.eb-1 >= 63-uint(bits.Len64(uint64(x.w))) {
+	if x.exact || x.eb-1 >= 63-uint(bits.Len64(uint64(x.length))) {
 		return maxTime
 	}
-	return time.Duration(int64(1)<<(x.eb-1)) * time.Duration(x.w)
+	return time.Duration(int64(1)<<(x.eb-1)) * time.Duration(x.length)
 }
 
 func newWindow(limit int64, w time.Duration, sliding bool) (window, bool) {
@@ -104,7 +104,7 @@ func newWindowBits(limit int64, w time.Duration, sliding bool, cb uint) (window,
 	}
 	eb := 63 - used
 	return window{
-		w: int64(w), limit: limit, cb: cb, eb: eb, ib: used,
+		length: int64(w), limit: limit, cb: cb, eb: eb, ib: used,
 		exact: uint(bits.Len64(uint64(maxTime/int64(w)))) <= eb,
 		cmask: 1<<cb - 1, emask: 1<<eb - 1, sliding: sliding,
 		per: newDivisor(uint64(w)),
@@ -162,12 +162,12 @@ func (x *window) used(p, e int64) int64 {
 	if p == 0 {
 		return 0
 	}
-	hi, lo := bits.Mul64(uint64(p), uint64(x.w-e))
+	hi, lo := bits.Mul64(uint64(p), uint64(x.length-e))
 	var quo, rem uint64
 	if hi == 0 {
 		quo, rem = x.per.div(lo) // the common case: no 128-bit divide
 	} else {
-		quo, rem = bits.Div64(hi, lo, uint64(x.w)) // hi < W since p < 2^63 and W−e ≤ W
+		quo, rem = bits.Div64(hi, lo, uint64(x.length)) // hi < W since p < 2^63 and W−e ≤ W
 	}
 	if rem != 0 {
 		quo++
@@ -180,9 +180,9 @@ func (x *window) used(p, e int64) int64 {
 func (x *window) resetAfterView(e, p, q int64) int64 {
 	switch {
 	case q > 0 && x.sliding:
-		return x.w - e + x.w // q becomes the previous count, then expires
+		return x.length - e + x.length // q becomes the previous count, then expires
 	case q > 0 || p > 0:
-		return x.w - e
+		return x.length - e
 	}
 	return 0
 }
@@ -199,7 +199,7 @@ func (x *window) step(w uint64, now, c int64) (uint64, verdict) {
 func (x *window) stepAt(w uint64, now, c int64) (uint64, verdict, int64) {
 	k, e, p, q := x.view(w, now)
 	next, v := x.stepCounts(w, k, e, p, q, c)
-	return next, v, int64(k)*x.w + e
+	return next, v, int64(k)*x.length + e
 }
 
 // stepCounts decides cost c in window k at elapsed e with counts p, q.
@@ -218,7 +218,7 @@ func (x *window) stepCounts(w, k uint64, e, p, q, c int64) (uint64, verdict) {
 // retryAfter returns the shortest wait after which a request of cost c,
 // denied at elapsed e with counts p and q, is admitted.
 func (x *window) retryAfter(e, p, q, c int64) int64 {
-	W := x.w
+	W := x.length
 	if !x.sliding {
 		return W - e // a fixed window starts empty
 	}
