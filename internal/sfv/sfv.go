@@ -93,7 +93,13 @@ type Member struct {
 func ParseList(s string) ([]Member, error) {
 	p := parser{s: s}
 	p.skipSP()
-	var list []Member
+	if len(p.s) == 0 {
+		return nil, nil
+	}
+	// Room for a typical field (two policies, three parameters each)
+	// in two allocations.
+	list := make([]Member, 0, 2)
+	p.ps = make(Params, 0, 6)
 	for len(p.s) > 0 {
 		m, err := p.member()
 		if err != nil {
@@ -116,9 +122,11 @@ func ParseList(s string) ([]Member, error) {
 	return list, nil
 }
 
-// parser holds the unparsed remainder of a field value.
+// parser holds the unparsed remainder of a field value, and the backing
+// array that every Params of the value is a slice of.
 type parser struct {
-	s string
+	s  string
+	ps Params
 }
 
 func (p *parser) skipSP() {
@@ -182,7 +190,7 @@ func (p *parser) innerList() (Member, error) {
 }
 
 func (p *parser) params() (Params, error) {
-	var params Params
+	start := len(p.ps)
 	for len(p.s) > 0 && p.s[0] == ';' {
 		p.s = p.s[1:]
 		p.skipSP()
@@ -197,20 +205,24 @@ func (p *parser) params() (Params, error) {
 				return nil, err
 			}
 		}
-		params = setParam(params, key, value)
+		p.setParam(start, key, value)
 	}
-	return params, nil
+	if len(p.ps) == start {
+		return nil, nil
+	}
+	return p.ps[start:len(p.ps):len(p.ps)], nil // full: an append copies
 }
 
-// setParam overwrites key's value in place, or appends it.
-func setParam(params Params, key string, v Value) Params {
-	for i := range params {
-		if params[i].Key == key {
-			params[i].Value = v
-			return params
+// setParam overwrites key's value among the parameters from start on, in
+// place, or appends it.
+func (p *parser) setParam(start int, key string, v Value) {
+	for i := start; i < len(p.ps); i++ {
+		if p.ps[i].Key == key {
+			p.ps[i].Value = v
+			return
 		}
 	}
-	return append(params, Param{Key: key, Value: v})
+	p.ps = append(p.ps, Param{Key: key, Value: v})
 }
 
 func (p *parser) key() (string, error) {
