@@ -82,9 +82,10 @@ func TestAllowLayersGivesBack(t *testing.T) {
 	if x.token.Len() != 2 {
 		t.Fatalf("token limiter holds %d keys; a refused request for tok-c must not leave state", x.token.Len())
 	}
-	if st := x.token.Stats(); st.Allowed != 2+2 || st.Denied != 2 || st.Swept != 1 {
-		// 2 admissions (tok-a, tok-b) and 2 peeks; the 2 given back count as
-		// denials, and tok-c's entry, fresh again, is removed as swept.
+	if st := x.token.Stats(); st.Allowed != 2+2+2 || st.Denied != 0 || st.Refunded != 2 || st.Swept != 1 {
+		// 4 admissions (tok-a twice, tok-b, tok-c) and 2 peeks; 2 of them
+		// given back (the token layer never denied), and tok-c's entry,
+		// fresh again, is removed as swept.
 		t.Fatalf("token Stats = %+v", st)
 	}
 }

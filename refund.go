@@ -37,7 +37,7 @@ func (l *Limiter) refund(key string, cost, at int64) {
 	t := s.tab.Load()
 	if sl := t.find(h, key); sl != nil {
 		if fresh, live := refundAt(t.p, &sl.word, cost, at, now); live {
-			l.tally.uncount()
+			l.tally.countRefund()
 			if fresh {
 				l.retireFresh(s, h, key, now)
 			}
@@ -49,7 +49,7 @@ func (l *Limiter) refund(key string, cost, at int64) {
 		if fresh, _ := refundAt(s.tab.Load().p, &sl.word, cost, at, now); fresh {
 			l.retireFreshLocked(s, sl, now)
 		}
-		l.tally.uncount()
+		l.tally.countRefund()
 	}
 	s.mu.Unlock()
 }

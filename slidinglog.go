@@ -260,7 +260,7 @@ func (l *Limiter) refundLog(key string, cost, at int64) {
 	r.expire(first)
 	r.last = now
 	r.drop(cost, at)
-	l.tally.uncount()
+	l.tally.countRefund()
 	if r.n == 0 {
 		l.removeLogLocked(ls, s, key, now, true)
 	}

@@ -55,7 +55,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) error {
 		return nil
 	case <-ctx.Done():
 		t.Stop()
-		l.refund(key, cost, l.now()) // the slot back; Stats count it as denied
+		l.refund(key, cost, l.now()) // the slot back; Stats count it as Refunded
 		return ctx.Err()
 	}
 }
