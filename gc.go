@@ -227,3 +227,29 @@ func (l *Limiter) evictOne(now int64) bool {
 	}
 	return true
 }
+
+// evictIdle removes one entry of a concurrency limiter that has nothing in
+// flight, looking at every entry (from a random shard on), and reports
+// whether it found one. A blocking AcquireN uses it when the sample the
+// reservation looks at held no idle entry, so that an idle entry anywhere
+// is room for its key. It holds one shard's mutex at a time. Requires that
+// no shard mutex is held.
+func (l *Limiter) evictIdle() bool {
+	nsh := len(l.shards)
+	start := rand.IntN(nsh)
+	for k := range nsh {
+		s := &l.shards[(start+k)&(nsh-1)]
+		s.mu.Lock()
+		t := s.tab.Load()
+		for i := range t.slots {
+			if sl := &t.slots[i]; sl.hash.Load() != 0 && sl.word.Load() == 0 && t.retire(sl, 0) {
+				l.keys.Add(-1)
+				s.swept.Add(1)
+				s.mu.Unlock()
+				return true
+			}
+		}
+		s.mu.Unlock()
+	}
+	return false
+}

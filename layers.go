@@ -38,7 +38,10 @@ const maxStackLayers = 8
 // RetryAfter; ResetAfter is the largest of all layers'. A layer with a nil
 // Limiter denies with RetryAfter = Never.
 //
-// It allocates nothing for up to 8 layers.
+// It allocates nothing for up to 8 layers on keys the limiters hold. A
+// layer's key that was new is inserted as AllowN inserts it, and a refused
+// request that leaves such a key fresh removes it again, so repeating that
+// request inserts it again, now and then rebuilding a shard's table.
 func AllowLayers(layers ...Layer) Decision {
 	d, _ := AllowLayersIndex(layers...)
 	return d
