@@ -21,8 +21,10 @@ import (
 //     CAS, is a fresh key's state at the sweep's instant S (resetAfter is
 //     0): token bucket full, windows expired.
 //   - Before removing anything as fresh at S, the remover raises sweptAt to
-//     at least S; the insert path reads sweptAt under the same shard's write
-//     mutex and decides a re-created key at max(now, sweptAt). A state that
+//     at least S, and to the start of a window word's window when that is
+//     later than S (a word written on a later reading than the remover's:
+//     see window.go); the insert path reads sweptAt under the same shard's
+//     write mutex and decides a re-created key at max(now, sweptAt). A state that
 //     is fresh at S is fresh at every later instant, and a fresh entry
 //     decides exactly as a new one at the same instant, so a sweep changes
 //     no decision; the clamp covers a reading older than S (a goroutine
@@ -109,7 +111,12 @@ func (l *Limiter) sweepShard(s *shard) int {
 			}
 			// retire fails if a decision changed the word since we read
 			// it: the key is then no longer fresh, or will be next time.
-			if w := sl.word.Load(); w&deadBit == 0 && t.p.resetAfter(w, now) == 0 && t.retire(sl, w) {
+			w := sl.word.Load()
+			if w&deadBit != 0 || t.p.resetAfter(w, now) != 0 {
+				continue
+			}
+			l.raiseSweptAt(t.p.judgedAt(w, now)) // a window word newer than now: its window's start
+			if t.retire(sl, w) {
 				removed++
 				l.keys.Add(-1)
 				s.swept.Add(1)
@@ -215,7 +222,7 @@ func (l *Limiter) evictOne(now int64) bool {
 		return true // an operation started since sampling; never evicted
 	}
 	if fresh {
-		l.raiseSweptAt(now) // before the entry goes: see the invariants
+		l.raiseSweptAt(b.t.p.judgedAt(w, now)) // before the entry goes: see the invariants
 	}
 	if b.t.retire(b.sl, w) {
 		l.keys.Add(-1)

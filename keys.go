@@ -29,7 +29,7 @@ func (l *Limiter) lockSlot(s *shard, h uint64, key string, now int64, create boo
 		s.tab.Store(nt)
 		t = nt
 	}
-	return t.insert(h, key), now
+	return t.insert(h, key, t.p.freshWord(now)), now
 }
 
 // tryReserveKey reserves room for one more key if the limiter is below

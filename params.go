@@ -47,6 +47,24 @@ func (p *params) step(w uint64, now, c int64) (uint64, verdict) {
 	return p.win.step(w, now, c)
 }
 
+// freshWord returns the state word of a key inserted at now.
+func (p *params) freshWord(now int64) uint64 {
+	if p.kind == kindFixedWindow || p.kind == kindSlidingWindow {
+		return p.win.freshWord(now)
+	}
+	return 0
+}
+
+// judgedAt returns the instant at which a reading now judges w: now, or a
+// window word's own window start when the reading is older (see window.go).
+// Removing w as fresh must raise sweptAt to it.
+func (p *params) judgedAt(w uint64, now int64) int64 {
+	if p.kind == kindFixedWindow || p.kind == kindSlidingWindow {
+		return p.win.judgedAt(w, now)
+	}
+	return now
+}
+
 // resetAfter returns how long until w is a fresh key's state at now.
 //
 // For a concurrency limiter, which has no notion of time, it is the number

@@ -69,7 +69,7 @@ func (l *Limiter) retireFreshLocked(s *shard, sl *slot, now int64) {
 	if w&deadBit != 0 || s.tab.Load().p.resetAfter(w, now) != 0 {
 		return
 	}
-	l.raiseSweptAt(now) // before the entry goes: see gc.go
+	l.raiseSweptAt(s.tab.Load().p.judgedAt(w, now)) // before the entry goes: see gc.go
 	if s.tab.Load().retire(sl, w) {
 		l.keys.Add(-1)
 		s.swept.Add(1)

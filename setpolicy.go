@@ -110,13 +110,12 @@ func (l *Limiter) SetPolicy(policy Policy) error {
 
 // convertWindow returns the conversion of window words from layout o to
 // layout n at instant now: the counts, as o reads them at now, move into
-// the window of n holding the instant o decides at.
+// the window of n holding the instant o decides at (never before the
+// stored window: see window.go). A word with no counts keeps that window
+// too, so that no stale reading can be decided before it.
 func convertWindow(o, n *window, now int64) func(uint64) uint64 {
 	return func(w uint64) uint64 {
 		k, e, p, q := o.view(w, now)
-		if p == 0 && q == 0 {
-			return 0
-		}
 		if !n.sliding {
 			p = 0
 		}

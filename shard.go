@@ -203,9 +203,10 @@ func (t *table) fits(key string) bool {
 	return len(key) <= inlineKeyLen || t.used+len(key) <= len(t.arena)
 }
 
-// insert adds key, which must be absent, with state word 0, and publishes
-// it. The key's bytes are copied. Requires the shard's mutex and fits(key).
-func (t *table) insert(h uint64, key string) *slot {
+// insert adds key, which must be absent, with state word w (a fresh
+// state), and publishes it. The key's bytes are copied. Requires the
+// shard's mutex and fits(key).
+func (t *table) insert(h uint64, key string, w uint64) *slot {
 	var k0, k1 uint64
 	if len(key) <= inlineKeyLen {
 		k0, k1 = packKey(key)
@@ -223,7 +224,7 @@ func (t *table) insert(h uint64, key string) *slot {
 	}
 	s := &t.slots[i]
 	s.k0, s.k1 = k0, k1
-	s.word.Store(0)
+	s.word.Store(w)
 	s.hash.Store(h) // publish
 	t.count++
 	return s

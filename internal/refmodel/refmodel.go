@@ -148,13 +148,13 @@ func (m *Model) bucket(key string, now, cost int64, write bool) hotlimit.Decisio
 }
 
 // counts returns the window index, elapsed time and counts (prev, cur) of
-// key's state at now, rolled forward; a state newer than now is read at the
-// start of its own window.
+// key's state at now, rolled forward; a state newer than now, with counts
+// or without, is read at the start of its own window.
 func (m *Model) counts(key string, now int64) (k, e, prev, cur int64) {
 	k, e = now/m.w, now%m.w
 	s := m.win[key]
 	switch {
-	case s == nil || (s.prev == 0 && s.cur == 0):
+	case s == nil:
 		return k, e, 0, 0
 	case s.k > k: // stale reading: no time has passed
 		return s.k, 0, s.prev, s.cur
