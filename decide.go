@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// Decision is the outcome of one request. See DESIGN.md "Semantics" for
-// the exact definition of each field per algorithm.
+// Decision is the outcome of one request. docs/semantics.md defines each
+// field exactly, per algorithm.
 type Decision struct {
 	// Allowed reports whether the request was admitted and its cost consumed.
 	Allowed bool

@@ -5,7 +5,9 @@ import (
 	"time"
 )
 
-// Removing keys: the background sweeper and the WithMaxKeys bound.
+// The idle-key collector (not Go's garbage collector): the background
+// sweeper, which removes keys whose state is fresh, and eviction under the
+// WithMaxKeys bound.
 //
 // Protocol: tombstones (shard.go). Decisions take no lock; they CAS a
 // key's state word. A remover, holding the shard's mutex, reads the word w,

@@ -10,7 +10,7 @@ import (
 	"github.com/hotlimit/hotlimit"
 )
 
-// layered is the example: a token bucket per API token, a fixed
+// layered is the usual layering: a token bucket per API token, a fixed
 // window per client IP, and a global sliding window.
 type layered struct {
 	token, ip, global *hotlimit.Limiter

@@ -70,8 +70,11 @@ func WithDenyHook(hook func(keyHash uint64, d Decision)) Option {
 	}
 }
 
-// WithShards sets the number of lock stripes, rounded up to a power of
-// two. The default is 256. n must be in [1, 65536].
+// WithShards sets the number of shards the keyed table is split into,
+// rounded up to a power of two. Decisions on existing keys take no lock;
+// inserting and removing keys take their shard's mutex, so more shards
+// let more insertions proceed at once. The default is 256. n must be in
+// [1, 65536].
 func WithShards(n int) Option {
 	return func(cfg *config) {
 		if n < 1 || n > maxShards {

@@ -10,7 +10,8 @@ import (
 func (l *Limiter) Policy() Policy { return l.p.Load().policy }
 
 // Limit returns the current policy's capacity: Burst, Limit, or
-// Capacity+1 for the leaky bucket.
+// Capacity+1 for the leaky bucket. It is a number of units, the most one
+// request may cost, not a rate as golang.org/x/time/rate's Limit is.
 func (l *Limiter) Limit() int64 { return l.p.Load().limit }
 
 // SetPolicy changes the limiter's policy while it serves traffic, keeping

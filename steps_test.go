@@ -65,8 +65,8 @@ func runSteps(t *testing.T, policy hotlimit.Policy, steps []step) {
 
 type D = hotlimit.Decision
 
-func TestTokenBucketDesignExample(t *testing.T) {
-	// DESIGN.md: PerSecond(3), Burst 1: after one request, RetryAfter = 333,333,334 ns.
+func TestTokenBucketWorkedExample(t *testing.T) {
+	// PerSecond(3), Burst 1: after one request, RetryAfter = 333,333,334 ns.
 	const T = 333_333_334
 	runSteps(t, hotlimit.TokenBucket{Rate: hotlimit.PerSecond(3), Burst: 1}, []step{
 		{0, "", 1, D{Allowed: true, Limit: 1, Remaining: 0, ResetAfter: T}},

@@ -22,6 +22,8 @@ import (
 //
 // Wait sleeps in real time, whatever the limiter's clock. It returns
 // ErrInvalidCost for a cost below 0 or above Limit, and ErrKeyTooLong.
+// Unlike Allow and AllowN, Wait always takes the cost: there is no
+// one-unit form.
 func (l *Limiter) Wait(ctx context.Context, key string, cost int64) error {
 	if limit := l.p.Load().limit; cost < 0 || cost > limit {
 		return fmt.Errorf("%w: cost %d, limit %d", ErrInvalidCost, cost, limit)

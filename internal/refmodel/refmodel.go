@@ -1,6 +1,6 @@
 // Package refmodel holds deliberately simple reference models of
 // hotlimit's algorithms: one mutex, a map from key to unpacked state, and
-// the formulas of DESIGN.md written as plainly as possible (big integers
+// the formulas of docs/semantics.md written as plainly as possible (big integers
 // where a product could overflow, a search where the fast path solves an
 // equation). Tests and fuzz targets run the same operations through a
 // model and a hotlimit.Limiter and require identical decisions.
@@ -95,7 +95,7 @@ func (m *Model) now() int64 {
 	return t
 }
 
-// AllowN decides as DESIGN.md specifies.
+// AllowN decides as docs/semantics.md specifies.
 func (m *Model) AllowN(key string, cost int64) hotlimit.Decision {
 	m.mu.Lock()
 	defer m.mu.Unlock()
