@@ -13,14 +13,7 @@ import (
 // nothing on the allow path), and the sliding log. Every request is
 // admitted.
 func BenchmarkLayersAndFriends(b *testing.B) {
-	mk := func(p hotlimit.Policy, opts ...hotlimit.Option) *hotlimit.Limiter {
-		l, err := hotlimit.New(p, append(opts, hotlimit.WithSweepInterval(0))...)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { l.Close() })
-		return l
-	}
+	mk := func(p hotlimit.Policy, opts ...hotlimit.Option) *hotlimit.Limiter { return newLimiter(b, p, opts...) }
 	big := hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1_000_000_000, Per: time.Second}, Burst: 1_000_000_000}
 	token := mk(big)
 	ip := mk(hotlimit.FixedWindow{Limit: 1 << 40, Window: time.Hour})

@@ -2,7 +2,6 @@ package hotlimit_test
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,20 +14,6 @@ import (
 type layered struct {
 	token, ip, global *hotlimit.Limiter
 	clock             *hotlimit.ManualClock
-}
-
-// limiterMaker returns a constructor of limiters on clock c, with no
-// sweeper and the extra options, each closed when the test ends.
-func limiterMaker(t testing.TB, c hotlimit.Clock, opts ...hotlimit.Option) func(hotlimit.Policy) *hotlimit.Limiter {
-	return func(p hotlimit.Policy) *hotlimit.Limiter {
-		t.Helper()
-		l, err := hotlimit.New(p, append([]hotlimit.Option{hotlimit.WithClock(c), hotlimit.WithSweepInterval(0)}, opts...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		return l
-	}
 }
 
 func newLayered(t testing.TB, tokenBurst, ipLimit, globalLimit int64) layered {
@@ -116,22 +101,16 @@ func TestAllowLayersStress(t *testing.T) {
 	x := newLayered(t, tokenBurst, ipLimit, globalLimit)
 	var perToken [tokens]atomic.Int64
 	var perIP [ips]atomic.Int64
-	var wg sync.WaitGroup
-	for g := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 400 {
-				tk, ip := (g+i)%tokens, (g*7+i)%ips
-				cost := int64(1 + (g+i)%2)
-				if x.allow(fmt.Sprint("tok", tk), fmt.Sprint("ip", ip), cost).Allowed {
-					perToken[tk].Add(cost)
-					perIP[ip].Add(cost)
-				}
+	inParallel(16, func(g int) {
+		for i := range 400 {
+			tk, ip := (g+i)%tokens, (g*7+i)%ips
+			cost := int64(1 + (g+i)%2)
+			if x.allow(fmt.Sprint("tok", tk), fmt.Sprint("ip", ip), cost).Allowed {
+				perToken[tk].Add(cost)
+				perIP[ip].Add(cost)
 			}
-		}()
-	}
-	wg.Wait()
+		}
+	})
 	var total int64
 	for i := range perToken {
 		got := perToken[i].Load()

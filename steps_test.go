@@ -22,12 +22,7 @@ type maker struct {
 // makers are the implementations every shared test runs over.
 var makers = []maker{
 	{"fast", func(t testing.TB, policy hotlimit.Policy, c hotlimit.Clock) subject {
-		l, err := hotlimit.New(policy, hotlimit.WithClock(c), hotlimit.WithSweepInterval(0), hotlimit.WithShards(4))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		return l
+		return newLimiter(t, policy, hotlimit.WithClock(c), hotlimit.WithShards(4))
 	}},
 	{"reference", func(t testing.TB, policy hotlimit.Policy, c hotlimit.Clock) subject {
 		return refmodel.New(policy, c)
