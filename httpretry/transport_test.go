@@ -8,11 +8,198 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 )
+
+// fakeTime is an injected clock and sleep: sleeping records the duration
+// and advances the clock by it, so tests check exact waits without
+// sleeping.
+type fakeTime struct {
+	mu     sync.Mutex
+	now    time.Time
+	sleeps []time.Duration
+}
+
+func newFakeTime() *fakeTime {
+	// Start at the real time so that contexts with real deadlines, which
+	// the fake clock is compared against, line up with it.
+	return &fakeTime{now: time.Now()}
+}
+
+func (f *fakeTime) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fakeTime) Sleep(ctx context.Context, d time.Duration) error {
+	f.mu.Lock()
+	f.sleeps = append(f.sleeps, d)
+	f.now = f.now.Add(d)
+	f.mu.Unlock()
+	return ctx.Err()
+}
+
+func (f *fakeTime) Sleeps() []time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]time.Duration(nil), f.sleeps...)
+}
+
+// lockedRand is a seeded, goroutine-safe randN.
+func lockedRand(seed uint64) func(int64) int64 {
+	var mu sync.Mutex
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	return func(n int64) int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return r.Int64N(n)
+	}
+}
+
+func randZero(int64) int64   { return 0 }
+func randMax(n int64) int64  { return n - 1 }
+func randHalf(n int64) int64 { return n / 2 }
+
+// reply is one scripted server response.
+type reply struct {
+	status int
+	header map[string]string
+	body   string
+}
+
+// script serves replies in order (the last one repeats) and records what
+// it received.
+type script struct {
+	t       *testing.T
+	mu      sync.Mutex
+	replies []reply
+	methods []string
+	bodies  []string
+	hits    atomic.Int64
+}
+
+func (s *script) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		s.t.Errorf("server: reading body: %v", err)
+	}
+	s.mu.Lock()
+	n := int(s.hits.Add(1)) - 1
+	s.methods = append(s.methods, r.Method)
+	s.bodies = append(s.bodies, string(b))
+	rep := s.replies[min(n, len(s.replies)-1)]
+	s.mu.Unlock()
+	for k, v := range rep.header {
+		w.Header().Set(k, v)
+	}
+	status := rep.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, rep.body)
+}
+
+func (s *script) Bodies() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.bodies...)
+}
+
+// serve starts an httptest server that plays replies.
+func serve(t *testing.T, replies ...reply) (*script, *httptest.Server) {
+	t.Helper()
+	s := &script{t: t, replies: replies}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return s, srv
+}
+
+// newTransport returns a Transport on the fake clock and the given
+// random source, with a tracking Base.
+func newTransport(ft *fakeTime, randN func(int64) int64) (*Transport, *trackingRT) {
+	base := &trackingRT{base: http.DefaultTransport}
+	return &Transport{Base: base, now: ft.Now, sleep: ft.Sleep, randN: randN}, base
+}
+
+// trackingRT wraps a RoundTripper and records every response body it
+// hands out, to check that discarded ones get closed.
+type trackingRT struct {
+	base   http.RoundTripper
+	mu     sync.Mutex
+	bodies []*trackedBody
+}
+
+type trackedBody struct {
+	io.ReadCloser
+	read   atomic.Int64
+	closed atomic.Bool
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.read.Add(int64(n))
+	return n, err
+}
+
+func (b *trackedBody) Close() error {
+	b.closed.Store(true)
+	return b.ReadCloser.Close()
+}
+
+func (rt *trackingRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := rt.base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	tb := &trackedBody{ReadCloser: resp.Body}
+	resp.Body = tb
+	rt.mu.Lock()
+	rt.bodies = append(rt.bodies, tb)
+	rt.mu.Unlock()
+	return resp, nil
+}
+
+// checkDiscardedClosed fails unless every body but the last was closed.
+func (rt *trackingRT) checkDiscardedClosed(t *testing.T) {
+	t.Helper()
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for i, b := range rt.bodies[:max(len(rt.bodies)-1, 0)] {
+		if !b.closed.Load() {
+			t.Errorf("response %d of %d: body not closed", i+1, len(rt.bodies))
+		}
+	}
+}
+
+func get(t *testing.T, tr http.RoundTripper, ctx context.Context, url string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("RoundTrip: %v", err)
+	}
+	return resp
+}
+
+func readBody(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
 
 const dateFmt = http.TimeFormat
 
@@ -382,6 +569,151 @@ func TestTransportErrors(t *testing.T) {
 	}
 }
 
+// TestJitterBounded is a property test over many seeds: every backoff
+// lies in [0, min(MaxDelay, BaseDelay·2^n)], and the draws spread over the
+// range (full jitter, not a constant).
+func TestJitterBounded(t *testing.T) {
+	tr := &Transport{BaseDelay: 10 * time.Millisecond, MaxDelay: time.Second}
+	for n := range 12 {
+		ceil := min(tr.MaxDelay, tr.BaseDelay<<n)
+		lo, hi := time.Duration(1<<62), time.Duration(-1)
+		for seed := range uint64(2000) {
+			tr.randN = lockedRand(seed)
+			d := tr.backoff(n)
+			if d < 0 || d > ceil {
+				t.Fatalf("attempt %d seed %d: backoff %v outside [0, %v]", n, seed, d, ceil)
+			}
+			lo, hi = min(lo, d), max(hi, d)
+		}
+		if lo > ceil/20 || hi < ceil-ceil/20 {
+			t.Errorf("attempt %d: draws span [%v, %v] of [0, %v]; not full jitter", n, lo, hi, ceil)
+		}
+	}
+}
+
+func TestBackoffCap(t *testing.T) {
+	for _, tc := range []struct {
+		base, max time.Duration
+		n         int
+		want      time.Duration
+	}{
+		{0, 0, 0, DefaultBaseDelay},
+		{0, 0, 3, 8 * DefaultBaseDelay},
+		{0, 0, 1000, DefaultMaxDelay},
+		{time.Second, time.Millisecond, 0, time.Millisecond},
+		{-time.Second, -1, 2, 4 * DefaultBaseDelay},
+		{1 << 61, 1<<63 - 1, 5, 1<<63 - 1},
+		{3, 1<<63 - 1, 70, 1<<63 - 1},
+	} {
+		if got := backoffCap(tc.base, tc.max, tc.n); got != tc.want {
+			t.Errorf("backoffCap(%v, %v, %d) = %v, want %v", tc.base, tc.max, tc.n, got, tc.want)
+		}
+	}
+}
+
+// TestHostGate: a 429 with Retry-After: 30 to a request that is not
+// retried still holds later requests to the host back until then.
+func TestHostGate(t *testing.T) {
+	s, srv := serve(t, reply{status: 429, header: map[string]string{"Retry-After": "30"}}, reply{body: "ok"})
+	ft := newFakeTime()
+	tr, _ := newTransport(ft, randMax)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+
+	// A request with too short a deadline fails fast and sends nothing.
+	ctx, cancel := context.WithDeadline(context.Background(), ft.Now().Add(10*time.Second))
+	defer cancel()
+	body := &closeRecorder{Reader: strings.NewReader("y")}
+	req, _ = http.NewRequestWithContext(ctx, http.MethodPut, srv.URL, body)
+	if _, err := tr.RoundTrip(req); !errors.Is(err, ErrThrottled) {
+		t.Fatalf("short deadline: err = %v, want ErrThrottled", err)
+	}
+	if !body.closed {
+		t.Error("short deadline: request body not closed")
+	}
+
+	// Concurrent requests wait for the gate (plus at most BaseDelay of
+	// jitter), then each reaches the server once.
+	const n = 8
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp := get(t, tr, context.Background(), srv.URL)
+			resp.Body.Close()
+		}()
+	}
+	wg.Wait()
+	if hits := s.hits.Load(); hits != 1+n {
+		t.Errorf("server hit %d times, want %d", hits, 1+n)
+	}
+	sleeps := ft.Sleeps()
+	if len(sleeps) == 0 {
+		t.Fatal("no request waited for the gate")
+	}
+	// The first waiter waited the whole 30 s plus the jitter (randMax);
+	// later ones waited what was left, never going before the gate.
+	if want := 30*time.Second + DefaultBaseDelay; sleeps[0] != want {
+		t.Errorf("first gate wait %v, want %v", sleeps[0], want)
+	}
+
+	// Another host is not gated.
+	_, other := serve(t, reply{body: "ok"})
+	before := len(ft.Sleeps())
+	get(t, tr, context.Background(), other.URL).Body.Close()
+	if len(ft.Sleeps()) != before {
+		t.Error("a request to another host waited")
+	}
+}
+
+// TestHostGateNeverEarly runs concurrent requests against a gate with the
+// fake clock and checks that none reaches the server before the gate.
+func TestHostGateNeverEarly(t *testing.T) {
+	ft := newFakeTime()
+	var gateAt time.Time
+	var early atomic.Int64
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		first := false
+		once.Do(func() { first = true; gateAt = ft.Now().Add(20 * time.Second) })
+		if first {
+			w.Header().Set("Retry-After", "20")
+			w.WriteHeader(429)
+			return
+		}
+		if ft.Now().Before(gateAt) {
+			early.Add(1)
+		}
+	}))
+	defer srv.Close()
+	tr, _ := newTransport(ft, lockedRand(7))
+	// A POST is not retried, so the fake clock is still at the 429 when the
+	// GETs start: without the gate they would reach the server early.
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil || resp.StatusCode != 429 {
+		t.Fatalf("first request: %v, %v", resp, err)
+	}
+	resp.Body.Close()
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			get(t, tr, context.Background(), srv.URL).Body.Close()
+		}()
+	}
+	wg.Wait()
+	if n := early.Load(); n != 0 {
+		t.Errorf("%d requests reached the server before the gate", n)
+	}
+}
+
 type closeRecorder struct {
 	io.Reader
 	closed bool
@@ -431,5 +763,68 @@ func TestZeroValue(t *testing.T) {
 	}
 	if got := readBody(t, resp); got != "ok" || s.hits.Load() != 2 {
 		t.Errorf("got %q after %d hits", got, s.hits.Load())
+	}
+}
+
+// TestHostGatesBounded: the gates' memory must not grow with the number of
+// hosts that ever asked for a long wait. A client that talks to many
+// hosts (a crawler, or one server under many names, as with wildcard DNS)
+// and gets "Retry-After: 86400" from each kept an entry per host for a day;
+// asks are server-chosen and reach 292 years, so "entries in the past are
+// dropped" alone bounded nothing.
+func TestHostGatesBounded(t *testing.T) {
+	var g hostGates
+	now := time.Now()
+	const hosts = 3 * maxGates
+	for i := range hosts {
+		g.push(fmt.Sprintf("https://h%d.example", i), now, 24*time.Hour+time.Duration(i)*time.Second)
+	}
+	g.mu.Lock()
+	n := len(g.until)
+	g.mu.Unlock()
+	if n > maxGates {
+		t.Errorf("%d hosts asked for a day's wait: %d gates kept, want at most %d", hosts, n, maxGates)
+	}
+	// The gates kept are those that stay closed longest (a gate that is
+	// dropped only lets a request through sooner than the host asked, so
+	// drop the one that opens first), and the newest host is among them.
+	last := fmt.Sprintf("https://h%d.example", hosts-1)
+	if got, want := g.remaining(last, now), 24*time.Hour+(hosts-1)*time.Second; got != want {
+		t.Errorf("newest gate: %v left, want %v", got, want)
+	}
+	if got := g.remaining("https://h0.example", now); got != 0 {
+		t.Errorf("the gate that opens first was kept (%v left) while the table was full", got)
+	}
+	// Expired gates still go first: after the day, new hosts find room
+	// without evicting anything still closed.
+	later := now.Add(48*time.Hour + hosts*time.Second)
+	g.push("https://fresh.example", later, time.Minute)
+	g.mu.Lock()
+	n = len(g.until)
+	g.mu.Unlock()
+	if n != 1 {
+		t.Errorf("after every gate expired: %d gates kept, want 1", n)
+	}
+}
+
+// TestHostGateCappedAtMaxWait: an absurd ask shuts the host for MaxWait,
+// not for the Transport's lifetime, and the request that got it is not
+// retried.
+func TestHostGateCappedAtMaxWait(t *testing.T) {
+	s, srv := serve(t, reply{status: 429, header: map[string]string{"Retry-After": "100000000"}}, reply{body: "ok"})
+	ft := newFakeTime()
+	tr, _ := newTransport(ft, randZero)
+	resp := get(t, tr, context.Background(), srv.URL)
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("status %d: a wait beyond MaxWait must return the 429", resp.StatusCode)
+	}
+	resp.Body.Close()
+	resp = get(t, tr, context.Background(), srv.URL)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || s.hits.Load() != 2 {
+		t.Fatalf("status %d after %d hits: the gate should open after MaxWait", resp.StatusCode, s.hits.Load())
+	}
+	if sleeps := ft.Sleeps(); len(sleeps) != 1 || sleeps[0] != DefaultMaxWait {
+		t.Fatalf("waits %v, want one of MaxWait (%v)", sleeps, DefaultMaxWait)
 	}
 }

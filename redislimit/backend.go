@@ -91,7 +91,9 @@ func (b *RedisBackend) AllowBinding(ctx context.Context, layers []httplimit.Laye
 		ls = append(ls, Layer{Limiter: l, Key: ly.Key, Cost: ly.Cost})
 	}
 	d, i, err := AllowLayersIndex(ctx, ls...)
-	if err != nil && !b.decides {
+	// A failure policy answers outages, not configuration errors
+	// (ErrCrossSlot, ErrMixedClients): those go to the middleware.
+	if err != nil && (!b.decides || !errors.Is(err, ErrUnavailable)) {
 		return hotlimit.Decision{}, -1, err
 	}
 	return d, i, nil

@@ -1,23 +1,30 @@
 package redislimit
 
 import (
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// Breaker is a circuit breaker in front of Redis, so that a dead or
-// unreachable server costs one fast failure per request instead of a
-// timeout per request.
+// Breaker is a circuit breaker in front of Redis, one circuit per node,
+// so that a dead or unreachable server costs one fast failure per request
+// instead of a timeout per request, and so that on a Redis Cluster one
+// dead master fails only the keys it serves.
 //
-// It starts closed: calls go through. After Failures consecutive failed
-// calls (a timeout, a refused or broken connection) it opens: calls fail at
-// once with ErrCircuitOpen, without touching the network. Once Cooldown has
-// passed since it opened it is half-open: exactly one call goes through as
-// a probe while the others keep failing fast; the probe's success closes
-// the breaker and its failure opens it for another Cooldown. A reply error
-// from a live server (a script error, a wrong key type) is not a failure of
-// the connection and does not count.
+// Each circuit starts closed: calls to its node go through. After
+// Failures consecutive failed calls (a timeout, a refused or broken
+// connection) it opens: calls to that node fail at once with
+// ErrCircuitOpen, without touching the network. Once Cooldown has passed
+// since it opened it is half-open: exactly one call goes through as a
+// probe while the others keep failing fast; the probe's success closes the
+// circuit and its failure opens it for another Cooldown. A reply error
+// from a live server (a script error, a wrong key type, a MOVED or ASK
+// redirection) is not a failure of the connection and does not count, nor
+// does a call whose caller's context had already ended before it was sent.
+//
+// A node is named by its address as the client knows it; a client that
+// names none (a Ring, or any other Scripter) has one circuit.
 //
 // A Breaker is safe for concurrent use and must not be copied. Several
 // limiters that use the same client should share one (WithBreaker); each
@@ -27,21 +34,57 @@ type Breaker struct {
 	cooldown  time.Duration
 	now       func() time.Duration // monotonic; replaced by tests
 
-	// state is read without the lock on the fast path: a closed breaker
+	mu    sync.Mutex                          // guards writes to nodes
+	nodes atomic.Pointer[map[string]*circuit] // copy on write: read without a lock
+}
+
+// circuit is a Breaker's state for one node.
+//
+// Invariants: state is breakerClosed, breakerOpen or breakerHalfOpen;
+// probing is true only in breakerHalfOpen; fails is 0 outside
+// breakerClosed.
+type circuit struct {
+	b    *Breaker
+	node string
+
+	// state is read without the lock on the fast path: a closed circuit
 	// with no failures costs one atomic load per call and one per result.
 	state atomic.Int32 // breakerClosed, breakerOpen or breakerHalfOpen
 	fails atomic.Int32 // consecutive failures while closed
 
 	mu       sync.Mutex    // guards the transitions and the fields below
-	openedAt time.Duration // when the breaker last opened
+	openedAt time.Duration // when the circuit last opened
 	probing  bool          // half-open: a probe is in flight
 }
+
+// BreakerState is the state of one node's circuit.
+type BreakerState int32
 
 const (
 	breakerClosed int32 = iota
 	breakerOpen
 	breakerHalfOpen
 )
+
+// The states a node's circuit moves between (see Breaker).
+const (
+	BreakerClosed   = BreakerState(breakerClosed)
+	BreakerOpen     = BreakerState(breakerOpen)
+	BreakerHalfOpen = BreakerState(breakerHalfOpen)
+)
+
+// String returns "closed", "open" or "half-open".
+func (s BreakerState) String() string {
+	switch s {
+	case BreakerClosed:
+		return "closed"
+	case BreakerOpen:
+		return "open"
+	case BreakerHalfOpen:
+		return "half-open"
+	}
+	return "BreakerState(" + strconv.Itoa(int(s)) + ")"
+}
 
 // Default breaker settings, used by New when no WithBreaker is given.
 const (
@@ -53,8 +96,8 @@ var monoStart = time.Now()
 
 func monoNow() time.Duration { return time.Since(monoStart) }
 
-// NewBreaker returns a closed Breaker that opens after failures
-// consecutive failures and probes again after cooldown. Values below 1
+// NewBreaker returns a Breaker whose circuits open after failures
+// consecutive failures and probe again after cooldown. Values below 1
 // (failures) or 0 (cooldown) are raised to them.
 func NewBreaker(failures int, cooldown time.Duration) *Breaker {
 	if failures < 1 {
@@ -66,112 +109,191 @@ func NewBreaker(failures int, cooldown time.Duration) *Breaker {
 	return &Breaker{threshold: int32(failures), cooldown: max(0, cooldown), now: monoNow}
 }
 
-// Open reports whether the breaker is refusing calls right now (open and
-// still cooling down, or half-open with its probe in flight).
-func (b *Breaker) Open() bool {
-	if b.state.Load() == breakerClosed {
-		return false
+// circuit returns node's circuit, creating it closed.
+func (b *Breaker) circuit(node string) *circuit {
+	if m := b.nodes.Load(); m != nil {
+		if c := (*m)[node]; c != nil {
+			return c
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	switch b.state.Load() {
-	case breakerOpen:
-		return b.now()-b.openedAt < b.cooldown
-	case breakerHalfOpen:
-		return b.probing
+	old := b.nodes.Load()
+	if old != nil {
+		if c := (*old)[node]; c != nil {
+			return c
+		}
+	}
+	m := make(map[string]*circuit, 1+lenMap(old))
+	if old != nil {
+		for k, v := range *old {
+			m[k] = v
+		}
+	}
+	c := &circuit{b: b, node: node}
+	m[node] = c
+	b.nodes.Store(&m)
+	return c
+}
+
+func lenMap(m *map[string]*circuit) int {
+	if m == nil {
+		return 0
+	}
+	return len(*m)
+}
+
+// Open reports whether the breaker is refusing calls to some node right
+// now (its circuit open and still cooling down, or half-open with its
+// probe in flight).
+func (b *Breaker) Open() bool {
+	if m := b.nodes.Load(); m != nil {
+		for _, c := range *m {
+			if c.open() {
+				return true
+			}
+		}
 	}
 	return false
 }
 
-// retryIn returns how long until the breaker lets a probe through, 0 when
-// it lets calls through now.
-func (b *Breaker) retryIn() time.Duration {
-	if b.state.Load() == breakerClosed {
-		return 0
+// State returns the state of node's circuit ("" names the only node of a
+// client that names none; a node never called is closed).
+func (b *Breaker) State(node string) BreakerState {
+	if m := b.nodes.Load(); m != nil {
+		if c := (*m)[node]; c != nil {
+			return BreakerState(c.state.Load())
+		}
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.state.Load() == breakerOpen {
-		return max(0, b.cooldown-(b.now()-b.openedAt))
+	return BreakerClosed
+}
+
+// retryIn returns how long until node's circuit lets a probe through, 0
+// when it lets calls through now.
+func (b *Breaker) retryIn(node string) time.Duration {
+	if m := b.nodes.Load(); m != nil {
+		if c := (*m)[node]; c != nil {
+			return c.retryIn()
+		}
 	}
 	return 0
 }
 
-// acquire reports whether a call may go to Redis now (ok), and whether
+func (c *circuit) open() bool {
+	if c.state.Load() == breakerClosed {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch c.state.Load() {
+	case breakerOpen:
+		return c.b.now()-c.openedAt < c.b.cooldown
+	case breakerHalfOpen:
+		return c.probing
+	}
+	return false
+}
+
+// retryIn returns how long until the circuit lets a probe through, 0 when
+// it lets calls through now.
+func (c *circuit) retryIn() time.Duration {
+	if c.state.Load() == breakerClosed {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state.Load() == breakerOpen {
+		return max(0, c.b.cooldown-(c.b.now()-c.openedAt))
+	}
+	return 0
+}
+
+// setLocked moves the circuit to state to and reports the change to h.
+// Requires c.mu.
+func (c *circuit) setLocked(to int32, h *Hooks) {
+	from := c.state.Load()
+	c.state.Store(to)
+	if from != to && h != nil && h.Breaker != nil {
+		h.Breaker(c.node, BreakerState(from), BreakerState(to))
+	}
+}
+
+// acquire reports whether a call may go to the node now (ok), and whether
 // that call is the half-open state's probe. An ok result must be followed
 // by exactly one done, or one release given probe.
-func (b *Breaker) acquire() (ok, probe bool) {
-	if b.state.Load() == breakerClosed {
+func (c *circuit) acquire(h *Hooks) (ok, probe bool) {
+	if c.state.Load() == breakerClosed {
 		return true, false
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	switch b.state.Load() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch c.state.Load() {
 	case breakerClosed:
 		return true, false
 	case breakerOpen:
-		if b.now()-b.openedAt < b.cooldown {
+		if c.b.now()-c.openedAt < c.b.cooldown {
 			return false, false
 		}
-		b.state.Store(breakerHalfOpen)
-		b.probing = true
+		c.setLocked(breakerHalfOpen, h)
+		c.probing = true
 		return true, true
 	default: // half-open
-		if b.probing {
+		if c.probing {
 			return false, false
 		}
-		b.probing = true
+		c.probing = true
 		return true, true
 	}
 }
 
-// release returns an acquired call that was not made; probe is what
-// acquire said. Only the probe's release lets another caller probe: a call
-// acquired before the breaker opened, abandoned now, must not free the
-// slot of the probe in flight.
-func (b *Breaker) release(probe bool) {
+// release returns an acquired call that was not made, or whose outcome
+// says nothing about the node; probe is what acquire said. Only the
+// probe's release lets another caller probe: a call acquired before the
+// circuit opened, abandoned now, must not free the slot of the probe in
+// flight.
+func (c *circuit) release(probe bool) {
 	if !probe {
 		return
 	}
-	b.mu.Lock()
-	if b.state.Load() == breakerHalfOpen {
-		b.probing = false
+	c.mu.Lock()
+	if c.state.Load() == breakerHalfOpen {
+		c.probing = false
 	}
-	b.mu.Unlock()
+	c.mu.Unlock()
 }
 
 // done records the outcome of an acquired call.
-func (b *Breaker) done(ok bool) {
+func (c *circuit) done(ok bool, h *Hooks) {
 	if ok {
-		if b.state.Load() == breakerClosed && b.fails.Load() == 0 {
+		if c.state.Load() == breakerClosed && c.fails.Load() == 0 {
 			return // the common case: nothing to write
 		}
-		b.mu.Lock()
-		b.fails.Store(0)
-		b.state.Store(breakerClosed)
-		b.probing = false
-		b.mu.Unlock()
+		c.mu.Lock()
+		c.fails.Store(0)
+		c.setLocked(breakerClosed, h)
+		c.probing = false
+		c.mu.Unlock()
 		return
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	switch b.state.Load() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch c.state.Load() {
 	case breakerClosed:
-		if b.fails.Add(1) >= b.threshold {
-			b.trip()
+		if c.fails.Add(1) >= c.b.threshold {
+			c.tripLocked(h)
 		}
 	case breakerHalfOpen:
-		b.trip()
+		c.tripLocked(h)
 	case breakerOpen:
-		// A call acquired before the breaker opened failed late: the
-		// breaker is already open.
+		// A call acquired before the circuit opened failed late: it is
+		// already open.
 	}
 }
 
-// trip opens the breaker. Requires b.mu.
-func (b *Breaker) trip() {
-	b.state.Store(breakerOpen)
-	b.openedAt = b.now()
-	b.probing = false
-	b.fails.Store(0)
+// tripLocked opens the circuit. Requires c.mu.
+func (c *circuit) tripLocked(h *Hooks) {
+	c.setLocked(breakerOpen, h)
+	c.openedAt = c.b.now()
+	c.probing = false
+	c.fails.Store(0)
 }

@@ -15,12 +15,13 @@ func TestBreakerStates(t *testing.T) {
 	var ft fakeTime
 	b := NewBreaker(3, time.Second)
 	b.now = ft.now
+	c := b.circuit("")
 	fail := func() {
 		t.Helper()
-		if !acq(b) {
+		if !acq(c) {
 			t.Fatal("acquire refused while closed")
 		}
-		b.done(false)
+		c.done(false, nil)
 	}
 	fail()
 	fail()
@@ -28,49 +29,49 @@ func TestBreakerStates(t *testing.T) {
 		t.Fatal("open after 2 of 3 failures")
 	}
 	// A success resets the count of consecutive failures.
-	if !acq(b) {
+	if !acq(c) {
 		t.Fatal("acquire refused")
 	}
-	b.done(true)
+	c.done(true, nil)
 	fail()
 	fail()
 	fail()
-	if !b.Open() || acq(b) {
+	if !b.Open() || acq(c) {
 		t.Fatal("not open after 3 consecutive failures")
 	}
-	if got := b.retryIn(); got != time.Second {
+	if got := c.retryIn(); got != time.Second {
 		t.Fatalf("retryIn = %v, want 1s", got)
 	}
 	ft.t += 999 * time.Millisecond
-	if acq(b) {
+	if acq(c) {
 		t.Fatal("let a call through before the cool-down ended")
 	}
 	ft.t += time.Millisecond
 	// Half-open: exactly one probe.
-	if !acq(b) {
+	if !acq(c) {
 		t.Fatal("no probe after the cool-down")
 	}
-	if acq(b) {
+	if acq(c) {
 		t.Fatal("a second call went through while the probe was in flight")
 	}
-	b.done(false) // the probe failed: open for another cool-down
-	if acq(b) {
+	c.done(false, nil) // the probe failed: open for another cool-down
+	if acq(c) {
 		t.Fatal("a failed probe did not reopen the breaker")
 	}
 	ft.t += time.Second
-	if !acq(b) {
+	if !acq(c) {
 		t.Fatal("no probe after the second cool-down")
 	}
-	b.release(true) // the probe was not made: another caller may probe
-	if !acq(b) {
+	c.release(true) // the probe was not made: another caller may probe
+	if !acq(c) {
 		t.Fatal("a released probe was not given to the next caller")
 	}
-	b.done(true)
-	if b.Open() || !acq(b) {
+	c.done(true, nil)
+	if b.Open() || !acq(c) {
 		t.Fatal("a successful probe did not close the breaker")
 	}
-	b.done(true)
-	if b.fails.Load() != 0 {
+	c.done(true, nil)
+	if c.fails.Load() != 0 {
 		t.Fatal("failures not reset after closing")
 	}
 }
@@ -82,23 +83,24 @@ func TestBreakerOneProbe(t *testing.T) {
 	var ft fakeTime
 	b := NewBreaker(2, time.Second)
 	b.now = ft.now
-	old, _ := b.acquire() // acquired while closed, still in flight
+	c := b.circuit("")
+	old, _ := c.acquire(nil) // acquired while closed, still in flight
 	if !old {
 		t.Fatal("acquire refused while closed")
 	}
 	for range 2 {
-		if !acq(b) {
+		if !acq(c) {
 			t.Fatal("acquire refused while closed")
 		}
-		b.done(false)
+		c.done(false, nil)
 	}
 	ft.t += time.Second
-	ok, probe := b.acquire()
+	ok, probe := c.acquire(nil)
 	if !ok || !probe {
 		t.Fatalf("acquire after the cool-down = %v, %v; want the probe", ok, probe)
 	}
-	b.release(false) // the old call's caller gave up
-	if ok, _ := b.acquire(); ok {
+	c.release(false) // the old call's caller gave up
+	if ok, _ := c.acquire(nil); ok {
 		t.Fatal("a second probe went through while the first was in flight")
 	}
 }
@@ -108,40 +110,41 @@ func TestBreakerOneProbe(t *testing.T) {
 // calls touch nothing, and once calls succeed again the breaker closes.
 func TestBreakerConcurrent(t *testing.T) {
 	b := NewBreaker(3, 0) // no cool-down: every state is visited often
+	c := b.circuit("")
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range 2000 {
-				ok, probe := b.acquire()
+				ok, probe := c.acquire(nil)
 				if !ok {
 					continue
 				}
 				switch (g + i) % 3 {
 				case 0:
-					b.done(true)
+					c.done(true, nil)
 				case 1:
-					b.done(false)
+					c.done(false, nil)
 				default:
-					b.release(probe)
+					c.release(probe)
 				}
 			}
 		}()
 	}
 	wg.Wait()
 	for range 10 { // a probe (or a closed breaker) lets a call through
-		if ok, _ := b.acquire(); ok {
-			b.done(true)
+		if ok, _ := c.acquire(nil); ok {
+			c.done(true, nil)
 		}
 	}
-	if b.Open() || b.state.Load() != breakerClosed || b.probing {
-		t.Fatalf("breaker not closed after successes: state %d, probing %v", b.state.Load(), b.probing)
+	if b.Open() || c.state.Load() != breakerClosed || c.probing {
+		t.Fatalf("breaker not closed after successes: state %d, probing %v", c.state.Load(), c.probing)
 	}
 }
 
-// acq reports whether b lets a call through.
-func acq(b *Breaker) bool {
-	ok, _ := b.acquire()
+// acq reports whether c lets a call through.
+func acq(c *circuit) bool {
+	ok, _ := c.acquire(nil)
 	return ok
 }

@@ -11,14 +11,19 @@ import (
 // admitted before an instant, and answers such requests locally until
 // then.
 //
-// This is sound because a denial's RetryAfter is a lower bound: other
-// requests can only consume more and push it later (redislimit never gives
-// quota back), and a request of a larger cost needs at least as long. A
-// lost Redis state (a flush, a failover) can only make the cache deny
-// longer than Redis would, never admit more.
+// This is sound because a denial's RetryAfter, counted from when the
+// request was sent, is a lower bound: other requests can only consume more
+// and push it later, and a request of a larger cost needs at least as
+// long. Refund and Reset, which give quota back, drop the key's entry on
+// this instance; on other instances the entry stays until its RetryAfter.
+// A lost Redis state (a flush, a failover, a restart) can only make the
+// cache deny longer than Redis would, never admit more; a call that finds
+// the server unreachable empties the caches of its layers, and Reset or
+// ForgetDenials empties them on demand.
 //
-// Memory is bounded: at most max entries in all. A full shard first drops
-// its expired entries, then an arbitrary one.
+// Memory is bounded: at most max entries in all, and every key can be
+// cached (there are never more stripes than max). A full stripe first
+// drops its expired entries, then an arbitrary one.
 //
 // Instants come from the process's monotonic clock; only differences
 // between two readings of it are used, so its origin (and any skew against
@@ -26,10 +31,13 @@ import (
 type denyCache struct {
 	seed   maphash.Seed
 	now    func() time.Duration // replaced by tests
-	shards [denyShards]denyShard
+	mask   uint64               // len(shards)-1
+	shards []denyShard
 }
 
-const denyShards = 16
+// maxDenyShards is the most stripes a denyCache has: enough that two
+// cores rarely contend on one lock.
+const maxDenyShards = 16
 
 // denyShard is one lock stripe of a denyCache.
 type denyShard struct {
@@ -39,20 +47,29 @@ type denyShard struct {
 	_   [64]byte          // keep neighbouring stripes' locks off one cache line
 }
 
-// denial is a cached denial: requests of at least cost are denied until
-// until, reporting rem and the reset instant.
+// denial is a cached denial of a call: until until, the same call with a
+// cost of at least cost in the layer that denied is denied, with the
+// Decision's other fields as recorded (rem, limit, the reset instant and
+// the binding layer). shape identifies the call's other layers (their
+// limiters, keys and costs, see shapeOf); 0 for a call of one layer.
 type denial struct {
-	until, resetAt time.Duration
-	cost, rem      int64
+	until, resetAt   time.Duration
+	cost, rem, limit int64
+	binding          int
+	shape            uint64
 }
 
 func newDenyCache(maxKeys int) *denyCache {
-	c := &denyCache{seed: maphash.MakeSeed(), now: monoNow}
+	n := 1
+	for n*2 <= min(maxKeys, maxDenyShards) {
+		n *= 2
+	}
+	c := &denyCache{seed: maphash.MakeSeed(), now: monoNow, mask: uint64(n - 1), shards: make([]denyShard, n)}
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.m = make(map[string]denial)
-		s.max = maxKeys / denyShards
-		if i < maxKeys%denyShards {
+		s.max = maxKeys / n
+		if i < maxKeys%n {
 			s.max++
 		}
 	}
@@ -60,11 +77,11 @@ func newDenyCache(maxKeys int) *denyCache {
 }
 
 func (c *denyCache) shard(key string) *denyShard {
-	return &c.shards[maphash.String(c.seed, key)%denyShards]
+	return &c.shards[maphash.String(c.seed, key)&c.mask]
 }
 
-// get returns the live denial that covers a request of cost for key.
-func (c *denyCache) get(key string, cost int64, now time.Duration) (denial, bool) {
+// get returns key's live denial, if any.
+func (c *denyCache) get(key string, now time.Duration) (denial, bool) {
 	s := c.shard(key)
 	s.mu.Lock()
 	d, ok := s.m[key]
@@ -73,15 +90,30 @@ func (c *denyCache) get(key string, cost int64, now time.Duration) (denial, bool
 		ok = false
 	}
 	s.mu.Unlock()
-	return d, ok && cost >= d.cost
+	return d, ok
+}
+
+// del forgets key's denial.
+func (c *denyCache) del(key string) {
+	s := c.shard(key)
+	s.mu.Lock()
+	delete(s.m, key)
+	s.mu.Unlock()
+}
+
+// clear forgets every denial.
+func (c *denyCache) clear() {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		clear(s.m)
+		s.mu.Unlock()
+	}
 }
 
 // put records a denial for key, replacing an older one.
 func (c *denyCache) put(key string, d denial) {
 	s := c.shard(key)
-	if s.max == 0 {
-		return // with fewer keys than stripes, some stripes hold none
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.m[key]; !ok && len(s.m) >= s.max {

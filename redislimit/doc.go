@@ -32,12 +32,18 @@
 // prefix + name + ":{" + key + "}" (prefix "hotlimit:" unless WithPrefix
 // says otherwise), one key per (limit, key). The braces are a Redis
 // Cluster hash tag: the keys of one identity under several limits share a
-// slot, and identities spread over the cluster. A layered call's keys must
-// all be in one slot; for layers keyed differently (per token, per IP,
-// global), give every limiter involved the same WithHashTag(tag), which
-// makes the keys prefix + "{" + tag + "}" + name + ":{" + key + "}", all
-// on one node. A name must not contain a brace, so two limiters never
-// share a Redis key, whatever keys they are given.
+// slot, and identities spread over the cluster. The empty key and keys
+// that start with "}", whose tag Redis would read as empty, are stored as
+// prefix + name + "!{~}" + key, so that they too share a slot across
+// limits. A layered call's keys must all be in one slot; for layers keyed
+// differently (per token, per IP, global), give every limiter involved
+// the same WithHashTag(tag), which makes the keys
+// prefix + "{" + tag + "}" + name + ":{" + key + "}", all on one node.
+// On a Redis Cluster a layered call whose keys span slots fails with
+// ErrCrossSlot and a denial, before any round trip and whatever the
+// failure policy: a configuration that cannot work is an error, never a
+// silent fail-open. Names and prefixes must not contain a brace, so two
+// limiters never share a Redis key, whatever keys they are given.
 //
 // # Failure policy
 //
@@ -52,23 +58,43 @@
 //     security-sensitive limits (logins), which must not open.
 //
 // Every call has a timeout (WithTimeout, default 100ms) on top of the
-// caller's context. A call is never retried: one that timed out after its
-// script was sent may have consumed quota, so its outcome is unknown and
-// the failure policy answers. (The client must therefore not retry either:
-// New requires MaxRetries: -1 and ContextTimeoutEnabled: true of go-redis
-// clients, and MaxRedirects: -1 of a ClusterClient.) A circuit breaker
-// opens after consecutive failures (DefaultFailures) so that a dead Redis
-// costs one fast failure (ErrCircuitOpen) per request rather than a
-// timeout; after a cool-down (DefaultCooldown) one probe goes through, and
-// its success closes it.
+// caller's context. A call is never retried once sent: one that timed out
+// after its script was sent may have consumed quota, so its outcome is
+// unknown and the failure policy answers. (The client must therefore not
+// retry either: New requires MaxRetries: -1 and ContextTimeoutEnabled:
+// true of go-redis clients, and MaxRedirects: -1 of a ClusterClient.) A
+// call that was never sent is sent again once: one that failed to dial
+// goes out on a spare connection of the same node, which go-redis's pool
+// back-off after repeated failed dials does not hold up.
+//
+// A Breaker keeps one circuit per node. A node's circuit opens after
+// consecutive failures (DefaultFailures) so that a dead node costs one
+// fast failure (ErrCircuitOpen) per request rather than a timeout; after
+// a cool-down (DefaultCooldown) one probe goes through, and its success
+// closes it. A reply error from a live server does not count, nor does a
+// call whose caller's context had ended before it was sent. On a Redis
+// Cluster, one dead master fails only the keys it serves.
+//
+// # Redis Cluster
+//
+// On a *redis.ClusterClient each call goes to the master of its slot.
+// During resharding a node answers MOVED or ASK instead of running the
+// script; the limiter follows the reply (with ASKING for ASK) and reloads
+// the client's slot map after MOVED, so decisions go on through a slot
+// migration. Following a redirection cannot consume twice: the node that
+// replied did not run the script.
 //
 // # Two tiers
 //
-// WithLocalDenials keeps, in process and bounded in size, the keys Redis
-// denied and until when, and answers them locally until their RetryAfter:
-// an abusive client costs no round trip per request. A denial stays true
-// until its RetryAfter whatever others do (they can only consume more), so
-// this never admits more than Redis would.
+// WithLocalDenials keeps, in process and bounded in size, the calls Redis
+// denied and until when, and answers the same calls locally until their
+// RetryAfter, counted from when the call was sent: an abusive client costs
+// no round trip per request. A layered call is answered only when it is
+// the same call (layers, keys and costs), with the Decision Redis gave it.
+// A denial stays true until its RetryAfter whatever others do (they can
+// only consume more), so this never admits more than Redis would; after a
+// Redis flush or restart without persistence, ForgetDenials (or Reset of
+// a key) drops what this instance cached.
 //
 // # HTTP
 //

@@ -72,7 +72,10 @@ var (
 // failDecision applies the layers' failure policies: any FailClosed layer
 // denies; otherwise the Fallback layers decide locally (all or nothing,
 // with hotlimit.AllowLayers) and FailOpen layers are skipped.
-func failDecision(layers []Layer) (hotlimit.Decision, int) {
+//
+// A FailClosed denial's RetryAfter is the time until node's circuit lets a
+// probe through, or its cool-down (at least 1ms) when it is not open.
+func failDecision(layers []Layer, node string) (hotlimit.Decision, int) {
 	var buf [8]hotlimit.Layer
 	var ibuf [8]int
 	fb, at := buf[:0], ibuf[:0] // at[k]: the index in layers of fb[k]
@@ -80,7 +83,7 @@ func failDecision(layers []Layer) (hotlimit.Decision, int) {
 		l := ly.Limiter
 		switch l.fail.mode {
 		case failClosed:
-			retry := l.breaker.retryIn()
+			retry := l.breaker.retryIn(node)
 			if retry == 0 {
 				retry = max(l.breaker.cooldown, time.Millisecond)
 			}

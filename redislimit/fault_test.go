@@ -97,7 +97,7 @@ func (p *slowProxy) pipe(src, dst net.Conn, upstream bool) {
 }
 
 // waitFor polls cond every few ms until it holds or 10s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
@@ -344,5 +344,66 @@ func TestFaultSlowCallerDeadline(t *testing.T) {
 	}
 	if _, err := l.Allow(context.Background(), "k"); !errors.Is(err, ErrCircuitOpen) {
 		t.Fatalf("after 2 calls that hit their deadlines: %v, want ErrCircuitOpen", err)
+	}
+}
+
+// TestFaultCallerGaveUp: a call whose caller's context had already ended
+// before it was made says nothing about Redis, so no circuit counts it:
+// five of them must not open a breaker of threshold 5, after which a
+// FailClosed limiter would refuse everyone on a healthy Redis.
+func TestFaultCallerGaveUp(t *testing.T) {
+	c := newClient(t, serverAddr(t))
+	l := must(New(c, "gaveup", slowBucket, WithPrefix(testPrefix(t)), WithBreaker(NewBreaker(5, time.Hour))))
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	canceled, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	for i := range 10 {
+		ctx := expired
+		if i%2 == 1 {
+			ctx = canceled
+		}
+		d, err := l.Allow(ctx, "k")
+		if !errors.Is(err, ErrUnavailable) || d.Allowed {
+			t.Fatalf("call %d with an ended context: %+v, %v; want a FailClosed denial", i, d, err)
+		}
+	}
+	if d, err := l.Allow(context.Background(), "k"); err != nil || !d.Allowed || d.Remaining != 99 {
+		t.Fatalf("a live caller after 10 that had given up: %+v, %v; want Redis's admission", d, err)
+	}
+}
+
+// TestFaultRecoveryAfterLongOutage: after more failed dials than its pool
+// size, go-redis stops dialing and redials in the background about once a
+// second. The breaker's probe must not wait for that: once the server is
+// back, the first probe (cool-down later) is decided by Redis, and so is
+// every call after it.
+func TestFaultRecoveryAfterLongOutage(t *testing.T) {
+	srv := startRedis(t, 0)
+	c := redis.NewClient(&redis.Options{Addr: srv.addr(), MaxRetries: -1, ContextTimeoutEnabled: true,
+		PoolSize: 4, DialTimeout: time.Second, Protocol: 2, DisableIdentity: true})
+	defer c.Close()
+	ctx := context.Background()
+	var ft fakeTime
+	b := NewBreaker(1, 200*time.Millisecond)
+	b.now = ft.now
+	l := must(New(c, "recover", slowBucket, WithBreaker(b), WithTimeout(time.Second)))
+	if _, err := l.Allow(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	srv.stop()
+	// A long outage: 12 probes, one per cool-down, all failing to dial.
+	for i := range 12 {
+		ft.t += 200 * time.Millisecond
+		if _, err := l.Allow(ctx, "k"); err == nil || errors.Is(err, ErrCircuitOpen) {
+			t.Fatalf("probe %d with the server down: %v; want a failed call", i, err)
+		}
+	}
+	startRedis(t, srv.port)
+	ft.t += 200 * time.Millisecond
+	for i := range 20 {
+		if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed {
+			t.Fatalf("call %d after the server came back (the first is the probe): %+v, %v", i, d, err)
+		}
 	}
 }

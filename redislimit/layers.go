@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/redis/go-redis/v9"
 )
 
 // Layer is one limit of a layered check: a limiter, the key it limits the
@@ -73,51 +75,116 @@ func AllowLayersIndex(ctx context.Context, layers ...Layer) (hotlimit.Decision, 
 			timeout = ly.Limiter.timeout
 		}
 	}
+	keys := make([]string, len(layers))
+	for i, ly := range layers {
+		keys[i] = ly.Limiter.RedisKey(ly.Key)
+	}
+	if first.rt.cluster != nil {
+		if err := sameSlot(layers, keys); err != nil {
+			return hotlimit.Decision{RetryAfter: hotlimit.Never}, -1, err
+		}
+	}
 	if d, i, ok := localDenial(layers); ok {
 		return d, i, nil
 	}
-
-	var bbuf [4]*Breaker
-	var pbuf [4]bool
-	bs, probes, ok := acquireBreakers(layers, bbuf[:0], pbuf[:0])
-	if !ok {
-		d, i := failDecision(layers)
-		return d, i, fmt.Errorf("%w: %w", ErrUnavailable, ErrCircuitOpen)
+	if err := ctx.Err(); err != nil {
+		// The caller gave up before the call: that says nothing about
+		// Redis, so no circuit counts it.
+		return failed(layers, "", err)
 	}
-	var rbuf [2 + 4*8]int64
-	reply, err := run(ctx, timeout, layers, rbuf[:0])
-	settleBreakers(ctx, bs, probes, err)
+	client, node, err := first.rt.route(ctx, first.client, keys[0])
 	if err != nil {
-		d, i := failDecision(layers)
-		return d, i, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		reportCall(first.hooks, "", 0, err)
+		return failed(layers, "", err)
+	}
+
+	// Go through node's circuit in every distinct breaker (usually one,
+	// shared).
+	var cbuf [4]*circuit
+	var pbuf [4]bool // whether the call is cs[i]'s probe
+	cs, probes := cbuf[:0], pbuf[:0]
+	for _, ly := range layers {
+		if c := ly.Limiter.circuit(node); !slices.Contains(cs, c) {
+			cs = append(cs, c)
+		}
+	}
+	for i, c := range cs {
+		ok, probe := c.acquire(first.hooks)
+		if !ok {
+			for j, a := range cs[:i] {
+				a.release(probes[j])
+			}
+			return failed(layers, node, ErrCircuitOpen)
+		}
+		probes = append(probes, probe)
+	}
+
+	sent := sentAt(layers)
+	var rbuf [2 + 4*8]int64
+	reply, err := run(ctx, timeout, client, node, layers, keys, rbuf[:0])
+	// A reply error comes from a live server, and a cancellation from
+	// the caller: neither says the node is down. A caller's deadline that
+	// passes does count: the node did not answer in the time it was
+	// given, and a hung node must open its circuit even when every
+	// caller's deadline is shorter than WithTimeout.
+	var rerr redis.Error
+	live := err == nil || errors.As(err, &rerr)
+	canceled := !live && errors.Is(ctx.Err(), context.Canceled)
+	for i, c := range cs {
+		switch {
+		case live:
+			c.done(true, first.hooks)
+		case canceled:
+			c.release(probes[i])
+		default:
+			c.done(false, first.hooks)
+		}
+	}
+	if err != nil {
+		if !live && !canceled {
+			forgetDenials(layers)
+		}
+		return failed(layers, node, err)
 	}
 	d, denied, binding, err := decode(reply, layers)
 	if err != nil {
-		d, i := failDecision(layers)
-		return d, i, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return failed(layers, node, err)
 	}
 	if denied >= 0 {
-		remember(layers, denied, d, reply)
+		remember(layers, denied, binding, d, sent)
 	}
 	return d, binding, nil
 }
 
-// run makes the one script call for layers and appends the reply's
+// failed returns the layers' failure policies' Decision for a call that
+// Redis did not decide, with cause wrapped in ErrUnavailable, and reports
+// both to the hooks.
+func failed(layers []Layer, node string, cause error) (hotlimit.Decision, int, error) {
+	d, i := failDecision(layers, node)
+	err := fmt.Errorf("%w: %w", ErrUnavailable, cause)
+	if h := layers[0].Limiter.hooks; h != nil && h.Failure != nil {
+		h.Failure(layers[0].Limiter.name, d, err)
+	}
+	return d, i, err
+}
+
+// run makes the one script call for layers, whose Redis keys are keys, on
+// client (node's, as route returned them), and appends the reply's
 // integers to out.
 //
 // The slices handed to go-redis escape to the heap whatever their size:
 // they are made to measure rather than from arrays on the stack, which
 // would move to the heap whole.
-func run(ctx context.Context, timeout time.Duration, layers []Layer, out []int64) ([]int64, error) {
-	keys, args := make([]string, 0, len(layers)), make([]any, 0, 1+5*len(layers))
-	if l := layers[0].Limiter; l.testNow != nil {
-		args = append(args, strconv.FormatInt(l.testNow(), 10))
+func run(ctx context.Context, timeout time.Duration, client redis.Scripter, node string, layers []Layer, keys []string, out []int64) ([]int64, error) {
+	args := make([]any, 0, 1+5*len(layers))
+	first := layers[0].Limiter
+	if first.testNow != nil {
+		args = append(args, strconv.FormatInt(first.testNow(), 10))
 	} else {
 		args = append(args, "")
 	}
 	for _, ly := range layers {
 		l := ly.Limiter
-		keys = append(keys, l.RedisKey(ly.Key))
 		args = append(args, l.argv[0], l.argv[1], l.argv[2], l.argv[3], ly.Cost)
 	}
 	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > timeout {
@@ -127,7 +194,7 @@ func run(ctx context.Context, timeout time.Duration, layers []Layer, out []int64
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	vals, err := script.Run(ctx, layers[0].Limiter.client, keys, args...).Slice()
+	vals, err := first.rt.send(ctx, client, node, first.hooks, keys, args)
 	if err != nil {
 		return nil, err
 	}
@@ -139,4 +206,25 @@ func run(ctx context.Context, timeout time.Duration, layers []Layer, out []int64
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// ErrCrossSlot is returned, with a denial, for a layered call on a Redis
+// Cluster whose keys are not all in one slot: one script cannot span
+// slots. It is a configuration error, not an outage, so no failure policy
+// answers it: give every limiter of the call the same WithHashTag.
+var ErrCrossSlot = errors.New("redislimit: the layers' keys are in different Redis Cluster slots (give the limiters one WithHashTag)")
+
+// sameSlot returns an error wrapping ErrCrossSlot unless keys share a slot.
+func sameSlot(layers []Layer, keys []string) error {
+	if len(keys) < 2 {
+		return nil
+	}
+	s0 := slot(keys[0])
+	for i, k := range keys[1:] {
+		if s := slot(k); s != s0 {
+			return fmt.Errorf("%w: layer 0 (%s) is in slot %d, layer %d (%s) in slot %d",
+				ErrCrossSlot, layers[0].Limiter.name, s0, i+1, layers[i+1].Limiter.name, s)
+		}
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
@@ -45,6 +46,11 @@ type Limiter struct {
 	local   *hotlimit.Limiter // the Fallback limiter, or nil
 	owned   bool              // local was built by New (FallbackLocal)
 	cache   *denyCache        // the two-tier mode's local denials, or nil
+	hooks   *Hooks            // WithHooks, or nil
+	rt      *router           // the client's router
+	id      uint64            // unique among the process's limiters
+	circ    *circuit          // breaker's circuit for the client's only node, or nil on a cluster
+	special string            // the Redis key of key k is special + k when k's hash tag would be empty (see RedisKey)
 
 	// testNow, when set, is the instant (µs) the script decides at
 	// instead of the server's TIME. Only this package's tests set it.
@@ -61,9 +67,8 @@ type Limiter struct {
 // holds: for *redis.Client, *redis.ClusterClient and *redis.Ring, New
 // requires MaxRetries: -1 and ContextTimeoutEnabled: true, and of a
 // *redis.ClusterClient also MaxRedirects: -1 (its redirect loop resends a
-// command after a broken connection; with -1 a MOVED or ASK reply during
-// resharding fails that one decision, and the client reloads its slot
-// map for the next); any other
+// command after a broken connection; the Limiter follows MOVED and ASK
+// replies itself, see the package doc); any other
 // Scripter must behave so too, and be comparable (a pointer). New makes no
 // call to Redis.
 func New(client redis.Scripter, name string, policy hotlimit.Policy, opts ...Option) (*Limiter, error) {
@@ -94,15 +99,27 @@ func New(client redis.Scripter, name string, policy hotlimit.Policy, opts ...Opt
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{client: client, name: name, spec: sp, timeout: cfg.timeout, breaker: cfg.breaker, fail: cfg.fail, failSet: cfg.failSet}
+	// What hotlimit rejects, redislimit rejects too, so that the same
+	// policy works in process (FallbackLocal) and on Redis.
+	check, err := hotlimit.New(policy, hotlimit.WithShards(1), hotlimit.WithSweepInterval(0))
+	if err != nil {
+		return nil, fmt.Errorf("redislimit: %w", err)
+	}
+	check.Close()
+	l := &Limiter{client: client, name: name, spec: sp, timeout: cfg.timeout, breaker: cfg.breaker, fail: cfg.fail, failSet: cfg.failSet,
+		hooks: cfg.hooks, rt: routerFor(client), id: limiterIDs.Add(1)}
 	l.argv = [4]any{strconv.Itoa(sp.kind), strconv.FormatInt(sp.a, 10), strconv.FormatInt(sp.tau, 10), strconv.FormatInt(sp.limit, 10)}
 	if cfg.tag != nil {
 		l.head, l.tail = cfg.prefix+"{"+*cfg.tag+"}"+name+":{", "}"
 	} else {
 		l.head, l.tail = cfg.prefix+name+":{", "}"
+		l.special = cfg.prefix + name + "!{~}"
 	}
 	if l.breaker == nil {
 		l.breaker = NewBreaker(DefaultFailures, DefaultCooldown)
+	}
+	if l.rt.cluster == nil {
+		l.circ = l.breaker.circuit(l.rt.addr)
 	}
 	switch cfg.fail.mode {
 	case failFallback:
@@ -125,8 +142,30 @@ func (l *Limiter) Name() string { return l.name }
 // Limit returns the policy's capacity: Burst or Limit.
 func (l *Limiter) Limit() int64 { return l.spec.limit }
 
-// RedisKey returns the Redis key that holds key's state.
-func (l *Limiter) RedisKey(key string) string { return l.head + key + l.tail }
+// RedisKey returns the Redis key that holds key's state: prefix + name +
+// ":{" + key + "}", or with WithHashTag prefix + "{" + tag + "}" + name +
+// ":{" + key + "}". Without a tag, a key whose braces would be empty for
+// Redis Cluster (the empty key, and keys that start with "}") is stored
+// as prefix + name + "!{~}" + key instead, so that on a cluster the keys
+// of one identity share a slot under every limit (slot("~")). Names hold
+// no braces, so the first "{" ends the name and no two limiters, nor two
+// keys, share a Redis key.
+func (l *Limiter) RedisKey(key string) string {
+	if l.special != "" && (key == "" || key[0] == '}') {
+		return l.special + key
+	}
+	return l.head + key + l.tail
+}
+
+// circuit returns the limiter's breaker's circuit for node.
+func (l *Limiter) circuit(node string) *circuit {
+	if l.circ != nil {
+		return l.circ
+	}
+	return l.breaker.circuit(node)
+}
+
+var limiterIDs atomic.Uint64
 
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (hotlimit.Decision, error) {
@@ -150,4 +189,14 @@ func (l *Limiter) Close() error {
 		return l.local.Close()
 	}
 	return nil
+}
+
+// ForgetDenials drops every denial the two-tier cache holds on this
+// instance (see WithLocalDenials), so that the next request on each key
+// goes to Redis: use it after Redis lost its data (a flush, a restart
+// without persistence), when the cached denials no longer hold.
+func (l *Limiter) ForgetDenials() {
+	if l.cache != nil {
+		l.cache.clear()
+	}
 }

@@ -48,6 +48,12 @@ func TestNewRejects(t *testing.T) {
 		{"bad tag", ok, "x", tb, []Option{WithHashTag("a}b")}, "contains a brace"},
 		{"bad cache", ok, "x", tb, []Option{WithLocalDenials(-1)}, "maxKeys must be ≥ 0"},
 		{"nil option", ok, "x", tb, []Option{nil}, "nil Option"},
+		{"brace in prefix", ok, "x", tb, []Option{WithPrefix("app{")}, "WithPrefix: prefix \"app{\" contains a brace"},
+		// What hotlimit rejects, so that FallbackLocal and the in-process
+		// limiter always accept the same policy.
+		{"faster than 1/ns", ok, "x", hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 2, Per: time.Nanosecond}, Burst: 1}, nil, "faster than 1 event per nanosecond"},
+		{"window of decades", ok, "x", hotlimit.FixedWindow{Limit: 1, Window: 30 * 365 * 24 * time.Hour}, nil, "FixedWindow.Window 262800h0m0s exceeds"},
+		{"sliding limit", ok, "x", hotlimit.SlidingWindow{Limit: 1 << 40, Window: time.Hour}, nil, "SlidingWindow.Limit 1099511627776 does not fit"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

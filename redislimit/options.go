@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -16,6 +17,7 @@ type config struct {
 	fail     FailurePolicy
 	failSet  bool
 	denyKeys int
+	hooks    *Hooks
 	err      error
 }
 
@@ -34,8 +36,15 @@ const DefaultPrefix = "hotlimit:"
 const DefaultTimeout = 100 * time.Millisecond
 
 // WithPrefix sets the start of every Redis key (default "hotlimit:").
+// It must not contain a brace: on a Redis Cluster a brace in the prefix
+// would decide the keys' slots; WithHashTag does that on purpose.
 func WithPrefix(prefix string) Option {
-	return func(c *config) { c.prefix = prefix }
+	return func(c *config) {
+		if strings.ContainsAny(prefix, "{}") {
+			c.failf("WithPrefix: prefix %q contains a brace (use WithHashTag to choose a slot)", prefix)
+		}
+		c.prefix = prefix
+	}
 }
 
 // WithHashTag puts every key of the limiter in the Redis Cluster slot of

@@ -1,24 +1,74 @@
 #!/usr/bin/env bash
-# Tests of the redislimit module against a private redis-server: gofmt,
-# vet, go test -race, and one iteration of every benchmark in
-# bench/redisbench. Installs redis-server (apt-get) when it is absent.
+# Tests of the redislimit module against real servers: a private
+# redis-server and a private 3-master Redis Cluster, both on free loopback
+# ports and torn down on exit. Runs gofmt, vet, go test -race, and one
+# iteration of every benchmark in bench/redisbench. Installs redis-server
+# (apt-get) when it is absent.
 # Usage: bash redislimit/test.sh
 set -euo pipefail
 cd "$(dirname "$0")"
 
 command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
-	echo $((20000 + RANDOM % 20000)))
-redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no --loglevel warning &
-redis_pid=$!
-trap 'kill "$redis_pid" 2>/dev/null; wait "$redis_pid" 2>/dev/null || true' EXIT
-export HOTLIMIT_REDIS_ADDR="127.0.0.1:$port"
-for _ in $(seq 100); do
-	redis-cli -p "$port" ping >/dev/null 2>&1 && break
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# free_ports N: N loopback ports that are free, each with port+10000 free
+# too (a cluster node's bus port).
+free_ports() {
+	python3 - "$1" <<'EOF'
+import socket, sys
+n, out, held = int(sys.argv[1]), [], []
+while len(out) < n:
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]
+    held.append(s)
+    if p + 10000 > 65535: continue
+    b = socket.socket()
+    try: b.bind(("127.0.0.1", p + 10000))
+    except OSError: continue
+    finally: b.close()
+    out.append(p)
+print(" ".join(map(str, out)))
+EOF
+}
+
+wait_ping() {
+	for _ in $(seq 200); do
+		redis-cli -p "$1" ping >/dev/null 2>&1 && return 0
+		sleep 0.05
+	done
+	redis-cli -p "$1" ping >/dev/null
+}
+
+read -r port c1 c2 c3 < <(free_ports 4)
+common=(--bind 127.0.0.1 --save "" --appendonly no --daemonize no --loglevel warning --dir "$tmp")
+redis-server --port "$port" "${common[@]}" >"$tmp/single.log" 2>&1 &
+pids+=($!)
+for p in $c1 $c2 $c3; do
+	redis-server --port "$p" "${common[@]}" --cluster-enabled yes --cluster-config-file "nodes-$p.conf" \
+		--cluster-node-timeout 2000 --cluster-require-full-coverage no >"$tmp/cluster-$p.log" 2>&1 &
+	pids+=($!)
+done
+for p in $port $c1 $c2 $c3; do wait_ping "$p"; done
+redis-cli --cluster create "127.0.0.1:$c1" "127.0.0.1:$c2" "127.0.0.1:$c3" --cluster-replicas 0 --cluster-yes >"$tmp/create.log"
+for _ in $(seq 200); do
+	ok=1
+	for p in $c1 $c2 $c3; do
+		redis-cli -p "$p" cluster info | grep -q '^cluster_state:ok' || ok=0
+	done
+	[[ $ok == 1 ]] && break
 	sleep 0.05
 done
-redis-cli -p "$port" ping >/dev/null
+[[ $ok == 1 ]] || { echo "the cluster did not reach cluster_state:ok"; cat "$tmp/create.log"; exit 1; }
+
+export HOTLIMIT_REDIS_ADDR="127.0.0.1:$port"
+export HOTLIMIT_REDIS_CLUSTER="127.0.0.1:$c1,127.0.0.1:$c2,127.0.0.1:$c3"
 
 echo "== redislimit: gofmt, vet"
 unformatted=$(gofmt -l . ../bench/redisbench)
@@ -27,7 +77,7 @@ if [[ -n "$unformatted" ]]; then
 fi
 go vet ./...
 
-echo "== redislimit: go test -race (server $HOTLIMIT_REDIS_ADDR)"
+echo "== redislimit: go test -race (server $HOTLIMIT_REDIS_ADDR, cluster $HOTLIMIT_REDIS_CLUSTER)"
 go test -race -count=1 ./...
 
 echo "== bench/redisbench: vet, every benchmark once"

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestTwoTier: once Redis denies a key, requests on it are answered in
@@ -74,5 +75,131 @@ func TestLocalDenialNever(t *testing.T) {
 	}
 	if d := must(l.AllowN(ctx, "k", 3)); d.RetryAfter != hotlimit.Never {
 		t.Fatalf("cost 3 > Burst 2 with a cached denial: %+v; want RetryAfter Never", d)
+	}
+}
+
+// slowHook is a go-redis hook that advances a fake clock by d while each
+// command is in flight: a round trip of d, as the clock sees it.
+type slowHook struct {
+	ft *fakeTime
+	d  time.Duration
+}
+
+func (h slowHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h slowHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.ft.t += h.d / 2
+		err := next(ctx, cmd)
+		h.ft.t += h.d / 2
+		return err
+	}
+}
+func (h slowHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestTwoTierExpiresFromSend: a cached denial's RetryAfter counts from
+// when the call was sent, not from when the reply came: Redis decided at
+// or after the send, so the cache never denies past the moment Redis
+// would admit (it may stop early by up to a round trip; Redis then
+// decides). Here each round trip takes 200ms on the cache's clock.
+func TestTwoTierExpiresFromSend(t *testing.T) {
+	c := newClient(t, serverAddr(t))
+	var ft fakeTime
+	ft.t = time.Hour
+	c.AddHook(slowHook{&ft, 200 * time.Millisecond})
+	var sent counter
+	c.AddHook(&sent)
+	ctx := context.Background()
+	l := must(New(c, "fs", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1},
+		WithPrefix(testPrefix(t)), WithLocalDenials(10)))
+	l.cache.now = ft.now
+	must(l.Allow(ctx, "k"))
+	start := ft.t
+	den := must(l.Allow(ctx, "k"))
+	if den.Allowed || den.RetryAfter <= 0 {
+		t.Fatalf("empty bucket: %+v", den)
+	}
+	// Just before send + RetryAfter the cache answers; at it, Redis does.
+	ft.t = start + den.RetryAfter - time.Nanosecond
+	before := sent.n.Load()
+	if d := must(l.Allow(ctx, "k")); d.Allowed || d.RetryAfter != time.Nanosecond || sent.n.Load() != before {
+		t.Fatalf("1ns before the denial's end: %+v, %d commands; want a local denial with RetryAfter 1ns", d, sent.n.Load()-before)
+	}
+	ft.t = start + den.RetryAfter
+	must(l.Allow(ctx, "k"))
+	if sent.n.Load() != before+1 {
+		t.Fatal("at send + RetryAfter the cache still denied")
+	}
+}
+
+// TestTwoTierLayers: a layered call is answered from the cache only when
+// it is the same call (layers, keys and costs) that Redis denied, and then
+// with what AllowLayers reported (the binding layer's RetryAfter, the
+// largest ResetAfter, the binding index), counted down. A single layer's
+// cached denial does not answer a layered call in which another layer
+// binds with a longer wait, nor one that can never be admitted.
+func TestTwoTierLayers(t *testing.T) {
+	c := newClient(t, serverAddr(t))
+	var sent counter
+	c.AddHook(&sent)
+	ctx := context.Background()
+	var ft fakeTime
+	ft.t = time.Hour
+	prefix := testPrefix(t)
+	fast := must(New(c, "fast", hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1},
+		WithPrefix(prefix), WithLocalDenials(100)))
+	fast.cache.now = ft.now
+	slow := must(New(c, "slow", hotlimit.FixedWindow{Limit: 2, Window: time.Minute}, WithPrefix(prefix)))
+	must(slow.AllowN(ctx, "k", 2)) // slow is empty for up to a minute
+	must(fast.Allow(ctx, "k"))
+	if d := must(fast.Allow(ctx, "k")); d.Allowed || d.RetryAfter > time.Second {
+		t.Fatalf("fast alone: %+v; want a denial of at most 1s", d)
+	}
+	// fast's denial is cached; the layered call must still report slow's
+	// wait, as Redis does.
+	d, idx, err := AllowLayersIndex(ctx, Layer{fast, "k", 1}, Layer{slow, "k", 1})
+	if err != nil || d.Allowed || d.RetryAfter <= time.Second || idx != 1 || d.Limit != 2 {
+		t.Fatalf("layers with a cached single-layer denial: %+v, binding %d, %v; want slow's wait (> 1s), binding 1", d, idx, err)
+	}
+	// A cost above a layer's limit can never be admitted.
+	if d := must(AllowLayers(ctx, Layer{fast, "k", 1}, Layer{slow, "k", 3})); d.RetryAfter != hotlimit.Never {
+		t.Fatalf("cost 3 over a limit of 2: %+v; want RetryAfter Never", d)
+	}
+	// The layered denial itself is cached (fast denied first), for this
+	// same call only, with its own binding layer and waits.
+	before := sent.n.Load()
+	ft.t += 100 * time.Millisecond
+	d2, idx2, err := AllowLayersIndex(ctx, Layer{fast, "k", 1}, Layer{slow, "k", 1})
+	if err != nil || sent.n.Load() != before || idx2 != 1 || d2.RetryAfter != d.RetryAfter-100*time.Millisecond ||
+		d2.ResetAfter != d.ResetAfter-100*time.Millisecond || d2.Remaining != d.Remaining || d2.Limit != d.Limit {
+		t.Fatalf("the same layered call 100ms later: %+v, binding %d, %v, %d commands; want %+v counted down, locally", d2, idx2, err, sent.n.Load()-before, d)
+	}
+	if must(AllowLayers(ctx, Layer{fast, "k", 1}, Layer{slow, "other", 1})); sent.n.Load() != before+1 {
+		t.Fatal("a layered call with another key was answered from the cache")
+	}
+}
+
+// TestForgetDenials: after Redis loses its data, ForgetDenials lets the
+// next request go to Redis instead of the cached denial.
+func TestForgetDenials(t *testing.T) {
+	c := newClient(t, serverAddr(t))
+	var sent counter
+	c.AddHook(&sent)
+	ctx := context.Background()
+	l := must(New(c, "fd", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1},
+		WithPrefix(testPrefix(t)), WithLocalDenials(10)))
+	must(l.Allow(ctx, "k"))
+	must(l.Allow(ctx, "k")) // denied, cached
+	if err := c.Del(ctx, l.RedisKey("k")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := sent.n.Load()
+	if d := must(l.Allow(ctx, "k")); d.Allowed || sent.n.Load() != before {
+		t.Fatalf("the cached denial did not answer: %+v", d)
+	}
+	l.ForgetDenials()
+	if d := must(l.Allow(ctx, "k")); !d.Allowed || sent.n.Load() != before+1 {
+		t.Fatalf("after ForgetDenials on a fresh key: %+v; want Redis's admission", d)
 	}
 }
