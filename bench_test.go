@@ -15,16 +15,9 @@ import (
 type allowFunc func(key string) hotlimit.Decision
 
 func benchSubjects(b *testing.B, p hotlimit.Policy) map[string]allowFunc {
-	def, err := hotlimit.New(p, hotlimit.WithSweepInterval(0))
-	if err != nil {
-		b.Fatal(err)
-	}
-	coarse, err := hotlimit.New(p, hotlimit.WithSweepInterval(0), hotlimit.WithCoarseClock(time.Millisecond))
-	if err != nil {
-		b.Fatal(err)
-	}
+	def := newLimiter(b, p)
+	coarse := newLimiter(b, p, hotlimit.WithCoarseClock(time.Millisecond))
 	ref := refmodel.New(p, hotlimit.SystemClock{})
-	b.Cleanup(func() { def.Close(); coarse.Close() })
 	return map[string]allowFunc{"clock=default": def.Allow, "clock=coarse": coarse.Allow, "impl=reference": ref.Allow}
 }
 

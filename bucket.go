@@ -47,7 +47,7 @@ func (g *gcra) remaining(debt int64) int64 {
 // verdict. For the leaky bucket, the Delay of an admission is
 // reset − c·T (the debt before it), which Limiter.decision derives.
 func (g *gcra) step(w uint64, now, c int64) (uint64, verdict) {
-	base := max(tat(w), now) // no time passes backwards: see DESIGN "Time"
+	base := max(tat(w), now) // a reading older than the state: no time has passed
 	debt := base - now       // time until the bucket is full again
 	if c == 0 {
 		return w, verdict{ok: true, rem: g.remaining(debt), reset: debt}

@@ -19,16 +19,20 @@ import (
 // WithMaxKeys an entry with operations in flight is never evicted (its
 // holders would release into a new entry and undercount it); when the
 // sampled entries all have operations in flight, an acquire for a new key
-// is refused rather than blocked.
+// is refused by TryAcquire; AcquireN waits until an entry goes idle.
 //
 // Create one with NewConcurrency; the zero value is not usable.
 type ConcurrencyLimiter struct {
 	l     *Limiter
 	pool  sync.Pool // of *permitToken
 	waits []waitList
+	room  waitList // AcquireN on a new key refused for want of room (WithMaxKeys)
 }
 
-// waitList wakes the goroutines blocked in Acquire on one shard's keys.
+// waitList wakes the goroutines blocked in AcquireN: one per shard for
+// keys whose slots are all held, and one limiter-wide for new keys that
+// found no room under WithMaxKeys (room is limiter-wide: any key whose
+// count drops to 0 can make way for any new key).
 type waitList struct {
 	n  atomic.Int64 // goroutines waiting, checked by every release
 	mu sync.Mutex
@@ -82,14 +86,22 @@ func (c *ConcurrencyLimiter) TryAcquire(key string) (Permit, bool) { return c.Tr
 // reports false if fewer than n are free, if n is not in [1, Limit], or if
 // the key is longer than MaxKeyLen.
 func (c *ConcurrencyLimiter) TryAcquireN(key string, n int64) (Permit, bool) {
-	if !c.l.acquire(key, n) {
-		return Permit{}, false
+	p, ok, _ := c.tryAcquire(key, n)
+	return p, ok
+}
+
+// tryAcquire is TryAcquireN that also reports, on failure, whether the key
+// was absent and the limiter had no room for it.
+func (c *ConcurrencyLimiter) tryAcquire(key string, n int64) (Permit, bool, bool) {
+	ok, noRoom := c.l.acquire(key, n)
+	if !ok {
+		return Permit{}, false, noRoom
 	}
 	tok, _ := c.pool.Get().(*permitToken)
 	if tok == nil {
 		tok = new(permitToken)
 	}
-	return Permit{c: c, tok: tok, gen: tok.gen.Load(), key: key, n: n}, true
+	return Permit{c: c, tok: tok, gen: tok.gen.Load(), key: key, n: n}, true, false
 }
 
 // Acquire is AcquireN(ctx, key, 1).
@@ -99,9 +111,12 @@ func (c *ConcurrencyLimiter) Acquire(ctx context.Context, key string) (Permit, e
 
 // AcquireN takes n slots of key, waiting for releases until the context
 // ends; then it returns the context's error and holds nothing. It returns
-// ErrInvalidCost for n outside [1, Limit] and ErrKeyTooLong. Waiters are
-// woken by any release on their shard and try again, so under contention
-// the order is not first-come first-served.
+// ErrInvalidCost for n outside [1, Limit] and ErrKeyTooLong. A waiter on a
+// key whose slots are held is woken by any release on the key's shard; a
+// waiter on a new key that found no room under WithMaxKeys is woken by any
+// release that leaves a key idle, and then looks at every entry for an
+// idle one to replace (where TryAcquire looks at a sample). Woken waiters
+// try again, so under contention the order is not first-come first-served.
 func (c *ConcurrencyLimiter) AcquireN(ctx context.Context, key string, n int64) (Permit, error) {
 	if limit := c.Limit(); n <= 0 || n > limit {
 		return Permit{}, fmt.Errorf("%w: %d slots, limit %d", ErrInvalidCost, n, limit)
@@ -114,28 +129,63 @@ func (c *ConcurrencyLimiter) AcquireN(ctx context.Context, key string, n int64) 
 		if err := ctx.Err(); err != nil {
 			return Permit{}, err
 		}
-		if p, ok := c.TryAcquireN(key, n); ok {
+		p, ok, noRoom := c.tryAcquire(key, n)
+		if ok {
 			return p, nil
 		}
 		// Register, then try again: a release after this point sees the
-		// count and closes the channel we hold.
-		wl.n.Add(1)
-		wl.mu.Lock()
-		if wl.ch == nil {
-			wl.ch = make(chan struct{})
+		// count and closes the channel we hold; one before it left what
+		// the second try finds.
+		ch := wl.register()
+		var room chan struct{} // nil: not registered; never ready
+		if noRoom {
+			room = c.room.register()
 		}
-		ch := wl.ch
-		wl.mu.Unlock()
-		if p, ok := c.TryAcquireN(key, n); ok {
-			wl.n.Add(-1)
-			return p, nil
+		p, ok, noRoom = c.tryAcquire(key, n)
+		retry := false
+		if !ok && noRoom {
+			// The sample TryAcquire looks at may have missed an idle entry
+			// (or the key went away meanwhile): look at all of them.
+			retry = room == nil || c.l.evictIdle()
 		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
+		if !ok && !retry {
+			select {
+			case <-ch:
+			case <-room:
+			case <-ctx.Done():
+			}
 		}
 		wl.n.Add(-1)
+		if room != nil {
+			c.room.n.Add(-1)
+		}
+		if ok {
+			return p, nil
+		}
 	}
+}
+
+// register counts the caller as a waiter and returns the channel the next
+// wake closes. The caller must take itself off (n.Add(-1)) when done.
+func (wl *waitList) register() chan struct{} {
+	wl.n.Add(1)
+	wl.mu.Lock()
+	if wl.ch == nil {
+		wl.ch = make(chan struct{})
+	}
+	ch := wl.ch
+	wl.mu.Unlock()
+	return ch
+}
+
+// wake wakes every registered waiter.
+func (wl *waitList) wake() {
+	wl.mu.Lock()
+	if wl.ch != nil {
+		close(wl.ch)
+		wl.ch = nil
+	}
+	wl.mu.Unlock()
 }
 
 // Release gives the permit's slots back. Only the first Release of a
@@ -147,14 +197,14 @@ func (p Permit) Release() bool {
 	}
 	c := p.c
 	c.pool.Put(p.tok)
-	i := c.l.release(p.key, p.n)
+	i, idle := c.l.release(p.key, p.n)
 	if wl := &c.waits[i]; wl.n.Load() > 0 {
-		wl.mu.Lock()
-		if wl.ch != nil {
-			close(wl.ch)
-			wl.ch = nil
-		}
-		wl.mu.Unlock()
+		wl.wake()
+	}
+	// An idle entry is room for a new key: wake the limiter-wide waiters.
+	// Without WithMaxKeys there is always room, and nobody waits there.
+	if idle && c.l.maxKeys > 0 && c.room.n.Load() > 0 {
+		c.room.wake()
 	}
 	return true
 }
@@ -195,33 +245,33 @@ func (c *ConcurrencyLimiter) Sweep() int { return c.l.Sweep() }
 // Close stops the background sweeper. Permits stay valid.
 func (c *ConcurrencyLimiter) Close() error { return c.l.Close() }
 
-// acquire takes n slots of key if they are free.
-func (l *Limiter) acquire(key string, n int64) bool {
+// acquire takes n slots of key if they are free. noRoom reports a failure
+// because the key was absent and WithMaxKeys left no room for it.
+func (l *Limiter) acquire(key string, n int64) (ok, noRoom bool) {
 	if n <= 0 || len(key) > MaxKeyLen {
 		l.tally.count(false)
-		return false
+		return false, false
 	}
 	h := l.hash(key)
 	s := l.shardOf(h)
 	t := s.tab.Load()
 	if n > t.p.limit {
 		l.tally.count(false)
-		return false
+		return false, false
 	}
 	if sl := t.find(h, key); sl != nil {
 		if ok, live := acquireAt(&sl.word, n, t.p.limit); live {
 			l.tally.count(ok)
-			return ok
+			return ok, false
 		}
 	}
-	sl, _ := l.slotLocked(s, h, key, 0, true)
-	ok := false
+	sl, _ := l.lockSlot(s, h, key, 0, true)
 	if sl != nil { // nil: no room under WithMaxKeys
 		ok, _ = acquireAt(&sl.word, n, s.tab.Load().p.limit) // nothing retires while we hold s.mu
 	}
 	s.mu.Unlock()
 	l.tally.count(ok)
-	return ok
+	return ok, sl == nil
 }
 
 // acquireAt adds n to the in-flight count w if it stays within limit. live
@@ -242,32 +292,37 @@ func acquireAt(w *atomic.Uint64, n, limit int64) (ok, live bool) {
 }
 
 // release takes n from key's in-flight count, never below 0, and returns
-// the key's shard index.
-func (l *Limiter) release(key string, n int64) uint64 {
+// the key's shard index and whether the count is now 0 (the entry idle).
+func (l *Limiter) release(key string, n int64) (uint64, bool) {
 	h := l.hash(key)
 	i := h >> l.shift
 	s := &l.shards[i]
-	if sl := s.tab.Load().find(h, key); sl != nil && releaseAt(&sl.word, n) {
-		return i
+	if sl := s.tab.Load().find(h, key); sl != nil {
+		if idle, live := releaseAt(&sl.word, n); live {
+			return i, idle
+		}
 	}
 	// Moved by a rebuild, or not yet visible to the lock-free probe. An
 	// entry with operations in flight is never removed, so it is there.
-	if sl, _ := l.slotLocked(s, h, key, 0, false); sl != nil {
-		releaseAt(&sl.word, n)
+	idle := false
+	if sl, _ := l.lockSlot(s, h, key, 0, false); sl != nil {
+		idle, _ = releaseAt(&sl.word, n)
 	}
 	s.mu.Unlock()
-	return i
+	return i, idle
 }
 
-// releaseAt lowers w by n, never below 0; false if w is retired.
-func releaseAt(w *atomic.Uint64, n int64) bool {
+// releaseAt lowers w by n, never below 0. idle reports that it is 0 after;
+// live is false if w is retired.
+func releaseAt(w *atomic.Uint64, n int64) (idle, live bool) {
 	for {
 		old := w.Load()
 		if old&deadBit != 0 {
-			return false
+			return false, false
 		}
-		if w.CompareAndSwap(old, old-min(old, uint64(n))) {
-			return true
+		next := old - min(old, uint64(n))
+		if w.CompareAndSwap(old, next) {
+			return next == 0, true
 		}
 	}
 }

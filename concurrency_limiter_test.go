@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
@@ -23,12 +25,26 @@ func newConc(t *testing.T, limit int64, opts ...hotlimit.Option) *hotlimit.Concu
 	return c
 }
 
-// TestConcurrencyMaxInFlight: with N = 8 and 64 goroutines on one key, the
-// observed in-flight maximum is exactly 8, and after all release the key
-// is swept.
+// TestConcurrencyMaxInFlight: with N = 8 and 64 goroutines on one key,
+// never more than N are in flight (however the goroutines are scheduled),
+// N are reachable, and after all release the key is swept.
 func TestConcurrencyMaxInFlight(t *testing.T) {
 	const N = 8
 	c := newConc(t, N)
+	var held []hotlimit.Permit
+	for range N {
+		p, ok := c.TryAcquire("export:tenant-1")
+		if !ok {
+			t.Fatalf("TryAcquire refused with %d of %d in flight", len(held), N)
+		}
+		held = append(held, p)
+	}
+	if _, ok := c.TryAcquire("export:tenant-1"); ok || c.InFlight("export:tenant-1") != N {
+		t.Fatalf("acquire beyond %d: ok %v, InFlight %d", N, ok, c.InFlight("export:tenant-1"))
+	}
+	for _, p := range held {
+		p.Release()
+	}
 	var inFlight, most, granted atomic.Int64
 	var wg sync.WaitGroup
 	for range 64 {
@@ -51,7 +67,7 @@ func TestConcurrencyMaxInFlight(t *testing.T) {
 				if got := c.InFlight("export:tenant-1"); got < 1 || got > N {
 					t.Errorf("InFlight = %d while holding a permit", got)
 				}
-				time.Sleep(time.Microsecond) // hold it across other goroutines' tries
+				runtime.Gosched() // hold it across other goroutines' tries
 				inFlight.Add(-1)
 				if !p.Release() {
 					t.Error("first Release reported false")
@@ -60,8 +76,10 @@ func TestConcurrencyMaxInFlight(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if m := most.Load(); m != N {
-		t.Fatalf("most in flight = %d, want exactly %d", m, N)
+	// A try is refused only while N are held, so at least one succeeds;
+	// how many overlap is the scheduler's choice.
+	if m := most.Load(); m < 1 || m > N {
+		t.Fatalf("most in flight = %d, want 1 to %d", m, N)
 	}
 	if c.InFlight("export:tenant-1") != 0 || c.Len() != 1 {
 		t.Fatalf("after all released: InFlight %d, Len %d", c.InFlight("export:tenant-1"), c.Len())
@@ -70,8 +88,8 @@ func TestConcurrencyMaxInFlight(t *testing.T) {
 		t.Fatalf("Sweep removed %d, Len %d; want 1, 0", n, c.Len())
 	}
 	st := c.Stats()
-	if st.Allowed != uint64(granted.Load()) || st.Swept != 1 {
-		t.Fatalf("Stats = %+v, granted %d", st, granted.Load())
+	if st.Allowed != uint64(granted.Load())+N || st.Swept != 1 {
+		t.Fatalf("Stats = %+v, granted %d + %d", st, granted.Load(), N)
 	}
 }
 
@@ -221,6 +239,92 @@ func TestConcurrencyMaxKeys(t *testing.T) {
 	if st := c.Stats(); st.Evicted != 0 || st.Swept != 1 {
 		t.Fatalf("Stats = %+v", st)
 	}
+}
+
+// TestConcurrencyAcquireWokenByRoom: room for a new key under WithMaxKeys
+// is limiter-wide. With two keys held in a limiter of two, an Acquire of a
+// third waits; releasing the two (whose shards are, with 4096 shards, all
+// but surely not the third's) must wake it. synctest tells when every
+// goroutine is blocked, so nothing here waits on real time.
+func TestConcurrencyAcquireWokenByRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newConc(t, 1, hotlimit.WithMaxKeys(2), hotlimit.WithShards(4096))
+		a, _ := c.TryAcquire("a")
+		b, _ := c.TryAcquire("b")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		got := make(chan error, 1)
+		go func() {
+			p, err := c.Acquire(ctx, "c")
+			if err == nil && c.InFlight("c") != 1 {
+				err = fmt.Errorf("Acquire returned but InFlight(c) = %d", c.InFlight("c"))
+			}
+			p.Release()
+			got <- err
+		}()
+		synctest.Wait() // the Acquire is blocked
+		select {
+		case err := <-got:
+			t.Fatalf("Acquire of a third key in a full limiter returned %v", err)
+		default:
+		}
+		a.Release()
+		b.Release()
+		synctest.Wait()
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatal(err)
+			}
+		default:
+			cancel()
+			t.Fatalf("Acquire(c) still waiting after both keys went idle (cancelled, it returned %v)", <-got)
+		}
+	})
+}
+
+// TestConcurrencyAcquireFindsUnsampledRoom: an Acquire on a new key finds
+// an idle entry that eviction's sample of a few entries misses most of the
+// time (one idle among 64), without waiting for another release.
+func TestConcurrencyAcquireFindsUnsampledRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newConc(t, 1, hotlimit.WithMaxKeys(64), hotlimit.WithShards(16))
+		held := make([]hotlimit.Permit, 64)
+		for i := range held {
+			var ok bool
+			if held[i], ok = c.TryAcquire(fmt.Sprint("busy", i)); !ok {
+				t.Fatalf("no room for key %d of 64", i)
+			}
+		}
+		held[7].Release() // busy7 is idle: room, found by no release to come
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		got := make(chan error, 1)
+		go func() {
+			p, err := c.Acquire(ctx, "new")
+			p.Release()
+			got <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatal(err)
+			}
+		default:
+			cancel()
+			t.Fatalf("Acquire(new) waits although busy7 is idle (cancelled, it returned %v)", <-got)
+		}
+		if st := c.Stats(); st.Evicted != 0 || st.Swept != 1 || c.Len() != 64 {
+			t.Fatalf("Stats = %+v, Len %d: want busy7 swept, nothing evicted", st, c.Len())
+		}
+		for i, p := range held {
+			if i != 7 && c.InFlight(fmt.Sprint("busy", i)) != 1 {
+				t.Fatalf("busy%d lost its count", i)
+			}
+			p.Release()
+		}
+	})
 }
 
 // concModel is the reference: a mutex and a map of counts.

@@ -5,7 +5,9 @@ import (
 	"time"
 )
 
-// Removing keys: the background sweeper and the WithMaxKeys bound.
+// The idle-key collector (not Go's garbage collector): the background
+// sweeper, which removes keys whose state is fresh, and eviction under the
+// WithMaxKeys bound.
 //
 // Protocol: tombstones (shard.go). Decisions take no lock; they CAS a
 // key's state word. A remover, holding the shard's mutex, reads the word w,
@@ -21,8 +23,10 @@ import (
 //     CAS, is a fresh key's state at the sweep's instant S (resetAfter is
 //     0): token bucket full, windows expired.
 //   - Before removing anything as fresh at S, the remover raises sweptAt to
-//     at least S; the insert path reads sweptAt under the same shard's write
-//     mutex and decides a re-created key at max(now, sweptAt). A state that
+//     at least S, and to the start of a window word's window when that is
+//     later than S (a word written on a later reading than the remover's:
+//     see window.go); the insert path reads sweptAt under the same shard's
+//     write mutex and decides a re-created key at max(now, sweptAt). A state that
 //     is fresh at S is fresh at every later instant, and a fresh entry
 //     decides exactly as a new one at the same instant, so a sweep changes
 //     no decision; the clamp covers a reading older than S (a goroutine
@@ -73,7 +77,7 @@ func (l *Limiter) sweep(stop <-chan struct{}) int {
 			return removed
 		default:
 		}
-		if l.logs != nil {
+		if l.isSlidingLog() {
 			removed += l.sweepLogShard(i)
 		} else {
 			removed += l.sweepShard(&l.shards[i])
@@ -109,7 +113,12 @@ func (l *Limiter) sweepShard(s *shard) int {
 			}
 			// retire fails if a decision changed the word since we read
 			// it: the key is then no longer fresh, or will be next time.
-			if w := sl.word.Load(); w&deadBit == 0 && t.p.resetAfter(w, now) == 0 && t.retire(sl, w) {
+			w := sl.word.Load()
+			if w&deadBit != 0 || t.p.resetAfter(w, now) != 0 {
+				continue
+			}
+			l.raiseSweptAt(t.p.judgedAt(w, now)) // a window word newer than now: its window's start
+			if t.retire(sl, w) {
 				removed++
 				l.keys.Add(-1)
 				s.swept.Add(1)
@@ -170,7 +179,7 @@ func (p *params) scoreOf(v verdict) score { return score{p.limit - v.rem, v.rese
 // to make room for a new key. It reports whether it found any entry to look
 // at. Requires that no shard mutex is held.
 func (l *Limiter) evictOne(now int64) bool {
-	if l.logs != nil {
+	if l.isSlidingLog() {
 		return l.evictLog(now)
 	}
 	var c [evictSample + evictMin]candidate
@@ -215,7 +224,7 @@ func (l *Limiter) evictOne(now int64) bool {
 		return true // an operation started since sampling; never evicted
 	}
 	if fresh {
-		l.raiseSweptAt(now) // before the entry goes: see the invariants
+		l.raiseSweptAt(b.t.p.judgedAt(w, now)) // before the entry goes: see the invariants
 	}
 	if b.t.retire(b.sl, w) {
 		l.keys.Add(-1)
@@ -226,4 +235,30 @@ func (l *Limiter) evictOne(now int64) bool {
 		}
 	}
 	return true
+}
+
+// evictIdle removes one entry of a concurrency limiter that has nothing in
+// flight, looking at every entry (from a random shard on), and reports
+// whether it found one. A blocking AcquireN uses it when the sample the
+// reservation looks at held no idle entry, so that an idle entry anywhere
+// is room for its key. It holds one shard's mutex at a time. Requires that
+// no shard mutex is held.
+func (l *Limiter) evictIdle() bool {
+	nsh := len(l.shards)
+	start := rand.IntN(nsh)
+	for k := range nsh {
+		s := &l.shards[(start+k)&(nsh-1)]
+		s.mu.Lock()
+		t := s.tab.Load()
+		for i := range t.slots {
+			if sl := &t.slots[i]; sl.hash.Load() != 0 && sl.word.Load() == 0 && t.retire(sl, 0) {
+				l.keys.Add(-1)
+				s.swept.Add(1)
+				s.mu.Unlock()
+				return true
+			}
+		}
+		s.mu.Unlock()
+	}
+	return false
 }

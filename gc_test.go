@@ -13,17 +13,6 @@ import (
 	"github.com/hotlimit/hotlimit"
 )
 
-func newManual(t testing.TB, p hotlimit.Policy, opts ...hotlimit.Option) (*hotlimit.Limiter, *hotlimit.ManualClock) {
-	t.Helper()
-	c := hotlimit.NewManualClock()
-	l, err := hotlimit.New(p, append([]hotlimit.Option{hotlimit.WithClock(c), hotlimit.WithSweepInterval(0)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l, c
-}
-
 func TestSweepRemovesOnlyFreshKeys(t *testing.T) {
 	const T = 100 * time.Millisecond
 	l, c := newManual(t, hotlimit.TokenBucket{Rate: hotlimit.PerSecond(10), Burst: 10})
@@ -108,22 +97,16 @@ func TestSweeperStress(t *testing.T) {
 	const keys = 8
 	for round := range 20 {
 		var admitted [keys]atomic.Int64
-		var wg sync.WaitGroup
-		for g := range 16 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range 200 {
-					k := (g + i) % keys
-					// Peeks hold keys at fresh while the sweeper races them.
-					l.AllowN(fmt.Sprintf("r%d-k%d", round, k), 0)
-					if l.Allow(fmt.Sprintf("r%d-k%d", round, k)).Allowed {
-						admitted[k].Add(1)
-					}
+		inParallel(16, func(g int) {
+			for i := range 200 {
+				k := (g + i) % keys
+				// Peeks hold keys at fresh while the sweeper races them.
+				l.AllowN(fmt.Sprintf("r%d-k%d", round, k), 0)
+				if l.Allow(fmt.Sprintf("r%d-k%d", round, k)).Allowed {
+					admitted[k].Add(1)
 				}
-			}()
-		}
-		wg.Wait()
+			}
+		})
 		for k := range admitted {
 			if got := admitted[k].Load(); got != 50 {
 				t.Fatalf("round %d key %d admitted %d, want 50", round, k, got)
@@ -153,23 +136,17 @@ func TestMaxKeysFlood(t *testing.T) {
 			for l.Allow("victim").Allowed {
 			}
 			var maxLen atomic.Int64
-			var wg sync.WaitGroup
-			for g := range 4 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := range 25_000 {
-						l.Allow(fmt.Sprintf("flood:%d:%d", g, i))
-						if n := int64(l.Len()); n > maxLen.Load() {
-							maxLen.Store(n)
-						}
-						if i%1000 == 0 {
-							c.Advance(time.Millisecond)
-						}
+			inParallel(4, func(g int) {
+				for i := range 25_000 {
+					l.Allow(fmt.Sprintf("flood:%d:%d", g, i))
+					if n := int64(l.Len()); n > maxLen.Load() {
+						maxLen.Store(n)
 					}
-				}()
-			}
-			wg.Wait()
+					if i%1000 == 0 {
+						c.Advance(time.Millisecond)
+					}
+				}
+			})
 			if m := maxLen.Load(); m > 1000 {
 				t.Fatalf("Len() reached %d, bound is 1000", m)
 			}

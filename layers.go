@@ -1,9 +1,6 @@
 package hotlimit
 
-import (
-	"math"
-	"sync/atomic"
-)
+import "math"
 
 // Layer is one limit of a layered check: a limiter, the key it limits the
 // request by, and the request's cost there. See AllowLayers.
@@ -41,7 +38,10 @@ const maxStackLayers = 8
 // RetryAfter; ResetAfter is the largest of all layers'. A layer with a nil
 // Limiter denies with RetryAfter = Never.
 //
-// It allocates nothing for up to 8 layers.
+// It allocates nothing for up to 8 layers on keys the limiters hold. A
+// layer's key that was new is inserted as AllowN inserts it, and a refused
+// request that leaves such a key fresh removes it again, so repeating that
+// request inserts it again, now and then rebuilding a shard's table.
 func AllowLayers(layers ...Layer) Decision {
 	d, _ := AllowLayersIndex(layers...)
 	return d
@@ -137,7 +137,7 @@ func (l *Limiter) check(key string, cost int64) Decision {
 	}
 	var v, cur verdict
 	var p *params
-	if l.logs != nil {
+	if l.isSlidingLog() {
 		cur, v, p = l.peekLog(key, now, cost)
 	} else {
 		var w uint64
@@ -158,98 +158,4 @@ func (l *Limiter) check(key string, cost int64) Decision {
 		v.rem, v.reset = cur.rem, cur.reset
 	}
 	return p.decision(v, cost)
-}
-
-// Refund gives back cost that an admission for key consumed, as if it had
-// not happened: the token and leaky buckets move the key's TAT back by
-// cost·T (never making a bucket fuller than full); the windows lower the
-// count of the current window (or, for the sliding window, of the previous
-// one when the window has just turned); the sliding log removes the newest
-// admitted instants that still count. It never gives back more than the
-// state holds, and does nothing for a key the limiter no longer holds. Use
-// it when work that was admitted did not happen (the request failed
-// validation, a later check refused it); AllowLayers uses it internally.
-func (l *Limiter) Refund(key string, cost int64) {
-	if cost <= 0 || cost > l.Limit() || len(key) > MaxKeyLen {
-		return
-	}
-	if l.logs != nil {
-		l.refundLog(key, cost, maxTime) // the newest instants
-		return
-	}
-	l.refund(key, cost, l.now())
-}
-
-// refund gives back cost admitted at instant at.
-func (l *Limiter) refund(key string, cost, at int64) {
-	if cost <= 0 {
-		return
-	}
-	if l.logs != nil {
-		l.refundLog(key, cost, at)
-		return
-	}
-	now := l.now()
-	h := l.hash(key)
-	s := l.shardOf(h)
-	t := s.tab.Load()
-	if sl := t.find(h, key); sl != nil {
-		if fresh, live := refundAt(t.p, &sl.word, cost, at, now); live {
-			l.tally.uncount()
-			if fresh {
-				l.retireFresh(s, h, key, now)
-			}
-			return
-		}
-	}
-	sl, _ := l.slotLocked(s, h, key, now, false)
-	if sl != nil {
-		if fresh, _ := refundAt(s.tab.Load().p, &sl.word, cost, at, now); fresh {
-			l.retireFreshLocked(s, sl, now)
-		}
-		l.tally.uncount()
-	}
-	s.mu.Unlock()
-}
-
-// retireFresh removes key's entry if its state is fresh, as a sweep would:
-// a request refused by a later layer then leaves no state behind.
-func (l *Limiter) retireFresh(s *shard, h uint64, key string, now int64) {
-	if sl, _ := l.slotLocked(s, h, key, now, false); sl != nil {
-		l.retireFreshLocked(s, sl, now)
-	}
-	s.mu.Unlock()
-}
-
-// retireFreshLocked retires sl if its state is fresh at now. Requires s.mu.
-func (l *Limiter) retireFreshLocked(s *shard, sl *slot, now int64) {
-	w := sl.word.Load()
-	if w&deadBit != 0 || s.tab.Load().p.resetAfter(w, now) != 0 {
-		return
-	}
-	l.raiseSweptAt(now) // before the entry goes: see gc.go
-	if s.tab.Load().retire(sl, w) {
-		l.keys.Add(-1)
-		s.swept.Add(1)
-	}
-}
-
-// refundAt runs refund's CAS loop. live is false if the word is retired;
-// fresh reports whether the state is fresh afterwards.
-func refundAt(p *params, w *atomic.Uint64, cost, at, now int64) (fresh, live bool) {
-	for {
-		old := w.Load()
-		if old&deadBit != 0 {
-			return false, false
-		}
-		var next uint64
-		if p.kind <= kindLeakyBucket {
-			next = p.g.refund(old, now, cost)
-		} else {
-			next = p.win.refund(old, cost, at)
-		}
-		if next == old || w.CompareAndSwap(old, next) {
-			return p.resetAfter(next, now) == 0, true
-		}
-	}
 }

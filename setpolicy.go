@@ -10,7 +10,8 @@ import (
 func (l *Limiter) Policy() Policy { return l.p.Load().policy }
 
 // Limit returns the current policy's capacity: Burst, Limit, or
-// Capacity+1 for the leaky bucket.
+// Capacity+1 for the leaky bucket. It is a number of units, the most one
+// request may cost, not a rate as golang.org/x/time/rate's Limit is.
 func (l *Limiter) Limit() int64 { return l.p.Load().limit }
 
 // SetPolicy changes the limiter's policy while it serves traffic, keeping
@@ -63,15 +64,15 @@ func (l *Limiter) SetPolicy(policy Policy) error {
 	}
 	l.setMu.Lock()
 	defer l.setMu.Unlock()
-	if old := l.p.Load(); np.kind == kindFixedWindow || np.kind == kindSlidingWindow {
+	if old := l.p.Load(); np.kind.isWindow() {
 		// Never narrow the count fields: a count the old policy admitted
 		// must survive a lower limit and a raise back (see above).
-		if x, ok := newWindowBits(np.limit, time.Duration(np.win.w), np.win.sliding, max(np.win.cb, old.win.cb)); ok && x.horizon() >= minHorizon {
+		if x, ok := newWindowBits(np.limit, time.Duration(np.win.length), np.win.sliding, max(np.win.cb, old.win.cb)); ok && x.horizon() >= minHorizon {
 			np.win = x
 		}
 	}
 	l.p.Store(np)
-	if l.logs != nil {
+	if l.isSlidingLog() {
 		for i := range l.logs {
 			ls := &l.logs[i]
 			ls.mu.Lock()
@@ -94,7 +95,7 @@ func (l *Limiter) SetPolicy(policy Policy) error {
 		s.mu.Lock()
 		t := s.tab.Load()
 		var convert func(uint64) uint64
-		if np.kind == kindFixedWindow || np.kind == kindSlidingWindow {
+		if np.kind.isWindow() {
 			// Read under the mutex: no state being converted is newer
 			// than a decision this reading could make (see gc.go).
 			convert = convertWindow(&t.p.win, &np.win, l.now())
@@ -110,17 +111,16 @@ func (l *Limiter) SetPolicy(policy Policy) error {
 
 // convertWindow returns the conversion of window words from layout o to
 // layout n at instant now: the counts, as o reads them at now, move into
-// the window of n holding the instant o decides at.
+// the window of n holding the instant o decides at (never before the
+// stored window: see window.go). A word with no counts keeps that window
+// too, so that no stale reading can be decided before it.
 func convertWindow(o, n *window, now int64) func(uint64) uint64 {
 	return func(w uint64) uint64 {
 		k, e, p, q := o.view(w, now)
-		if p == 0 && q == 0 {
-			return 0
-		}
 		if !n.sliding {
 			p = 0
 		}
-		at := int64(k)*o.w + e
-		return n.pack(uint64(at/n.w), min(p, int64(n.cmask)), min(q, int64(n.cmask)))
+		at := int64(k)*o.length + e
+		return n.pack(uint64(at/n.length), min(p, int64(n.cmask)), min(q, int64(n.cmask)))
 	}
 }

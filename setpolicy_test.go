@@ -2,7 +2,6 @@ package hotlimit_test
 
 import (
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -169,7 +168,6 @@ func TestSetPolicyUnderLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		var admitted atomic.Int64
-		var wg sync.WaitGroup
 		stop := make(chan struct{})
 		go func() {
 			for i := 0; ; i++ {
@@ -183,22 +181,17 @@ func TestSetPolicyUnderLoad(t *testing.T) {
 				}
 			}
 		}()
-		for g := range 16 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range 500 {
-					key := "hot"
-					if i%3 == 0 {
-						key = string(rune('a'+g)) + "-cold" // inserts, so conversions race rebuilds
-					}
-					if l.Allow(key).Allowed && key == "hot" {
-						admitted.Add(1)
-					}
+		inParallel(16, func(g int) {
+			for i := range 500 {
+				key := "hot"
+				if i%3 == 0 {
+					key = string(rune('a'+g)) + "-cold" // inserts, so conversions race rebuilds
 				}
-			}()
-		}
-		wg.Wait()
+				if l.Allow(key).Allowed && key == "hot" {
+					admitted.Add(1)
+				}
+			}
+		})
 		close(stop)
 		if n := admitted.Load(); n > 100 || n < 60 {
 			t.Errorf("%T: admitted %d on the hot key, want 60..100", pair[0], n)

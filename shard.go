@@ -36,7 +36,7 @@ import (
 // abandons the lock-free path and retries under the shard's mutex, where it
 // finds the key's live slot in the current table or inserts it. A retired
 // word never changes again, so no admission can land in a retired or
-// copied-away slot (invariant 2 of DESIGN.md). A lock-free probe that misses
+// copied-away slot, and the sweeper is invisible (gc.go). A lock-free probe that misses
 // (because an insert is not yet published) also falls back to the mutex.
 //
 // Why not an RWMutex held across lookup and CAS: RLock and RUnlock are two
@@ -50,7 +50,7 @@ import (
 // 128-byte lines, so 64 would leave neighbours sharing traffic.
 const cacheLineSize = 128
 
-// shard is one lock stripe. Its two groups of fields are each separated
+// shard is one stripe of the keyed table. Its two groups of fields are each separated
 // from any other field by a full cache line of padding, so no two groups
 // share a line however the array is aligned: the table pointer, read by
 // every decision, and the writers' mutex and rare counters.
@@ -203,9 +203,10 @@ func (t *table) fits(key string) bool {
 	return len(key) <= inlineKeyLen || t.used+len(key) <= len(t.arena)
 }
 
-// insert adds key, which must be absent, with state word 0, and publishes
-// it. The key's bytes are copied. Requires the shard's mutex and fits(key).
-func (t *table) insert(h uint64, key string) *slot {
+// insert adds key, which must be absent, with state word w (a fresh
+// state), and publishes it. The key's bytes are copied. Requires the
+// shard's mutex and fits(key).
+func (t *table) insert(h uint64, key string, w uint64) *slot {
 	var k0, k1 uint64
 	if len(key) <= inlineKeyLen {
 		k0, k1 = packKey(key)
@@ -223,7 +224,7 @@ func (t *table) insert(h uint64, key string) *slot {
 	}
 	s := &t.slots[i]
 	s.k0, s.k1 = k0, k1
-	s.word.Store(0)
+	s.word.Store(w)
 	s.hash.Store(h) // publish
 	t.count++
 	return s

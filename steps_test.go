@@ -22,12 +22,7 @@ type maker struct {
 // makers are the implementations every shared test runs over.
 var makers = []maker{
 	{"fast", func(t testing.TB, policy hotlimit.Policy, c hotlimit.Clock) subject {
-		l, err := hotlimit.New(policy, hotlimit.WithClock(c), hotlimit.WithSweepInterval(0), hotlimit.WithShards(4))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		return l
+		return newLimiter(t, policy, hotlimit.WithClock(c), hotlimit.WithShards(4))
 	}},
 	{"reference", func(t testing.TB, policy hotlimit.Policy, c hotlimit.Clock) subject {
 		return refmodel.New(policy, c)
@@ -65,8 +60,8 @@ func runSteps(t *testing.T, policy hotlimit.Policy, steps []step) {
 
 type D = hotlimit.Decision
 
-func TestTokenBucketDesignExample(t *testing.T) {
-	// DESIGN.md: PerSecond(3), Burst 1: after one request, RetryAfter = 333,333,334 ns.
+func TestTokenBucketWorkedExample(t *testing.T) {
+	// PerSecond(3), Burst 1: after one request, RetryAfter = 333,333,334 ns.
 	const T = 333_333_334
 	runSteps(t, hotlimit.TokenBucket{Rate: hotlimit.PerSecond(3), Burst: 1}, []step{
 		{0, "", 1, D{Allowed: true, Limit: 1, Remaining: 0, ResetAfter: T}},

@@ -6,7 +6,8 @@ import (
 	"unsafe"
 )
 
-// tally counts a limiter's decisions for Stats.Allowed and Stats.Denied.
+// tally counts a limiter's decisions and refunds for Stats.Allowed,
+// Stats.Denied and Stats.Refunded.
 //
 // A single pair of counters (or one per shard) would be a second cache
 // line that every core writes on every decision: with one hot key on two
@@ -17,6 +18,11 @@ import (
 // concurrent callers land on different lines unless two of them hash to the
 // same stripe, and a goroutine keeps using the same line while its stack
 // stays put. The counts are exact; only their placement varies.
+//
+// Every counter only ever grows: a refund is counted on its own counter,
+// never by taking an admission back, so a reader summing the stripes while
+// refunds happen can never see a total go down (Prometheus' rate() reads a
+// decrease as a counter reset).
 type tally struct {
 	stripes []tallyStripe
 	shift   uint // stripe index = mixed stack address >> shift
@@ -24,9 +30,10 @@ type tally struct {
 
 // tallyStripe is one stripe, alone on its cache line.
 type tallyStripe struct {
-	allowed atomic.Uint64
-	denied  atomic.Uint64
-	_       [cacheLineSize - 16]byte
+	allowed  atomic.Uint64
+	denied   atomic.Uint64
+	refunded atomic.Uint64
+	_        [cacheLineSize - 24]byte
 }
 
 // Stripes per limiter: four per P, at least minStripes, at most
@@ -67,27 +74,20 @@ func (t *tally) count(allowed bool) {
 	}
 }
 
-// uncount turns one counted admission into a denial (AllowLayers undoing
-// a layer). The admission may have been counted on another stripe; the
-// sums stay exact, see sums.
-func (t *tally) uncount() {
-	s := t.mine()
-	s.allowed.Add(^uint64(0))
-	s.denied.Add(1)
+// countRefund records one admission given back (AllowLayers undoing a
+// layer, Refund, Wait giving its slot back). The admission stays counted.
+func (t *tally) countRefund() {
+	t.mine().refunded.Add(1)
 }
 
-// sums returns the totals. A stripe's allowed count can be below zero
-// (wrapped) where an uncount landed on another stripe than its admission;
-// the wrapped sum is still exact. Read while an uncount is in flight, it
-// can be one short of an admission counted elsewhere, so a sum that wraps
-// below zero reads as 0.
-func (t *tally) sums() (allowed, denied uint64) {
+// sums returns the totals. Each stripe's counters only grow, so each
+// total read later is at least the one read before.
+func (t *tally) sums() (allowed, denied, refunded uint64) {
 	for i := range t.stripes {
-		allowed += t.stripes[i].allowed.Load()
-		denied += t.stripes[i].denied.Load()
+		s := &t.stripes[i]
+		allowed += s.allowed.Load()
+		denied += s.denied.Load()
+		refunded += s.refunded.Load()
 	}
-	if int64(allowed) < 0 {
-		allowed = 0
-	}
-	return allowed, denied
+	return allowed, denied, refunded
 }

@@ -20,33 +20,36 @@ func TestTallyLayout(t *testing.T) {
 	}
 }
 
-// TestTallyExact counts from many goroutines at once, with uncounts, and
-// checks the sums, and that the goroutines spread over several stripes.
+// TestTallyExact counts from many goroutines at once, with refunds, and
+// checks the sums, and that goroutines alive together spread over several
+// stripes. Each goroutine notes its stripe and then waits until all have:
+// a goroutine that has finished can hand its stack to one started later,
+// and then they rightly share a stripe.
 func TestTallyExact(t *testing.T) {
 	tl := newTally()
 	const g, each = 64, 1000
-	var wg sync.WaitGroup
-	start := make(chan struct{})
+	var wg, noted sync.WaitGroup
+	noted.Add(g)
 	used := make([]int, g)
 	for i := range g {
 		wg.Go(func() {
-			<-start
 			s := tl.mine()
 			used[i] = int((uintptr(unsafe.Pointer(s)) - uintptr(unsafe.Pointer(&tl.stripes[0]))) / cacheLineSize)
+			noted.Done()
+			noted.Wait()
 			for j := range each {
 				tl.count(j%3 != 0)
 				if j%10 == 0 {
-					tl.uncount()
+					tl.countRefund()
 				}
 			}
 		})
 	}
-	close(start)
 	wg.Wait()
-	allowed, denied := tl.sums()
-	// per goroutine: 666 admissions and 334 denials, then 100 admissions turned into denials
-	if allowed != g*(666-100) || denied != g*(334+100) {
-		t.Errorf("sums = %d allowed, %d denied; want %d, %d", allowed, denied, g*(666-100), g*(334+100))
+	allowed, denied, refunded := tl.sums()
+	// per goroutine: 666 admissions, 334 denials and 100 refunds
+	if allowed != g*666 || denied != g*334 || refunded != g*100 {
+		t.Errorf("sums = %d allowed, %d denied, %d refunded; want %d, %d, %d", allowed, denied, refunded, g*666, g*334, g*100)
 	}
 	distinct := map[int]bool{}
 	for _, u := range used {
@@ -57,12 +60,12 @@ func TestTallyExact(t *testing.T) {
 	}
 }
 
-// TestTallyUncountFirst: an uncount read before its admission's stripe is
-// summed must not wrap Allowed to 2^64−1.
-func TestTallyUncountFirst(t *testing.T) {
+// TestTallyRefundFirst: a refund counted on another stripe than its
+// admission, or before it, changes no other counter.
+func TestTallyRefundFirst(t *testing.T) {
 	tl := newTally()
-	tl.uncount()
-	if a, d := tl.sums(); a != 0 || d != 1 {
-		t.Errorf("sums = %d, %d; want 0, 1", a, d)
+	tl.countRefund()
+	if a, d, r := tl.sums(); a != 0 || d != 0 || r != 1 {
+		t.Errorf("sums = %d, %d, %d; want 0, 0, 1", a, d, r)
 	}
 }

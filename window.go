@@ -36,9 +36,10 @@ import (
 // before it, unless it lies less than half the ring (2^(eb−1) windows)
 // after it, in which case the reading is stale and is treated as above.
 // Two cases can then be misread. A key untouched for half the ring or more
-// may have its counts read as newer than they are: counts only ever deny,
-// so this can deny, never admit more; and the sweeper removes a key as soon
-// as its counts are expired, long before. And a reading more than half the
+// may have its state read as newer than it is, and be decided at the start
+// of that later window: its counts only ever deny, so this can deny, never
+// admit more; and the sweeper removes a key as soon as its counts are
+// expired, long before. And a reading more than half the
 // ring older than a key's state would read the state as expired: with the
 // default clock a reading is never that stale (it would take a goroutine
 // preempted for weeks), so this is reachable only by setting a ManualClock
@@ -54,13 +55,34 @@ import (
 // New rejects configurations that leave fewer than 20 index bits, and
 // ring-mode configurations whose horizon is under minHorizon (24 h).
 //
+// Every word records its window, whatever its counts: a word whose counts
+// are 0 is fresh at its window and at any later instant, but a reading
+// older than its window is stale and is decided at the start of that
+// window, as for any other word. (Reading a zero-count word as fresh at any
+// instant would let a stale reading write an older window into it, one
+// whose budget was already spent: overspend.)
+//
+// Who writes a word, and why none moves a window backwards:
+//   - insert (table.insert, under the shard's mutex) writes freshWord(now)
+//     for an absent key, at the inserter's reading raised to sweptAt: a
+//     removed entry's window ended at or before sweptAt (see gc.go).
+//   - decide (stepAt, by CAS) writes only an admission, in the window view
+//     returns, which is never older than the stored one: a stale reading is
+//     moved forward to the stored window first.
+//   - refund (by CAS) lowers counts and keeps the stored index.
+//   - SetPolicy's conversion (convertWindow, under the shard's mutex, into
+//     a new table) writes the counts into the new layout's window holding
+//     the instant the old word is decided at, which is at or after the
+//     conversion's reading and the stored window's start. Later writes
+//     move forward from there by the rules above.
+//   - rebuild copies a word as it is; retire sets only deadBit.
+//
 // Invariants:
 //   - 0 ≤ now ≤ maxTime, 1 ≤ W ≤ maxWindow, 1 ≤ Limit < 2^cb.
 //   - A count never exceeds Limit; a denial and a peek never change the word.
-//   - The index stored is never older than the one it replaces (a stale
-//     reading is moved forward to the stored window first).
+//   - The index stored is never older than the one it replaces (above).
 type window struct {
-	w       int64  // window length W, ns
+	length  int64  // window length W, ns
 	limit   int64  // Limit
 	cb      uint   // bits per count
 	eb      uint   // bits of window index kept
@@ -83,10 +105,10 @@ const minHorizon = 24 * time.Hour
 // horizon returns how far apart a reading and a state may be and still be
 // read right: unbounded (maxTime) in exact mode, half the ring otherwise.
 func (x *window) horizon() time.Duration {
-	if x.exact || x.eb-1 >= 63-uint(bits.Len64(uint64(x.w))) {
+	if x.exact || x.eb-1 >= 63-uint(bits.Len64(uint64(x.length))) {
 		return maxTime
 	}
-	return time.Duration(int64(1)<<(x.eb-1)) * time.Duration(x.w)
+	return time.Duration(int64(1)<<(x.eb-1)) * time.Duration(x.length)
 }
 
 func newWindow(limit int64, w time.Duration, sliding bool) (window, bool) {
@@ -104,7 +126,7 @@ func newWindowBits(limit int64, w time.Duration, sliding bool, cb uint) (window,
 	}
 	eb := 63 - used
 	return window{
-		w: int64(w), limit: limit, cb: cb, eb: eb, ib: used,
+		length: int64(w), limit: limit, cb: cb, eb: eb, ib: used,
 		exact: uint(bits.Len64(uint64(maxTime/int64(w)))) <= eb,
 		cmask: 1<<cb - 1, emask: 1<<eb - 1, sliding: sliding,
 		per: newDivisor(uint64(w)),
@@ -119,6 +141,14 @@ func (x *window) pack(k uint64, p, q int64) uint64 {
 	return (k&x.emask)<<x.ib | uint64(p)<<x.cb | uint64(q)
 }
 
+// freshWord returns a fresh key's word at now: no counts, in now's window.
+// Word 0 is fresh only in exact mode at any reading; in ring mode index 0
+// may lie after a reading's index on the ring.
+func (x *window) freshWord(now int64) uint64 {
+	k, _ := x.per.div(uint64(now))
+	return x.pack(k, 0, 0)
+}
+
 // view reads state w at now. It returns the window index k the decision is
 // made in, the elapsed time e into it, and the counts p (window k−1) and q
 // (window k) as they stand then.
@@ -129,9 +159,6 @@ func (x *window) view(w uint64, now int64) (k uint64, e, p, q int64) {
 	var sp int64
 	if x.sliding {
 		sp = x.p(w)
-	}
-	if sq == 0 && sp == 0 {
-		return k, e, 0, 0 // fresh, whatever its index says
 	}
 	var diff uint64 // windows from the stored index to now's
 	if si := x.index(w); x.exact {
@@ -162,12 +189,12 @@ func (x *window) used(p, e int64) int64 {
 	if p == 0 {
 		return 0
 	}
-	hi, lo := bits.Mul64(uint64(p), uint64(x.w-e))
+	hi, lo := bits.Mul64(uint64(p), uint64(x.length-e))
 	var quo, rem uint64
 	if hi == 0 {
 		quo, rem = x.per.div(lo) // the common case: no 128-bit divide
 	} else {
-		quo, rem = bits.Div64(hi, lo, uint64(x.w)) // hi < W since p < 2^63 and W−e ≤ W
+		quo, rem = bits.Div64(hi, lo, uint64(x.length)) // hi < W since p < 2^63 and W−e ≤ W
 	}
 	if rem != 0 {
 		quo++
@@ -180,9 +207,9 @@ func (x *window) used(p, e int64) int64 {
 func (x *window) resetAfterView(e, p, q int64) int64 {
 	switch {
 	case q > 0 && x.sliding:
-		return x.w - e + x.w // q becomes the previous count, then expires
+		return x.length - e + x.length // q becomes the previous count, then expires
 	case q > 0 || p > 0:
-		return x.w - e
+		return x.length - e
 	}
 	return 0
 }
@@ -199,7 +226,7 @@ func (x *window) step(w uint64, now, c int64) (uint64, verdict) {
 func (x *window) stepAt(w uint64, now, c int64) (uint64, verdict, int64) {
 	k, e, p, q := x.view(w, now)
 	next, v := x.stepCounts(w, k, e, p, q, c)
-	return next, v, int64(k)*x.w + e
+	return next, v, int64(k)*x.length + e
 }
 
 // stepCounts decides cost c in window k at elapsed e with counts p, q.
@@ -218,7 +245,7 @@ func (x *window) stepCounts(w, k uint64, e, p, q, c int64) (uint64, verdict) {
 // retryAfter returns the shortest wait after which a request of cost c,
 // denied at elapsed e with counts p and q, is admitted.
 func (x *window) retryAfter(e, p, q, c int64) int64 {
-	W := x.w
+	W := x.length
 	if !x.sliding {
 		return W - e // a fixed window starts empty
 	}
@@ -289,4 +316,11 @@ func (x *window) refund(w uint64, c, at int64) uint64 {
 func (x *window) resetAfter(w uint64, now int64) int64 {
 	_, e, p, q := x.view(w, now)
 	return x.resetAfterView(e, p, q)
+}
+
+// judgedAt returns the instant a reading now judges w at: now, or the start
+// of w's window when the reading is older than it.
+func (x *window) judgedAt(w uint64, now int64) int64 {
+	k, e, _, _ := x.view(w, now)
+	return int64(k)*x.length + e
 }

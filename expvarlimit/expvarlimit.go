@@ -17,8 +17,10 @@ import (
 var mu sync.Mutex // serialises Get+Publish: expvar.Publish panics on a reused name
 
 // Publish exports l's Stats under name as a JSON object with the fields
-// Allowed, Denied, Keys, Swept and Evicted, read when /debug/vars is
-// served. It returns an error, instead of expvar's panic, if name is empty
+// Allowed, Denied, Keys, Swept, Evicted and Refunded, read when
+// /debug/vars is served. Every field but Keys is a counter that never
+// decreases; an admission given back later stays in Allowed and adds one
+// to Refunded (see hotlimit.Stats). It returns an error, instead of expvar's panic, if name is empty
 // or already published, or l is nil.
 func Publish(name string, l *hotlimit.Limiter) error {
 	if l == nil {

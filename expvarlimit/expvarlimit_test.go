@@ -21,12 +21,22 @@ func TestPublish(t *testing.T) {
 	for range 3 {
 		l.Allow("k")
 	}
+	l.Refund("k", 1)
 	var st hotlimit.Stats
 	if err := json.Unmarshal([]byte(expvar.Get("hotlimit_test").String()), &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.Allowed != 2 || st.Denied != 1 || st.Keys != 1 {
-		t.Fatalf("published %+v", st)
+	if st.Allowed != 2 || st.Denied != 1 || st.Keys != 1 || st.Refunded != 1 {
+		t.Fatalf("published %+v, want 2 allowed, 1 denied, 1 key, 1 refunded", st)
+	}
+	var fields map[string]any
+	if err := json.Unmarshal([]byte(expvar.Get("hotlimit_test").String()), &fields); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"Allowed", "Denied", "Keys", "Swept", "Evicted", "Refunded"} {
+		if _, ok := fields[f]; !ok {
+			t.Errorf("published %v: no field %s", fields, f)
+		}
 	}
 	if err := expvarlimit.Publish("hotlimit_test", l); err == nil {
 		t.Fatal("publishing a name twice succeeded")

@@ -64,7 +64,7 @@ func (r *reader) u64() uint64 {
 }
 
 // decodeRate reads a time selector for a bucket. Presets cover the
-// extremes the design names (1 per year, 10^9/s) and rounding cases of
+// extremes (1 per year, 10^9/s) and rounding cases of
 // T = ⌈Per/N⌉; 13 and 14 read two raw values for a valid rate, 15 two raw
 // int64s as they are (usually rejected by New).
 func decodeRate(r *reader) hotlimit.Rate {
@@ -317,7 +317,7 @@ func runOps(t *testing.T, data []byte, stale bool) {
 //   - the limiter decides exactly as refmodel (every Decision field);
 //   - a twin limiter swept before every operation decides identically
 //     (sweeps are invisible), and each Sweep removes exactly the fresh keys;
-//   - each field obeys the design on its own: Limit, Remaining in
+//   - each field obeys its definition on its own: Limit, Remaining in
 //     [0, Limit], fresh ⇔ full, admitted ⇔ cost ≤ Remaining before,
 //     Remaining drops by exactly cost, ResetAfter and RetryAfter follow the
 //     closed forms, Delay only for leaky admissions and equal to the debt;
@@ -340,7 +340,7 @@ func FuzzDecisions(f *testing.F) {
 
 // FuzzStaleClock is FuzzDecisions with a clock that can be set back (the
 // byte layout is the same, but opcode 6 sets the clock back instead of
-// sweeping). The design: a reading older than what a key's state already
+// sweeping). The semantics: a reading older than what a key's state already
 // reflects counts as "no time has passed"; state never moves backwards and
 // nothing extra is admitted. The model encodes exactly that (a bucket
 // decides from max(TAT, now); a window state newer than the reading is
@@ -420,7 +420,7 @@ const (
 
 func decisionSeeds() [][]byte {
 	return [][]byte{
-		// The design's example: PerSecond(3), Burst 1. The second request
+		// The worked example: PerSecond(3), Burst 1. The second request
 		// is denied with RetryAfter 333,333,334; denied again 1ns before T
 		// (scale advance a·T − 1), admitted at T.
 		cat(pol(0, 2, 0), allow(0, c1), allow(0, c1), advScale(1, 1), allow(0, c1), adv(uNs, 1), allow(0, c1)),

@@ -83,7 +83,7 @@ type params struct {
 // mode") and every reading is read right. Otherwise the index is kept
 // modulo 2^eb ("ring mode") and is misread by a reading 2^(eb−1) windows
 // or more away from it, in either direction: a key idle that long (the
-// design accepts this because the sweeper removes idle keys first), or a
+// semantics accept this because the sweeper removes idle keys first), or a
 // reading that stale (window.go: outside the contract). The harness keeps
 // to half of that.
 func windowHorizon(limit, w int64, sliding bool) int64 {
@@ -347,8 +347,8 @@ func (h *harness) admitted(ki int, cost int64, delay time.Duration, now int64) {
 	}
 }
 
-// checkFields checks d, the decision for cost at now, against what the
-// design says of each field, given before, the key's peek just before.
+// checkFields checks d, the decision for cost at now, against what
+// docs/semantics.md says of each field, given before, the key's peek just before.
 // These checks do not use the model. At a stale reading a window policy
 // decides at the start of the state's own window, not at the reading, so
 // the checks that measure from the reading are skipped then.
@@ -525,7 +525,7 @@ func (h *harness) wait(ki int, cost int64, mode int) {
 		case errors.Is(err, context.Canceled):
 			h.fail("Wait(%q, %d) mode %d at %d blocked (slot %d): the watchdog cancelled it", k, cost, mode, now, slot)
 		case !valid:
-			// (The design does not order the two checks.)
+			// (The semantics do not order the two checks.)
 			ok = errors.Is(err, hotlimit.ErrInvalidCost) || mode == waitExpired && errors.Is(err, context.DeadlineExceeded)
 		case mode == waitExpired:
 			ok = errors.Is(err, context.DeadlineExceeded) || cost == 0 && err == nil
@@ -585,8 +585,8 @@ func runWait(l *hotlimit.Limiter, key string, cost int64, mode int, slot int64) 
 }
 
 // advance moves the clock forward by d ≥ 0. For a window policy in ring
-// mode (params.horizon > 0) it plays the background sweeper that the design
-// relies on to remove idle keys before their index is misread: if the
+// mode (params.horizon > 0) it plays the background sweeper that the
+// semantics rely on to remove idle keys before their index is misread: if the
 // advance would leave a held key idle for the horizon, it first moves the
 // clock to where that key is fresh, sweeps both limiters there, and then
 // moves the rest of the way.
@@ -740,7 +740,7 @@ func (h *harness) endOp() {
 // max(TAT, t) + c·T ≥ TAT + c·T, and the first starts from max(TAT, t1) ≥ a,
 // so after the last one TAT ≥ a + C·T. The last one was admitted, so
 // TAT − tk ≤ B·T, hence a + C·T ≤ b + B·T, and C is an integer. (The
-// design's B + ⌊N·(b−a)/Per⌋ follows, since T ≥ Per/N.) The bound is
+// bound B + ⌊N·(b−a)/Per⌋ follows, since T ≥ Per/N.) The bound is
 // checked for every interval that ends at an admission and starts at an
 // earlier one, which are the tightest intervals.
 //

@@ -11,11 +11,11 @@ import (
 
 // Known limits: inputs that break a guarantee outside the documented
 // contract. Both cases below need a clock reading more than half a
-// ring-mode window index ring older than a key's state (window.go). Since
-// then, New rejects ring-mode configurations whose half ring is under 24 h
-// (so the default clock can never be that stale) and the sweeper reads the
-// clock under each shard's mutex; what remains is reachable only by moving
-// a ManualClock (or a gated test clock) across that horizon, which window.go
+// ring-mode window index ring older than a key's state (window.go). New
+// rejects ring-mode configurations whose half ring is under 24 h (so the
+// default clock can never be that stale) and the sweeper reads the clock
+// under each shard's mutex, so both are reachable only by moving a
+// ManualClock (or a gated test clock) across that horizon, which window.go
 // documents as outside the contract. The fuzz targets steer around it (see
 // avoidKnownBugs); this test reproduces it with HOTLIMIT_KNOWN_BUGS=1.
 var knownBugs = []struct {
@@ -67,7 +67,7 @@ var knownBugs = []struct {
 	},
 	{
 		name: "preempted-decision-stale-reading-admits-extra",
-		bug: "the same misreading on the decision path, which DESIGN names outright (\"a goroutine " +
+		bug: "the same misreading on the decision path, which the semantics rule out (\"a goroutine " +
 			"preempted between reading the clock and its CAS ... nothing extra is admitted\"): in ring " +
 			"mode an AllowN whose reading is more than half the index ring older than the key's state " +
 			"reads the state as expired and admits on top of a full window",

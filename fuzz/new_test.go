@@ -73,7 +73,7 @@ func modest(value hotlimit.Policy) bool {
 	return false
 }
 
-// invalid reports whether the design requires New to reject a policy
+// invalid reports whether the semantics require New to reject a policy
 // value: N ≤ 0, Per ≤ 0, Burst or Limit ≤ 0, Capacity < 0, Window ≤ 0.
 func invalid(value hotlimit.Policy) bool {
 	switch v := value.(type) {
@@ -95,7 +95,7 @@ func invalid(value hotlimit.Policy) bool {
 // sequence of extreme operations (cost = Limit and Limit+1, idling for a
 // century, running into the clock's saturation near 2^62), decides exactly as
 // the model under every oracle of FuzzDecisions. It must accept every
-// modest configuration, and reject what the design calls invalid (N ≤ 0,
+// modest configuration, and reject what the semantics call invalid (N ≤ 0,
 // Per ≤ 0, Burst or Limit ≤ 0, Capacity < 0, Window ≤ 0), invalid options,
 // nil pointers and a nil Policy.
 //
@@ -105,7 +105,7 @@ func invalid(value hotlimit.Policy) bool {
 // 100µs when positive (a background sweeper then runs during the sequence,
 // and must be invisible too).
 func FuzzNew(f *testing.F) {
-	// The design's example, default options.
+	// The token bucket's worked example, default options.
 	f.Add(uint8(0), int64(3), int64(time.Second), int64(1), 0, 0, int64(0))
 	// 1 per year, Burst 1000: Burst·T exceeds 2^61 → rejected.
 	f.Add(uint8(0), int64(1), int64(year), int64(1000), 0, 0, int64(0))

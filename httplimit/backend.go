@@ -36,7 +36,10 @@ type BindingBackend interface {
 	AllowBinding(ctx context.Context, layers []Layer) (hotlimit.Decision, int, error)
 }
 
-// Layer is one limit a request is checked against.
+// Layer is one limit a request is checked against, as a Backend receives
+// it: the limit by its name in Config.Limits, not by a limiter (as
+// hotlimit.Layer and redislimit.Layer name theirs), so that a Backend
+// may keep its limits anywhere.
 type Layer struct {
 	Limit string // the name of a limit the backend was built with
 	Key   string // the request's key under that limit

@@ -21,6 +21,13 @@
 // other way round. The "v1" is the key format's version: a change of
 // format changes it, so old and new keys never mix in a shared store.
 //
+// Each layer is a Layer: a limit named in Config.Limits, a key and a
+// cost, which is what a Backend receives. It is not hotlimit.Layer (a
+// *hotlimit.Limiter, a key and a cost, for hotlimit.AllowLayers, which
+// Local calls) nor redislimit.Layer (a *redislimit.Limiter, a key and a cost):
+// the same idea, one layer of an all-or-nothing decision, at three
+// levels, each naming its limit the way its level knows it.
+//
 // The middleware decides only through a Backend: Local (the default,
 // in-process hotlimit limiters, one per named limit) or a shared one such
 // as redislimit's, built by Config.Backend from Config.Limits.
@@ -82,7 +89,7 @@
 //
 // How each algorithm maps to the draft's quota q and window w:
 //
-//   - FixedWindow, SlidingWindow: q = Limit, w = Window.
+//   - FixedWindow, SlidingWindow, SlidingLog: q = Limit, w = Window.
 //   - TokenBucket (no window of its own): q = Burst and w = the time an
 //     empty bucket takes to refill Burst, Burst × interval; so q per w is
 //     the sustained rate, and a full bucket admits q at once.

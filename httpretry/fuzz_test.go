@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hotlimit/hotlimit/internal/sfv"
 )
 
 // FuzzRetryAfter feeds arbitrary values to the Retry-After and
@@ -63,7 +65,7 @@ func FuzzRetryAfter(f *testing.F) {
 }
 
 // FuzzRateLimitField feeds arbitrary values to the RateLimit field parser
-// (and the Structured Field List parser under it): no panic, any wait >=
+// (and sfv.ParseList under it): no panic, any wait >=
 // 0, and a wait only with an item that has r=0. It also round-trips a
 // valid field built from the fuzzer's values: a policy named name (made a
 // valid sf-string) with remaining r and reset t, followed by a second
@@ -76,8 +78,8 @@ func FuzzRateLimitField(f *testing.F) {
 	f.Add(`("a" "b");r=0;t=1, %"%c3%bc";x=@1`, "ü", uint64(1), uint64(7))
 	f.Add(`"d";r=0;t=1.5,`, "", uint64(1<<63), uint64(1<<63))
 	f.Fuzz(func(t *testing.T, s, name string, r, reset uint64) {
-		if list, err := parseSFList(s); err == nil && len(list) == 0 && strings.Trim(s, " \t") != "" {
-			t.Fatalf("parseSFList(%q): no members and no error", s)
+		if list, err := sfv.ParseList(s); err == nil && len(list) == 0 && strings.Trim(s, " \t") != "" {
+			t.Fatalf("sfv.ParseList(%q): no members and no error", s)
 		}
 		d, ok := parseRateLimit(s)
 		if d < 0 || (!ok && d != 0) {

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/hotlimit/hotlimit/internal/sfv"
 )
 
 // maxDuration is the longest wait a header can ask for; larger asks are
@@ -146,7 +148,7 @@ func until(t, ref time.Time) time.Duration {
 // malformed: not a Structured Field List, an Inner List member, a missing
 // or non-Integer or negative r, a non-Integer or negative t.
 func parseRateLimit(v string) (time.Duration, bool) {
-	list, err := parseSFList(v)
+	list, err := sfv.ParseList(v)
 	if err != nil {
 		return 0, false
 	}
@@ -154,20 +156,20 @@ func parseRateLimit(v string) (time.Duration, bool) {
 	found := false
 	for i := range list {
 		m := &list[i]
-		if m.inner {
+		if m.IsInner {
 			return 0, false
 		}
-		r, ok := m.param("r")
-		if !ok || r.kind != sfInteger || r.n < 0 {
+		r, ok := m.Params.Get("r")
+		if !ok || r.Kind != sfv.Integer || r.Int < 0 {
 			return 0, false
 		}
-		t, hasT := m.param("t")
-		if hasT && (t.kind != sfInteger || t.n < 0) {
+		t, hasT := m.Params.Get("t")
+		if hasT && (t.Kind != sfv.Integer || t.Int < 0) {
 			return 0, false
 		}
-		if r.n == 0 && hasT {
+		if r.Int == 0 && hasT {
 			found = true
-			wait = max(wait, seconds(uint64(t.n)))
+			wait = max(wait, seconds(uint64(t.Int)))
 		}
 	}
 	return wait, found
@@ -219,3 +221,5 @@ func parseXReset(v string, ref time.Time) (time.Duration, bool) {
 	}
 	return d, true
 }
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }

@@ -115,57 +115,6 @@ func TestParseRateLimit(t *testing.T) {
 	}
 }
 
-// TestParseSFList checks the Structured Field List parser on RFC 9651's
-// examples and the edge cases of each bare-item type.
-func TestParseSFList(t *testing.T) {
-	valid := map[string]int{ // input: number of members
-		``:                0,
-		`   `:             0,
-		`sugar, tea, rum`: 3,
-		`sugar,tea,rum`:   3,
-		"a,\tb":           2,
-		`("foo" "bar"), ("baz"), ("bat" "one"), ()`:      4,
-		`("foo"; a=1;b=2);lvl=5, ("bar" "baz");lvl=1`:    2,
-		`abc;a=1;b=2; cde_456, (ghi;jk=4 l);q="9";r=w`:   2,
-		`1;a=?0, -42, 3.14, -0.5, 123456789012345`:       5,
-		`:cHJldGVuZCB0aGlzIGlzIGJpbmFyeSBjb250ZW50Lg==:`: 1,
-		`?1, ?0, @1659578233, @-5`:                       4,
-		`%"This is intended for display to %c3%bcsers."`: 1,
-		`"\"quoted\" \\ text"`:                           1,
-		`*foo/bar:baz`:                                   1,
-		`a;*=1;b.c-d_e*=2`:                               1,
-	}
-	for in, n := range valid {
-		list, err := parseSFList(in)
-		if err != nil || len(list) != n {
-			t.Errorf("parseSFList(%q) = %d members, %v; want %d", in, len(list), err, n)
-		}
-	}
-	invalid := []string{
-		`a,`, `,a`, `a,,b`, `a b`, `"unterminated`, `"bad\escape"`, "\"tab\there\"",
-		`1234567890123456`, `1234567890123.1`, `1.1234`, `1.`, `-`, `--1`, `?2`, `?`,
-		`@1.5`, `@`, `a;b=@`, `:not base64!:`, `:unterminated`, `%"bad %ZZ"`, `%"bad %c3"`, `%x`,
-		`(a b`, `(a,b)`, `a;A=1`, `a;1=2`, `a;=1`, `a;b=`, `é`, "\tleading-tab", `a;b=(c)`,
-	}
-	for _, in := range invalid {
-		if list, err := parseSFList(in); err == nil {
-			t.Errorf("parseSFList(%q) = %d members, want an error", in, len(list))
-		}
-	}
-	list, err := parseSFList(`a;q=-42;r=7;s=1.5;t`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for key, want := range map[string]sfItem{
-		"q": {kind: sfInteger, n: -42}, "r": {kind: sfInteger, n: 7},
-		"s": {kind: sfDecimal}, "t": {kind: sfBoolean, n: 1},
-	} {
-		if got, ok := list[0].param(key); !ok || got != want {
-			t.Errorf("param %q = %+v, %v; want %+v", key, got, ok, want)
-		}
-	}
-}
-
 func TestServerWaitPrecedence(t *testing.T) {
 	h := func(kv ...string) *http.Response {
 		r := &http.Response{Header: http.Header{}}

@@ -10,10 +10,23 @@
 // With the default namespace, the metrics are:
 //
 //	hotlimit_limiter_decisions_total{limit, decision="allowed"|"denied"}
+//	hotlimit_limiter_refunds_total{limit}    admissions given back
 //	hotlimit_limiter_keys{limit}             keys held now
 //	hotlimit_limiter_swept_total{limit}      fresh keys removed
 //	hotlimit_limiter_evicted_total{limit}    non-fresh keys evicted (WithMaxKeys)
 //	hotlimit_http_requests_total{group, outcome}
+//
+// Every _total is a counter and never decreases (hotlimit.Stats says
+// what each counts). An admission that is given back later (a layer
+// that hotlimit.AllowLayers or the middleware's global layer undid, a
+// Refund, a cancelled Wait) stays in decisions_total{decision="allowed"}
+// and adds one to refunds_total, so the admissions that stood are
+//
+//	rate(hotlimit_limiter_decisions_total{decision="allowed"}[5m])
+//	  - rate(hotlimit_limiter_refunds_total[5m])
+//
+// swept_total counts the keys a refund left fresh too: a request refused
+// by a later layer leaves no state behind in the earlier ones.
 //
 // where outcome is an httplimit.Outcome ("allowed", "denied",
 // "dry_run_denied", "exempt", "key_denied", "error_allowed",
@@ -24,6 +37,14 @@
 //
 // The values are read when Prometheus scrapes: the collector keeps no
 // state and adds nothing to the request path.
+//
+// A registry refuses two collectors whose metrics have the same names and
+// labels, and a metric name exported with different label names. To
+// register two Collectors in one registry (two middlewares, say), give
+// both ConstLabels with the same names and distinct values (such as
+// {"mw": "public"} and {"mw": "admin"}), or distinct Namespaces. A limiter
+// exported by both is then exported twice, and a sum over the label
+// counts it twice.
 package promlimit
 
 import (
@@ -55,7 +76,7 @@ type Collector struct {
 	limiters []*hotlimit.Limiter
 	mw       *httplimit.Middleware
 
-	decisions, keys, swept, evicted, requests *prometheus.Desc
+	decisions, refunds, keys, swept, evicted, requests *prometheus.Desc
 }
 
 // New returns a Collector for opts.
@@ -90,9 +111,10 @@ func New(opts Options) *Collector {
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName(ns, "", name), help, labels, opts.ConstLabels)
 	}
-	c.decisions = desc("limiter_decisions_total", "Decisions made by the limiter, by result.", "limit", "decision")
+	c.decisions = desc("limiter_decisions_total", "Decisions made by the limiter, by result. An admission given back later stays counted as allowed: see limiter_refunds_total.", "limit", "decision")
+	c.refunds = desc("limiter_refunds_total", "Admissions given back: a layer undone because a later layer denied, a Refund, a cancelled Wait.", "limit")
 	c.keys = desc("limiter_keys", "Keys the limiter currently holds.", "limit")
-	c.swept = desc("limiter_swept_total", "Fresh keys removed by the sweeper or to make room.", "limit")
+	c.swept = desc("limiter_swept_total", "Fresh keys removed: by the sweeper, to make room, or because a refund left the key fresh.", "limit")
 	c.evicted = desc("limiter_evicted_total", "Non-fresh keys evicted to stay under the maximum number of keys.", "limit")
 	c.requests = desc("http_requests_total", "HTTP requests seen by the rate-limit middleware, by route group and outcome.", "group", "outcome")
 	return c
@@ -101,6 +123,7 @@ func New(opts Options) *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.decisions
+	ch <- c.refunds
 	ch <- c.keys
 	ch <- c.swept
 	ch <- c.evicted
@@ -116,6 +139,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		st := l.Stats()
 		ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(st.Allowed), name, "allowed")
 		ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(st.Denied), name, "denied")
+		ch <- prometheus.MustNewConstMetric(c.refunds, prometheus.CounterValue, float64(st.Refunded), name)
 		ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, float64(st.Keys), name)
 		ch <- prometheus.MustNewConstMetric(c.swept, prometheus.CounterValue, float64(st.Swept), name)
 		ch <- prometheus.MustNewConstMetric(c.evicted, prometheus.CounterValue, float64(st.Evicted), name)

@@ -84,7 +84,7 @@ hotlimit_http_requests_total{group="search",outcome="error_allowed",service="api
 hotlimit_http_requests_total{group="search",outcome="error_denied",service="api"} 0
 hotlimit_http_requests_total{group="search",outcome="exempt",service="api"} 0
 hotlimit_http_requests_total{group="search",outcome="key_denied",service="api"} 0
-# HELP hotlimit_limiter_decisions_total Decisions made by the limiter, by result.
+# HELP hotlimit_limiter_decisions_total Decisions made by the limiter, by result. An admission given back later stays counted as allowed: see limiter_refunds_total.
 # TYPE hotlimit_limiter_decisions_total counter
 hotlimit_limiter_decisions_total{decision="allowed",limit="cheap",service="api"} 1
 hotlimit_limiter_decisions_total{decision="allowed",limit="jobs",service="api"} 1
@@ -102,7 +102,12 @@ hotlimit_limiter_evicted_total{limit="search",service="api"} 0
 hotlimit_limiter_keys{limit="cheap",service="api"} 1
 hotlimit_limiter_keys{limit="jobs",service="api"} 1
 hotlimit_limiter_keys{limit="search",service="api"} 2
-# HELP hotlimit_limiter_swept_total Fresh keys removed by the sweeper or to make room.
+# HELP hotlimit_limiter_refunds_total Admissions given back: a layer undone because a later layer denied, a Refund, a cancelled Wait.
+# TYPE hotlimit_limiter_refunds_total counter
+hotlimit_limiter_refunds_total{limit="cheap",service="api"} 0
+hotlimit_limiter_refunds_total{limit="jobs",service="api"} 0
+hotlimit_limiter_refunds_total{limit="search",service="api"} 0
+# HELP hotlimit_limiter_swept_total Fresh keys removed: by the sweeper, to make room, or because a refund left the key fresh.
 # TYPE hotlimit_limiter_swept_total counter
 hotlimit_limiter_swept_total{limit="cheap",service="api"} 0
 hotlimit_limiter_swept_total{limit="jobs",service="api"} 0
@@ -155,8 +160,8 @@ func TestLimitersOnly(t *testing.T) {
 	defer l.Close()
 	l.Allow("k")
 	c := New(Options{Namespace: "svc", Limiters: map[string]*hotlimit.Limiter{"l": l, "nil": nil}})
-	if n := testutil.CollectAndCount(c); n != 5 {
-		t.Fatalf("%d metrics, want 5 (one limiter, no middleware)", n)
+	if n := testutil.CollectAndCount(c); n != 6 {
+		t.Fatalf("%d metrics, want 6 (one limiter, no middleware)", n)
 	}
 	if n := testutil.CollectAndCount(c, "svc_limiter_keys"); n != 1 {
 		t.Fatalf("svc_limiter_keys: %d series", n)

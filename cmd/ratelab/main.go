@@ -9,8 +9,9 @@
 // admitted to one key in any interval of the window's length, how many
 // admissions the exact sliding log would have denied, the leaky bucket's
 // queueing delay, and each algorithm's state bytes per key and ns per
-// decision measured on this machine. It writes one PNG chart per shape
-// and prints the paths.
+// decision measured on this machine. It writes PNG charts, an overview
+// of every shape through every algorithm and one chart per shape, and
+// prints their paths.
 //
 // From the repository root:
 //
@@ -77,6 +78,15 @@ Columns, per algorithm and shape:
   state bytes/key   heap growth per key (runtime.ReadMemStats after GC) over
                     10000 keys each sent min(N, 100) unit requests.
   ns/decision       a timed loop of AllowN on those keys; varies run to run.
+
+Charts (-out folder): ratelab-overview.png puts the algorithms side by side:
+one row per shape, one column per algorithm, each panel the units sent to and
+admitted for the shape's busiest key (the client, the zipf shape's top key,
+the flood shape's abuser) in the last W, beside the limit N as a red line: a
+line above it is more than the policy allows. ratelab-SHAPE.png shows one
+shape in detail: requests sent and admitted per W/20, all keys, the busiest
+key's admissions in black when there are several keys, and the limit per key
+(N/20 per bucket) in red.
 
 Shapes: steady, burst, boundary, ignore-retry, backoff, zipf, flood (each lasts
 3 windows; the table describes each). They take a limit of at most 10000 and a
@@ -229,7 +239,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	if o.charts {
-		fmt.Fprintln(stdout, "\ncharts (requests sent and admitted per bucket, one panel per algorithm):")
+		fmt.Fprintln(stdout, "\ncharts: the overview (one row per shape, one column per algorithm: the busiest key's units in the last window, beside the limit),")
+		fmt.Fprintln(stdout, "then one per shape (requests sent and admitted per bucket, one panel per algorithm):")
+		path := lab.OverviewPath(dir)
+		if err := lab.WriteOverview(path, results, policy); err != nil {
+			fmt.Fprintf(stderr, "ratelab: overview chart: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "  %s\n", path)
 		for _, r := range results {
 			path := lab.ChartPath(dir, r.Shape.Name)
 			if err := lab.WriteChart(path, r, policy); err != nil {

@@ -58,8 +58,8 @@ func TestGolden(t *testing.T) {
 			f.Close()
 		}
 	}
-	if n != 7 {
-		t.Errorf("%d charts listed, want one per shape (7)", n)
+	if n != 8 {
+		t.Errorf("%d charts listed, want the overview and one per shape (8)", n)
 	}
 }
 
@@ -197,8 +197,8 @@ func TestOutIsCheckedBeforeTheRun(t *testing.T) {
 	if code, _, errOut := runCmd("-measure=false", "-shape", "steady", "-out", dir); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
-		t.Errorf("-out holds %d files, want the chart: %v", len(ents), ents)
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Errorf("-out holds %d files, want the overview and the chart: %v", len(ents), ents)
 	}
 }
 

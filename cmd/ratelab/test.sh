@@ -19,3 +19,4 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 (cd ../.. && go -C cmd/ratelab run . -measure=false -shape boundary -out "$out" >/dev/null)
 test -s "$out/ratelab-boundary.png"
+test -s "$out/ratelab-overview.png"

@@ -1,6 +1,6 @@
 // Package refmodel holds deliberately simple reference models of
 // hotlimit's algorithms: one mutex, a map from key to unpacked state, and
-// the formulas of DESIGN.md written as plainly as possible (big integers
+// the formulas of docs/semantics.md written as plainly as possible (big integers
 // where a product could overflow, a search where the fast path solves an
 // equation). Tests and fuzz targets run the same operations through a
 // model and a hotlimit.Limiter and require identical decisions.
@@ -8,7 +8,10 @@ package refmodel
 
 import (
 	"fmt"
+	"maps"
 	"math/big"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +32,13 @@ type Model struct {
 	tat   map[string]int64
 	win   map[string]*winState
 	log   map[string]*logState
+
+	// sweptAt is the latest instant at which a fresh key was removed (by
+	// Sweep, or by a refund that left it fresh) or a sweep ran: a key the
+	// model does not hold is decided no earlier than that, as the
+	// limiter decides a re-created key (see gc.go).
+	sweptAt int64
+	at      int64 // the instant the latest decision was made at (AllowNAt)
 }
 
 // logState is a sliding log: every admitted unit's instant, and the latest
@@ -85,7 +95,7 @@ func (m *Model) now() int64 {
 	return t
 }
 
-// AllowN decides as DESIGN.md specifies.
+// AllowN decides as docs/semantics.md specifies.
 func (m *Model) AllowN(key string, cost int64) hotlimit.Decision {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -109,6 +119,10 @@ func (m *Model) Peek(key string) hotlimit.Decision {
 }
 
 func (m *Model) decide(key string, now, cost int64, write bool) hotlimit.Decision {
+	if write && cost > 0 && !m.holds(key) {
+		now = max(now, m.sweptAt) // a new entry: see sweptAt
+	}
+	m.at = now
 	switch m.kind {
 	case "tb", "leaky":
 		return m.bucket(key, now, cost, write)
@@ -148,13 +162,13 @@ func (m *Model) bucket(key string, now, cost int64, write bool) hotlimit.Decisio
 }
 
 // counts returns the window index, elapsed time and counts (prev, cur) of
-// key's state at now, rolled forward; a state newer than now is read at the
-// start of its own window.
+// key's state at now, rolled forward; a state newer than now, with counts
+// or without, is read at the start of its own window.
 func (m *Model) counts(key string, now int64) (k, e, prev, cur int64) {
 	k, e = now/m.w, now%m.w
 	s := m.win[key]
 	switch {
-	case s == nil || (s.prev == 0 && s.cur == 0):
+	case s == nil:
 		return k, e, 0, 0
 	case s.k > k: // stale reading: no time has passed
 		return s.k, 0, s.prev, s.cur
@@ -208,6 +222,7 @@ func (m *Model) resetAt(e, prev, cur int64) int64 {
 
 func (m *Model) window(key string, now, cost int64, write bool) hotlimit.Decision {
 	k, e, prev, cur := m.counts(key, now)
+	m.at = k*m.w + e
 	if cost == 0 {
 		return hotlimit.Decision{Allowed: true, Limit: m.limit, Remaining: m.remainingAt(e, prev, cur), ResetAfter: time.Duration(m.resetAt(e, prev, cur))}
 	}
@@ -259,7 +274,7 @@ func (m *Model) searchRetry(k, e, prev, cur, cost int64) int64 {
 func (m *Model) Clone(clock hotlimit.Clock) *Model {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c := &Model{clock: clock, kind: m.kind, limit: m.limit, t: m.t, w: m.w, tat: map[string]int64{}, win: map[string]*winState{}}
+	c := &Model{clock: clock, kind: m.kind, limit: m.limit, t: m.t, w: m.w, tat: map[string]int64{}, win: map[string]*winState{}, sweptAt: m.sweptAt}
 	for k, v := range m.tat {
 		c.tat[k] = v
 	}
@@ -277,44 +292,206 @@ func (m *Model) Clone(clock hotlimit.Clock) *Model {
 // Refund gives back cost as hotlimit.Limiter.Refund does: buckets move TAT
 // back by cost·T but not below now; windows lower the count of the window
 // holding now (or, for the sliding window, the previous count of a state
-// one window newer than now), never below 0.
+// one window newer than now), never below 0. A key left fresh is removed.
 func (m *Model) Refund(key string, cost int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if cost <= 0 || cost > m.limit || len(key) > hotlimit.MaxKeyLen {
 		return
 	}
+	if m.kind == "log" {
+		m.refundLog(key, cost, maxTime)
+		return
+	}
 	now := m.now()
+	m.refundAt(key, cost, now, now)
+}
+
+// RefundAt gives back cost admitted at instant at (as AllowNAt reported
+// it), as AllowLayers gives back an earlier layer's admission: buckets as
+// Refund; windows lower the count of the window holding at, if the state
+// still holds it; the log removes the newest instants at or before at. A
+// key left fresh is removed.
+func (m *Model) RefundAt(key string, cost, at int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cost <= 0 {
+		return
+	}
+	if m.kind == "log" {
+		m.refundLog(key, cost, at)
+		return
+	}
+	m.refundAt(key, cost, at, m.now())
+}
+
+func (m *Model) refundAt(key string, cost, at, now int64) {
 	switch m.kind {
 	case "tb", "leaky":
-		if tat, ok := m.tat[key]; ok && tat > now {
-			m.tat[key] = max(tat-cost*m.t, now)
-		}
-	case "log":
-		// Remove the newest cost instants that still count.
-		s := m.log[key]
-		if s == nil {
+		tat, ok := m.tat[key]
+		if !ok {
 			return
 		}
-		now = max(now, s.last)
-		for i := len(s.at) - 1; i >= 0 && cost > 0; i-- {
-			if s.at[i]+m.w > now {
-				s.at = append(s.at[:i], s.at[i+1:]...)
-				cost--
-			}
+		if tat > now {
+			m.tat[key] = max(tat-cost*m.t, now)
 		}
 	default:
 		s := m.win[key]
 		if s == nil {
 			return
 		}
-		switch k := now / m.w; {
-		case s.k == k:
+		switch ka := at / m.w; {
+		case s.k == ka:
 			s.cur = max(0, s.cur-cost)
-		case s.k == k+1 && m.kind == "sliding":
+		case s.k == ka+1 && m.kind == "sliding":
 			s.prev = max(0, s.prev-cost)
 		}
 	}
+	if fresh, judged := m.freshAt(key, now); fresh {
+		m.remove(key, judged)
+	}
+}
+
+// refundLog removes the newest cost instants at or before at that still
+// count, and the key if none is left.
+func (m *Model) refundLog(key string, cost, at int64) {
+	s := m.log[key]
+	if s == nil {
+		return
+	}
+	now := max(m.now(), s.last)
+	kept := s.at[:0]
+	for _, t := range s.at {
+		if t+m.w > now {
+			kept = append(kept, t)
+		}
+	}
+	s.at, s.last = kept, now
+	for i := len(s.at) - 1; i >= 0 && cost > 0; i-- {
+		if s.at[i] <= at {
+			s.at = append(s.at[:i], s.at[i+1:]...)
+			cost--
+		}
+	}
+	if len(s.at) == 0 {
+		m.remove(key, now)
+	}
+}
+
+// holds reports whether the model holds state for key: whether the
+// limiter holds an entry for it.
+func (m *Model) holds(key string) bool {
+	switch m.kind {
+	case "tb", "leaky":
+		_, ok := m.tat[key]
+		return ok
+	case "log":
+		return m.log[key] != nil
+	}
+	return m.win[key] != nil
+}
+
+// freshAt reports whether key's state is fresh at now, and the instant it
+// is judged at: now, or later for a window state newer than now (the
+// start of its window) or a log written later.
+func (m *Model) freshAt(key string, now int64) (bool, int64) {
+	switch m.kind {
+	case "tb", "leaky":
+		return m.tat[key] <= now, now
+	case "log":
+		s := m.log[key]
+		now = max(now, s.last)
+		n, _ := m.countLog(s, now)
+		return n == 0, now
+	}
+	k, e, prev, cur := m.counts(key, now)
+	return prev == 0 && cur == 0, k*m.w + e
+}
+
+// remove forgets key's state, removed as fresh at instant at.
+func (m *Model) remove(key string, at int64) {
+	delete(m.tat, key)
+	delete(m.win, key)
+	delete(m.log, key)
+	m.sweptAt = max(m.sweptAt, at)
+}
+
+// AllowNAt is AllowN that also returns the instant the decision was made
+// at: the reading, or later when the key's state is newer than it (a
+// window's start, a log's latest write) or a new key is decided no earlier
+// than the latest removal (see sweptAt).
+func (m *Model) AllowNAt(key string, cost int64) (hotlimit.Decision, int64) {
+	d := m.AllowN(key, cost)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return d, m.at
+}
+
+// Sweep removes every key whose state is fresh now, as Limiter.Sweep does,
+// and returns how many it removed.
+func (m *Model) Sweep() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	if m.kind != "log" {
+		m.sweptAt = max(m.sweptAt, now) // the table's sweep raises it for every chunk
+	}
+	var keys []string
+	for k := range m.tat {
+		keys = append(keys, k)
+	}
+	for k := range m.win {
+		keys = append(keys, k)
+	}
+	for k := range m.log {
+		keys = append(keys, k)
+	}
+	n := 0
+	for _, k := range keys {
+		if fresh, at := m.freshAt(k, now); fresh {
+			m.remove(k, at)
+			n++
+		}
+	}
+	return n
+}
+
+// Reserve takes cost for key as Wait does on a bucket with no deadline: at
+// once, pushing TAT past the burst if need be. It reports false, changing
+// nothing, for a cost outside [1, Limit] or a window or log policy.
+func (m *Model) Reserve(key string, cost int64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cost <= 0 || cost > m.limit || (m.kind != "tb" && m.kind != "leaky") {
+		return false
+	}
+	now := m.now()
+	if !m.holds(key) {
+		now = max(now, m.sweptAt)
+	}
+	m.tat[key] = max(m.tat[key], now) + cost*m.t
+	return true
+}
+
+// String describes the model's whole state canonically (sorted keys), so
+// that two models with equal strings decide alike.
+func (m *Model) String() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s L%d T%d W%d swept@%d", m.kind, m.limit, m.t, m.w, m.sweptAt)
+	for _, k := range slices.Sorted(maps.Keys(m.tat)) {
+		fmt.Fprintf(&b, " %q:tat=%d", k, m.tat[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(m.win)) {
+		s := m.win[k]
+		fmt.Fprintf(&b, " %q:k=%d,p=%d,q=%d", k, s.k, s.prev, s.cur)
+	}
+	for _, k := range slices.Sorted(maps.Keys(m.log)) {
+		s := m.log[k]
+		fmt.Fprintf(&b, " %q:log=%v,last=%d", k, s.at, s.last)
+	}
+	return b.String()
 }
 
 // countLog counts the instants that count at now: those less than one
@@ -335,6 +512,7 @@ func (m *Model) slidingLog(key string, now, cost int64, write bool) hotlimit.Dec
 		s = &logState{}
 	}
 	now = max(now, s.last)
+	m.at = now
 	n, newest := m.countLog(s, now)
 	reset := int64(0)
 	if n > 0 {

@@ -7,12 +7,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
@@ -26,112 +27,174 @@ const Buckets = 20
 // Window/Buckets) instead of millions of them.
 const MaxChartBuckets = 2000
 
-// WriteChart writes a PNG of r to path: one panel per algorithm, stacked
-// on a shared time axis, each showing the requests sent and admitted per
-// bucket of Window/Buckets (admitted requests counted at their start time,
-// so the leaky bucket's queueing shows). All panels share one y scale.
+// WriteChart writes a PNG of r to path, drawn from ShapeFigure: one panel
+// per algorithm, stacked on a shared time axis and one y scale.
 func WriteChart(path string, r ShapeResult, policy Policy) error {
-	end := r.Shape.Duration
-	for _, o := range r.Outcomes {
-		for _, e := range o.Events {
-			end = max(end, e.Start()+1)
-		}
-	}
-	bucket := chartBucket(policy.Window, end)
-	nb := int((end + bucket - 1) / bucket)
-	unit, unitName := timeUnit(end)
+	f := ShapeFigure(r, policy)
+	return writeFigure(path, f, 10*vg.Inch, 2*vg.Inch)
+}
 
-	series := make([][2][]float64, len(r.Outcomes)) // sent, admitted
-	var ymax float64
-	for i, o := range r.Outcomes {
-		sent, adm := make([]float64, nb), make([]float64, nb)
-		for _, e := range o.Events {
-			sent[e.At/bucket]++
-			if e.Allowed {
-				adm[e.Start()/bucket]++
+// WriteOverview writes a PNG of Overview(results, policy) to path: one
+// row per shape, one column per algorithm.
+func WriteOverview(path string, results []ShapeResult, policy Policy) error {
+	f := Overview(results, policy)
+	cols := 1
+	for _, row := range f.Rows {
+		cols = max(cols, len(row))
+	}
+	return writeFigure(path, f, vg.Length(cols)*3*vg.Inch, 1.9*vg.Inch)
+}
+
+// Colours of the algorithms, in their order, and of the other series:
+// none of the algorithms' is red, the limit's.
+var (
+	algoColors = []color.RGBA{
+		{R: 24, G: 90, B: 169, A: 255},  // blue
+		{R: 0, G: 140, B: 72, A: 255},   // green
+		{R: 244, G: 125, B: 35, A: 255}, // orange
+		{R: 102, G: 44, B: 145, A: 255}, // purple
+		{R: 0, G: 150, B: 160, A: 255},  // teal
+	}
+	sentColor  = color.Gray{Y: 110}
+	focusColor = color.Gray{Y: 0}
+	limitColor = color.RGBA{R: 215, G: 25, B: 28, A: 255}
+)
+
+// writeFigure draws f, each panel panelH high and the figure width wide,
+// into a PNG at path.
+func writeFigure(path string, f Figure, width, panelH vg.Length) error {
+	unit, unitName := timeUnit(f.End)
+	// The y scale: per row, or over the whole figure.
+	ymax := make([]float64, len(f.Rows))
+	var all float64
+	for i, row := range f.Rows {
+		for _, p := range row {
+			ymax[i] = max(ymax[i], panelMax(p))
+		}
+		all = max(all, ymax[i])
+	}
+	rows := make([][]*plot.Plot, len(f.Rows))
+	for i, row := range f.Rows {
+		top := all
+		if f.ShareRows {
+			top = ymax[i]
+		}
+		top = max(top, 1) * 1.15 // headroom above the highest line
+		for _, panel := range row {
+			p, err := drawPanel(panel, top, f.Bucket, f.End, unit, f.Window)
+			if err != nil {
+				return err
 			}
+			if i == len(f.Rows)-1 {
+				p.X.Label.Text = fmt.Sprintf("time since start (%s)", unitName)
+			}
+			rows[i] = append(rows[i], p)
 		}
-		for b := range nb {
-			ymax = max(ymax, sent[b], adm[b])
-		}
-		series[i] = [2][]float64{sent, adm}
 	}
-	ymax = max(ymax, 1) * 1.45 // headroom for the legend
-
-	rows := make([][]*plot.Plot, len(r.Outcomes))
-	for i, o := range r.Outcomes {
-		p := plot.New()
-		p.Title.Text = o.Algo.Name
-		if i == 0 {
-			p.Title.Text = fmt.Sprintf("shape %q, policy %d per %v per key: requests per %v bucket, all keys\n%s",
-				r.Shape.Name, policy.Limit, policy.Window, bucket, o.Algo.Name)
-		}
-		p.Title.TextStyle.Font.Size = vg.Points(11)
-		p.Y.Label.Text = fmt.Sprintf("requests / %v", bucket)
-		p.Y.Min, p.Y.Max = 0, ymax
-		p.X.Min, p.X.Max = 0, float64(end)/float64(unit)
-		p.X.Tick.Marker = windowTicks(policy.Window, unit)
-		p.Add(plotter.NewGrid())
-		if i == len(r.Outcomes)-1 {
-			p.X.Label.Text = fmt.Sprintf("time since start (%s)", unitName)
-		}
-		if o.Algo.NA != "" {
-			p.Title.Text += ": " + o.Algo.NA
-			rows[i] = []*plot.Plot{p}
-			continue
-		}
-		sent, err := stepLine(series[i][0], bucket, unit)
-		if err != nil {
-			return err
-		}
-		sent.Color = color.Gray{Y: 110}
-		sent.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-		sent.Width = vg.Points(1.2)
-		adm, err := stepLine(series[i][1], bucket, unit)
-		if err != nil {
-			return err
-		}
-		c := plotutil.DarkColors[i%len(plotutil.DarkColors)]
-		adm.Color = c
-		adm.Width = vg.Points(1.5)
-		n := color.NRGBAModel.Convert(c).(color.NRGBA)
-		n.A = 90
-		adm.FillColor = n
-		p.Add(adm, sent)
-		p.Legend.Top = true
-		p.Legend.Add("sent", sent)
-		label := "admitted"
-		if o.Algo.Name == LeakyBucket {
-			label = "admitted (at start time)"
-		}
-		p.Legend.Add(label, adm)
-		rows[i] = []*plot.Plot{p}
+	if len(rows) == 0 {
+		return fmt.Errorf("chart %s: nothing to draw", path)
 	}
-
-	const width = 10 * vg.Inch
-	height := vg.Length(len(rows))*2*vg.Inch + 0.4*vg.Inch
+	cols := len(rows[0])
+	for _, r := range rows {
+		if len(r) != cols {
+			return fmt.Errorf("chart rows of %d and %d panels", cols, len(r))
+		}
+	}
+	// The title spans the figure, above the grid.
+	sty := plot.New().Title.TextStyle
+	sty.Font.Size = vg.Points(12)
+	sty.XAlign, sty.YAlign = draw.XCenter, draw.YTop
+	titleH := vg.Length(strings.Count(f.Title, "\n")+1)*sty.Font.Size*1.3 + 3*vg.Millimeter
+	height := vg.Length(len(rows))*panelH + 0.3*vg.Inch + titleH
 	img := vgimg.New(width, height)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: len(rows), Cols: 1, PadX: vg.Millimeter, PadY: 2 * vg.Millimeter,
+	full := draw.New(img)
+	full.FillText(sty, vg.Point{X: width / 2, Y: height - 2*vg.Millimeter}, f.Title)
+	dc := draw.Crop(full, 0, 0, 0, -titleH)
+	tiles := draw.Tiles{Rows: len(rows), Cols: cols, PadX: 3 * vg.Millimeter, PadY: 2 * vg.Millimeter,
 		PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter, PadLeft: 2 * vg.Millimeter, PadRight: 4 * vg.Millimeter}
 	canvases := plot.Align(rows, tiles, dc)
 	for i := range rows {
-		rows[i][0].Draw(canvases[i][0])
+		for j := range rows[i] {
+			rows[i][j].Draw(canvases[i][j])
+		}
 	}
-	f, err := os.Create(path)
+	fh, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriter(f)
+	w := bufio.NewWriter(fh)
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w); err != nil {
-		f.Close()
+		fh.Close()
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	if err := w.Flush(); err != nil {
-		f.Close()
+		fh.Close()
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	return f.Close()
+	return fh.Close()
+}
+
+// panelMax returns the highest value a panel draws: the sent series
+// counts only up to twice the rest, so that a client sending far more
+// than is admitted (ignore-retry) does not flatten what is admitted; it
+// is clipped at the top instead.
+func panelMax(p Panel) float64 {
+	var rest, sent float64
+	for _, s := range p.Series {
+		m := slices.Max(append([]float64{0}, s.Y...))
+		if s.Kind == Sent {
+			sent = m
+		} else {
+			rest = max(rest, m)
+		}
+	}
+	return max(rest, min(sent, 2*rest))
+}
+
+// drawPanel returns the plot of one panel with y from 0 to top.
+func drawPanel(panel Panel, top float64, bucket, end, unit, window time.Duration) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = panel.Title
+	p.Title.TextStyle.Font.Size = vg.Points(10)
+	p.Y.Label.Text = panel.YLabel
+	p.X.Tick.Marker = windowTicks(window, unit)
+	p.Y.Tick.Marker = countTicks{}
+	p.Add(plotter.NewGrid())
+	if panel.NA != "" {
+		p.Title.Text += ":\n" + wrap(strings.TrimPrefix(panel.NA, "hotlimit: "), 45)
+	}
+	for _, s := range panel.Series {
+		line, err := stepLine(s.Y, bucket, unit)
+		if err != nil {
+			return nil, err
+		}
+		switch s.Kind {
+		case Sent:
+			line.Color = sentColor
+			line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			line.Width = vg.Points(1.2)
+		case Admitted:
+			c := algoColors[panel.Algo%len(algoColors)]
+			line.Color = c
+			line.Width = vg.Points(1.5)
+			c.A = 80 // pre-multiplied: a light tint of c
+			c.R, c.G, c.B = uint8(int(c.R)*80/255), uint8(int(c.G)*80/255), uint8(int(c.B)*80/255)
+			line.FillColor = c
+		case Focus:
+			line.Color = focusColor
+			line.Width = vg.Points(1.5)
+		case Limit:
+			line.Color = limitColor
+			line.Width = vg.Points(1.5)
+			line.Dashes = []vg.Length{vg.Points(7), vg.Points(3)}
+		}
+		p.Add(line)
+	}
+	// After Add, which widens the axes to the data: a clipped sent line
+	// stays clipped.
+	p.Y.Min, p.Y.Max = 0, top
+	p.X.Min, p.X.Max = 0, float64(end)/float64(unit)
+	return p, nil
 }
 
 // chartBucket returns the width of a chart bucket for a chart from 0 to
@@ -167,6 +230,48 @@ func stepLine(counts []float64, bucket, unit time.Duration) (*plotter.Line, erro
 	return l, nil
 }
 
+// wrap breaks s into lines of about width characters, at spaces.
+func wrap(s string, width int) string {
+	var b strings.Builder
+	n := 0
+	for i, w := range strings.Fields(s) {
+		if i > 0 && n+1+len([]rune(w)) > width {
+			b.WriteByte('\n')
+			n = 0
+		} else if i > 0 {
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(w)
+		n += len([]rune(w))
+	}
+	return b.String()
+}
+
+// countTicks marks a count axis at round steps (1, 2 or 5 × 10^k), about
+// four of them, labelled without a fraction when the step is whole.
+type countTicks struct{}
+
+func (countTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(hi > lo) {
+		return nil
+	}
+	raw := (hi - lo) / 4
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := mag
+	for _, m := range []float64{2, 5, 10} {
+		if step >= raw {
+			break
+		}
+		step = m * mag
+	}
+	var ts []plot.Tick
+	for x := math.Ceil(lo/step) * step; x <= hi; x += step {
+		ts = append(ts, plot.Tick{Value: x, Label: strconv.FormatFloat(x, 'g', 6, 64)})
+	}
+	return ts
+}
+
 // windowTicks marks the x axis at window edges (every k windows when
 // there would be more than 12), so the grid shows the fixed window's edges.
 func windowTicks(window, unit time.Duration) plot.Ticker {
@@ -197,6 +302,11 @@ func timeUnit(d time.Duration) (time.Duration, string) {
 		return time.Millisecond, "ms"
 	}
 	return time.Microsecond, "µs"
+}
+
+// OverviewPath returns the file name of the overview under dir.
+func OverviewPath(dir string) string {
+	return filepath.Join(dir, "ratelab-overview.png")
 }
 
 // ChartPath returns the file name of shape's chart under dir.

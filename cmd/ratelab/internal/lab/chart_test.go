@@ -2,8 +2,10 @@ package lab
 
 import (
 	"image/png"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -92,5 +94,182 @@ func TestChartBucketsAreBounded(t *testing.T) {
 	}
 	if err := WriteChart(filepath.Join(t.TempDir(), "x.png"), r, p); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// runShapes runs every built-in shape for p on every algorithm, in order.
+func runShapes(t *testing.T, p Policy) []ShapeResult {
+	t.Helper()
+	var rs []ShapeResult
+	for _, s := range Shapes(Params{Policy: p, Keys: 30, MaxKeys: 10, Seed: 1}) {
+		r, err := Run(s, Algorithms(p), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// The overview is one PNG, a grid of shapes × algorithms, with the limit
+// drawn in red.
+func TestWriteOverview(t *testing.T) {
+	p := Policy{Limit: 10, Window: time.Second, LeakyCapacity: 2}
+	rs := runShapes(t, p)
+	path := OverviewPath(t.TempDir())
+	if filepath.Base(path) != "ratelab-overview.png" {
+		t.Errorf("OverviewPath = %s", path)
+	}
+	if err := WriteOverview(path, rs, p); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("not a PNG: %v", err)
+	}
+	// 3 inches per column and 1.9 per row, at 96 pixels per inch, and a
+	// title of three lines.
+	b := img.Bounds()
+	if b.Dx() != 5*3*96 || b.Dy() < 7*19*96/10 || b.Dy() > 7*19*96/10+150 {
+		t.Errorf("overview is %dx%d, want 1440 wide and about %d high (7 rows)", b.Dx(), b.Dy(), 7*19*96/10)
+	}
+	red := 0
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			if r, g, bl, _ := img.At(x, y).RGBA(); r>>8 == uint32(limitColor.R) && g>>8 == uint32(limitColor.G) && bl>>8 == uint32(limitColor.B) {
+				red++
+			}
+		}
+	}
+	// Each of the 35 panels draws a dashed limit line across ~250 pixels.
+	if red < 35*100 {
+		t.Errorf("%d pixels of the limit's red: the limit lines are missing", red)
+	}
+}
+
+// Every panel of the overview holds the limit as a series at the policy's
+// Limit (units in the last window), and the busiest key's admitted units
+// in the last window, whose highest point is MaxInWindow of that key.
+func TestOverviewModel(t *testing.T) {
+	p := Policy{Limit: 10, Window: time.Second, LeakyCapacity: 2}
+	rs := runShapes(t, p)
+	f := Overview(rs, p)
+	if len(f.Rows) != len(rs) {
+		t.Fatalf("%d rows for %d shapes", len(f.Rows), len(rs))
+	}
+	nb := int((f.End + f.Bucket - 1) / f.Bucket)
+	for i, row := range f.Rows {
+		r := rs[i]
+		focus := FocusKey(r)
+		if len(row) != len(r.Outcomes) {
+			t.Fatalf("%s: %d panels for %d algorithms", r.Shape.Name, len(row), len(r.Outcomes))
+		}
+		for j, panel := range row {
+			o := r.Outcomes[j]
+			lim := panel.Find(Limit)
+			if lim == nil || len(lim.Y) != nb || slices.Min(lim.Y) != 10 || slices.Max(lim.Y) != 10 {
+				t.Errorf("%s %s: limit series %+v, want %d points at 10", r.Shape.Name, o.Algo.Name, lim, nb)
+			}
+			adm := panel.Find(Admitted)
+			var mine []Event
+			for _, e := range o.Events {
+				if e.Allowed && e.Key == focus {
+					mine = appendUnits(mine, e)
+				}
+			}
+			slices.SortStableFunc(mine, func(a, b Event) int { return compareDur(a.Start(), b.Start()) })
+			if want := MaxInWindow(mine, p.Window); adm == nil || slices.Max(adm.Y) != float64(want) {
+				t.Errorf("%s %s: admitted series peaks at %v, want MaxInWindow %d", r.Shape.Name, o.Algo.Name, adm, want)
+			}
+		}
+	}
+	if got := f.Rows[2][1].Title; got != "fixed window: 20/20, peak 20 (2.00×)" {
+		t.Errorf("boundary, fixed window: title %q", got)
+	}
+}
+
+// The flood shape's chart shows the abuser's own admitted requests beside
+// the total, and every chart the limit per bucket.
+func TestShapeFigureAbuserAndLimit(t *testing.T) {
+	p := Policy{Limit: 10, Window: time.Second, LeakyCapacity: 2}
+	rs := runShapes(t, p)
+	flood := rs[6]
+	if flood.Shape.Name != "flood" || FocusKey(flood) != "abuser" {
+		t.Fatalf("shape 6 is %s, focus %q", flood.Shape.Name, FocusKey(flood))
+	}
+	f := ShapeFigure(flood, p)
+	for i, row := range f.Rows {
+		o := flood.Outcomes[i]
+		want := make([]float64, int((f.End+f.Bucket-1)/f.Bucket))
+		for _, e := range o.Events {
+			if e.Allowed && e.Key == "abuser" {
+				want[e.Start()/f.Bucket]++
+			}
+		}
+		foc := row[0].Find(Focus)
+		if foc == nil || foc.Label != `admitted to "abuser"` || !slices.Equal(foc.Y, want) {
+			t.Errorf("flood, %s: abuser series %+v, want %v", o.Algo.Name, foc, want)
+		}
+		lim := row[0].Find(Limit)
+		if lim == nil || lim.Y[0] != 0.5 || lim.Label != "limit: 0.5 per 50ms per key" { // 10 per second, 50 ms buckets
+			t.Errorf("flood, %s: limit series %+v", o.Algo.Name, lim)
+		}
+	}
+	// A shape of one key has no separate focus series.
+	if s := ShapeFigure(rs[2], p); s.Rows[0][0].Find(Focus) != nil {
+		t.Error("boundary: a focus series on a one-key shape")
+	}
+	// On a tie, the first key to reach the top number: b has 2 first.
+	tie := ShapeResult{Offered: []Request{{0, "a", 1}, {1, "b", 1}, {2, "b", 1}, {3, "a", 1}}}
+	if got := FocusKey(tie); got != "b" {
+		t.Errorf("FocusKey on a tie = %q, want b", got)
+	}
+	for name, want := range map[int]string{0: "steady", 3: "client", 5: "user00000", 6: "abuser"} {
+		if got := FocusKey(rs[name]); got != want {
+			t.Errorf("FocusKey(%s) = %q, want %q", rs[name].Shape.Name, got, want)
+		}
+	}
+}
+
+// Trailing against brute force: for every nanosecond t of each bucket,
+// the cost of events in (t−window, t].
+func TestTrailingMatchesBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	for trial := range 200 {
+		var evs []Event
+		for range rng.IntN(30) {
+			evs = append(evs, Event{Request: Request{At: time.Duration(rng.IntN(200)), Cost: int64(rng.IntN(3))}})
+		}
+		window, bucket := time.Duration(1+rng.IntN(40)), time.Duration(1+rng.IntN(25))
+		nb := int(200/bucket) + 1
+		at := func(e Event) time.Duration { return e.At }
+		got := Trailing(evs, at, window, bucket, nb)
+		for b := range nb {
+			var want int64
+			for tt := time.Duration(b) * bucket; tt < time.Duration(b+1)*bucket; tt++ {
+				var n int64
+				for _, e := range evs {
+					if e.At > tt-window && e.At <= tt {
+						n += e.Cost
+					}
+				}
+				want = max(want, n)
+			}
+			if got[b] != float64(want) {
+				t.Fatalf("trial %d, window %v, bucket %v: bucket %d = %v, want %d", trial, window, bucket, b, got[b], want)
+			}
+		}
+	}
+}
+
+func TestWrap(t *testing.T) {
+	got := wrap("n/a (limit too large; SlidingLog.Limit ≤ 1024)", 20)
+	if want := "n/a (limit too\nlarge;\nSlidingLog.Limit ≤\n1024)"; got != want {
+		t.Errorf("wrap = %q, want %q", got, want)
 	}
 }

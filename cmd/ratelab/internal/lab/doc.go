@@ -2,7 +2,10 @@
 // traces (trace.go), a runner that sends them through hotlimit's real
 // limiters on a manual clock (run.go), the statistics of each outcome
 // (metrics.go), the per-algorithm cost measurements (cost.go), and the
-// terminal table (table.go) and PNG charts (chart.go) that show them.
+// terminal table (table.go) and the PNG charts that show them: a model
+// of each figure that tests can read (chartmodel.go), drawn with
+// gonum/plot (chart.go). Durations that can grow large go through the
+// overflow-checked helpers of durations.go.
 //
 // Everything but cost.go is deterministic: the same shapes, policy and
 // seed give the same results, byte for byte.

@@ -151,6 +151,10 @@ func (p *params) logVerdict(r *logRing, first int, now, cost int64) verdict {
 	}
 }
 
+// isSlidingLog reports whether l is a sliding log, whose keyed state is
+// in l.logs rather than in the shards' tables.
+func (l *Limiter) isSlidingLog() bool { return l.logs != nil }
+
 // logShardOf returns key's stripe and the shard holding its counters.
 func (l *Limiter) logShardOf(key string) (*logShard, *shard) {
 	i := l.hash(key) >> l.shift
@@ -190,7 +194,7 @@ func (l *Limiter) allowLog(key string, now, cost int64) (verdict, int64, *params
 			break
 		}
 		if r == nil {
-			if r = l.newLogLocked(ls, key, now); r == nil {
+			if r = l.newLogOrMakeRoom(ls, key, now); r == nil {
 				continue // the mutex was released: decide again
 			}
 		}
@@ -209,10 +213,12 @@ func (l *Limiter) allowLog(key string, now, cost int64) (verdict, int64, *params
 	return v, at, p
 }
 
-// newLogLocked inserts an empty ring for key, after reserving room under
-// WithMaxKeys. Requires ls.mu. If it had to release the mutex to make room,
-// it inserts nothing and returns nil: the caller decides again.
-func (l *Limiter) newLogLocked(ls *logShard, key string, now int64) *logRing {
+// newLogOrMakeRoom inserts an empty ring for key, after reserving room under
+// WithMaxKeys. It requires ls.mu and returns holding it, but when the
+// limiter is full it releases ls.mu to make room, inserts nothing and
+// returns nil: what the caller read under the mutex is stale, and it must
+// decide again.
+func (l *Limiter) newLogOrMakeRoom(ls *logShard, key string, now int64) *logRing {
 	if !l.tryReserveKey() {
 		ls.mu.Unlock()
 		l.reserveKey(now) // always true: only concurrency limiters give up
@@ -254,7 +260,7 @@ func (l *Limiter) refundLog(key string, cost, at int64) {
 	r.expire(first)
 	r.last = now
 	r.drop(cost, at)
-	l.tally.uncount()
+	l.tally.countRefund()
 	if r.n == 0 {
 		l.removeLogLocked(ls, s, key, now, true)
 	}

@@ -2,7 +2,6 @@ package hotlimit_test
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,22 +13,13 @@ import (
 // returns how many were admitted.
 func hammer(s subject, key string, g, n int) int64 {
 	var admitted atomic.Int64
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range g {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			for range n {
-				if s.AllowN(key, 1).Allowed {
-					admitted.Add(1)
-				}
+	inParallel(g, func(int) {
+		for range n {
+			if s.AllowN(key, 1).Allowed {
+				admitted.Add(1)
 			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+		}
+	})
 	return admitted.Load()
 }
 
@@ -87,20 +77,14 @@ func TestConcurrentManyKeys(t *testing.T) {
 	defer l.Close()
 	const keys, g = 2000, 8
 	var counts [keys]atomic.Int64
-	var wg sync.WaitGroup
-	for i := range g {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range keys * 5 {
-				k := (j*7 + i*13) % keys
-				if l.Allow(fmt.Sprintf("user:%06d", k)).Allowed {
-					counts[k].Add(1)
-				}
+	inParallel(g, func(i int) {
+		for j := range keys * 5 {
+			k := (j*7 + i*13) % keys
+			if l.Allow(fmt.Sprintf("user:%06d", k)).Allowed {
+				counts[k].Add(1)
 			}
-		}()
-	}
-	wg.Wait()
+		}
+	})
 	for k := range counts {
 		if got := counts[k].Load(); got != 3 {
 			t.Fatalf("key %d admitted %d, want 3", k, got)

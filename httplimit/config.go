@@ -1,0 +1,191 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+// Group is a route group: routes that cost the same, limited together.
+// Group routes by what they cost, not by how their URLs are spelled: the
+// aliases of one endpoint ("/search", "/v1/search") belong to one group
+// and share its quota.
+type Group struct {
+	// Name identifies the group in keys, headers, hooks and metrics:
+	// letters, digits and "._-", at most 64 bytes.
+	Name string
+	// Patterns are net/http.ServeMux patterns ("GET /v1/search",
+	// "/items/{id}", "api.example.com/"), matched as ServeMux matches
+	// them, after cleaning the path, so "//v1/./search" is "/v1/search".
+	// A request matching no pattern of any group is in DefaultGroup.
+	Patterns []string
+	// Limit names the policy in Config.Limits this group's layer uses.
+	// Required unless Exempt.
+	Limit string
+	// Cost is what one request costs in that limit; 0 means 1.
+	Cost int64
+	// Exempt marks a group that is not limited at all (health checks,
+	// metrics scrapes). It is the only way a route bypasses the limits,
+	// and its requests are still counted and reported to the hook.
+	Exempt bool
+}
+
+// KeyErrorMode is what the middleware does when Config.Key cannot
+// extract a key from a request.
+type KeyErrorMode uint8
+
+const (
+	// KeyErrorDeny answers 429 without Retry-After (the request can
+	// never pass as it is) and the body
+	// {"error":"rate_limit_key_missing"}. It is the default.
+	KeyErrorDeny KeyErrorMode = iota
+	// KeyErrorFallbackIP limits the request by its client IP instead
+	// (Config.ClientIP), under the same layers. If even the IP cannot be
+	// found, the request is denied as with KeyErrorDeny.
+	KeyErrorFallbackIP
+)
+
+// FailMode is what the middleware does when the Backend cannot decide
+// (Allow returns an error: a shared store down, a timeout).
+type FailMode uint8
+
+const (
+	// FailClosed answers 503 Service Unavailable with
+	// {"error":"rate_limiter_unavailable"} and no rate-limit headers. It
+	// is the default: the limit protects something, and when it cannot be
+	// checked the safe answer is not to do the work. It is a 503, not a
+	// 429, because the client did nothing wrong and has no quota to wait
+	// for; a 429 with invented headers would be a lie.
+	FailClosed FailMode = iota
+	// FailOpen lets the request through without rate-limit headers.
+	FailOpen
+)
+
+// Config configures a Middleware. Limits, Groups, DefaultGroup and Key
+// are required.
+type Config struct {
+	// Limits are the named policies: hotlimit.TokenBucket,
+	// hotlimit.FixedWindow, ... values (or pointers), passed to Backend.
+	// Names are letters, digits and "._-", at most 64 bytes.
+	Limits map[string]hotlimit.Policy
+	// Groups are the route groups.
+	Groups []Group
+	// DefaultGroup names the group of a request that no pattern matches.
+	DefaultGroup string
+	// Classify, if set, replaces pattern matching: it returns the name
+	// of the request's group. An unknown name means DefaultGroup.
+	Classify func(*http.Request) string
+	// Key extracts the identity a request is limited by.
+	Key KeyFunc
+	// Global, if set, names a limit applied to every request's identity
+	// on top of its group's, all or nothing: a request the global layer
+	// denies does not consume its group's quota, and the other way round.
+	Global string
+	// GlobalCost is what one request costs in Global; 0 means 1.
+	GlobalCost int64
+	// ExemptIdentities lists identities (as Key writes them, such as
+	// "tenant:internal") that are never limited. Requests from them are
+	// still counted and reported to the hook as OutcomeExempt.
+	ExemptIdentities []string
+	// ClientIP finds the client address for KeyErrorFallbackIP. nil: the
+	// peer address only.
+	ClientIP *ClientIP
+	// OnKeyError is what to do when Key fails. Default KeyErrorDeny.
+	OnKeyError KeyErrorMode
+	// OnBackendError is what to do when the backend fails. Default
+	// FailClosed.
+	OnBackendError FailMode
+	// Headers selects the rate-limit header fields. Default HeadersIETF.
+	Headers HeaderMode
+	// Reset selects the form of X-RateLimit-Reset. Default ResetSeconds.
+	Reset ResetMode
+	// DryRun makes every decision (consuming quota, counting, calling
+	// the hook, with OutcomeDryRunDenied for a denial) but lets every
+	// request through at once and writes no rate-limit headers: a limit
+	// can be dark-launched and watched before it is enforced. It
+	// overrides OnKeyError's denial (OutcomeDryRunDenied, Event.Err set)
+	// and OnBackendError's FailClosed (OutcomeErrorAllowed), and waits
+	// out no LeakyBucket Delay.
+	DryRun bool
+	// Hook, if set, is called synchronously once per request, before the
+	// handler or the denial, for logging and metrics: on the request's
+	// goroutine, so concurrently for concurrent requests. It must be
+	// fast, safe for concurrent use, and must not write to the response.
+	Hook func(Event)
+	// Deny, if set, writes refused responses in place of the default
+	// JSON body, e.g. {"error":"rate_limit_exceeded","retry_after":12}.
+	// The rate-limit headers and Retry-After are already set; Deny must
+	// call WriteHeader with a status (Denial.Status is the default's).
+	Deny func(w http.ResponseWriter, r *http.Request, d Denial)
+	// Backend builds the backend from Limits. nil: LocalBackend().
+	Backend BackendFactory
+	// PolicyVersion is reported in every Event, to tell which
+	// configuration made a decision.
+	PolicyVersion string
+	// Now reads the wall clock for ResetEpoch. nil: time.Now.
+	Now func() time.Time
+	// Wait is how an admitted request waits out a LeakyBucket's
+	// Decision.Delay (shaping) before the handler is called. It returns
+	// an error if the request's context ends first; the request is then
+	// dropped without a response (the client has gone) and the quota
+	// stays spent. nil: a timer, in real time.
+	Wait func(ctx context.Context, d time.Duration) error
+}
+
+// checkFields validates the fields that need no other field, in the
+// order New reports them. It normalises cfg.ClientIP in place (see
+// ClientIP.validate).
+func (cfg *Config) checkFields() error {
+	switch {
+	case cfg.Key == nil:
+		return errors.New("httplimit: Config.Key is required")
+	case len(cfg.Groups) == 0:
+		return errors.New("httplimit: Config.Groups is empty")
+	case cfg.OnKeyError > KeyErrorFallbackIP:
+		return fmt.Errorf("httplimit: Config.OnKeyError %d is not a KeyErrorMode", cfg.OnKeyError)
+	case cfg.OnBackendError > FailOpen:
+		return fmt.Errorf("httplimit: Config.OnBackendError %d is not a FailMode", cfg.OnBackendError)
+	case cfg.Headers > HeadersNone:
+		return fmt.Errorf("httplimit: Config.Headers %d is not a HeaderMode", cfg.Headers)
+	case cfg.Reset > ResetEpoch:
+		return fmt.Errorf("httplimit: Config.Reset %d is not a ResetMode", cfg.Reset)
+	case cfg.GlobalCost < 0:
+		return fmt.Errorf("httplimit: Config.GlobalCost must be ≥ 0, got %d", cfg.GlobalCost)
+	}
+	if cfg.ClientIP != nil {
+		return cfg.ClientIP.validate()
+	}
+	return nil
+}
+
+// validName reports whether s is a valid group or limit name: 1 to 64
+// letters, digits or "._-". Such a name needs no escaping in a key or
+// in an RFC 9651 String.
+func validName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// waitTimer is the default Config.Wait.
+func waitTimer(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,129 @@
+package httplimit
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+const token = "hl_test_7d1f0c9a2b4e6d8f" // a raw token that must never reach the limiter
+
+// harness is a middleware on a ManualClock with a handler that counts calls.
+type harness struct {
+	m     *Middleware
+	h     http.Handler
+	clock *hotlimit.ManualClock
+	calls int
+	waits []time.Duration // the delays Config.Wait was asked for
+}
+
+func newHarness(t *testing.T, cfg Config) *harness {
+	t.Helper()
+	hs := &harness{clock: hotlimit.NewManualClock()}
+	hs.clock.Set(1000 * time.Second) // away from 0, so windows have a past
+	if cfg.Backend == nil {
+		cfg.Backend = LocalBackend(hotlimit.WithClock(hs.clock), hotlimit.WithSweepInterval(0))
+	}
+	if cfg.Wait == nil {
+		cfg.Wait = func(ctx context.Context, d time.Duration) error {
+			hs.waits = append(hs.waits, d)
+			return ctx.Err()
+		}
+	}
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	hs.m = m
+	hs.h = m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hs.calls++
+		w.WriteHeader(http.StatusOK)
+	}))
+	return hs
+}
+
+// do sends a request for path with the bearer token tok ("" for none).
+func (hs *harness) do(path, tok string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest("GET", path, nil)
+	r.RemoteAddr = "192.0.2.10:5555"
+	if tok != "" {
+		r.Header.Set("Authorization", "Bearer "+tok)
+	}
+	w := httptest.NewRecorder()
+	hs.h.ServeHTTP(w, r)
+	return w
+}
+
+func (hs *harness) local(t *testing.T) *Local {
+	t.Helper()
+	l, ok := hs.m.Backend().(*Local)
+	if !ok {
+		t.Fatalf("backend is %T, not *Local", hs.m.Backend())
+	}
+	return l
+}
+
+// tokenIdentity is TokenKey's identity for tok.
+func tokenIdentity(t *testing.T, tok string) string {
+	t.Helper()
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("Authorization", "Bearer "+tok)
+	id, err := TokenKey("Authorization")(nil, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(id)
+}
+
+// parseRateLimit parses `"name";r=R;t=T` (t optional, -1 when absent).
+func parseRateLimit(t *testing.T, v string) (name string, r, tt int64) {
+	t.Helper()
+	parts := strings.Split(v, ";")
+	if len(parts) < 2 || len(parts) > 3 || !strings.HasPrefix(parts[0], `"`) || !strings.HasSuffix(parts[0], `"`) {
+		t.Fatalf("RateLimit %q: not `\"name\";r=..;t=..`", v)
+	}
+	name, tt = strings.Trim(parts[0], `"`), -1
+	for _, p := range parts[1:] {
+		k, val, _ := strings.Cut(p, "=")
+		n, err := strconv.ParseInt(val, 10, 64)
+		if err != nil {
+			t.Fatalf("RateLimit %q: %v", v, err)
+		}
+		switch k {
+		case "r":
+			r = n
+		case "t":
+			tt = n
+		default:
+			t.Fatalf("RateLimit %q: unknown parameter %q", v, k)
+		}
+	}
+	return name, r, tt
+}
+
+func ceilSec(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
+
+type backendFunc func(context.Context, []Layer) (hotlimit.Decision, error)
+
+func (f backendFunc) Allow(ctx context.Context, ls []Layer) (hotlimit.Decision, error) {
+	return f(ctx, ls)
+}
+
+// plainBackend is Local without AllowBinding, as a Backend that cannot
+// report the binding layer would be.
+type plainBackend struct{ l *Local }
+
+func (p plainBackend) Allow(ctx context.Context, layers []Layer) (hotlimit.Decision, error) {
+	return p.l.Allow(ctx, layers)
+}
+
+func (p plainBackend) Limiter(name string) *hotlimit.Limiter { return p.l.Limiter(name) }
+
+func (p plainBackend) Close() error { return p.l.Close() }

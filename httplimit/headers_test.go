@@ -1,0 +1,324 @@
+package httplimit
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/internal/sfv"
+)
+
+// TestHeadersFollowDecision drives each algorithm until it denies, and
+// checks every response's headers against the Decision of a reference
+// limiter fed the same requests on the same clock: RateLimit r is
+// Remaining, t is ceil(ResetAfter) when allowed and ceil(RetryAfter) when
+// denied, Retry-After is max(1, ceil(RetryAfter)); then it advances the
+// clock by exactly t seconds and checks that the retry is admitted.
+func TestHeadersFollowDecision(t *testing.T) {
+	policies := map[string]hotlimit.Policy{
+		"tb":    hotlimit.TokenBucket{Rate: hotlimit.PerSecond(3), Burst: 2},
+		"tbmin": hotlimit.TokenBucket{Rate: hotlimit.PerMinute(10), Burst: 4},
+		"fw":    hotlimit.FixedWindow{Limit: 3, Window: 10 * time.Second},
+		"sw":    hotlimit.SlidingWindow{Limit: 3, Window: 7 * time.Second},
+		"lb":    hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(2), Capacity: 1},
+		"log":   hotlimit.SlidingLog{Limit: 3, Window: 5 * time.Second},
+	}
+	wantPolicy := map[string]string{
+		"log":   `"log";q=3;w=5`,
+		"tb":    `"tb";q=2;w=1`,
+		"tbmin": `"tbmin";q=4;w=24`,
+		"fw":    `"fw";q=3;w=10`,
+		"sw":    `"sw";q=3;w=7`,
+		"lb":    `"lb";q=2;w=1`,
+	}
+	for name, pol := range policies {
+		t.Run(name, func(t *testing.T) {
+			hs := newHarness(t, Config{
+				Limits:       map[string]hotlimit.Policy{name: pol},
+				Groups:       []Group{{Name: "api", Patterns: []string{"/api"}, Limit: name}},
+				DefaultGroup: "api",
+				Key:          TokenKey("Authorization"),
+			})
+			hs.clock.Advance(1234567 * time.Microsecond) // not on a second boundary
+			ref, err := hotlimit.New(pol, hotlimit.WithClock(hs.clock), hotlimit.WithSweepInterval(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ref.Close()
+			check := func() (hotlimit.Decision, *httptest.ResponseRecorder) {
+				t.Helper()
+				w := hs.do("/api", token)
+				d := ref.Allow("k")
+				if got := w.Header().Get("RateLimit-Policy"); got != wantPolicy[name] {
+					t.Fatalf("RateLimit-Policy = %q, want %q", got, wantPolicy[name])
+				}
+				n, r, tt := parseRateLimit(t, w.Header().Get("RateLimit"))
+				if n != name || r != d.Remaining {
+					t.Fatalf("RateLimit = %q, want name %q r=%d", w.Header().Get("RateLimit"), name, d.Remaining)
+				}
+				want := ceilSec(d.ResetAfter)
+				if !d.Allowed {
+					want = ceilSec(d.RetryAfter)
+				}
+				if tt != want {
+					t.Fatalf("t = %d, want %d (decision %+v)", tt, want, d)
+				}
+				if d.Allowed != (w.Code == http.StatusOK) {
+					t.Fatalf("status %d for decision %+v", w.Code, d)
+				}
+				return d, w
+			}
+			var d hotlimit.Decision
+			var w *httptest.ResponseRecorder
+			for i := 0; i < 10; i++ {
+				if d, w = check(); !d.Allowed {
+					break
+				}
+			}
+			if d.Allowed {
+				t.Fatal("never denied")
+			}
+			if got, want := w.Header().Get("Retry-After"), strconv.FormatInt(max(1, ceilSec(d.RetryAfter)), 10); got != want {
+				t.Fatalf("Retry-After = %q, want %q (RetryAfter %v)", got, want, d.RetryAfter)
+			}
+			var body map[string]any
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+				t.Fatal(err)
+			}
+			if body["error"] != "rate_limit_exceeded" || body["retry_after"] != float64(max(1, ceilSec(d.RetryAfter))) {
+				t.Fatalf("body = %s", w.Body)
+			}
+			_, _, tt := parseRateLimit(t, w.Header().Get("RateLimit"))
+			// One nanosecond before the true wait is still denied; at
+			// ceil(t) seconds the retry passes.
+			hs.clock.Advance(d.RetryAfter - 1)
+			if d2, _ := check(); d2.Allowed {
+				t.Fatalf("admitted 1ns before RetryAfter %v", d.RetryAfter)
+			}
+			hs.clock.Advance(-(d.RetryAfter - 1))
+			hs.clock.Advance(time.Duration(tt) * time.Second)
+			if d3, w3 := check(); !d3.Allowed || w3.Code != http.StatusOK {
+				t.Fatalf("retry after t=%ds denied: %+v", tt, d3)
+			}
+		})
+	}
+}
+
+func TestLegacyAndBothHeaders(t *testing.T) {
+	wall := time.Unix(1_700_000_000, 250_000_000)
+	for _, tt := range []struct {
+		mode       HeaderMode
+		reset      ResetMode
+		ietf, leg  bool
+		wantReset0 string // X-RateLimit-Reset after the first request
+	}{
+		{HeadersLegacy, ResetSeconds, false, true, "20"},
+		{HeadersLegacy, ResetEpoch, false, true, "1700000021"}, // ceil(wall + 20 s)
+		{HeadersBoth, ResetSeconds, true, true, "20"},
+		{HeadersNone, ResetSeconds, false, false, ""},
+		{HeadersIETF, ResetSeconds, true, false, ""},
+	} {
+		hs := newHarness(t, Config{
+			Limits:       map[string]hotlimit.Policy{"l": hotlimit.TokenBucket{Rate: hotlimit.PerMinute(3), Burst: 3}},
+			Groups:       []Group{{Name: "g", Limit: "l"}},
+			DefaultGroup: "g",
+			Key:          TokenKey("Authorization"),
+			Headers:      tt.mode,
+			Reset:        tt.reset,
+			Now:          func() time.Time { return wall },
+		})
+		w := hs.do("/", token)
+		h := w.Header()
+		if (h.Get("RateLimit") != "") != tt.ietf || (h.Get("RateLimit-Policy") != "") != tt.ietf {
+			t.Errorf("mode %d: RateLimit %q, RateLimit-Policy %q", tt.mode, h.Get("RateLimit"), h.Get("RateLimit-Policy"))
+		}
+		if !tt.leg {
+			if h.Get("X-RateLimit-Limit") != "" {
+				t.Errorf("mode %d: legacy headers present", tt.mode)
+			}
+			continue
+		}
+		if h.Get("X-RateLimit-Limit") != "3" || h.Get("X-RateLimit-Remaining") != "2" || h.Get("X-RateLimit-Reset") != tt.wantReset0 {
+			t.Errorf("mode %d reset %d: X-RateLimit-* = %q %q %q, want 3 2 %s", tt.mode, tt.reset,
+				h.Get("X-RateLimit-Limit"), h.Get("X-RateLimit-Remaining"), h.Get("X-RateLimit-Reset"), tt.wantReset0)
+		}
+	}
+}
+
+// TestNeverPasses: a request whose cost exceeds the limit can never pass:
+// 429 without Retry-After, no t, no retry_after in the body.
+func TestNeverPasses(t *testing.T) {
+	hs := newHarness(t, Config{
+		Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}},
+		Groups:       []Group{{Name: "huge", Limit: "l", Cost: 6}},
+		DefaultGroup: "huge",
+		Key:          TokenKey("Authorization"),
+	})
+	w := hs.do("/", token)
+	if w.Code != http.StatusTooManyRequests || hs.calls != 0 {
+		t.Fatalf("status %d, calls %d", w.Code, hs.calls)
+	}
+	if _, ok := w.Header()["Retry-After"]; ok {
+		t.Errorf("Retry-After = %q on a request that can never pass", w.Header().Get("Retry-After"))
+	}
+	if _, r, tt := parseRateLimit(t, w.Header().Get("RateLimit")); r != 5 || tt != -1 {
+		t.Errorf("RateLimit = %q, want r=5 and no t", w.Header().Get("RateLimit"))
+	}
+	if strings.TrimSpace(w.Body.String()) != `{"error":"rate_limit_exceeded"}` {
+		t.Errorf("body = %s", w.Body)
+	}
+}
+
+// TestBindingSameCapacity: the group and the global limits have the same
+// capacity (3) but different windows, so Decision.Limit cannot say which
+// one bound. The global binds (the group's window has more left), and the
+// RateLimit header and Event.Limit must name it; with a backend that
+// cannot report the layer, the middleware falls back to the group's name.
+func TestBindingSameCapacity(t *testing.T) {
+	limits := map[string]hotlimit.Policy{
+		"g":   hotlimit.FixedWindow{Limit: 3, Window: time.Hour},
+		"all": hotlimit.FixedWindow{Limit: 3, Window: time.Minute},
+	}
+	for _, reporting := range []bool{true, false} {
+		var events []Event
+		cfg := Config{
+			Limits:       limits,
+			Groups:       []Group{{Name: "g", Limit: "g"}},
+			DefaultGroup: "g",
+			Global:       "all",
+			Key:          TokenKey("Authorization"),
+			Hook:         func(ev Event) { events = append(events, ev) },
+		}
+		clock := hotlimit.NewManualClock()
+		clock.Set(1000 * time.Second)
+		if !reporting {
+			cfg.Backend = func(l map[string]hotlimit.Policy) (Backend, error) {
+				b, err := NewLocal(l, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
+				return plainBackend{l: b}, err
+			}
+		} else {
+			cfg.Backend = LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
+		}
+		hs := newHarness(t, cfg)
+		// One request's worth already spent in the global window, by the
+		// key the middleware gives the global layer.
+		global := "rl:v1:" + tokenIdentity(t, token)
+		hs.m.Backend().(interface {
+			Limiter(string) *hotlimit.Limiter
+		}).Limiter("all").AllowN(global, 1)
+		w := hs.do("/", token)
+		if w.Code != http.StatusOK {
+			t.Fatalf("reporting=%v: %d", reporting, w.Code)
+		}
+		name, r, tt := parseRateLimit(t, w.Header().Get("RateLimit"))
+		// t is the largest reset of the layers (the group's hour window
+		// ends at 3600 s), so that a client waiting t is admitted whichever
+		// layer refused; r is the binding layer's.
+		want, wantT := "all", int64(2600)
+		if !reporting {
+			want = "g" // a tie on capacity: named by the fallback
+		}
+		if name != want || r != 1 || tt != wantT {
+			t.Errorf("reporting=%v: RateLimit = %q, want %q;r=1;t=%d", reporting, w.Header().Get("RateLimit"), want, wantT)
+		}
+		if len(events) != 1 || events[0].Limit != want {
+			t.Errorf("reporting=%v: events %+v, want one naming %q", reporting, events, want)
+		}
+	}
+}
+
+// checkRateLimitFields parses the IETF fields of h strictly (RFC 9651)
+// and checks their shape: RateLimit-Policy members are Strings with
+// Integer q > 0 and w > 0; RateLimit is one String naming one of them,
+// with Integer r ≥ 0 and, if present, t ≥ 0. Every parameter is an
+// Integer.
+func checkRateLimitFields(t *testing.T, h http.Header) {
+	t.Helper()
+	pol, err := sfv.ParseList(joinLines(h.Values("RateLimit-Policy")))
+	if err != nil || len(pol) == 0 {
+		t.Fatalf("RateLimit-Policy %q: %v", h.Values("RateLimit-Policy"), err)
+	}
+	names := map[string]bool{}
+	for _, m := range pol {
+		q, _ := m.Params.Get("q")
+		w, _ := m.Params.Get("w")
+		if m.Value.Kind != sfv.String || q.Kind != sfv.Integer || q.Int <= 0 || w.Kind != sfv.Integer || w.Int <= 0 || !integerParams(m) {
+			t.Fatalf("RateLimit-Policy %q: member %+v", h.Values("RateLimit-Policy"), m)
+		}
+		names[m.Value.Str] = true
+	}
+	rl, err := sfv.ParseList(joinLines(h.Values("RateLimit")))
+	if err != nil || len(rl) != 1 {
+		t.Fatalf("RateLimit %q: %v", h.Values("RateLimit"), err)
+	}
+	m := rl[0]
+	r, _ := m.Params.Get("r")
+	if m.Value.Kind != sfv.String || !names[m.Value.Str] || r.Kind != sfv.Integer || r.Int < 0 || !integerParams(m) {
+		t.Fatalf("RateLimit %q: member %+v", h.Values("RateLimit"), m)
+	}
+	if tt, ok := m.Params.Get("t"); ok && tt.Int < 0 {
+		t.Fatalf("RateLimit %q: t %+v", h.Values("RateLimit"), tt)
+	}
+}
+
+// integerParams reports whether every parameter of m is an Integer.
+func integerParams(m sfv.Member) bool {
+	for _, p := range m.Params {
+		if p.Value.Kind != sfv.Integer {
+			return false
+		}
+	}
+	return true
+}
+
+func joinLines(v []string) string {
+	s := ""
+	for i, l := range v {
+		if i > 0 {
+			s += ", "
+		}
+		s += l
+	}
+	return s
+}
+
+// TestRateLimitFieldsStrict sends allowed, denied and never-passing
+// requests through every algorithm, with a global layer, and parses the
+// fields with the strict parser. The policies include capacities beyond
+// the 15 digits of an RFC 9651 Integer, which hotlimit accepts.
+func TestRateLimitFieldsStrict(t *testing.T) {
+	huge := hotlimit.Rate{N: 1_000_000_000, Per: time.Second}
+	policies := map[string]hotlimit.Policy{
+		"tb":        hotlimit.TokenBucket{Rate: hotlimit.PerSecond(3), Burst: 2},
+		"fw":        hotlimit.FixedWindow{Limit: 3, Window: 10 * time.Second},
+		"sw":        hotlimit.SlidingWindow{Limit: 3, Window: 7 * time.Second},
+		"lb":        hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(2), Capacity: 1},
+		"log":       hotlimit.SlidingLog{Limit: 3, Window: 5 * time.Second},
+		"huge-tb":   hotlimit.TokenBucket{Rate: huge, Burst: 2_000_000_000_000_000},
+		"huge-lb":   hotlimit.LeakyBucket{Rate: huge, Capacity: 2_000_000_000_000_000},
+		"huge.fw_1": hotlimit.FixedWindow{Limit: 1<<43 - 1, Window: time.Hour},
+	}
+	for name := range policies {
+		for _, global := range []string{"", "tb", "huge-tb"} {
+			for _, cost := range []int64{1, 4} { // 4 exceeds the small ones: never passes
+				hs := newHarness(t, Config{
+					Limits:       policies,
+					Groups:       []Group{{Name: "api", Limit: name, Cost: cost}},
+					DefaultGroup: "api",
+					Global:       global,
+					Key:          TokenKey("Authorization"),
+					Headers:      HeadersBoth,
+				})
+				for range 4 {
+					w := hs.do("/", token)
+					checkRateLimitFields(t, w.Header())
+				}
+			}
+		}
+	}
+}

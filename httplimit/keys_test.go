@@ -1,0 +1,186 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+func TestTokenNeverReachesBackend(t *testing.T) {
+	var mu sync.Mutex
+	var keys []string
+	rec := func(limits map[string]hotlimit.Policy) (Backend, error) {
+		l, err := NewLocal(limits)
+		return backendFunc(func(ctx context.Context, ls []Layer) (hotlimit.Decision, error) {
+			mu.Lock()
+			for _, ly := range ls {
+				keys = append(keys, ly.Key)
+			}
+			mu.Unlock()
+			return l.Allow(ctx, ls)
+		}), err
+	}
+	var events []Event
+	hs := newHarness(t, Config{
+		Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}, "all": hotlimit.FixedWindow{Limit: 50, Window: time.Minute}},
+		Groups:       []Group{{Name: "g", Limit: "l"}},
+		DefaultGroup: "g",
+		Global:       "all",
+		Key:          TokenKey("Authorization"),
+		Backend:      rec,
+		Hook:         func(e Event) { events = append(events, e) },
+	})
+	hs.do("/", token)
+	hs.do("/", "  "+token+"  ") // normalised: the same key
+	id := tokenIdentity(t, token)
+	want := []string{"rl:v1:" + id + ":route:g", "rl:v1:" + id, "rl:v1:" + id + ":route:g", "rl:v1:" + id}
+	if LayerKey(id, "g") != want[0] || LayerKey(id, "") != want[1] {
+		t.Fatalf("LayerKey = %q, %q", LayerKey(id, "g"), LayerKey(id, ""))
+	}
+	if strings.Join(keys, " ") != strings.Join(want, " ") {
+		t.Fatalf("keys = %q, want %q", keys, want)
+	}
+	for _, k := range keys {
+		if strings.Contains(k, token) || strings.Contains(k, "7d1f0c9a") {
+			t.Fatalf("key %q contains the raw token", k)
+		}
+	}
+	if len(events) != 2 || events[0].IdentityHash == 0 || events[0].IdentityHash != events[1].IdentityHash {
+		t.Fatalf("events = %+v", events)
+	}
+}
+
+func TestKeyFuncs(t *testing.T) {
+	type ctxKey struct{}
+	withID := func(v any) *http.Request {
+		r := httptest.NewRequest("GET", "/", nil)
+		return r.WithContext(context.WithValue(r.Context(), ctxKey{}, v))
+	}
+	hdr := func(name, v string) *http.Request {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set(name, v)
+		return r
+	}
+	tok := tokenIdentity(t, "abc")
+	tests := []struct {
+		name string
+		fn   KeyFunc
+		r    *http.Request
+		want string // "" means an error is wanted
+	}{
+		{"bearer", TokenKey("Authorization"), hdr("Authorization", "Bearer abc"), tok},
+		{"bearer case and spaces", TokenKey("authorization"), hdr("Authorization", "  bEaReR   abc "), tok},
+		{"api key header", TokenKey("X-API-Key"), hdr("X-Api-Key", " abc "), tok},
+		{"basic scheme is no token", TokenKey("Authorization"), hdr("Authorization", "Basic abc"), ""},
+		{"empty bearer", TokenKey("Authorization"), hdr("Authorization", "Bearer   "), ""},
+		{"no header", TokenKey("X-API-Key"), httptest.NewRequest("GET", "/", nil), ""},
+		{"tenant plain", ContextKey("tenant", ctxKey{}), withID(" acme-corp "), "tenant:acme-corp"},
+		{"user email", ContextKey("user", ctxKey{}), withID("Ann@example.com"), "user:Ann@example.com"},
+		{"forged separator hashed", ContextKey("tenant", ctxKey{}), withID("x:route:admin"), "tenant:~"},
+		{"missing id", ContextKey("tenant", ctxKey{}), httptest.NewRequest("GET", "/", nil), ""},
+		{"non-string id", ContextKey("tenant", ctxKey{}), withID(42), ""},
+		{"bad kind", ContextKey("Ten:ant", ctxKey{}), withID("acme"), ""},
+		// "ip" and "tok" would let a context value impersonate IPKey's or TokenKey's keys.
+		{"reserved kind ip", ContextKey("ip", ctxKey{}), withID("192.0.2.1"), ""},
+		{"reserved kind tok", ContextKey("tok", ctxKey{}), withID("0123"), ""},
+		{"hmac without a secret", TokenKeyHMAC("Authorization", nil), hdr("Authorization", "Bearer abc"), ""},
+		{"ip", IPKey(nil), reqFrom("[2001:db8:1:2::9]:1", ""), "ip:2001:db8:1:2::/64"},
+		{"ip v4", IPKey(nil), reqFrom("192.0.2.1:1", ""), "ip:192.0.2.1"},
+		{"ip none", IPKey(nil), reqFrom("@", ""), ""},
+	}
+	for _, tt := range tests {
+		got, err := tt.fn(nil, tt.r)
+		switch {
+		case tt.want == "" && err == nil:
+			t.Errorf("%s: got %q, want an error", tt.name, got)
+		case tt.want != "" && err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case tt.want != "" && !strings.HasPrefix(string(got), tt.want):
+			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
+		case strings.Contains(string(got), ":route:"):
+			t.Errorf("%s: identity %q contains the route separator", tt.name, got)
+		}
+	}
+	if !strings.HasPrefix(tok, "tok:") || len(tok) != 4+32 || strings.Contains(tok, "abc") {
+		t.Errorf("token identity %q: want tok: and 32 hex digits", tok)
+	}
+	a, _ := TokenKeyHMAC("Authorization", []byte("s1"))(nil, hdr("Authorization", "Bearer abc"))
+	b, _ := TokenKeyHMAC("Authorization", []byte("s2"))(nil, hdr("Authorization", "Bearer abc"))
+	if string(a) == string(b) || string(a) == tok || len(a) != len(tok) {
+		t.Errorf("HMAC identities %q %q (plain %q): want distinct per secret", a, b, tok)
+	}
+}
+
+func TestKeyExtractionFailure(t *testing.T) {
+	cfg := Config{
+		Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
+		Groups:       []Group{{Name: "g", Limit: "l"}},
+		DefaultGroup: "g",
+		Key:          TokenKey("Authorization"),
+	}
+	hs := newHarness(t, cfg)
+	w := hs.do("/", "")
+	if w.Code != http.StatusTooManyRequests || hs.calls != 0 || w.Header().Get("Retry-After") != "" ||
+		strings.TrimSpace(w.Body.String()) != `{"error":"rate_limit_key_missing"}` {
+		t.Fatalf("deny: %d calls=%d %v %s", w.Code, hs.calls, w.Header(), w.Body)
+	}
+	if c := hs.m.Counts()[0].Counts; c[OutcomeKeyDenied] != 1 {
+		t.Fatalf("counts = %v", c)
+	}
+
+	cfg.OnKeyError = KeyErrorFallbackIP
+	var ev Event
+	cfg.Hook = func(e Event) { ev = e }
+	hs = newHarness(t, cfg)
+	if w := hs.do("/", ""); w.Code != http.StatusOK || !ev.Fallback {
+		t.Fatalf("fallback: %d %+v", w.Code, ev)
+	}
+	// The IP's quota (1) is spent: a second tokenless request is denied,
+	// while a request with a token has its own quota.
+	if w := hs.do("/", ""); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("fallback second request: %d", w.Code)
+	}
+	if w := hs.do("/", token); w.Code != http.StatusOK {
+		t.Fatalf("token after fallback: %d", w.Code)
+	}
+	if d := hs.local(t).Limiter("l").AllowN("rl:v1:ip:192.0.2.10:route:g", 0); d.Remaining != 0 {
+		t.Fatalf("IP key Remaining = %d, want 0", d.Remaining)
+	}
+	// No IP either: denied, never let through.
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "@"
+	w = httptest.NewRecorder()
+	hs.h.ServeHTTP(w, r)
+	if w.Code != http.StatusTooManyRequests || ev.Outcome != OutcomeKeyDenied || !errors.Is(ev.Err, ErrNoClientIP) {
+		t.Fatalf("no key, no IP: %d %+v", w.Code, ev)
+	}
+}
+
+// TestBadKeyFunc: a KeyFunc that ignores dst or returns nothing is a key
+// failure, never a panic or an empty shared key.
+func TestBadKeyFunc(t *testing.T) {
+	for name, fn := range map[string]KeyFunc{
+		"ignores dst":     func(dst []byte, r *http.Request) ([]byte, error) { return []byte("x"), nil },
+		"appends nothing": func(dst []byte, r *http.Request) ([]byte, error) { return dst, nil },
+		"nil":             func(dst []byte, r *http.Request) ([]byte, error) { return nil, nil },
+	} {
+		var ev Event
+		hs := newHarness(t, Config{
+			Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
+			Groups:       []Group{{Name: "g", Limit: "l"}},
+			DefaultGroup: "g",
+			Key:          fn,
+			Hook:         func(e Event) { ev = e },
+		})
+		if w := hs.do("/", ""); w.Code != http.StatusTooManyRequests || ev.Outcome != OutcomeKeyDenied || !errors.Is(ev.Err, errBadKeyFunc) {
+			t.Errorf("%s: %d %+v", name, w.Code, ev)
+		}
+	}
+}

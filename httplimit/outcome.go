@@ -1,0 +1,109 @@
+package httplimit
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+// Outcome is what the middleware did with one request.
+type Outcome uint8
+
+// The outcomes, in the order of Counts' arrays.
+const (
+	OutcomeAllowed      Outcome = iota // the backend admitted it
+	OutcomeDenied                      // the backend denied it: 429
+	OutcomeDryRunDenied                // the backend denied it, or no key could be extracted, but DryRun let it through
+	OutcomeExempt                      // an exempt group or identity: not limited
+	OutcomeKeyDenied                   // no key could be extracted: denied
+	OutcomeErrorAllowed                // the backend failed, FailOpen (or DryRun) let it through
+	OutcomeErrorDenied                 // the backend failed, FailClosed answered 503
+	OutcomeCount                       // the number of outcomes, the length of GroupCounts.Counts
+)
+
+// The outcomes' former names, without the Outcome prefix that tells them
+// apart from hotlimit.Decision.Allowed and Group.Exempt.
+const (
+	// Deprecated: use OutcomeAllowed.
+	Allowed = OutcomeAllowed
+	// Deprecated: use OutcomeDenied.
+	Denied = OutcomeDenied
+	// Deprecated: use OutcomeDryRunDenied.
+	DryRunDenied = OutcomeDryRunDenied
+	// Deprecated: use OutcomeExempt.
+	Exempt = OutcomeExempt
+	// Deprecated: use OutcomeKeyDenied.
+	KeyDenied = OutcomeKeyDenied
+	// Deprecated: use OutcomeErrorAllowed.
+	ErrorAllowed = OutcomeErrorAllowed
+	// Deprecated: use OutcomeErrorDenied.
+	ErrorDenied = OutcomeErrorDenied
+	// Deprecated: use OutcomeCount.
+	NumOutcomes = OutcomeCount
+)
+
+var outcomeNames = [OutcomeCount]string{"allowed", "denied", "dry_run_denied", "exempt", "key_denied", "error_allowed", "error_denied"}
+
+// String returns the outcome's snake_case name, as used in metrics.
+func (o Outcome) String() string {
+	if o < OutcomeCount {
+		return outcomeNames[o]
+	}
+	return "outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Passed reports whether the handler was called.
+func (o Outcome) Passed() bool {
+	return o == OutcomeAllowed || o == OutcomeDryRunDenied || o == OutcomeExempt || o == OutcomeErrorAllowed
+}
+
+// Event describes one decision, for Config.Hook.
+type Event struct {
+	// Request is the request decided on, for its method, path and the
+	// like. It carries the client's credentials (an Authorization
+	// header): log fields of it, never its headers wholesale.
+	Request *http.Request
+	Group   string  // the route group
+	Outcome Outcome // what the middleware did
+	// IdentityHash identifies the client without revealing it: a seeded
+	// 64-bit hash of the identity (the KeyFunc's output, itself already
+	// a hash for tokens), stable for the middleware's life and
+	// meaningless outside it. 0 when no key was extracted.
+	IdentityHash uint64
+	// Fallback reports that the key is the client IP because Config.Key
+	// failed (KeyErrorFallbackIP).
+	Fallback bool
+	// Algorithm and Limit describe the binding limit (the one named in
+	// the RateLimit header); empty for exempt requests and key failures.
+	Algorithm string
+	Limit     string
+	// PolicyVersion is Config.PolicyVersion.
+	PolicyVersion string
+	// Decision is the backend's decision (zero when there was none).
+	Decision hotlimit.Decision
+	// Err is the key extraction or backend error, if any.
+	Err error
+}
+
+// GroupCounts are one group's request counts by Outcome, counted from
+// New on.
+type GroupCounts struct {
+	Group  string
+	Counts [OutcomeCount]uint64 // indexed by Outcome
+}
+
+// Counts returns every group's counts, in Config.Groups order. Each count
+// is read atomically; together they are not a snapshot of one instant.
+// Counting costs each request one atomic add on its group's counter.
+func (m *Middleware) Counts() []GroupCounts {
+	out := make([]GroupCounts, len(m.groups))
+	for i := range m.groups {
+		g := &m.groups[i]
+		out[i].Group = g.name
+		for o := range g.counts {
+			out[i].Counts[o] = g.counts[o].Load()
+		}
+	}
+	return out
+}

@@ -1,0 +1,108 @@
+package httplimit
+
+import (
+	"fmt"
+	"net/http"
+	"sync/atomic"
+)
+
+// groupState is a group's configuration and counters.
+//
+// Invariants: every field but counts is written only by New.
+type groupState struct {
+	name     string
+	exempt   bool
+	cost     int64
+	policy   *policyInfo
+	policies []string // RateLimit-Policy value: the group's item, then Global's
+	counts   [OutcomeCount]atomic.Uint64
+}
+
+// buildGroups sets m.groups, m.byName and m.defaultIdx from groups, each
+// limited by its named entry of limits. m.global must be set first: a
+// group's RateLimit-Policy value lists the global limit too.
+func (m *Middleware) buildGroups(groups []Group, defaultGroup string, limits map[string]*policyInfo) error {
+	m.groups = make([]groupState, len(groups))
+	m.byName = make(map[string]int, len(groups))
+	for i, g := range groups {
+		gs := &m.groups[i]
+		if !validName(g.Name) {
+			return fmt.Errorf("httplimit: Config.Groups[%d]: name %q must be 1 to 64 letters, digits or \"._-\"", i, g.Name)
+		}
+		if _, dup := m.byName[g.Name]; dup {
+			return fmt.Errorf("httplimit: Config.Groups[%d]: duplicate group %q", i, g.Name)
+		}
+		m.byName[g.Name] = i
+		gs.name, gs.exempt, gs.cost = g.Name, g.Exempt, g.Cost
+		if g.Cost < 0 {
+			return fmt.Errorf("httplimit: group %q: Cost must be ≥ 0, got %d", g.Name, g.Cost)
+		}
+		if gs.cost == 0 {
+			gs.cost = 1
+		}
+		if g.Exempt {
+			continue
+		}
+		if gs.policy = limits[g.Limit]; gs.policy == nil {
+			return fmt.Errorf("httplimit: group %q: Limit %q is not in Config.Limits", g.Name, g.Limit)
+		}
+		v := gs.policy.item
+		if m.global != nil {
+			v += ", " + m.global.item
+		}
+		gs.policies = []string{v}
+	}
+	var ok bool
+	if m.defaultIdx, ok = m.byName[defaultGroup]; !ok {
+		return fmt.Errorf("httplimit: Config.DefaultGroup %q is not a group", defaultGroup)
+	}
+	return nil
+}
+
+// buildMux registers every group's patterns on a ServeMux used only to
+// match requests to patterns. ServeMux panics on a bad or conflicting
+// pattern; that is turned into an error.
+func (m *Middleware) buildMux(groups []Group) (err error) {
+	m.mux = http.NewServeMux()
+	m.byPattern = make(map[string]int)
+	noop := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	for i, g := range groups {
+		for _, p := range g.Patterns {
+			if _, dup := m.byPattern[p]; dup {
+				return fmt.Errorf("httplimit: group %q: pattern %q is already in group %q", g.Name, p, groups[m.byPattern[p]].Name)
+			}
+			if err := handleNoPanic(m.mux, p, noop); err != nil {
+				return fmt.Errorf("httplimit: group %q: %w", g.Name, err)
+			}
+			m.byPattern[p] = i
+		}
+	}
+	return nil
+}
+
+func handleNoPanic(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("pattern %q: %v", pattern, r)
+		}
+	}()
+	mux.Handle(pattern, h)
+	return nil
+}
+
+// group returns the request's group index: Config.Classify's answer, or
+// the group of the ServeMux pattern the request matches, or the default
+// group.
+func (m *Middleware) group(r *http.Request) int {
+	if m.classify != nil {
+		if i, ok := m.byName[m.classify(r)]; ok {
+			return i
+		}
+		return m.defaultIdx
+	}
+	_, pattern := m.mux.Handler(r)
+	if i, ok := m.byPattern[pattern]; ok {
+		return i
+	}
+	return m.defaultIdx
+}

@@ -1,0 +1,69 @@
+package hotlimit
+
+import "runtime"
+
+// lockSlot locks s.mu and returns key's live slot, with s.mu held (the
+// caller unlocks). An absent key is inserted when create is true, after
+// reserving room under WithMaxKeys, and the instant to decide at is raised
+// to sweptAt for the new entry (see gc.go); otherwise it returns nil.
+func (l *Limiter) lockSlot(s *shard, h uint64, key string, now int64, create bool) (*slot, int64) {
+	s.mu.Lock()
+	if sl := s.tab.Load().find(h, key); sl != nil || !create {
+		return sl, now
+	}
+	if !l.tryReserveKey() {
+		// Evicting takes other shards' mutexes: never while holding one.
+		s.mu.Unlock()
+		ok := l.reserveKey(now)
+		s.mu.Lock()
+		if sl := s.tab.Load().find(h, key); sl != nil || !ok {
+			if ok {
+				l.keys.Add(-1) // inserted meanwhile by someone else
+			}
+			return sl, now
+		}
+	}
+	now = max(now, l.sweptAt.Load())
+	t := s.tab.Load()
+	if nt := t.grown(key); nt != t {
+		s.tab.Store(nt)
+		t = nt
+	}
+	return t.insert(h, key, t.p.freshWord(now)), now
+}
+
+// tryReserveKey reserves room for one more key if the limiter is below
+// WithMaxKeys. The caller must release it (keys.Add(-1)) if it does not
+// insert.
+func (l *Limiter) tryReserveKey() bool {
+	if l.maxKeys == 0 {
+		l.keys.Add(1)
+		return true
+	}
+	for {
+		n := l.keys.Load()
+		if n >= l.maxKeys {
+			return false
+		}
+		if l.keys.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// reserveKey reserves room for one more key, evicting as needed. Requires
+// that no shard mutex is held. A concurrency limiter evicts only fresh
+// entries (no operation in flight) and gives up, reporting false, when its
+// sample holds none.
+func (l *Limiter) reserveKey(now int64) bool {
+	for !l.tryReserveKey() {
+		found := l.evictOne(now)
+		if l.kind == kindConcurrency {
+			return found && l.tryReserveKey()
+		}
+		if !found {
+			runtime.Gosched() // every held slot is an insertion in flight
+		}
+	}
+	return true
+}

@@ -1,0 +1,111 @@
+package hotlimit
+
+import (
+	"fmt"
+	"time"
+)
+
+// Option configures a Limiter.
+type Option func(*config)
+
+type config struct {
+	onDeny     func(keyHash uint64, d Decision)
+	clock      Clock
+	coarse     time.Duration
+	shards     int
+	maxKeys    int
+	sweepEvery time.Duration
+	err        error
+}
+
+func (c *config) fail(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("hotlimit: "+format, args...)
+	}
+}
+
+const maxShards = 1 << 16
+
+// WithClock makes the limiter read time from c instead of the default
+// clock. Use a ManualClock in tests.
+func WithClock(c Clock) Option {
+	return func(cfg *config) {
+		if c == nil {
+			cfg.fail("WithClock: nil Clock")
+		}
+		cfg.clock = c
+	}
+}
+
+// WithCoarseClock makes the limiter read a cached clock refreshed every
+// resolution by a goroutine that Close stops. See CoarseClock for what
+// this trades: decisions save a clock read; denials are re-checked on the
+// precise clock; but on real time an admission can be booked up to the
+// cache's lag early, which lets a bucket admit up to lag/T extra units
+// over an interval.
+func WithCoarseClock(resolution time.Duration) Option {
+	return func(cfg *config) {
+		if resolution <= 0 || resolution > time.Second {
+			cfg.fail("WithCoarseClock: resolution must be in (0, 1s], got %v", resolution)
+		}
+		cfg.coarse = resolution
+	}
+}
+
+// WithDenyHook calls hook, synchronously, for every request that AllowN
+// (or Allow, AllowBytes, AllowLayers' layers) denies, with the denial and
+// the key's hash instead of the key: the limiter's seeded 64-bit hash,
+// stable for the limiter's life and meaningless outside it, so a log or a
+// metric can group denials by client without holding tokens or addresses.
+// The allow path does not look at the hook. The hook must be fast and must
+// not block; it may call the limiter. Wait on a window policy tries again
+// through AllowN, so each denied try calls it; the admissions AllowLayers
+// gives back do not.
+func WithDenyHook(hook func(keyHash uint64, d Decision)) Option {
+	return func(cfg *config) {
+		if hook == nil {
+			cfg.fail("WithDenyHook: nil hook")
+		}
+		cfg.onDeny = hook
+	}
+}
+
+// WithShards sets the number of shards the keyed table is split into,
+// rounded up to a power of two. Decisions on existing keys take no lock;
+// inserting and removing keys take their shard's mutex, so more shards
+// let more insertions proceed at once. The default is 256. n must be in
+// [1, 65536].
+func WithShards(n int) Option {
+	return func(cfg *config) {
+		if n < 1 || n > maxShards {
+			cfg.fail("WithShards: n must be in [1, %d], got %d", maxShards, n)
+		}
+		cfg.shards = n
+	}
+}
+
+// WithMaxKeys bounds the number of keys held: Len() ≤ n at all times. To
+// make room for a new key the limiter looks at several entries and removes
+// the one closest to fresh, so a flood of new keys cannot reset a drained
+// key while fresher ones exist. 0 means unbounded.
+func WithMaxKeys(n int) Option {
+	return func(cfg *config) {
+		if n < 0 {
+			cfg.fail("WithMaxKeys: n must be ≥ 0, got %d", n)
+		}
+		cfg.maxKeys = n
+	}
+}
+
+// WithSweepInterval sets how often the background sweeper removes keys
+// whose state is fresh (which changes no decision). The default is one
+// minute; 0 disables the sweeper (call Sweep yourself, or rely on
+// WithMaxKeys).
+func WithSweepInterval(d time.Duration) Option {
+	return func(cfg *config) {
+		if d < 0 {
+			cfg.fail("WithSweepInterval: interval must be ≥ 0, got %v", d)
+		}
+		cfg.sweepEvery = d
+	}
+}

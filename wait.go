@@ -1,0 +1,125 @@
+package hotlimit
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// Wait blocks until a request of the given cost for key is admitted, or
+// returns an error without consuming anything.
+//
+// For the token and leaky buckets, Wait reserves the request's slot at
+// once (consuming it) and sleeps until the slot: the instant the request
+// fits for the token bucket, the start of its turn for the leaky bucket.
+// If the context's deadline is before the slot, Wait fails at once with
+// ErrDeadline; if the context ends while it sleeps, it gives the slot back
+// and returns the context's error. For the window policies, which cannot
+// hold a reservation in a future window, Wait sleeps until RetryAfter and
+// tries again, so it is not first-come first-served under contention.
+//
+// Wait sleeps in real time, whatever the limiter's clock. It returns
+// ErrInvalidCost for a cost below 0 or above Limit, and ErrKeyTooLong.
+// Unlike Allow and AllowN, Wait always takes the cost: there is no
+// one-unit form.
+func (l *Limiter) Wait(ctx context.Context, key string, cost int64) error {
+	if limit := l.p.Load().limit; cost < 0 || cost > limit {
+		return fmt.Errorf("%w: cost %d, limit %d", ErrInvalidCost, cost, limit)
+	}
+	if len(key) > MaxKeyLen {
+		return ErrKeyTooLong
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if cost == 0 {
+		return nil
+	}
+	maxWait := int64(math.MaxInt64)
+	if dl, ok := ctx.Deadline(); ok {
+		maxWait = int64(time.Until(dl))
+	}
+	if !l.kind.isBucket() {
+		return l.waitWindow(ctx, key, cost)
+	}
+	wait, ok := l.reserve(key, cost, maxWait)
+	if !ok {
+		return fmt.Errorf("%w: would wait %v", ErrDeadline, time.Duration(wait))
+	}
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(time.Duration(wait))
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		t.Stop()
+		l.refund(key, cost, l.now()) // the slot back; Stats count it as Refunded
+		return ctx.Err()
+	}
+}
+
+func (l *Limiter) waitWindow(ctx context.Context, key string, cost int64) error {
+	for {
+		d := l.AllowN(key, cost)
+		if d.Allowed {
+			return nil
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d.RetryAfter {
+			return fmt.Errorf("%w: would wait %v", ErrDeadline, d.RetryAfter)
+		}
+		t := time.NewTimer(d.RetryAfter)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// reserve takes a slot for Wait; see gcra.reserve.
+func (l *Limiter) reserve(key string, cost, maxWait int64) (wait int64, ok bool) {
+	now := l.now()
+	h := l.hash(key)
+	s := l.shardOf(h)
+	t := s.tab.Load()
+	if sl := t.find(h, key); sl != nil {
+		if wait, ok, live := reserveAt(t.p, &sl.word, now, cost, maxWait); live {
+			l.tally.count(ok)
+			return wait, ok
+		}
+	}
+	sl, now := l.lockSlot(s, h, key, now, true)
+	wait, ok, _ = reserveAt(s.tab.Load().p, &sl.word, now, cost, maxWait)
+	if !ok {
+		l.retireFreshLocked(s, sl, now) // nothing was written: leave no entry
+	}
+	s.mu.Unlock()
+	l.tally.count(ok)
+	return wait, ok
+}
+
+// reserveAt runs reserve's CAS loop; live is false if the word is retired.
+// A cost above the policy's limit (lowered by SetPolicy) never fits.
+func reserveAt(p *params, w *atomic.Uint64, now, cost, maxWait int64) (wait int64, ok, live bool) {
+	if cost > p.limit {
+		return int64(Never), false, true
+	}
+	for {
+		old := w.Load()
+		if old&deadBit != 0 {
+			return 0, false, false
+		}
+		next, wait, ok := p.g.reserve(old, now, cost, maxWait)
+		if !ok {
+			return wait, false, true
+		}
+		if next == old || w.CompareAndSwap(old, next) {
+			return wait, true, true
+		}
+	}
+}
