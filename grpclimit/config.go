@@ -1,0 +1,372 @@
+package grpclimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hotlimit/hotlimit/httplimit"
+)
+
+// Group is a method group: gRPC methods that cost the same and share one
+// quota per identity.
+type Group struct {
+	// Name identifies the group in keys and metadata: letters, digits
+	// and "._-", at most 64 bytes.
+	Name string
+	// Methods are full method names ("/pkg.Service/Method") or whole
+	// services ("/pkg.Service/*"). A method is in the group of its exact
+	// name if one lists it, else in the group listing its service, else
+	// in Config.DefaultGroup.
+	Methods []string
+	// Limit names the policy in Config.Limits this group's layer uses.
+	// Required unless Exempt.
+	Limit string
+	// Cost is what one call costs in Limit; 0 means 1.
+	Cost int64
+	// Costs, if set, overrides Cost for single methods of the group, by
+	// full method name; each cost is at least 1, and each method must be
+	// one that Methods lists, by its name or its service (a method that
+	// is only in the default group cannot be named here).
+	Costs map[string]int64
+	// Exempt marks a group that is not limited at all (health checks,
+	// reflection). It is the only way a method bypasses the limits.
+	Exempt bool
+}
+
+// KeyErrorMode is what the interceptor does when Config.Key cannot
+// extract a key from a call.
+type KeyErrorMode uint8
+
+const (
+	// KeyErrorDeny refuses the call with codes.ResourceExhausted and an
+	// errdetails.ErrorInfo of reason "RATE_LIMIT_KEY_MISSING", without
+	// RetryInfo (the call can never pass as it is). It is the default.
+	KeyErrorDeny KeyErrorMode = iota
+	// KeyErrorFallbackPeer limits the call by its client IP instead
+	// (PeerKey(Config.ClientIP)), under the same layers. If even that
+	// fails, the call is denied as with KeyErrorDeny.
+	KeyErrorFallbackPeer
+)
+
+// FailMode is what the interceptor does when the Backend cannot decide
+// (Allow returns an error: a shared store down, a timeout).
+type FailMode uint8
+
+const (
+	// FailClosed refuses the call with codes.Unavailable and no rate-limit
+	// metadata. It is the default: the limit protects something, and when
+	// it cannot be checked the safe answer is not to do the work. It is
+	// Unavailable, not ResourceExhausted, because the client has no quota
+	// to wait for and did nothing wrong; gRPC clients retry Unavailable
+	// with backoff.
+	FailClosed FailMode = iota
+	// FailOpen lets the call through without rate-limit metadata.
+	FailOpen
+)
+
+// Config configures an Interceptor. Limits, Groups, DefaultGroup and Key
+// are required.
+type Config struct {
+	// Limits are the named policies (hotlimit.TokenBucket,
+	// hotlimit.FixedWindow, ... values), passed to Backend. Names are
+	// letters, digits and "._-", at most 64 bytes.
+	Limits map[string]any
+	// Groups are the method groups.
+	Groups []Group
+	// DefaultGroup names the group of a method that no group lists.
+	DefaultGroup string
+	// Key extracts the identity a call is limited by.
+	Key KeyFunc
+	// Global, if set, names a limit applied to every call's identity on
+	// top of its group's, all or nothing: a call the global layer denies
+	// does not consume its group's quota, and the other way round.
+	Global string
+	// GlobalCost is what one call costs in Global; 0 means 1.
+	GlobalCost int64
+	// ClientIP finds the client address for KeyErrorFallbackPeer. nil:
+	// the peer address only.
+	ClientIP *httplimit.ClientIP
+	// OnKeyError is what to do when Key fails. Default KeyErrorDeny.
+	OnKeyError KeyErrorMode
+	// OnBackendError is what to do when the backend fails. Default
+	// FailClosed.
+	OnBackendError FailMode
+	// NoMetadata turns off the rate-limit response metadata (the
+	// ratelimit-* and retry-after entries); the status details of a
+	// denial are still sent.
+	NoMetadata bool
+	// Backend builds the backend from Limits. nil:
+	// httplimit.LocalBackend(), in-process limiters. Any httplimit
+	// backend serves, such as redislimit's shared one.
+	Backend httplimit.BackendFactory
+	// Wait is how an admitted call waits out a LeakyBucket's
+	// Decision.Delay (shaping) before its handler runs. It returns an
+	// error if the call's context ends first; the call then fails with
+	// the context's status (Canceled or DeadlineExceeded) and the quota
+	// stays spent. nil: a timer, in real time.
+	Wait func(ctx context.Context, d time.Duration) error
+}
+
+// waitTimer is the default Config.Wait.
+func waitTimer(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Interceptor rate-limits gRPC calls: it puts each call in a method
+// group, extracts the client's identity, asks a Backend to admit the call
+// under the group's layer (and the global layer, all or nothing), and
+// either runs the handler or refuses the call. See the package
+// documentation for the status and metadata of each outcome.
+//
+// Create it with New; it is safe for concurrent use and holds no state of
+// its own per call. Unary and Stream return the server interceptors; the
+// Limit method makes it a go-grpc-middleware ratelimit.Limiter. Close
+// releases the backend.
+type Interceptor struct {
+	backend    httplimit.Backend
+	binder     httplimit.BindingBackend // backend, when it reports the binding layer
+	groups     []group
+	exact      map[string]int // full method → group
+	services   map[string]int // "/pkg.Service/" → group
+	defaultIdx int
+	key        KeyFunc
+	fallback   KeyFunc // nil unless KeyErrorFallbackPeer
+	global     string
+	globalCost int64
+	onBackend  FailMode
+	metadata   bool
+	wait       func(context.Context, time.Duration) error
+}
+
+// group is a method group's configuration, written only by New.
+type group struct {
+	name   string
+	exempt bool
+	limit  string
+	cost   int64
+	costs  map[string]int64 // nil when no method overrides cost
+}
+
+// New validates cfg, builds its backend, and returns the Interceptor. The
+// error names the offending field.
+func New(cfg Config) (*Interceptor, error) {
+	ic := &Interceptor{
+		exact:      make(map[string]int),
+		services:   make(map[string]int),
+		key:        cfg.Key,
+		global:     cfg.Global,
+		globalCost: cfg.GlobalCost,
+		onBackend:  cfg.OnBackendError,
+		metadata:   !cfg.NoMetadata,
+		wait:       cfg.Wait,
+	}
+	if ic.wait == nil {
+		ic.wait = waitTimer
+	}
+	switch {
+	case cfg.Key == nil:
+		return nil, errors.New("grpclimit: Config.Key is required")
+	case len(cfg.Groups) == 0:
+		return nil, errors.New("grpclimit: Config.Groups is empty")
+	case cfg.OnKeyError > KeyErrorFallbackPeer:
+		return nil, fmt.Errorf("grpclimit: Config.OnKeyError %d is not a KeyErrorMode", cfg.OnKeyError)
+	case cfg.OnBackendError > FailOpen:
+		return nil, fmt.Errorf("grpclimit: Config.OnBackendError %d is not a FailMode", cfg.OnBackendError)
+	case cfg.GlobalCost < 0:
+		return nil, fmt.Errorf("grpclimit: Config.GlobalCost must be ≥ 0, got %d", cfg.GlobalCost)
+	case len(cfg.Limits) == 0:
+		return nil, errors.New("grpclimit: Config.Limits is empty")
+	}
+	if ic.globalCost == 0 {
+		ic.globalCost = 1
+	}
+	if cfg.OnKeyError == KeyErrorFallbackPeer {
+		ic.fallback = PeerKey(cfg.ClientIP)
+	}
+	names := make([]string, 0, len(cfg.Limits))
+	for name := range cfg.Limits {
+		names = append(names, name)
+	}
+	sort.Strings(names) // the first error is the same on every run
+	for _, name := range names {
+		if !validName(name) {
+			return nil, fmt.Errorf("grpclimit: Config.Limits: name %q must be 1 to 64 letters, digits or \"._-\"", name)
+		}
+	}
+	if cfg.Global != "" {
+		if _, ok := cfg.Limits[cfg.Global]; !ok {
+			return nil, fmt.Errorf("grpclimit: Config.Global %q is not in Config.Limits", cfg.Global)
+		}
+	}
+	byName := make(map[string]int, len(cfg.Groups))
+	ic.groups = make([]group, len(cfg.Groups))
+	for i, g := range cfg.Groups {
+		if err := ic.addGroup(i, g, byName); err != nil {
+			return nil, err
+		}
+		if _, ok := cfg.Limits[g.Limit]; !ok && !g.Exempt {
+			return nil, fmt.Errorf("grpclimit: group %q: Limit %q is not in Config.Limits", g.Name, g.Limit)
+		}
+	}
+	var ok bool
+	if ic.defaultIdx, ok = byName[cfg.DefaultGroup]; !ok {
+		return nil, fmt.Errorf("grpclimit: Config.DefaultGroup %q is not a group", cfg.DefaultGroup)
+	}
+	for i, g := range cfg.Groups {
+		for m, c := range g.Costs {
+			if c < 1 {
+				return nil, fmt.Errorf("grpclimit: group %q: Costs[%q] must be ≥ 1, got %d", g.Name, m, c)
+			}
+			if !ic.listed(m, i) {
+				return nil, fmt.Errorf("grpclimit: group %q: Costs names %q, which is not a method of the group", g.Name, m)
+			}
+		}
+	}
+	factory := cfg.Backend
+	if factory == nil {
+		factory = httplimit.LocalBackend()
+	}
+	b, err := factory(cfg.Limits)
+	if err != nil {
+		return nil, fmt.Errorf("grpclimit: Config.Backend: %w", err)
+	}
+	if b == nil {
+		return nil, errors.New("grpclimit: Config.Backend returned a nil Backend")
+	}
+	ic.backend = b
+	ic.binder, _ = b.(httplimit.BindingBackend)
+	return ic, nil
+}
+
+// addGroup checks group i and registers its methods.
+func (ic *Interceptor) addGroup(i int, g Group, byName map[string]int) error {
+	if !validName(g.Name) {
+		return fmt.Errorf("grpclimit: Config.Groups[%d]: name %q must be 1 to 64 letters, digits or \"._-\"", i, g.Name)
+	}
+	if _, dup := byName[g.Name]; dup {
+		return fmt.Errorf("grpclimit: Config.Groups[%d]: duplicate group %q", i, g.Name)
+	}
+	byName[g.Name] = i
+	if g.Cost < 0 {
+		return fmt.Errorf("grpclimit: group %q: Cost must be ≥ 0, got %d", g.Name, g.Cost)
+	}
+	gs := &ic.groups[i]
+	gs.name, gs.exempt, gs.limit, gs.cost = g.Name, g.Exempt, g.Limit, max(g.Cost, 1)
+	if len(g.Costs) > 0 {
+		gs.costs = make(map[string]int64, len(g.Costs))
+		for m, c := range g.Costs {
+			gs.costs[m] = c
+		}
+	}
+	for _, m := range g.Methods {
+		svc, method, ok := splitMethod(m)
+		if !ok {
+			return fmt.Errorf("grpclimit: group %q: method %q is not \"/pkg.Service/Method\" or \"/pkg.Service/*\"", g.Name, m)
+		}
+		table, k := ic.exact, m
+		if method == "*" {
+			table, k = ic.services, svc
+		}
+		if j, dup := table[k]; dup {
+			return fmt.Errorf("grpclimit: group %q: method %q is already in group %q", g.Name, m, ic.groups[j].name)
+		}
+		table[k] = i
+	}
+	return nil
+}
+
+// splitMethod splits "/pkg.Service/Method" into its service prefix
+// "/pkg.Service/" and "Method".
+func splitMethod(m string) (svc, method string, ok bool) {
+	i := strings.LastIndexByte(m, '/')
+	if len(m) < 4 || m[0] != '/' || i <= 1 || i == len(m)-1 || strings.IndexByte(m[1:i], '/') >= 0 {
+		return "", "", false
+	}
+	method = m[i+1:]
+	if strings.Contains(method, "*") && method != "*" || strings.Contains(m[:i], "*") {
+		return "", "", false
+	}
+	return m[:i+1], method, true
+}
+
+// listed reports whether group i lists full method m, by its name or its
+// service, and m is in it (no other group lists its exact name).
+func (ic *Interceptor) listed(m string, i int) bool {
+	svc, method, ok := splitMethod(m)
+	if !ok || method == "*" {
+		return false
+	}
+	if j, ok := ic.exact[m]; ok {
+		return j == i
+	}
+	j, ok := ic.services[svc]
+	return ok && j == i
+}
+
+// groupOf returns the group index of a full method name.
+func (ic *Interceptor) groupOf(fullMethod string) int {
+	if i, ok := ic.exact[fullMethod]; ok {
+		return i
+	}
+	if j := strings.LastIndexByte(fullMethod, '/'); j > 0 {
+		if i, ok := ic.services[fullMethod[:j+1]]; ok {
+			return i
+		}
+	}
+	return ic.defaultIdx
+}
+
+func validName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// Backend returns the backend the interceptor decides through, such as a
+// *httplimit.Local whose limiters a test or an operator can inspect.
+func (ic *Interceptor) Backend() httplimit.Backend { return ic.backend }
+
+// Close closes the backend if it has a Close method.
+func (ic *Interceptor) Close() error {
+	switch b := ic.backend.(type) {
+	case io.Closer:
+		return b.Close()
+	case interface{ Close() }:
+		b.Close()
+	}
+	return nil
+}
+
+// maxKeyBuf is the key length the interceptor builds without growing its
+// buffer.
+const maxKeyBuf = 160
+
+// scratch is a call's reusable buffers: the key under construction and
+// the layers handed to the Backend (which must not retain them). Both
+// would escape to the heap through the KeyFunc and Backend calls.
+type scratch struct {
+	buf    [maxKeyBuf]byte
+	layers [2]httplimit.Layer
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}

@@ -1,0 +1,117 @@
+// Package grpclimit rate-limits gRPC servers with hotlimit: unary and
+// stream server interceptors, and an adapter for go-grpc-middleware's
+// ratelimit interceptors. It is a nested module, so the root module
+// never depends on gRPC.
+//
+//	ic, err := grpclimit.New(grpclimit.Config{
+//		Limits: map[string]any{
+//			"read":   hotlimit.TokenBucket{Rate: hotlimit.PerSecond(50), Burst: 100},
+//			"export": hotlimit.SlidingLog{Limit: 5, Window: time.Hour},
+//		},
+//		Groups: []grpclimit.Group{
+//			{Name: "read", Methods: []string{"/shop.v1.Catalog/*"}, Limit: "read"},
+//			{Name: "export", Methods: []string{"/shop.v1.Admin/Export"}, Limit: "export"},
+//		},
+//		DefaultGroup: "read",
+//		Key:          grpclimit.MetadataKey("authorization"), // hashed, never stored raw
+//	})
+//	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(ic.Unary()), grpc.ChainStreamInterceptor(ic.Stream()))
+//
+// # How a call is decided
+//
+// The interceptor puts each call in a method group (Group) by its full
+// method name: a group lists exact methods ("/pkg.Service/Method") or
+// whole services ("/pkg.Service/*"); the exact name wins, and a method no
+// group lists is in Config.DefaultGroup. Each group names its policy and
+// its cost per call, with Group.Costs for methods that cost more than
+// their group's other methods. Config.Key extracts the client's identity,
+// and the call is checked against up to two layers, all or nothing,
+// exactly as httplimit checks a request (see httplimit.Backend and
+// hotlimit.AllowLayers): the group's layer and, with Config.Global, a
+// global layer per identity. A call the global layer denies consumes
+// nothing in its group, and the other way round.
+//
+// Keys have httplimit's format (httplimit.LayerKey), and the interceptor
+// decides through an httplimit.Backend: in-process limiters by default,
+// or a shared store such as redislimit's. With one shared backend, an
+// identity's global layer is the same over HTTP and gRPC, and so is a
+// method group and an HTTP route group of the same name; name them apart
+// if they should not share a quota.
+//
+// A stream is decided once, when it opens, at its method's cost; its
+// messages are not limited.
+//
+// # Keys
+//
+// MetadataKey limits by a token from the call's metadata ("authorization"
+// with the Bearer scheme, or any entry), hashed exactly as
+// httplimit.TokenKey hashes it: the raw token never reaches the limiter.
+// PeerKey limits by the client's IP prefix, found by ClientPrefix with
+// httplimit's ClientIP rules: the connection's peer address, unless that
+// peer is a trusted proxy, in which case the "x-forwarded-for" (or
+// "forwarded") metadata the proxy wrote is walked from the right to the
+// first untrusted hop; a client's own forwarding metadata is ignored.
+// FuncKey limits by any ID a function returns (a user or tenant put in
+// the context by an authentication interceptor); a KeyFunc can do
+// anything else.
+//
+// When the key cannot be extracted, Config.OnKeyError decides: refuse
+// (the default) or fall back to the peer's IP. Nothing is let through
+// unlimited except by configuration: an Exempt group, or FailOpen when
+// the backend fails.
+//
+// # Statuses
+//
+// A refused call gets one of these statuses; each carries an
+// errdetails.ErrorInfo in domain "hotlimit" whose Reason says which:
+//
+//   - Quota used up: codes.ResourceExhausted, reason RATE_LIMIT_EXCEEDED,
+//     with an errdetails.QuotaFailure naming the limit and an
+//     errdetails.RetryInfo whose RetryDelay is the Decision's RetryAfter
+//     exactly (protobuf Durations hold nanoseconds): retrying the same
+//     call one nanosecond earlier is denied, retrying then is admitted, if
+//     nothing else consumed meanwhile.
+//   - Can never pass (its cost exceeds the limit's capacity):
+//     codes.ResourceExhausted, reason RATE_LIMIT_NEVER, a QuotaFailure,
+//     and no RetryInfo. A client must retry a ResourceExhausted status
+//     only when it carries a RetryInfo.
+//   - No key (KeyErrorDeny): codes.ResourceExhausted, reason
+//     RATE_LIMIT_KEY_MISSING, no RetryInfo.
+//   - Backend failure (FailClosed, the default): codes.Unavailable,
+//     reason RATE_LIMITER_UNAVAILABLE, no rate-limit metadata.
+//
+// A LeakyBucket admits with a Delay: the interceptor waits it out
+// (Config.Wait) before the handler runs; if the call's context ends
+// first, the call fails with Canceled or DeadlineExceeded.
+//
+// # Metadata
+//
+// Every call the backend decided, admitted or refused, gets these
+// response header entries (unless Config.NoMetadata), describing the
+// binding layer (the one with the fewest calls left, or the one that
+// denied, as hotlimit.AllowLayersIndex defines it):
+//
+//	ratelimit-limit: 100       the limit's capacity (Decision.Limit)
+//	ratelimit-remaining: 41    Decision.Remaining
+//	ratelimit-name: read       the limit's name in Config.Limits
+//	retry-after: 3             on a RATE_LIMIT_EXCEEDED denial only
+//
+// retry-after is RetryAfter in whole seconds, rounded up, at least 1, as
+// HTTP's Retry-After: for proxies and for the go-grpc-middleware
+// interceptors, which drop the status details. ratelimit-name is left out
+// when the backend does not report which layer bound (Local and
+// redislimit's backend do). There is no reset time: with two layers one
+// Decision cannot tell when each refills, and a number standing for both
+// would mislead; a denial's exact wait is in RetryInfo.
+//
+// # go-grpc-middleware
+//
+// An Interceptor is a go-grpc-middleware v2 ratelimit.Limiter through its
+// Limit method, for servers that already chain that package's
+// interceptors:
+//
+//	grpc.ChainUnaryInterceptor(ratelimit.UnaryServerInterceptor(ic))
+//
+// That interceptor builds its own ResourceExhausted status from the
+// error's text, so the details above are lost; the metadata is not.
+package grpclimit

@@ -1,0 +1,246 @@
+package grpclimit
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/httplimit"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// The response metadata keys (see the package documentation).
+const (
+	MDLimit      = "ratelimit-limit"     // the binding limit's capacity, Decision.Limit
+	MDRemaining  = "ratelimit-remaining" // Decision.Remaining
+	MDName       = "ratelimit-name"      // the binding limit's name in Config.Limits
+	MDRetryAfter = "retry-after"         // whole seconds, rounded up, on a denial that can pass later
+)
+
+// The errdetails.ErrorInfo reasons of the calls the interceptor refuses,
+// in domain ErrorDomain.
+const (
+	ErrorDomain = "hotlimit"
+	// ReasonExceeded: the quota is used up; RetryInfo says when the same
+	// call passes.
+	ReasonExceeded = "RATE_LIMIT_EXCEEDED"
+	// ReasonNever: the call can never pass (its cost exceeds the limit's
+	// capacity); there is no RetryInfo, and retrying is pointless.
+	ReasonNever = "RATE_LIMIT_NEVER"
+	// ReasonKeyMissing: no key could be extracted (KeyErrorDeny).
+	ReasonKeyMissing = "RATE_LIMIT_KEY_MISSING"
+	// ReasonUnavailable: the backend failed (FailClosed), with
+	// codes.Unavailable.
+	ReasonUnavailable = "RATE_LIMITER_UNAVAILABLE"
+)
+
+const keyPrefix = "rl:v1:"
+
+// errBadKeyFunc reports a KeyFunc that did not append to its dst.
+var errBadKeyFunc = errors.New("grpclimit: KeyFunc returned no identity appended to dst")
+
+// Unary returns the unary server interceptor. Install it with
+// grpc.ChainUnaryInterceptor, after authentication if Key reads a
+// credential.
+func (ic *Interceptor) Unary() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		md, err := ic.admit(ctx, info.FullMethod)
+		if md != nil {
+			// It fails only if an earlier interceptor already sent the
+			// headers; the metadata is then lost, not the decision.
+			_ = grpc.SetHeader(ctx, md)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// Stream returns the stream server interceptor. A stream is limited once,
+// when it opens, at its method's cost; its messages are not counted.
+func (ic *Interceptor) Stream() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		md, err := ic.admit(ss.Context(), info.FullMethod)
+		if md != nil {
+			_ = ss.SetHeader(md)
+		}
+		if err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
+}
+
+// Limit decides the call whose server context is ctx, sets the rate-limit
+// metadata on its response header, and returns nil when the call may go
+// on, or the status error Unary would return. It makes an Interceptor a
+// go-grpc-middleware v2 ratelimit.Limiter:
+//
+//	ratelimit.UnaryServerInterceptor(ic)
+//
+// That interceptor replaces the error with a ResourceExhausted status of
+// its own message, dropping the details (RetryInfo, ErrorInfo); the
+// metadata, retry-after included, still reaches the client. The method is
+// read with grpc.Method(ctx); a context without one is in
+// Config.DefaultGroup.
+func (ic *Interceptor) Limit(ctx context.Context) error {
+	method, _ := grpc.Method(ctx)
+	md, err := ic.admit(ctx, method)
+	if md != nil {
+		_ = grpc.SetHeader(ctx, md)
+	}
+	return err
+}
+
+// admit decides the call and, when a LeakyBucket admitted it with a
+// Delay, waits it out. It returns the response metadata (nil for none)
+// and the status error to refuse the call with.
+func (ic *Interceptor) admit(ctx context.Context, method string) (metadata.MD, error) {
+	md, delay, err := ic.decide(ctx, method)
+	if err == nil && delay > 0 {
+		if werr := ic.wait(ctx, delay); werr != nil {
+			err = status.FromContextError(werr).Err()
+		}
+	}
+	return md, err
+}
+
+// decide extracts the key, asks the backend, and builds the outcome.
+func (ic *Interceptor) decide(ctx context.Context, method string) (metadata.MD, time.Duration, error) {
+	g := &ic.groups[ic.groupOf(method)]
+	if g.exempt {
+		return nil, 0, nil
+	}
+	cost := g.cost
+	if g.costs != nil {
+		if c, ok := g.costs[method]; ok {
+			cost = c
+		}
+	}
+	sc := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(sc)
+	key, err := ic.key(ctx, append(sc.buf[:0], keyPrefix...))
+	if err == nil && (len(key) <= len(keyPrefix) || string(key[:len(keyPrefix)]) != keyPrefix) {
+		err = errBadKeyFunc
+	}
+	if err != nil && ic.fallback != nil {
+		key, err = ic.fallback(ctx, append(sc.buf[:0], keyPrefix...))
+	}
+	if err != nil {
+		return nil, 0, refusal(codes.ResourceExhausted, "grpclimit: no rate-limit key: "+err.Error(), ReasonKeyMissing)
+	}
+	idEnd := len(key)
+	key = append(key, ":route:"...)
+	key = append(key, g.name...)
+	full := string(key) // the one allocation of the key
+	layers := sc.layers[:1]
+	layers[0] = httplimit.Layer{Limit: g.limit, Key: full, Cost: cost}
+	if ic.global != "" {
+		layers = append(layers, httplimit.Layer{Limit: ic.global, Key: full[:idEnd], Cost: ic.globalCost})
+	}
+	idx := -1
+	var d hotlimit.Decision
+	if ic.binder != nil {
+		d, idx, err = ic.binder.AllowBinding(ctx, layers)
+	} else {
+		d, err = ic.backend.Allow(ctx, layers)
+	}
+	sc.layers = [2]httplimit.Layer{} // keep no key alive in the pool
+	if err != nil {
+		if ic.onBackend == FailOpen {
+			return nil, 0, nil
+		}
+		return nil, 0, refusal(codes.Unavailable, "grpclimit: rate limiter unavailable", ReasonUnavailable)
+	}
+	name := "" // unknown for a backend that does not report the binding layer
+	switch idx {
+	case 0:
+		name = g.limit
+	case 1:
+		name = ic.global
+	}
+	var md metadata.MD
+	if ic.metadata {
+		md = quotaMD(d, name)
+	}
+	if d.Allowed {
+		return md, d.Delay, nil
+	}
+	return md, 0, denial(d, name, cost)
+}
+
+// quotaMD is the response metadata of a decided call. Its values share
+// one backing array.
+func quotaMD(d hotlimit.Decision, name string) metadata.MD {
+	var vs [4]string
+	n := 0
+	vs[n] = strconv.FormatInt(d.Limit, 10)
+	vs[n+1] = strconv.FormatInt(d.Remaining, 10)
+	keys := [4]string{MDLimit, MDRemaining}
+	n = 2
+	if name != "" {
+		vs[n], keys[n] = name, MDName
+		n++
+	}
+	if !d.Allowed && d.RetryAfter != hotlimit.Never {
+		vs[n], keys[n] = strconv.FormatInt(ceilSeconds(d.RetryAfter), 10), MDRetryAfter
+		n++
+	}
+	all := append([]string(nil), vs[:n]...)
+	md := make(metadata.MD, n)
+	for i := range n {
+		md[keys[i]] = all[i : i+1 : i+1]
+	}
+	return md
+}
+
+// ceilSeconds rounds d up to whole seconds, at least 1: a wait is never
+// reported shorter than it is.
+func ceilSeconds(d time.Duration) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return max(1, s)
+}
+
+// denial is the status of a call the backend denied.
+func denial(d hotlimit.Decision, name string, cost int64) error {
+	subject := "limit:" + name
+	if name == "" {
+		subject = "limit"
+	}
+	if d.RetryAfter == hotlimit.Never {
+		return refusal(codes.ResourceExhausted, "grpclimit: the call can never pass the rate limit: its cost exceeds the capacity",
+			ReasonNever, &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
+				Subject:     subject,
+				Description: "cost " + strconv.FormatInt(cost, 10) + " exceeds the capacity " + strconv.FormatInt(d.Limit, 10),
+			}}})
+	}
+	return refusal(codes.ResourceExhausted, "grpclimit: rate limit exceeded, retry after "+d.RetryAfter.String(),
+		ReasonExceeded, &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
+			Subject:     subject,
+			Description: "quota of " + strconv.FormatInt(d.Limit, 10) + " used up",
+		}}},
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter)})
+}
+
+// refusal builds a status of code with an ErrorInfo of reason and the
+// further details.
+func refusal(code codes.Code, msg, reason string, details ...protoadapt.MessageV1) error {
+	st := status.New(code, msg)
+	all := append([]protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain}}, details...)
+	if withDetails, err := st.WithDetails(all...); err == nil {
+		st = withDetails
+	}
+	return st.Err()
+}

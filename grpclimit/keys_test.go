@@ -1,0 +1,226 @@
+package grpclimit_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/grpclimit"
+	"github.com/hotlimit/hotlimit/httplimit"
+)
+
+// The client IP of a real call over loopback follows httplimit's rules:
+// a client's own forwarding metadata is ignored unless its peer is a
+// trusted proxy, and behind one the walk stops at the first untrusted
+// hop. Each case checks the key the call was charged to and that the
+// decoy key (the address the client wanted to be) was not.
+func TestPeerKeyTrustedProxies(t *testing.T) {
+	mustCIP := func(trusted []string, h httplimit.ForwardedHeader) *httplimit.ClientIP {
+		c, err := httplimit.NewClientIP(trusted, h, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	loop := []string{"127.0.0.0/8"}
+	cases := []struct {
+		name    string
+		network string
+		cip     *httplimit.ClientIP
+		md      []string // key, value pairs sent by the client
+		want    string   // identity charged
+		decoy   string   // identity that must not be charged
+	}{
+		{"no trusted proxies: XFF ignored", "tcp4", nil,
+			[]string{"x-forwarded-for", "203.0.113.9"}, "ip:127.0.0.1", "ip:203.0.113.9"},
+		{"untrusted peer: XFF ignored", "tcp4", mustCIP([]string{"10.0.0.0/8"}, httplimit.XForwardedFor),
+			[]string{"x-forwarded-for", "203.0.113.9"}, "ip:127.0.0.1", "ip:203.0.113.9"},
+		{"untrusted peer: Forwarded ignored", "tcp4", mustCIP([]string{"10.0.0.0/8"}, httplimit.Forwarded),
+			[]string{"forwarded", "for=203.0.113.9"}, "ip:127.0.0.1", "ip:203.0.113.9"},
+		{"trusted peer: XFF hop", "tcp4", mustCIP(loop, httplimit.XForwardedFor),
+			[]string{"x-forwarded-for", "203.0.113.9"}, "ip:203.0.113.9", "ip:127.0.0.1"},
+		{"trusted peer: spoofed left hop ignored", "tcp4", mustCIP(loop, httplimit.XForwardedFor),
+			[]string{"x-forwarded-for", "198.51.100.1, 203.0.113.9"}, "ip:203.0.113.9", "ip:198.51.100.1"},
+		{"walk past trusted hops", "tcp4", mustCIP([]string{"127.0.0.0/8", "10.0.0.0/8"}, httplimit.XForwardedFor),
+			[]string{"x-forwarded-for", "203.0.113.9, 10.1.2.3"}, "ip:203.0.113.9", "ip:10.1.2.3"},
+		{"entries walked last one first", "tcp4", mustCIP(loop, httplimit.XForwardedFor),
+			[]string{"x-forwarded-for", "198.51.100.1", "x-forwarded-for", "203.0.113.9"}, "ip:203.0.113.9", "ip:198.51.100.1"},
+		{"garbage hop: the proxy is the client", "tcp4", mustCIP(loop, httplimit.XForwardedFor),
+			[]string{"x-forwarded-for", "198.51.100.1, garbage"}, "ip:127.0.0.1", "ip:198.51.100.1"},
+		{"Forwarded mode reads forwarded, not XFF", "tcp4", mustCIP(loop, httplimit.Forwarded),
+			[]string{"forwarded", "for=203.0.113.10", "x-forwarded-for", "198.51.100.1"}, "ip:203.0.113.10", "ip:198.51.100.1"},
+		{"IPv6 client grouped by /64", "tcp4", mustCIP(loop, httplimit.XForwardedFor),
+			[]string{"x-forwarded-for", "2001:db8:1:2:3:4:5:6"}, "ip:2001:db8:1:2::/64", "ip:127.0.0.1"},
+		{"IPv6 peer, XFF ignored", "tcp6", nil,
+			[]string{"x-forwarded-for", "203.0.113.9"}, "ip:::/64", "ip:203.0.113.9"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.network == "tcp6" {
+				if l, err := net.Listen("tcp6", "[::1]:0"); err != nil {
+					t.Skipf("no IPv6 loopback: %v", err)
+				} else {
+					l.Close()
+				}
+			}
+			ic := newIC(t, hotlimit.NewManualClock(), grpclimit.Config{
+				Limits:       map[string]any{"l": hotlimit.FixedWindow{Limit: 10, Window: time.Minute}},
+				Groups:       []grpclimit.Group{{Name: "g", Limit: "l"}},
+				DefaultGroup: "g",
+				Key:          grpclimit.PeerKey(tc.cip),
+			})
+			c := serve(t, tc.network, grpcOpts(ic)...)
+			if _, err := call(metadata.AppendToOutgoingContext(testCtx(t), tc.md...), c); err != nil {
+				t.Fatal(err)
+			}
+			if r := remaining(t, ic, "l", httplimit.LayerKey(tc.want, "g")); r != 9 {
+				t.Errorf("%s: Remaining %d, want 9 (charged once)", tc.want, r)
+			}
+			if r := remaining(t, ic, "l", httplimit.LayerKey(tc.decoy, "g")); r != 10 {
+				t.Errorf("decoy %s was charged: Remaining %d", tc.decoy, r)
+			}
+		})
+	}
+}
+
+// ClientPrefix agrees with httplimit.ClientIP on the same peer and
+// forwarding lines, and a peer that is not an IP is ErrNoClientIP.
+func TestClientPrefixMatchesHTTP(t *testing.T) {
+	c, err := httplimit.NewClientIP([]string{"192.0.2.0/24"}, httplimit.XForwardedFor, 48, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		peer  string
+		lines []string
+	}{
+		{"192.0.2.7:443", []string{"203.0.113.9"}},
+		{"192.0.2.7:443", []string{"203.0.113.9, 192.0.2.8"}},
+		{"192.0.2.7:443", []string{"2001:db8:aa:bb::1", "192.0.2.9"}},
+		{"198.51.100.3:443", []string{"203.0.113.9"}},
+		{"[::ffff:192.0.2.7]:443", []string{"[2001:db8::1]:80"}},
+		{"[2001:db8::5]:443", nil},
+	} {
+		ap := netip.MustParseAddrPort(tc.peer)
+		ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: net.TCPAddrFromAddrPort(ap)})
+		md := metadata.MD{}
+		r := &http.Request{RemoteAddr: tc.peer, Header: http.Header{}}
+		for _, l := range tc.lines {
+			md.Append("x-forwarded-for", l)
+			r.Header.Add("X-Forwarded-For", l)
+		}
+		got, err := grpclimit.ClientPrefix(metadata.NewIncomingContext(ctx, md), c)
+		want, werr := c.Prefix(r)
+		if err != nil || werr != nil || got != want {
+			t.Errorf("peer %s, XFF %q: grpclimit %v (%v), httplimit %v (%v)", tc.peer, tc.lines, got, err, want, werr)
+		}
+	}
+	for _, p := range []*peer.Peer{nil, {Addr: &net.UnixAddr{Name: "/tmp/s", Net: "unix"}}} {
+		ctx := context.Background()
+		if p != nil {
+			ctx = peer.NewContext(ctx, p)
+		}
+		if _, err := grpclimit.ClientPrefix(ctx, nil); !errors.Is(err, httplimit.ErrNoClientIP) {
+			t.Errorf("peer %v: err %v, want ErrNoClientIP", p, err)
+		}
+	}
+}
+
+// MetadataKey writes httplimit.TokenKey's identity for the same token
+// (never the token itself), and refuses what TokenKey refuses.
+func TestMetadataKey(t *testing.T) {
+	httpID := func(header, value string) string {
+		r := &http.Request{Header: http.Header{}}
+		r.Header.Set(header, value)
+		id, err := httplimit.TokenKey(header)(nil, r)
+		if err != nil {
+			t.Fatalf("TokenKey(%s: %q): %v", header, value, err)
+		}
+		return string(id)
+	}
+	grpcID := func(name string, md ...string) (string, error) {
+		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(md...))
+		id, err := grpclimit.MetadataKey(name)(ctx, []byte("prefix"))
+		if err == nil && !strings.HasPrefix(string(id), "prefix") {
+			t.Fatalf("dst not kept: %q", id)
+		}
+		return strings.TrimPrefix(string(id), "prefix"), err
+	}
+	const secret = "sk-live-0123456789abcdef0123456789abcdef-long-enough-to-leave-the-stack"
+	for _, tc := range []struct{ name, mdValue, httpHeader, httpValue string }{
+		{"authorization", "Bearer " + secret, "Authorization", "Bearer " + secret},
+		{"Authorization", "  bEaReR   " + secret + "  ", "Authorization", "Bearer " + secret},
+		{"x-api-key", " " + secret, "X-Api-Key", secret},
+	} {
+		got, err := grpcID(tc.name, strings.ToLower(tc.name), tc.mdValue)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.mdValue, err)
+		}
+		if want := httpID(tc.httpHeader, tc.httpValue); got != want {
+			t.Errorf("%s %q: identity %q, httplimit's %q", tc.name, tc.mdValue, got, want)
+		}
+		if strings.Contains(got, "sk-live") {
+			t.Errorf("raw token in the identity %q", got)
+		}
+	}
+	for _, md := range [][]string{
+		nil,
+		{"authorization", "Basic dTpw"},
+		{"authorization", "Bearer "},
+		{"authorization", "Bearer"},
+	} {
+		if id, err := grpcID("authorization", md...); !errors.Is(err, grpclimit.ErrNoKey) {
+			t.Errorf("%q: identity %q, err %v, want ErrNoKey", md, id, err)
+		}
+	}
+}
+
+type ctxUser struct{}
+
+// FuncKey keeps plain IDs readable, hashes any ID that could hold a
+// separator, and rejects kinds that could collide with another KeyFunc.
+func TestFuncKey(t *testing.T) {
+	user := func(ctx context.Context) (string, bool) {
+		s, ok := ctx.Value(ctxUser{}).(string)
+		return s, ok
+	}
+	k := grpclimit.FuncKey("user", user)
+	id := func(v any) (string, error) {
+		ctx := context.Background()
+		if v != nil {
+			ctx = context.WithValue(ctx, ctxUser{}, v)
+		}
+		b, err := k(ctx, nil)
+		return string(b), err
+	}
+	if got, err := id(" alice@example.com "); err != nil || got != "user:alice@example.com" {
+		t.Errorf("plain ID: %q, %v", got, err)
+	}
+	forged, err := id("bob:route:admin")
+	if err != nil || !strings.HasPrefix(forged, "user:~") || strings.Contains(forged, ":route:") {
+		t.Errorf("ID with separators: %q, %v", forged, err)
+	}
+	for _, v := range []any{nil, "", "   ", 42} {
+		if got, err := id(v); !errors.Is(err, grpclimit.ErrNoKey) {
+			t.Errorf("ID %#v: %q, %v, want ErrNoKey", v, got, err)
+		}
+	}
+	for _, kind := range []string{"", "ip", "tok", "User", "a:b"} {
+		_, err := grpclimit.FuncKey(kind, user)(context.Background(), nil)
+		if err == nil || errors.Is(err, grpclimit.ErrNoKey) {
+			t.Errorf("kind %q: err %v, want a configuration error", kind, err)
+		}
+	}
+	if _, err := grpclimit.FuncKey("user", nil)(context.Background(), nil); err == nil || errors.Is(err, grpclimit.ErrNoKey) {
+		t.Errorf("nil f: err %v, want a configuration error", err)
+	}
+}
