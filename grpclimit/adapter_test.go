@@ -26,7 +26,7 @@ var _ ratelimit.Limiter = (*grpclimit.Interceptor)(nil)
 func TestGoGRPCMiddlewareAdapter(t *testing.T) {
 	clock := hotlimit.NewManualClock()
 	ic := newIC(t, clock, grpclimit.Config{
-		Limits: map[string]any{
+		Limits: map[string]hotlimit.Policy{
 			"check": hotlimit.TokenBucket{Rate: hotlimit.PerMinute(1), Burst: 25},
 			"watch": hotlimit.TokenBucket{Rate: hotlimit.PerMinute(1), Burst: 1},
 		},

@@ -21,7 +21,7 @@ import (
 // layer on top, at limits no benchmark reaches, on the default clock.
 func benchConfig() grpclimit.Config {
 	return grpclimit.Config{
-		Limits: map[string]any{
+		Limits: map[string]hotlimit.Policy{
 			"check":  hotlimit.FixedWindow{Limit: 1 << 40, Window: time.Hour},
 			"global": hotlimit.FixedWindow{Limit: 1 << 40, Window: time.Hour},
 		},

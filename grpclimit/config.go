@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/httplimit"
 )
 
@@ -76,7 +77,7 @@ type Config struct {
 	// Limits are the named policies (hotlimit.TokenBucket,
 	// hotlimit.FixedWindow, ... values), passed to Backend. Names are
 	// letters, digits and "._-", at most 64 bytes.
-	Limits map[string]any
+	Limits map[string]hotlimit.Policy
 	// Groups are the method groups.
 	Groups []Group
 	// DefaultGroup names the group of a method that no group lists.

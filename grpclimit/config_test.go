@@ -16,7 +16,7 @@ import (
 func TestConfigErrors(t *testing.T) {
 	base := func() grpclimit.Config {
 		return grpclimit.Config{
-			Limits:       map[string]any{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}},
+			Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}},
 			Groups:       []grpclimit.Group{{Name: "g", Methods: []string{"/pkg.Svc/M"}, Limit: "l"}},
 			DefaultGroup: "g",
 			Key:          grpclimit.MetadataKey("authorization"),
@@ -59,10 +59,10 @@ func TestConfigErrors(t *testing.T) {
 		}},
 		{`Config.Backend: hotlimit`, func(c *grpclimit.Config) { c.Limits["l"] = hotlimit.FixedWindow{Limit: 0, Window: time.Minute} }},
 		{`Config.Backend: no`, func(c *grpclimit.Config) {
-			c.Backend = func(map[string]any) (httplimit.Backend, error) { return nil, errors.New("no") }
+			c.Backend = func(map[string]hotlimit.Policy) (httplimit.Backend, error) { return nil, errors.New("no") }
 		}},
 		{`nil Backend`, func(c *grpclimit.Config) {
-			c.Backend = func(map[string]any) (httplimit.Backend, error) { return nil, nil }
+			c.Backend = func(map[string]hotlimit.Policy) (httplimit.Backend, error) { return nil, nil }
 		}},
 	} {
 		cfg := base()

@@ -4,7 +4,7 @@
 // never depends on gRPC.
 //
 //	ic, err := grpclimit.New(grpclimit.Config{
-//		Limits: map[string]any{
+//		Limits: map[string]hotlimit.Policy{
 //			"read":   hotlimit.TokenBucket{Rate: hotlimit.PerSecond(50), Burst: 100},
 //			"export": hotlimit.SlidingLog{Limit: 5, Window: time.Hour},
 //		},

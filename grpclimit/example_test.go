@@ -24,7 +24,7 @@ import (
 func Example() {
 	clock := hotlimit.NewManualClock()
 	ic, err := grpclimit.New(grpclimit.Config{
-		Limits: map[string]any{
+		Limits: map[string]hotlimit.Policy{
 			"health": hotlimit.TokenBucket{Rate: hotlimit.PerMinute(6), Burst: 2},
 		},
 		Groups: []grpclimit.Group{

@@ -40,7 +40,7 @@ func TestExactBudgetUnderConcurrency(t *testing.T) {
 	clock := hotlimit.NewManualClock()
 	const burst = 40
 	ic := newIC(t, clock, grpclimit.Config{
-		Limits:       map[string]any{"check": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(3), Burst: burst}},
+		Limits:       map[string]hotlimit.Policy{"check": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(3), Burst: burst}},
 		Groups:       []grpclimit.Group{{Name: "check", Methods: []string{mCheck}, Limit: "check"}},
 		DefaultGroup: "check",
 		Key:          grpclimit.MetadataKey("authorization"),
@@ -121,7 +121,7 @@ func checkDenial(t testing.TB, md metadata.MD, err error, wantDelay time.Duratio
 func TestRetryInfoExact(t *testing.T) {
 	clock := hotlimit.NewManualClock()
 	ic := newIC(t, clock, grpclimit.Config{
-		Limits:       map[string]any{"slow": hotlimit.TokenBucket{Rate: hotlimit.PerMinute(7), Burst: 1}},
+		Limits:       map[string]hotlimit.Policy{"slow": hotlimit.TokenBucket{Rate: hotlimit.PerMinute(7), Burst: 1}},
 		Groups:       []grpclimit.Group{{Name: "all", Limit: "slow"}},
 		DefaultGroup: "all",
 		Key:          grpclimit.MetadataKey("x-api-key"),
@@ -159,7 +159,7 @@ func TestRetryInfoExact(t *testing.T) {
 func TestNeverDistinguished(t *testing.T) {
 	clock := hotlimit.NewManualClock()
 	ic := newIC(t, clock, grpclimit.Config{
-		Limits: map[string]any{"small": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 3}},
+		Limits: map[string]hotlimit.Policy{"small": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 3}},
 		Groups: []grpclimit.Group{{Name: "health", Methods: []string{"/grpc.health.v1.Health/*"}, Limit: "small",
 			Costs: map[string]int64{mCheck: 4}}},
 		DefaultGroup: "health",
@@ -186,7 +186,7 @@ func TestNeverDistinguished(t *testing.T) {
 func TestGlobalLayerAllOrNothing(t *testing.T) {
 	clock := hotlimit.NewManualClock()
 	ic := newIC(t, clock, grpclimit.Config{
-		Limits: map[string]any{
+		Limits: map[string]hotlimit.Policy{
 			"check":  hotlimit.FixedWindow{Limit: 3, Window: time.Minute},
 			"list":   hotlimit.FixedWindow{Limit: 10, Window: time.Minute},
 			"global": hotlimit.FixedWindow{Limit: 5, Window: time.Hour},
@@ -243,7 +243,7 @@ func TestGlobalLayerAllOrNothing(t *testing.T) {
 func TestStreamInterceptor(t *testing.T) {
 	clock := hotlimit.NewManualClock()
 	ic := newIC(t, clock, grpclimit.Config{
-		Limits:       map[string]any{"watch": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(2), Burst: 2}},
+		Limits:       map[string]hotlimit.Policy{"watch": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(2), Burst: 2}},
 		Groups:       []grpclimit.Group{{Name: "watch", Methods: []string{mWatch}, Limit: "watch"}},
 		DefaultGroup: "watch",
 		Key:          grpclimit.MetadataKey("authorization"),
@@ -280,7 +280,7 @@ func TestStreamInterceptor(t *testing.T) {
 func TestKeyError(t *testing.T) {
 	clock := hotlimit.NewManualClock()
 	cfg := grpclimit.Config{
-		Limits:       map[string]any{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}},
+		Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}},
 		Groups:       []grpclimit.Group{{Name: "g", Limit: "l"}},
 		DefaultGroup: "g",
 		Key:          grpclimit.MetadataKey("authorization"),
@@ -319,12 +319,12 @@ func (failing) Allow(context.Context, []httplimit.Layer) (hotlimit.Decision, err
 func TestBackendError(t *testing.T) {
 	for _, mode := range []grpclimit.FailMode{grpclimit.FailClosed, grpclimit.FailOpen} {
 		ic := newIC(t, nil, grpclimit.Config{
-			Limits:         map[string]any{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}},
+			Limits:         map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}},
 			Groups:         []grpclimit.Group{{Name: "g", Limit: "l"}},
 			DefaultGroup:   "g",
 			Key:            grpclimit.MetadataKey("authorization"),
 			OnBackendError: mode,
-			Backend:        func(map[string]any) (httplimit.Backend, error) { return failing{}, nil },
+			Backend:        func(map[string]hotlimit.Policy) (httplimit.Backend, error) { return failing{}, nil },
 		})
 		md, err := call(bearer(testCtx(t), "x"), serveIC(t, ic))
 		if len(md.Get(grpclimit.MDLimit)) != 0 {
@@ -348,7 +348,7 @@ func TestBackendError(t *testing.T) {
 func TestMethodGroups(t *testing.T) {
 	clock := hotlimit.NewManualClock()
 	ic := newIC(t, clock, grpclimit.Config{
-		Limits: map[string]any{
+		Limits: map[string]hotlimit.Policy{
 			"a": hotlimit.FixedWindow{Limit: 100, Window: time.Minute},
 			"b": hotlimit.FixedWindow{Limit: 100, Window: time.Minute},
 		},
@@ -377,7 +377,7 @@ func TestMethodGroups(t *testing.T) {
 
 	// Exempt: the default group is exempt here; no key is needed.
 	ic = newIC(t, clock, grpclimit.Config{
-		Limits: map[string]any{"a": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
+		Limits: map[string]hotlimit.Policy{"a": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
 		Groups: []grpclimit.Group{
 			{Name: "watch", Methods: []string{mWatch}, Limit: "a"},
 			{Name: "free", Exempt: true},
@@ -404,7 +404,7 @@ func TestLeakyDelay(t *testing.T) {
 		fail  error
 	)
 	ic := newIC(t, clock, grpclimit.Config{
-		Limits:       map[string]any{"shape": hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(10), Capacity: 3}},
+		Limits:       map[string]hotlimit.Policy{"shape": hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(10), Capacity: 3}},
 		Groups:       []grpclimit.Group{{Name: "g", Limit: "shape"}},
 		DefaultGroup: "g",
 		Key:          grpclimit.MetadataKey("authorization"),

@@ -183,10 +183,8 @@ func ClientPrefix(ctx context.Context, c *httplimit.ClientIP) (netip.Prefix, err
 		}
 		remote = ap.String()
 	default:
-		if a.Network() != "tcp" && a.Network() != "udp" {
-			return netip.Prefix{}, httplimit.ErrNoClientIP
-		}
-		remote = a.String()
+		remote = a.String() // ClientIP refuses what is not an IP address
+
 	}
 	// httplimit.ClientIP decides on an http.Request: hand it one holding
 	// the peer and, only if it may read them, the forwarding entries.

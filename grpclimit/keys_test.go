@@ -73,7 +73,7 @@ func TestPeerKeyTrustedProxies(t *testing.T) {
 				}
 			}
 			ic := newIC(t, hotlimit.NewManualClock(), grpclimit.Config{
-				Limits:       map[string]any{"l": hotlimit.FixedWindow{Limit: 10, Window: time.Minute}},
+				Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 10, Window: time.Minute}},
 				Groups:       []grpclimit.Group{{Name: "g", Limit: "l"}},
 				DefaultGroup: "g",
 				Key:          grpclimit.PeerKey(tc.cip),
@@ -106,6 +106,7 @@ func TestClientPrefixMatchesHTTP(t *testing.T) {
 		{"192.0.2.7:443", []string{"203.0.113.9"}},
 		{"192.0.2.7:443", []string{"203.0.113.9, 192.0.2.8"}},
 		{"192.0.2.7:443", []string{"2001:db8:aa:bb::1", "192.0.2.9"}},
+		{"192.0.2.7:443", []string{"198.51.100.1", "203.0.113.9"}},
 		{"198.51.100.3:443", []string{"203.0.113.9"}},
 		{"[::ffff:192.0.2.7]:443", []string{"[2001:db8::1]:80"}},
 		{"[2001:db8::5]:443", nil},
