@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -62,6 +63,67 @@ func BenchmarkUnaryLoopback(b *testing.B) {
 		ic := newIC(b, nil, benchConfig())
 		run(b, grpc.ChainUnaryInterceptor(ratelimit.UnaryServerInterceptor(ic)))
 	})
+}
+
+// BenchmarkUnaryLoopbackInterleaved measures the same difference as
+// BenchmarkUnaryLoopback, robustly on a loaded machine: each iteration
+// makes one call to a bare server and one to a limited one, alternating
+// which goes first, and times each, so that load drifts hit both alike.
+// It reports medians, which a few calls stalled by the scheduler do not
+// move: of the bare calls (bare-ns/call), of the limited calls
+// (limited-ns/call), and of the paired differences (added-ns/call).
+// "control" limits nothing on either side: its added-ns/call is the
+// method's own error.
+func BenchmarkUnaryLoopbackInterleaved(b *testing.B) {
+	for _, name := range []string{"control", "grpclimit", "no-metadata", "go-grpc-middleware"} {
+		b.Run(name, func(b *testing.B) {
+			cfg := benchConfig()
+			cfg.NoMetadata = name == "no-metadata"
+			ic := newIC(b, nil, cfg)
+			var opts []grpc.ServerOption
+			switch name {
+			case "grpclimit", "no-metadata":
+				opts = grpcOpts(ic)
+			case "go-grpc-middleware":
+				opts = []grpc.ServerOption{grpc.ChainUnaryInterceptor(ratelimit.UnaryServerInterceptor(ic))}
+			}
+			bare, limited := serve(b, "tcp4"), serve(b, "tcp4", opts...)
+			ctx := bearer(context.Background(), "bench-token-0123456789abcdef")
+			req := &healthpb.HealthCheckRequest{}
+			timed := func(c healthpb.HealthClient) int64 {
+				t0 := time.Now()
+				if _, err := c.Check(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+				return time.Since(t0).Nanoseconds()
+			}
+			timed(bare)
+			timed(limited)
+			var tb, tl, diff []int64
+			for b.Loop() {
+				var x, y int64
+				if len(tb)%2 == 0 {
+					x = timed(bare)
+					y = timed(limited)
+				} else {
+					y = timed(limited)
+					x = timed(bare)
+				}
+				tb, tl, diff = append(tb, x), append(tl, y), append(diff, y-x)
+			}
+			b.ReportMetric(median(tb), "bare-ns/call")
+			b.ReportMetric(median(tl), "limited-ns/call")
+			b.ReportMetric(median(diff), "added-ns/call")
+		})
+	}
+}
+
+func median(xs []int64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	return float64(xs[len(xs)/2])
 }
 
 // headerStream is a grpc.ServerTransportStream that keeps nothing.

@@ -98,9 +98,16 @@ type Config struct {
 	// OnBackendError is what to do when the backend fails. Default
 	// FailClosed.
 	OnBackendError FailMode
+	// OnError, if set, is called synchronously with the error when Key
+	// fails (before any fallback) or the backend fails, for logging: the
+	// client is told only the outcome, never the error's text. It must
+	// be fast and safe for concurrent use.
+	OnError func(ctx context.Context, fullMethod string, err error)
 	// NoMetadata turns off the rate-limit response metadata (the
 	// ratelimit-* and retry-after entries); the status details of a
-	// denial are still sent.
+	// denial are still sent. gRPC's handling of the metadata is most of
+	// what the interceptor costs a call (see the package
+	// documentation).
 	NoMetadata bool
 	// Backend builds the backend from Limits. nil:
 	// httplimit.LocalBackend(), in-process limiters. Any httplimit
@@ -148,6 +155,7 @@ type Interceptor struct {
 	global     string
 	globalCost int64
 	onBackend  FailMode
+	onError    func(context.Context, string, error)
 	metadata   bool
 	wait       func(context.Context, time.Duration) error
 }
@@ -171,6 +179,7 @@ func New(cfg Config) (*Interceptor, error) {
 		global:     cfg.Global,
 		globalCost: cfg.GlobalCost,
 		onBackend:  cfg.OnBackendError,
+		onError:    cfg.OnError,
 		metadata:   !cfg.NoMetadata,
 		wait:       cfg.Wait,
 	}

@@ -104,6 +104,23 @@
 // Decision cannot tell when each refills, and a number standing for both
 // would mislead; a denial's exact wait is in RetryInfo.
 //
+// # Cost
+//
+// Called directly, the interceptor takes about 1.5 µs and 7 allocations
+// per call (a bearer token hashed with SHA-256, a group and a global
+// layer, the metadata); over a real loopback connection, a call behind it
+// took a median of about 7 µs longer than the same call to a bare server,
+// of which about 5.5 µs is gRPC sending and decoding the three metadata
+// entries (1.6 µs with NoMetadata). Figures from a shared, loaded 2-vCPU
+// Xeon VM with Go 1.26.8 and grpc-go 1.85.0:
+//
+//	go test -run X -bench UnaryLoopback -benchtime 3000x -count 8 .
+//	go test -run X -bench UnaryInterceptor -benchtime 200000x -count 8 .
+//
+// BenchmarkUnaryLoopbackInterleaved alternates calls to a bare and a
+// limited server and reports the median of the paired differences; its
+// "control" case, bare against bare, measures the method's own error.
+//
 // # go-grpc-middleware
 //
 // An Interceptor is a go-grpc-middleware v2 ratelimit.Limiter through its

@@ -132,11 +132,16 @@ func (ic *Interceptor) decide(ctx context.Context, method string) (metadata.MD, 
 	if err == nil && (len(key) <= len(keyPrefix) || string(key[:len(keyPrefix)]) != keyPrefix) {
 		err = errBadKeyFunc
 	}
+	if err != nil && ic.onError != nil {
+		ic.onError(ctx, method, err)
+	}
 	if err != nil && ic.fallback != nil {
 		key, err = ic.fallback(ctx, append(sc.buf[:0], keyPrefix...))
 	}
 	if err != nil {
-		return nil, 0, refusal(codes.ResourceExhausted, "grpclimit: no rate-limit key: "+err.Error(), ReasonKeyMissing)
+		// The KeyFunc's error stays on the server: it may describe the
+		// configuration, which is no business of the client's.
+		return nil, 0, refusal(codes.ResourceExhausted, "grpclimit: the call has no rate-limit key", ReasonKeyMissing)
 	}
 	idEnd := len(key)
 	key = append(key, ":route:"...)
@@ -156,6 +161,9 @@ func (ic *Interceptor) decide(ctx context.Context, method string) (metadata.MD, 
 	}
 	sc.layers = [2]httplimit.Layer{} // keep no key alive in the pool
 	if err != nil {
+		if ic.onError != nil {
+			ic.onError(ctx, method, err)
+		}
 		if ic.onBackend == FailOpen {
 			return nil, 0, nil
 		}
@@ -174,6 +182,9 @@ func (ic *Interceptor) decide(ctx context.Context, method string) (metadata.MD, 
 	}
 	if d.Allowed {
 		return md, d.Delay, nil
+	}
+	if idx == 1 {
+		cost = ic.globalCost
 	}
 	return md, 0, denial(d, name, cost)
 }
@@ -213,17 +224,24 @@ func ceilSeconds(d time.Duration) int64 {
 	return max(1, s)
 }
 
-// denial is the status of a call the backend denied.
+// denial is the status of a call the backend denied; name and cost are
+// the binding layer's ("" when unknown).
 func denial(d hotlimit.Decision, name string, cost int64) error {
 	subject := "limit:" + name
 	if name == "" {
 		subject = "limit"
 	}
 	if d.RetryAfter == hotlimit.Never {
-		return refusal(codes.ResourceExhausted, "grpclimit: the call can never pass the rate limit: its cost exceeds the capacity",
+		// A cost within the capacity is never only for a key hotlimit
+		// refuses (longer than MaxKeyLen).
+		desc := "cost " + strconv.FormatInt(cost, 10) + " exceeds the capacity " + strconv.FormatInt(d.Limit, 10)
+		if cost <= d.Limit {
+			desc = "the call's key or cost is refused by the limit"
+		}
+		return refusal(codes.ResourceExhausted, "grpclimit: the call can never pass the rate limit",
 			ReasonNever, &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
 				Subject:     subject,
-				Description: "cost " + strconv.FormatInt(cost, 10) + " exceeds the capacity " + strconv.FormatInt(d.Limit, 10),
+				Description: desc,
 			}}})
 	}
 	return refusal(codes.ResourceExhausted, "grpclimit: rate limit exceeded, retry after "+d.RetryAfter.String(),

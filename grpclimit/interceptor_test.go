@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -175,8 +176,35 @@ func TestNeverDistinguished(t *testing.T) {
 	if got := one(t, md, grpclimit.MDRetryAfter); got != "" {
 		t.Errorf("never: retry-after %q", got)
 	}
+	if v := d.quota.Violations; len(v) != 1 || v[0].Subject != "limit:small" || v[0].Description != "cost 4 exceeds the capacity 3" {
+		t.Errorf("QuotaFailure %v", d.quota)
+	}
 	if r := remaining(t, ic, "small", tokenKey(t, "t", "health")); r != 3 {
 		t.Errorf("never consumed: Remaining %d, want 3", r)
+	}
+
+	// The global layer binds: its name and its cost.
+	ic = newIC(t, clock, grpclimit.Config{
+		Limits: map[string]hotlimit.Policy{
+			"small":  hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 3},
+			"global": hotlimit.FixedWindow{Limit: 2, Window: time.Minute},
+		},
+		Groups:       []grpclimit.Group{{Name: "health", Limit: "small"}},
+		DefaultGroup: "health",
+		Global:       "global",
+		GlobalCost:   3,
+		Key:          grpclimit.MetadataKey("authorization"),
+	})
+	md, err = call(ctx, serveIC(t, ic))
+	d = detailsOf(t, err)
+	if d.reason() != grpclimit.ReasonNever || d.retry != nil || one(t, md, grpclimit.MDName) != "global" {
+		t.Fatalf("GlobalCost above capacity: reason %q retry %v metadata %v", d.reason(), d.retry, md)
+	}
+	if v := d.quota.Violations; len(v) != 1 || v[0].Subject != "limit:global" || v[0].Description != "cost 3 exceeds the capacity 2" {
+		t.Errorf("QuotaFailure %v", d.quota)
+	}
+	if r := remaining(t, ic, "small", tokenKey(t, "t", "health")); r != 3 {
+		t.Errorf("group layer consumed by a call the global layer can never admit: Remaining %d", r)
 	}
 }
 
@@ -285,12 +313,29 @@ func TestKeyError(t *testing.T) {
 		DefaultGroup: "g",
 		Key:          grpclimit.MetadataKey("authorization"),
 	}
+	var (
+		mu     sync.Mutex
+		logged []string
+	)
+	cfg.OnError = func(_ context.Context, method string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		logged = append(logged, method+": "+err.Error())
+	}
 	c := serveIC(t, newIC(t, clock, cfg))
 	ctx := testCtx(t)
 	md, err := call(metadata.AppendToOutgoingContext(ctx, "authorization", "Basic dTpw"), c)
 	d := detailsOf(t, err)
 	if d.code != codes.ResourceExhausted || d.reason() != grpclimit.ReasonKeyMissing || d.retry != nil {
 		t.Fatalf("no bearer token: code %v reason %q retry %v", d.code, d.reason(), d.retry)
+	}
+	mu.Lock()
+	if want := mCheck + ": " + grpclimit.ErrNoKey.Error(); len(logged) != 1 || logged[0] != want {
+		t.Errorf("OnError saw %q, want [%q]", logged, want)
+	}
+	mu.Unlock()
+	if strings.Contains(status.Convert(err).Message(), grpclimit.ErrNoKey.Error()) {
+		t.Errorf("the key error's text reached the client: %q", status.Convert(err).Message())
 	}
 	if len(md.Get(grpclimit.MDLimit)) != 0 {
 		t.Errorf("key failure has quota metadata %v", md)
@@ -318,7 +363,16 @@ func (failing) Allow(context.Context, []httplimit.Layer) (hotlimit.Decision, err
 // lets the call through under FailOpen; neither sends quota metadata.
 func TestBackendError(t *testing.T) {
 	for _, mode := range []grpclimit.FailMode{grpclimit.FailClosed, grpclimit.FailOpen} {
+		var (
+			mu     sync.Mutex
+			logged []error
+		)
 		ic := newIC(t, nil, grpclimit.Config{
+			OnError: func(_ context.Context, _ string, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				logged = append(logged, err)
+			},
 			Limits:         map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}},
 			Groups:         []grpclimit.Group{{Name: "g", Limit: "l"}},
 			DefaultGroup:   "g",
@@ -327,6 +381,11 @@ func TestBackendError(t *testing.T) {
 			Backend:        func(map[string]hotlimit.Policy) (httplimit.Backend, error) { return failing{}, nil },
 		})
 		md, err := call(bearer(testCtx(t), "x"), serveIC(t, ic))
+		mu.Lock()
+		if len(logged) != 1 || logged[0].Error() != "store down" {
+			t.Errorf("mode %d: OnError saw %v", mode, logged)
+		}
+		mu.Unlock()
 		if len(md.Get(grpclimit.MDLimit)) != 0 {
 			t.Errorf("mode %d: metadata %v", mode, md)
 		}
