@@ -3,6 +3,7 @@ package hotlimit
 import (
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 )
 
 // The sliding log (SlidingLog).
@@ -32,7 +33,11 @@ type logShard struct {
 	mu sync.Mutex
 	p  *params // the policy, guarded by mu (SetPolicy changes it)
 	m  map[string]*logRing
-	_  [cacheLineSize - 24]byte
+	// ringBytes is the bytes of m's rings and keys (see ringBytes), and
+	// peak the most keys m has held, for MemStats. Written under mu.
+	ringBytes atomic.Int64
+	peak      atomic.Int64
+	_         [cacheLineSize - 40]byte
 }
 
 // logRing holds a key's admitted instants.
@@ -200,6 +205,7 @@ func (l *Limiter) allowLog(key string, now, cost int64) (verdict, int64, *params
 		}
 		r.expire(first)
 		if len(r.t) < int(p.limit) {
+			ls.ringBytes.Add(int64(allocSize(8*int(p.limit))) - int64(allocSize(8*len(r.t))))
 			r.grow(int(p.limit)) // SetPolicy raised the limit
 		}
 		r.push(at, cost)
@@ -228,6 +234,10 @@ func (l *Limiter) newLogOrMakeRoom(ls *logShard, key string, now int64) *logRing
 	}
 	r := &logRing{t: make([]int64, ls.p.limit)}
 	ls.m[string([]byte(key))] = r // copy: the key may be a view of a []byte
+	ls.ringBytes.Add(ringBytes(len(key), len(r.t)))
+	if n := int64(len(ls.m)); n > ls.peak.Load() {
+		ls.peak.Store(n)
+	}
 	return r
 }
 
@@ -273,6 +283,9 @@ func (l *Limiter) removeLogLocked(ls *logShard, s *shard, key string, now int64,
 		s.swept.Add(1)
 	} else {
 		s.evicted.Add(1)
+	}
+	if r := ls.m[key]; r != nil {
+		ls.ringBytes.Add(-ringBytes(len(key), len(r.t)))
 	}
 	delete(ls.m, key)
 	l.keys.Add(-1)
