@@ -241,19 +241,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if o.charts {
 		fmt.Fprintln(stdout, "\ncharts: the overview (one row per shape, one column per algorithm: the busiest key's units in the last window, beside the limit),")
 		fmt.Fprintln(stdout, "then one per shape (requests sent and admitted per bucket, one panel per algorithm):")
-		path := lab.OverviewPath(dir)
-		if err := lab.WriteOverview(path, results, policy); err != nil {
-			fmt.Fprintf(stderr, "ratelab: overview chart: %v\n", err)
+		paths, err := lab.WriteCharts(dir, results, policy)
+		if err != nil {
+			fmt.Fprintf(stderr, "ratelab: %v\n", err)
 			return 1
 		}
-		fmt.Fprintf(stdout, "  %s\n", path)
-		for _, r := range results {
-			path := lab.ChartPath(dir, r.Shape.Name)
-			if err := lab.WriteChart(path, r, policy); err != nil {
-				fmt.Fprintf(stderr, "ratelab: chart %s: %v\n", r.Shape.Name, err)
-				return 1
-			}
-			fmt.Fprintf(stdout, "  %s\n", path)
+		for _, p := range paths {
+			fmt.Fprintf(stdout, "  %s\n", p)
 		}
 	}
 	return 0

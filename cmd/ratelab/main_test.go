@@ -92,7 +92,7 @@ func TestHelp(t *testing.T) {
 	if code != 0 || out != "" {
 		t.Errorf("-h: exit %d, stdout %q", code, out)
 	}
-	for _, want := range []string{"-policy", "-shape", "-keys", "-seed", "-out", "-trace", "-measure", "over log", "timestamp,key[,cost]"} {
+	for _, want := range []string{"-policy", "-shape", "-keys", "-seed", "-out", "-trace", "-measure", "over log", "timestamp,key[,cost]", "ratelab-overview.png", "byte-order mark"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("-h does not explain %q", want)
 		}

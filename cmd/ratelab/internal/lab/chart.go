@@ -38,11 +38,32 @@ func WriteChart(path string, r ShapeResult, policy Policy) error {
 // row per shape, one column per algorithm.
 func WriteOverview(path string, results []ShapeResult, policy Policy) error {
 	f := Overview(results, policy)
+	if len(f.Rows) == 0 {
+		return fmt.Errorf("overview %s: no shapes", path)
+	}
 	cols := 1
 	for _, row := range f.Rows {
 		cols = max(cols, len(row))
 	}
 	return writeFigure(path, f, vg.Length(cols)*3*vg.Inch, 1.9*vg.Inch)
+}
+
+// WriteCharts writes the overview of results and one chart per shape
+// under dir, and returns their paths: the overview's first, then the
+// shapes' in order. It stops at the first chart that fails.
+func WriteCharts(dir string, results []ShapeResult, policy Policy) ([]string, error) {
+	paths := []string{OverviewPath(dir)}
+	if err := WriteOverview(paths[0], results, policy); err != nil {
+		return nil, err
+	}
+	for _, r := range results {
+		path := ChartPath(dir, r.Shape.Name)
+		if err := WriteChart(path, r, policy); err != nil {
+			return nil, fmt.Errorf("chart %s: %w", r.Shape.Name, err)
+		}
+		paths = append(paths, path)
+	}
+	return paths, nil
 }
 
 // Colours of the algorithms, in their order, and of the other series:

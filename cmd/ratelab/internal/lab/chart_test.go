@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -271,5 +272,35 @@ func TestWrap(t *testing.T) {
 	got := wrap("n/a (limit too large; SlidingLog.Limit ≤ 1024)", 20)
 	if want := "n/a (limit too\nlarge;\nSlidingLog.Limit ≤\n1024)"; got != want {
 		t.Errorf("wrap = %q, want %q", got, want)
+	}
+}
+
+func TestWriteCharts(t *testing.T) {
+	p := Policy{Limit: 10, Window: time.Second, LeakyCapacity: 2}
+	rs := runShapes(t, p)
+	dir := t.TempDir()
+	paths, err := WriteCharts(dir, rs, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{OverviewPath(dir)}
+	for _, r := range rs {
+		want = append(want, ChartPath(dir, r.Shape.Name))
+	}
+	if !slices.Equal(paths, want) {
+		t.Errorf("paths %v, want %v", paths, want)
+	}
+	for _, path := range paths {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := png.DecodeConfig(f); err != nil {
+			t.Errorf("%s: %v", path, err)
+		}
+		f.Close()
+	}
+	if _, err := WriteCharts(filepath.Join(dir, "missing"), rs, p); err == nil || !strings.Contains(err.Error(), "ratelab-overview.png") {
+		t.Errorf("into a missing folder: %v, want the overview's error first", err)
 	}
 }
