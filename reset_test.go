@@ -1,0 +1,158 @@
+package hotlimit_test
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+// resetPolicies are one policy of each kind, each with a Limit of 3.
+var resetPolicies = map[string]hotlimit.Policy{
+	"TokenBucket":   hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 3},
+	"LeakyBucket":   hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(1), Capacity: 2},
+	"FixedWindow":   hotlimit.FixedWindow{Limit: 3, Window: time.Minute},
+	"SlidingWindow": hotlimit.SlidingWindow{Limit: 3, Window: time.Minute},
+	"SlidingLog":    hotlimit.SlidingLog{Limit: 3, Window: time.Minute},
+}
+
+// TestReset drains a key of each policy (and, for the windows, leaves
+// counts in the previous window too), resets it, and checks that every
+// decision after the reset is the decision a new limiter makes for a new
+// key at the same instants; that Len and Stats.Keys drop by one while
+// Allowed, Denied, Swept and Evicted keep their values; and that another
+// key is untouched.
+func TestReset(t *testing.T) {
+	for name, p := range resetPolicies {
+		t.Run(name, func(t *testing.T) {
+			l, c := newManual(t, p)
+			c.Set(1000*time.Second + 123*time.Millisecond)
+			l.AllowN("k", 2) // in the previous window for the windows
+			c.Advance(time.Minute)
+			for l.Allow("k").Allowed {
+			}
+			l.Allow("other")
+			if d := l.Allow("k"); d.Allowed {
+				t.Fatalf("not drained: %+v", d)
+			}
+			before := l.Stats()
+			l.Reset("k")
+			after := l.Stats()
+			if l.Len() != 1 || after.Keys != 1 {
+				t.Errorf("Len %d, Keys %d after the reset; want 1 (the other key)", l.Len(), after.Keys)
+			}
+			if after.Allowed != before.Allowed || after.Denied != before.Denied || after.Swept != before.Swept || after.Evicted != before.Evicted {
+				t.Errorf("Stats %+v after the reset, %+v before: only Keys may change", after, before)
+			}
+			if d := l.AllowN("other", 0); d.Remaining != 2 {
+				t.Errorf("the other key changed: %+v", d)
+			}
+			ref, rc := newManual(t, p)
+			rc.Set(c.Now())
+			for i, step := range []struct {
+				advance time.Duration
+				cost    int64
+			}{{0, 0}, {0, 1}, {0, 2}, {0, 1}, {1500 * time.Millisecond, 1}, {time.Minute, 3}} {
+				c.Advance(step.advance)
+				rc.Advance(step.advance)
+				if got, want := l.AllowN("k", step.cost), ref.AllowN("k", step.cost); got != want {
+					t.Fatalf("step %d (cost %d): %+v after the reset, %+v for a new key", i, step.cost, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestResetNoKey: resetting a key the limiter does not hold, or one
+// longer than MaxKeyLen, changes nothing.
+func TestResetNoKey(t *testing.T) {
+	for name, p := range resetPolicies {
+		l, _ := newManual(t, p)
+		l.AllowN("k", 3)
+		l.Reset("absent")
+		l.Reset(strings.Repeat("x", hotlimit.MaxKeyLen+1))
+		if d := l.AllowN("k", 0); l.Len() != 1 || d.Remaining != 0 {
+			t.Errorf("%s: Len %d, Remaining %d; want 1 and 0", name, l.Len(), d.Remaining)
+		}
+	}
+}
+
+// TestResetStaleReading: a decision that read the clock before a reset
+// (a goroutine preempted between its clock read and its decision, which a
+// clock set back stands for) is decided at the reset's instant, so the key
+// gets no more than a fresh key's quota after the reset.
+func TestResetStaleReading(t *testing.T) {
+	for name, p := range map[string]hotlimit.Policy{
+		"TokenBucket": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1},
+		"FixedWindow": hotlimit.FixedWindow{Limit: 1, Window: time.Second},
+		"SlidingLog":  hotlimit.SlidingLog{Limit: 1, Window: time.Second},
+	} {
+		l, c := newManual(t, p)
+		c.Set(100 * time.Second)
+		l.Allow("k")
+		l.Reset("k")
+		c.Set(99 * time.Second) // a reading from before the reset
+		if d := l.Allow("k"); !d.Allowed {
+			t.Fatalf("%s: the first request after the reset was denied: %+v", name, d)
+		}
+		c.Set(100 * time.Second)
+		if d := l.Allow("k"); d.Allowed {
+			t.Errorf("%s: two admissions at the reset's instant with a limit of 1", name)
+		}
+	}
+}
+
+// TestResetConcurrent races Reset against AllowN on one key with the clock
+// frozen, under -race: each reset gives back at most one fresh quota, so
+// the admissions never exceed Limit·(resets+1), and Stats counts every
+// decision exactly once. After the race, a reset key admits exactly Limit
+// more.
+func TestResetConcurrent(t *testing.T) {
+	for name, p := range resetPolicies {
+		t.Run(name, func(t *testing.T) {
+			const limit, workers, perWorker, resets = 3, 4, 200, 50
+			l, _ := newManual(t, p)
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			for range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range perWorker {
+						if l.Allow("k").Allowed {
+							admitted.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range resets {
+					l.Reset("k")
+				}
+			}()
+			wg.Wait()
+			n := admitted.Load()
+			if n < limit || n > limit*(resets+1) {
+				t.Fatalf("%d admitted with %d resets; want [%d, %d]", n, resets, limit, limit*(resets+1))
+			}
+			if st := l.Stats(); st.Allowed != uint64(n) || st.Denied != uint64(workers*perWorker)-uint64(n) || st.Keys != uint64(l.Len()) {
+				t.Fatalf("Stats %+v for %d admitted of %d, Len %d", st, n, workers*perWorker, l.Len())
+			}
+			l.Reset("k")
+			got := 0
+			for range limit + 2 {
+				if l.Allow("k").Allowed {
+					got++
+				}
+			}
+			if got != limit {
+				t.Fatalf("%d admitted after the last reset, want %d", got, limit)
+			}
+		})
+	}
+}
