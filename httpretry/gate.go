@@ -111,20 +111,22 @@ func gateKey(req *http.Request) string {
 
 // waitGate waits until host's gate opens, plus a jitter of up to
 // BaseDelay. It returns an error wrapping ErrThrottled, without waiting,
-// when that is beyond the context's deadline or MaxWait, and the
-// context's error when it ends during the wait.
+// when the gate opens beyond the context's deadline or MaxWait, and the
+// context's error when it ends during the wait. The jitter only spreads
+// the waiters out: it is cut to what the deadline and MaxWait leave, so a
+// gate that opens within them is always waited for.
 func (t *Transport) waitGate(ctx context.Context, host string) error {
 	now := t.clock()
 	g := t.gates.remaining(host, now)
 	if g <= 0 {
 		return nil
 	}
-	d := g + t.jitter(backoffCap(t.BaseDelay, t.MaxDelay, 0))
-	if d < g {
-		d = maxDuration // overflow
-	}
-	if !t.fits(ctx, now, d) {
+	if !t.fits(ctx, now, g) {
 		return fmt.Errorf("%w: %s for %v more, beyond the request's deadline or MaxWait", ErrThrottled, host, g)
 	}
-	return t.wait(ctx, d)
+	room := t.maxWait() - g
+	if deadline, ok := ctx.Deadline(); ok {
+		room = min(room, deadline.Sub(now)-1-g) // fits: a wait ends before the deadline
+	}
+	return t.wait(ctx, g+min(t.jitter(backoffCap(t.BaseDelay, t.MaxDelay, 0)), room))
 }

@@ -178,3 +178,52 @@ func TestHostGateCappedAtMaxWait(t *testing.T) {
 		t.Fatalf("waits %v, want one of MaxWait (%v)", sleeps, DefaultMaxWait)
 	}
 }
+
+// TestHostGateJitterWithinLimits: a gate that opens within MaxWait and
+// the deadline is waited for whatever the jitter draws; the jitter is cut
+// to the room they leave, and never sends a request before the gate.
+func TestHostGateJitterWithinLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		ask      string        // the 429's Retry-After
+		maxWait  time.Duration // Transport.MaxWait
+		deadline time.Duration // from the second request's start; 0: none
+		randN    func(int64) int64
+		want     time.Duration // the second request's wait
+	}{
+		{"gate at MaxWait", "1", time.Second, 0, randMax, time.Second},
+		{"gate at MaxWait, half jitter", "1", time.Second, 0, randHalf, time.Second},
+		{"default MaxWait", "60", 0, 0, randMax, DefaultMaxWait},
+		{"room for part of the jitter", "1", time.Second + 30*time.Millisecond, 0, randMax, time.Second + 30*time.Millisecond},
+		{"deadline just after the gate", "30", 0, 30*time.Second + 40*time.Millisecond, randMax, 30*time.Second + 40*time.Millisecond - 1},
+		{"room for all of the jitter", "1", 2 * time.Second, 0, randMax, time.Second + DefaultBaseDelay},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, srv := serve(t, reply{status: 429, header: map[string]string{"Retry-After": tc.ask}}, reply{body: "ok"})
+			ft := newFakeTime()
+			tr, _ := newTransport(ft, tc.randN)
+			tr.MaxWait = tc.maxWait
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x")) // not retried: sets the gate
+			resp, err := tr.RoundTrip(req)
+			if err != nil || resp.StatusCode != http.StatusTooManyRequests {
+				t.Fatalf("first request: %v %v", resp, err)
+			}
+			resp.Body.Close()
+			ctx := context.Background()
+			if tc.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithDeadline(ctx, ft.Now().Add(tc.deadline))
+				defer cancel()
+			}
+			req, _ = http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+			resp, err = tr.RoundTrip(req)
+			if err != nil {
+				t.Fatalf("a gate within MaxWait and the deadline failed: %v", err)
+			}
+			resp.Body.Close()
+			if sleeps := ft.Sleeps(); len(sleeps) != 1 || sleeps[0] != tc.want || s.hits.Load() != 2 {
+				t.Fatalf("waits %v and %d hits, want one wait of %v and 2 hits", sleeps, s.hits.Load(), tc.want)
+			}
+		})
+	}
+}

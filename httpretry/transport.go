@@ -60,7 +60,8 @@ const drainLimit = 4 << 10
 // its host (scheme, host and port) must not be called before then, and
 // every request through this Transport to that host, retryable or not,
 // first waits until then, plus a jitter of up to BaseDelay so that the
-// waiting requests do not all arrive at once. If the gate is further away
+// waiting requests do not all arrive at once (cut short where the
+// deadline or MaxWait leaves less room). If the gate opens further away
 // than the request's deadline or MaxWait, RoundTrip returns an error
 // wrapping ErrThrottled without sending anything. A gate stays closed
 // for at most MaxWait: a longer ask (a server's mistake, or a Unix time in
