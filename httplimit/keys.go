@@ -52,6 +52,15 @@ func TokenKey(header string) KeyFunc {
 	return tokenKey(header, nil)
 }
 
+// TokenIdentity returns the identity TokenKey gives a request that
+// presents token: "tok:" and the first 128 bits of the trimmed token's
+// SHA-256, in hex. Use it to find or reset a client's state
+// (Middleware.Reset, LayerKey) from the token an operator was given.
+func TokenIdentity(token string) string {
+	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return "tok:" + hex.EncodeToString(sum[:16])
+}
+
 // TokenKeyHMAC is TokenKey with HMAC-SHA256 under secret instead of a
 // plain SHA-256: use it when tokens are short enough to be guessed and
 // checked against a leaked key. Every instance sharing a backend must use
