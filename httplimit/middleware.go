@@ -49,6 +49,7 @@ type Middleware struct {
 	now        func() time.Time
 	wait       func(context.Context, time.Duration) error
 	seed       maphash.Seed
+	kinds      kinds // Event.IdentityKind's interned values
 }
 
 // maxKeyBuf is the key length the middleware builds without growing its
@@ -246,12 +247,13 @@ func (m *Middleware) decide(r *http.Request, g *groupState, sc *scratch) Event {
 	}
 	id := key[len(keyPrefix):]
 	var idHash uint64
+	var kind string
 	if m.hook != nil {
-		idHash = maphash.Bytes(m.seed, id)
+		idHash, kind = maphash.Bytes(m.seed, id), m.kinds.of(id)
 	}
 	if m.exempt != nil {
 		if _, ok := m.exempt[string(id)]; ok {
-			return Event{Outcome: OutcomeExempt, IdentityHash: idHash, Fallback: fallback}
+			return Event{Outcome: OutcomeExempt, IdentityHash: idHash, IdentityKind: kind, Fallback: fallback}
 		}
 	}
 	key = append(key, ":route:"...)
@@ -269,7 +271,7 @@ func (m *Middleware) decide(r *http.Request, g *groupState, sc *scratch) Event {
 	} else {
 		d, err = m.backend.Allow(r.Context(), layers)
 	}
-	ev := Event{IdentityHash: idHash, Fallback: fallback, Decision: d, Err: err}
+	ev := Event{IdentityHash: idHash, IdentityKind: kind, Fallback: fallback, Decision: d, Err: err}
 	switch {
 	case err != nil:
 		ev.Outcome, ev.Decision = OutcomeErrorDenied, hotlimit.Decision{}

@@ -71,6 +71,12 @@ type Event struct {
 	// a hash for tokens), stable for the middleware's life and
 	// meaningless outside it. 0 when no key was extracted.
 	IdentityHash uint64
+	// IdentityKind is the kind of identity the request was limited by:
+	// "tok" (TokenKey), "ip" (IPKey or the fallback to the client IP),
+	// or a ContextKey kind; "" when no key was extracted. A middleware
+	// reports at most 32 distinct kinds, then "other", so it can label
+	// metrics.
+	IdentityKind string
 	// Fallback reports that the key is the client IP because Config.Key
 	// failed (KeyErrorFallbackIP).
 	Fallback bool

@@ -44,6 +44,7 @@ type DenialLogOptions struct {
 //	id_hash         Event.IdentityHash as 16 hex digits: a seeded hash of the
 //	                client's identity, stable for the middleware's life and
 //	                meaningless outside it; absent when no key was extracted
+//	id_kind         Event.IdentityKind: "tok", "ip", a ContextKey kind
 //	id_fallback     true when the key is the client IP because Config.Key
 //	                failed (absent otherwise)
 //	group           the route group
@@ -191,6 +192,9 @@ func (dl *DenialLogger) write(ctx context.Context, ev Event) {
 	attrs := make([]slog.Attr, 0, 14)
 	if ev.IdentityHash != 0 {
 		attrs = append(attrs, slog.String("id_hash", hex16(ev.IdentityHash)))
+	}
+	if ev.IdentityKind != "" {
+		attrs = append(attrs, slog.String("id_kind", ev.IdentityKind))
 	}
 	if ev.Fallback {
 		attrs = append(attrs, slog.Bool("id_fallback", true))

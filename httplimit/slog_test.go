@@ -143,7 +143,7 @@ func TestDenialLogger(t *testing.T) {
 	}
 	want := []map[string]any{{
 		"level": "INFO", "msg": "rate limit denial",
-		"id_hash": id, "group": "search", "limit": "search", "algorithm": "FixedWindow",
+		"id_hash": id, "id_kind": "tok", "group": "search", "limit": "search", "algorithm": "FixedWindow",
 		"policy_version": "2026-12-01.1", "instance": "api-1", "method": "GET",
 		"outcome": "denied", "reason": "rate_limit_exceeded",
 		"decision": map[string]any{"limit": 1.0, "remaining": 0.0, "retry_after": float64(time.Hour), "reset_after": float64(time.Hour)},
@@ -153,7 +153,7 @@ func TestDenialLogger(t *testing.T) {
 		"outcome": "key_denied", "reason": "rate_limit_key_missing", "error": httplimit.ErrNoKey.Error(),
 	}, {
 		"level": "WARN", "msg": "rate limiter unavailable",
-		"id_hash": id, "group": "search", "policy_version": "2026-12-01.1", "instance": "api-1", "method": "GET",
+		"id_hash": id, "id_kind": "tok", "group": "search", "policy_version": "2026-12-01.1", "instance": "api-1", "method": "GET",
 		"outcome": "error_denied", "reason": "rate_limiter_unavailable", "error": errStoreDown.Error(),
 	}}
 	for i := range want {
