@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -74,4 +75,28 @@ func Example() {
 	// OK remaining [0] retry-after []
 	// ResourceExhausted remaining [0] retry-after [10]
 	// RetryInfo: 10s
+}
+
+// A server that already chains go-grpc-middleware's interceptors uses the
+// Interceptor as its ratelimit.Limiter. Denials then carry that package's
+// status message without details; the response metadata still says when
+// to retry.
+func ExampleInterceptor_Limit() {
+	ic, err := grpclimit.New(grpclimit.Config{
+		Limits:       map[string]hotlimit.Policy{"all": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(100), Burst: 200}},
+		Groups:       []grpclimit.Group{{Name: "all", Limit: "all"}},
+		DefaultGroup: "all",
+		Key:          grpclimit.PeerKey(nil), // the connection's peer address
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer ic.Close()
+	srv := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(ratelimit.UnaryServerInterceptor(ic)),
+		grpc.ChainStreamInterceptor(ratelimit.StreamServerInterceptor(ic)),
+	)
+	defer srv.Stop()
+	// Register services and call srv.Serve(lis).
 }

@@ -494,3 +494,49 @@ func TestLeakyDelay(t *testing.T) {
 		t.Errorf("past the queue: %s", p)
 	}
 }
+
+// allowOnly hides a backend's AllowBinding: a backend that cannot tell
+// which layer bound.
+type allowOnly struct{ l *httplimit.Local }
+
+func (b allowOnly) Allow(ctx context.Context, layers []httplimit.Layer) (hotlimit.Decision, error) {
+	return b.l.Allow(ctx, layers)
+}
+
+func (b allowOnly) Close() error { return b.l.Close() }
+
+// With a backend that does not report the binding layer, the metadata
+// and the QuotaFailure name no limit rather than guess one.
+func TestNoBindingBackend(t *testing.T) {
+	clock := hotlimit.NewManualClock()
+	ic := newIC(t, clock, grpclimit.Config{
+		Limits: map[string]hotlimit.Policy{
+			"g":      hotlimit.FixedWindow{Limit: 2, Window: time.Minute},
+			"global": hotlimit.FixedWindow{Limit: 2, Window: time.Minute},
+		},
+		Groups:       []grpclimit.Group{{Name: "g", Limit: "g"}},
+		DefaultGroup: "g",
+		Global:       "global",
+		Key:          grpclimit.MetadataKey("authorization"),
+		Backend: func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
+			b, err := httplimit.NewLocal(limits, hotlimit.WithClock(clock))
+			return allowOnly{b}, err
+		},
+	})
+	c := serveIC(t, ic)
+	ctx := bearer(testCtx(t), "nb")
+	for range 2 {
+		md, err := call(ctx, c)
+		if err != nil || one(t, md, grpclimit.MDName) != "" || one(t, md, grpclimit.MDLimit) != "2" {
+			t.Fatalf("admitted: err %v, metadata %v", err, md)
+		}
+	}
+	md, err := call(ctx, c)
+	d := detailsOf(t, err)
+	if d.reason() != grpclimit.ReasonExceeded || d.retryDelay() != time.Minute || one(t, md, grpclimit.MDName) != "" {
+		t.Fatalf("denied: reason %q delay %v metadata %v", d.reason(), d.retryDelay(), md)
+	}
+	if d.quota == nil || len(d.quota.Violations) != 1 || d.quota.Violations[0].Subject != "limit" {
+		t.Errorf("QuotaFailure %v, want subject \"limit\"", d.quota)
+	}
+}
