@@ -45,7 +45,7 @@ func (g *gcra) remaining(debt int64) int64 {
 // step decides a request of cost 0 ≤ c ≤ limit at now against state w. It
 // returns the next state (w itself when nothing is to be written) and the
 // verdict. For the leaky bucket, the Delay of an admission is
-// reset − c·T (the debt before it), which Limiter.decision derives.
+// reset − c·T (the debt before it), which params.delay derives.
 func (g *gcra) step(w uint64, now, c int64) (uint64, verdict) {
 	base := max(tat(w), now) // a reading older than the state: no time has passed
 	debt := base - now       // time until the bucket is full again

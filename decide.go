@@ -28,7 +28,7 @@ type Decision struct {
 
 // verdict is a decision as the algorithms compute it: four fields, so the
 // compiler passes it in registers through every layer, where the six-field
-// Decision would be copied through memory at each. Limiter.decision turns
+// Decision would be copied through memory at each. Decision.setFrom turns
 // it into a Decision once, at the API boundary.
 type verdict struct {
 	rem   int64 // Remaining

@@ -186,7 +186,7 @@ func FuzzNew(f *testing.F) {
 			if !strings.HasPrefix(msg, "hotlimit: ") {
 				t.Fatalf("New(%#v): error %q lacks the \"hotlimit: \" prefix", policy, err)
 			}
-			if name := paramsOfName(value); !strings.Contains(msg, name) {
+			if name := policyName(value); !strings.Contains(msg, name) {
 				t.Fatalf("New(%#v): error %q does not name the policy's field (%s)", policy, err, name)
 			}
 			if modest(value) {
@@ -198,8 +198,8 @@ func FuzzNew(f *testing.F) {
 	})
 }
 
-// paramsOfName returns the type name of a policy value.
-func paramsOfName(value hotlimit.Policy) string {
+// policyName returns the type name of a policy value.
+func policyName(value hotlimit.Policy) string {
 	switch value.(type) {
 	case hotlimit.TokenBucket:
 		return "TokenBucket"
