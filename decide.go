@@ -1,9 +1,14 @@
 package hotlimit
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 )
+
+// Never is the RetryAfter of a request that can never be admitted: its cost
+// is negative or larger than the policy's capacity.
+const Never time.Duration = math.MaxInt64
 
 // Decision is the outcome of one request. docs/semantics.md defines each
 // field exactly, per algorithm.

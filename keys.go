@@ -2,6 +2,12 @@ package hotlimit
 
 import "runtime"
 
+// MaxKeyLen is the longest key a Limiter accepts. A longer key is denied
+// with RetryAfter = Never and creates no state: no legitimate identity is
+// that long, and accepting it would let a client spend the limiter's
+// memory on key bytes.
+const MaxKeyLen = 64 << 10
+
 // lockSlot locks s.mu and returns key's live slot, with s.mu held (the
 // caller unlocks). An absent key is inserted when create is true, after
 // reserving room under WithMaxKeys, and the instant to decide at is raised

@@ -2,10 +2,23 @@ package hotlimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
+)
+
+// Errors returned by Wait.
+var (
+	// ErrInvalidCost: the cost is negative or above the policy's Limit,
+	// so the request can never be admitted.
+	ErrInvalidCost = errors.New("hotlimit: cost is negative or exceeds the policy's limit")
+	// ErrDeadline: the request could not be admitted before the context's
+	// deadline; nothing was consumed.
+	ErrDeadline = errors.New("hotlimit: request would not be admitted before the context deadline")
+	// ErrKeyTooLong: the key is longer than MaxKeyLen.
+	ErrKeyTooLong = errors.New("hotlimit: key longer than MaxKeyLen")
 )
 
 // Wait blocks until a request of the given cost for key is admitted, or
