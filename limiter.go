@@ -14,9 +14,10 @@ import (
 // client IP) has its own state under one policy, chosen at New.
 //
 // A decision for an existing key takes no lock: it probes a shard's table
-// and CASes the key's 64-bit state word, and allocates nothing. Keys are compared
-// exactly, never by hash alone. A Limiter is safe for concurrent use; it
-// must not be copied. Call Close when done with it to stop its sweeper.
+// and CASes the key's 64-bit state word, and allocates nothing. Keys are
+// compared exactly, never by hash alone. A Limiter is safe for concurrent
+// use; it must not be copied. Call Close when done with it to stop its
+// sweeper. docs/semantics.md defines every decision exactly.
 //
 // Create one with New; the zero Limiter is not usable.
 type Limiter struct {
