@@ -48,9 +48,9 @@ func TestBackendMatchesLocal(t *testing.T) {
 
 func TestBackendErrors(t *testing.T) {
 	c := newClient(t, "127.0.0.1:1") // nothing listens there
-	_, err := Backend(c)(map[string]hotlimit.Policy{"ok": hotlimit.FixedWindow{Limit: 1, Window: time.Second}, "leaky": hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(1)}})
-	if err == nil || !strings.Contains(err.Error(), `limit "leaky"`) {
-		t.Fatalf("a LeakyBucket limit: %v; want an error naming it", err)
+	_, err := Backend(c)(map[string]hotlimit.Policy{"ok": hotlimit.FixedWindow{Limit: 1, Window: time.Second}, "log": hotlimit.SlidingLog{Limit: 2000, Window: time.Second}})
+	if err == nil || !strings.Contains(err.Error(), `limit "log"`) {
+		t.Fatalf("a SlidingLog limit over 1024: %v; want an error naming it", err)
 	}
 	one := must(hotlimit.New(hotlimit.FixedWindow{Limit: 1, Window: time.Second}))
 	defer one.Close()

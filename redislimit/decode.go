@@ -39,6 +39,11 @@ func decode(r []int64, layers []Layer) (d hotlimit.Decision, denied, binding int
 				best, d.Remaining, d.Limit, binding = k, rem, ly.Limiter.spec.limit, i
 			}
 			d.ResetAfter = max(d.ResetAfter, reset)
+			if sp := &ly.Limiter.spec; sp.leaky && ly.Cost > 0 {
+				// The leaky bucket's Delay: the debt before the
+				// admission, reset − cost·T.
+				d.Delay = max(d.Delay, reset-time.Duration(ly.Cost*sp.a)*time.Microsecond)
+			}
 		}
 		d.Allowed = true
 		return d, -1, binding, nil

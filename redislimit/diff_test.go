@@ -32,7 +32,8 @@ func ceilMicro(d time.Duration) time.Duration {
 
 func sameDecision(want, got hotlimit.Decision) bool {
 	return want.Allowed == got.Allowed && want.Limit == got.Limit && want.Remaining == got.Remaining &&
-		ceilMicro(want.RetryAfter) == got.RetryAfter && ceilMicro(want.ResetAfter) == got.ResetAfter
+		ceilMicro(want.RetryAfter) == got.RetryAfter && ceilMicro(want.ResetAfter) == got.ResetAfter &&
+		ceilMicro(want.Delay) == got.Delay
 }
 
 // pair is one policy run both ways on one clock.
@@ -67,6 +68,13 @@ var policiesForDiff = []hotlimit.Policy{
 	// arithmetic in the script agrees with hotlimit's 128-bit one.
 	hotlimit.SlidingWindow{Limit: 1_000_000, Window: 24 * time.Hour},
 	hotlimit.SlidingWindow{Limit: 999_983, Window: 24*time.Hour - time.Microsecond},
+	hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(10), Capacity: 3},
+	hotlimit.LeakyBucket{Rate: hotlimit.PerMinute(6), Capacity: 0},
+	hotlimit.LeakyBucket{Rate: hotlimit.Rate{N: 8, Per: time.Millisecond}, Capacity: 40},
+	hotlimit.SlidingLog{Limit: 5, Window: time.Second},
+	hotlimit.SlidingLog{Limit: 1, Window: 250 * time.Millisecond},
+	hotlimit.SlidingLog{Limit: 100, Window: 3 * time.Millisecond},
+	hotlimit.SlidingLog{Limit: 1024, Window: 24 * time.Hour},
 }
 
 // period returns the policy's natural time scale, in µs.
@@ -143,6 +151,8 @@ func TestDifferentialLayers(t *testing.T) {
 				newPair(t, c, clock, "tb", prefix, hotlimit.TokenBucket{Rate: hotlimit.PerSecond(5), Burst: 4}),
 				newPair(t, c, clock, "fw", prefix, hotlimit.FixedWindow{Limit: 6, Window: 2 * time.Second}),
 				newPair(t, c, clock, "sw", prefix, hotlimit.SlidingWindow{Limit: 7, Window: 3 * time.Second}),
+				newPair(t, c, clock, "lb", prefix, hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(4), Capacity: 2}),
+				newPair(t, c, clock, "sl", prefix, hotlimit.SlidingLog{Limit: 5, Window: 2 * time.Second}),
 			}
 			keys := []string{"x", "y", "z"}
 			for step := range 300 {

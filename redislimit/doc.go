@@ -1,11 +1,13 @@
 // Package redislimit runs hotlimit's policies on Redis, so that several
 // processes (replicas behind a load balancer) share one quota per key.
 //
-// It implements the token bucket (GCRA), the fixed window and the
-// sliding-window counter with the Decision semantics of the in-process
-// hotlimit.Limiter (see hotlimit.Decision): the same Allowed,
-// Remaining, RetryAfter and ResetAfter on the same trace, to the
-// microsecond. The package's tests check this decision for decision.
+// It implements the token bucket (GCRA), the leaky bucket (with Delay),
+// the fixed window, the sliding-window counter and the exact sliding log
+// with the Decision semantics of the in-process hotlimit.Limiter (see
+// hotlimit.Decision): the same Allowed, Remaining, RetryAfter, ResetAfter
+// and Delay on the same trace, to the microsecond, alone and in layers.
+// Refund, Reset and Wait behave as hotlimit's do. The package's tests
+// check this decision for decision.
 //
 // # One round trip per decision
 //
@@ -104,8 +106,8 @@
 //
 // # What it does not do
 //
-// It has no LeakyBucket (shaping needs a delay the caller sleeps, which a
-// shared store cannot hold for it), no Wait and no Refund. The quota is
-// as durable as the Redis data: a restart without persistence, or a
-// failover that loses writes, forgets consumption.
+// The quota is as durable as the Redis data: a restart without
+// persistence, or a failover that loses writes, forgets consumption.
+// Wait on a window or the sliding log polls (it sleeps until RetryAfter
+// and tries again), as in process.
 package redislimit

@@ -122,26 +122,14 @@ func AllowLayersIndex(ctx context.Context, layers ...Layer) (hotlimit.Decision, 
 	sent := sentAt(layers)
 	var rbuf [2 + 4*8]int64
 	reply, err := run(ctx, timeout, client, node, layers, keys, rbuf[:0])
-	// A reply error comes from a live server, and a cancellation from
-	// the caller: neither says the node is down. A caller's deadline that
-	// passes does count: the node did not answer in the time it was
-	// given, and a hung node must open its circuit even when every
-	// caller's deadline is shorter than WithTimeout.
-	var rerr redis.Error
-	live := err == nil || errors.As(err, &rerr)
-	canceled := !live && errors.Is(ctx.Err(), context.Canceled)
+	failedNode := false
 	for i, c := range cs {
-		switch {
-		case live:
-			c.done(true, first.hooks)
-		case canceled:
-			c.release(probes[i])
-		default:
-			c.done(false, first.hooks)
-		}
+		failedNode = settle(ctx, c, probes[i], err, first.hooks) || failedNode
 	}
 	if err != nil {
-		if !live && !canceled {
+		if failedNode {
+			// The node may come back without the state the cached
+			// denials describe.
 			forgetDenials(layers)
 		}
 		return failed(layers, node, err)
@@ -194,7 +182,7 @@ func run(ctx context.Context, timeout time.Duration, client redis.Scripter, node
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	vals, err := first.rt.send(ctx, client, node, first.hooks, keys, args)
+	vals, err := first.rt.send(ctx, decideScript, client, node, first.hooks, keys, args)
 	if err != nil {
 		return nil, err
 	}

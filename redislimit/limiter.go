@@ -14,13 +14,25 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-//go:embed script.lua
-var scriptSource string
+// luaScript is a script and its source. It is loaded on first use and
+// then called by its SHA1; go-redis sends the source again (EVAL) when the
+// server answers NOSCRIPT, which is safe because the script did not run.
+type luaScript struct {
+	*redis.Script
+	src string
+}
 
-// script is loaded on first use and then called by its SHA1; go-redis
-// sends the source again (EVAL) when the server answers NOSCRIPT, which is
-// safe because the script did not run.
-var script = redis.NewScript(scriptSource)
+func newScript(src string) *luaScript { return &luaScript{redis.NewScript(src), src} }
+
+var (
+	//go:embed script.lua
+	decideSource string
+	//go:embed ops.lua
+	opsSource string
+
+	decideScript = newScript(decideSource) // decisions, one or more layers
+	opsScript    = newScript(opsSource)    // Wait's reservation, Refund, Reset
+)
 
 // Limiter is a keyed rate limiter whose state lives in Redis, so that
 // every process that uses the same Redis, name and policy shares one

@@ -152,16 +152,16 @@ const maxRedirects = 3
 // send makes the script call for keys and args on c, the client of node
 // as route returned them, following redirections and resending once after
 // a failed dial (see router), and reports each attempt to h.
-func (r *router) send(ctx context.Context, c redis.Scripter, node string, h *Hooks, keys []string, args []any) ([]any, error) {
+func (r *router) send(ctx context.Context, s *luaScript, c redis.Scripter, node string, h *Hooks, keys []string, args []any) ([]any, error) {
 	var err error
 	asking, resent := false, false
 	for redirects := 0; ; {
 		start := time.Now()
 		var vals []any
 		if asking {
-			vals, err = evalAsking(ctx, c.(*redis.Client), keys, args)
+			vals, err = evalAsking(ctx, s.src, c.(*redis.Client), keys, args)
 		} else {
-			vals, err = script.Run(ctx, c, keys, args...).Slice()
+			vals, err = s.Run(ctx, c, keys, args...).Slice()
 		}
 		reportCall(h, node, time.Since(start), err)
 		if err == nil {
@@ -192,11 +192,11 @@ func (r *router) send(ctx context.Context, c redis.Scripter, node string, h *Hoo
 
 // evalAsking sends ASKING and the script on one connection of c, as a
 // node importing a slot requires for the keys it is receiving.
-func evalAsking(ctx context.Context, c *redis.Client, keys []string, args []any) ([]any, error) {
+func evalAsking(ctx context.Context, src string, c *redis.Client, keys []string, args []any) ([]any, error) {
 	var cmd *redis.Cmd
 	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.Do(ctx, "asking")
-		cmd = p.Eval(ctx, scriptSource, keys, args...)
+		cmd = p.Eval(ctx, src, keys, args...)
 		return nil
 	})
 	if cmd != nil && cmd.Err() != nil {

@@ -8,10 +8,13 @@ import (
 )
 
 // Script kinds; they match the "kind" argument of script.lua.
+// The leaky bucket is the token bucket's algorithm (kind 1) with a
+// capacity of Capacity+1 and a Delay the Go side derives from the reply.
 const (
 	kindTokenBucket   = 1
 	kindFixedWindow   = 2
 	kindSlidingWindow = 3
+	kindSlidingLog    = 4
 )
 
 // maxMicros bounds every duration (T, Burst·T, W) and every Limit that a
@@ -26,7 +29,8 @@ type spec struct {
 	kind  int
 	a     int64 // T (token bucket) or W (windows), µs
 	tau   int64 // Burst·T, µs (token bucket only)
-	limit int64 // Burst or Limit
+	limit int64 // Burst, Capacity+1 or Limit
+	leaky bool  // a LeakyBucket: an admission reports Delay
 }
 
 // newSpec converts a hotlimit policy value (or a pointer to one) into a
@@ -57,6 +61,36 @@ func newSpec(policy hotlimit.Policy) (spec, error) {
 			return spec{}, fmt.Errorf("redislimit: nil *hotlimit.SlidingWindow")
 		}
 		return newSpec(*p)
+	case *hotlimit.LeakyBucket:
+		if p == nil {
+			return spec{}, fmt.Errorf("redislimit: nil *hotlimit.LeakyBucket")
+		}
+		return newSpec(*p)
+	case *hotlimit.SlidingLog:
+		if p == nil {
+			return spec{}, fmt.Errorf("redislimit: nil *hotlimit.SlidingLog")
+		}
+		return newSpec(*p)
+	case hotlimit.LeakyBucket:
+		r := p.Rate
+		switch {
+		case r.N <= 0:
+			return spec{}, fmt.Errorf("redislimit: LeakyBucket.Rate.N must be > 0, got %d", r.N)
+		case r.Per <= 0:
+			return spec{}, fmt.Errorf("redislimit: LeakyBucket.Rate.Per must be > 0, got %v", r.Per)
+		case p.Capacity < 0:
+			return spec{}, fmt.Errorf("redislimit: LeakyBucket.Capacity must be ≥ 0, got %d", p.Capacity)
+		}
+		t := ceilMicros(r.Interval())
+		if p.Capacity+1 > maxMicros/t {
+			return spec{}, fmt.Errorf("redislimit: LeakyBucket.Capacity+1 %d × interval %dµs exceeds 2^50µs", p.Capacity+1, t)
+		}
+		return spec{kind: kindTokenBucket, a: t, tau: (p.Capacity + 1) * t, limit: p.Capacity + 1, leaky: true}, nil
+	case hotlimit.SlidingLog:
+		if p.Limit > hotlimit.MaxLogLimit {
+			return spec{}, fmt.Errorf("redislimit: SlidingLog.Limit %d exceeds %d", p.Limit, hotlimit.MaxLogLimit)
+		}
+		return windowSpec("SlidingLog", kindSlidingLog, p.Limit, p.Window)
 	case hotlimit.TokenBucket:
 		r := p.Rate
 		switch {
@@ -79,7 +113,7 @@ func newSpec(policy hotlimit.Policy) (spec, error) {
 	case nil:
 		return spec{}, fmt.Errorf("redislimit: nil policy")
 	}
-	return spec{}, fmt.Errorf("redislimit: policy %T is not supported on Redis (use hotlimit.TokenBucket, FixedWindow or SlidingWindow)", policy)
+	return spec{}, fmt.Errorf("redislimit: policy %T is not supported on Redis (use hotlimit.TokenBucket, LeakyBucket, FixedWindow, SlidingWindow or SlidingLog)", policy)
 }
 
 func windowSpec(name string, kind int, limit int64, w time.Duration) (spec, error) {

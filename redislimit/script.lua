@@ -6,10 +6,11 @@
 --          tests against a manual clock); the Go API never does. TTLs are
 --          then an hour longer (see below).
 -- ARGV[2+5(i-1) .. 6+5(i-1)], for layer i:
---          kind  1 token bucket (GCRA), 2 fixed window, 3 sliding window
+--          kind  1 token or leaky bucket (GCRA), 2 fixed window,
+--                3 sliding window, 4 sliding log
 --          a     T (emission interval) or W (window), µs
---          tau   Burst·T for kind 1, else 0
---          limit Burst or Limit
+--          tau   Burst·T (or (Capacity+1)·T) for kind 1, else 0
+--          limit Burst, Capacity+1 or Limit
 --          cost
 --
 -- All arithmetic is on integers held in Lua numbers (doubles), exact below
@@ -19,7 +20,10 @@
 -- State: kind 1 stores the theoretical arrival time (µs) as a decimal
 -- string; kinds 2 and 3 store "k p q": the window index k = floor(t/W),
 -- the previous window's count p (always 0 for kind 2) and the current
--- window's count q. A missing key is a fresh state. Every write sets a TTL
+-- window's count q; kind 4 stores "last t1 c1 t2 c2 ...": the latest
+-- instant it was written at, then each admitted instant that may still
+-- count, oldest first, with how many units were admitted at it. A missing
+-- key is a fresh state. Every write sets a TTL
 -- of the time until the state is fresh again, in ms, rounded up.
 --
 -- Reply, admitted:  {1, rem_1, reset_1, ..., rem_n, reset_n}
@@ -146,6 +150,23 @@ local function load(i)
   if kind[i] == 1 then
     return { tat = tonumber(v) or 0 }
   end
+  if kind[i] == 4 then
+    local st = { last = 0, ts = {}, cs = {} }
+    if v then
+      local j = 0
+      for num in string.gmatch(v, "%d+") do
+        if j == 0 then
+          st.last = tonumber(num)
+        elseif j % 2 == 1 then
+          st.ts[#st.ts + 1] = tonumber(num)
+        else
+          st.cs[#st.cs + 1] = tonumber(num)
+        end
+        j = j + 1
+      end
+    end
+    return st
+  end
   if not v then return { k = 0, p = 0, q = 0 } end
   local k, p, q = string.match(v, "^(%d+) (%d+) (%d+)$")
   if not k then return { k = 0, p = 0, q = 0 } end
@@ -237,12 +258,51 @@ local function windowStep(i, st, c)
   return 0, math.max(0, limit - q - u), windowRetry(i, e, p, q, c), windowReset(i, e, p, q)
 end
 
+-- Sliding log -------------------------------------------------------------
+
+-- logStep decides at t = max(now, last) (a reading older than the last
+-- write: no time has passed); an instant s counts while t − s < W.
+local function logStep(i, st, c)
+  local W, limit = A[i], LIMIT[i]
+  local t = math.max(now, st.last)
+  local ts, cs = st.ts, st.cs
+  local first = 1
+  while first <= #ts and ts[first] + W <= t do first = first + 1 end
+  local n = 0
+  for j = first, #ts do n = n + cs[j] end
+  local reset = 0
+  if n > 0 then reset = ts[#ts] + W - t end
+  if c == 0 then return 1, math.max(0, limit - n), 0, reset end
+  if n + c <= limit then
+    local nts, ncs = {}, {}
+    for j = first, #ts do
+      nts[#nts + 1] = ts[j]
+      ncs[#ncs + 1] = cs[j]
+    end
+    if #nts > 0 and nts[#nts] == t then
+      ncs[#ncs] = ncs[#ncs] + c
+    else
+      nts[#nts + 1] = t
+      ncs[#ncs + 1] = c
+    end
+    return 1, limit - n - c, 0, W, { last = t, ts = nts, cs = ncs }, t + W - now
+  end
+  -- Denied: it fits once the (n + c − limit)-th oldest unit stops counting.
+  local need, j = n + c - limit, first
+  while need > cs[j] do
+    need = need - cs[j]
+    j = j + 1
+  end
+  return 0, math.max(0, limit - n), ts[j] + W - t, reset
+end
+
 local function step(i, st, c)
   if c < 0 or c > LIMIT[i] then
     local _, rem, _, reset = step(i, st, 0)
     return 0, rem, -1, reset
   end
   if kind[i] == 1 then return gcraStep(i, st, c) end
+  if kind[i] == 4 then return logStep(i, st, c) end
   return windowStep(i, st, c)
 end
 
@@ -295,6 +355,12 @@ for i = 1, n do
     local ms = ceildiv(ttl[key], 1000) + ttlExtra
     if kind[i] == 1 then
       redis.call("SET", key, string.format("%.0f", st.tat), "PX", ms)
+    elseif kind[i] == 4 then
+      local parts = { string.format("%.0f", st.last) }
+      for j = 1, #st.ts do
+        parts[#parts + 1] = string.format("%.0f %.0f", st.ts[j], st.cs[j])
+      end
+      redis.call("SET", key, table.concat(parts, " "), "PX", ms)
     else
       redis.call("SET", key, string.format("%.0f %.0f %.0f", st.k, st.p, st.q), "PX", ms)
     end

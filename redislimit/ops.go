@@ -1,0 +1,229 @@
+package redislimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/redis/go-redis/v9"
+)
+
+// Refund gives back cost that an admission for key consumed, as if it had
+// not happened, with the semantics of hotlimit's Limiter.Refund: the
+// buckets move the key's TAT back by cost·T (never making a bucket fuller
+// than full); the windows lower the count of the current window (or, for
+// the sliding window, of the previous one when the window has just
+// turned); the sliding log removes the newest admitted units that still
+// count. It never gives back more than the state holds. A cost ≤ 0 or
+// above Limit does nothing. It also drops this instance's cached denial of
+// key (WithLocalDenials), which the refund may have made untrue.
+//
+// One round trip; an error wraps ErrUnavailable, and then the refund may
+// or may not have happened (it is never retried).
+func (l *Limiter) Refund(ctx context.Context, key string, cost int64) error {
+	if cost <= 0 || cost > l.spec.limit || len(key) > hotlimit.MaxKeyLen {
+		return nil
+	}
+	if l.cache != nil {
+		l.cache.del(key)
+	}
+	_, err := l.op(ctx, "refund", key, cost, 0)
+	return err
+}
+
+// Reset makes key fresh: it deletes the key's state in Redis, for every
+// instance, and this instance's cached denial of key (other instances'
+// cached denials stay until their RetryAfter; see ForgetDenials). One
+// round trip; an error wraps ErrUnavailable.
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	if len(key) > hotlimit.MaxKeyLen {
+		return hotlimit.ErrKeyTooLong
+	}
+	if l.cache != nil {
+		l.cache.del(key)
+	}
+	_, err := l.op(ctx, "reset", key, 0, 0)
+	return err
+}
+
+// Wait blocks until a request of cost for key is admitted, or returns an
+// error, as hotlimit's Limiter.Wait does.
+//
+// For the token and leaky buckets, Wait reserves the request's slot at
+// once in Redis (consuming it) and sleeps until the slot: the instant the
+// request fits for the token bucket, the start of its turn for the leaky
+// bucket. If the context's deadline is before the slot, Wait fails at once
+// with an error wrapping hotlimit.ErrDeadline, consuming nothing; if the
+// context ends while it sleeps, it gives the slot back (Refund) and
+// returns the context's error. For the window policies and the sliding
+// log, which cannot hold a reservation in a future window, Wait sleeps
+// until RetryAfter and tries again, so it is not first-come first-served
+// under contention.
+//
+// It returns hotlimit.ErrInvalidCost for a cost below 0 or above Limit,
+// and hotlimit.ErrKeyTooLong. When Redis cannot decide, the failure policy
+// answers: FailOpen returns nil, a Fallback waits on its in-process
+// limiter, FailClosed returns the error (which wraps ErrUnavailable).
+func (l *Limiter) Wait(ctx context.Context, key string, cost int64) error {
+	if cost < 0 || cost > l.spec.limit {
+		return fmt.Errorf("%w: cost %d, limit %d", hotlimit.ErrInvalidCost, cost, l.spec.limit)
+	}
+	if len(key) > hotlimit.MaxKeyLen {
+		return hotlimit.ErrKeyTooLong
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if cost == 0 {
+		return nil
+	}
+	if l.spec.kind != kindTokenBucket {
+		return l.waitWindow(ctx, key, cost)
+	}
+	maxWait := int64(maxMicros)
+	if dl, ok := ctx.Deadline(); ok {
+		maxWait = int64(time.Until(dl) / time.Microsecond)
+	}
+	r, err := l.op(ctx, "reserve", key, cost, maxWait)
+	if err != nil {
+		return l.waitFailed(ctx, key, cost, err)
+	}
+	if len(r) != 2 {
+		return fmt.Errorf("%w: redislimit: unexpected reply %v", ErrUnavailable, r)
+	}
+	wait := micros(r[1])
+	if r[0] != 1 {
+		return fmt.Errorf("%w: would wait %v", hotlimit.ErrDeadline, wait)
+	}
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		t.Stop()
+		// Give the slot back, on a context of its own: the caller's has
+		// ended.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
+		l.Refund(rctx, key, cost)
+		cancel()
+		return ctx.Err()
+	}
+}
+
+func (l *Limiter) waitWindow(ctx context.Context, key string, cost int64) error {
+	for {
+		d, err := l.AllowN(ctx, key, cost)
+		if err != nil {
+			return l.waitFailed(ctx, key, cost, err)
+		}
+		if d.Allowed {
+			return nil
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d.RetryAfter {
+			return fmt.Errorf("%w: would wait %v", hotlimit.ErrDeadline, d.RetryAfter)
+		}
+		t := time.NewTimer(d.RetryAfter)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// waitFailed applies the failure policy to a Wait that Redis could not
+// decide.
+func (l *Limiter) waitFailed(ctx context.Context, key string, cost int64, err error) error {
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	switch l.fail.mode {
+	case failOpen:
+		return nil
+	case failFallback, failFallbackLocal:
+		return l.local.Wait(ctx, key, cost)
+	}
+	return err
+}
+
+// op runs one operation of ops.lua on key, through the limiter's router,
+// its node's circuit and the hooks, and returns the reply's integers. An
+// error wraps ErrUnavailable and its cause.
+func (l *Limiter) op(ctx context.Context, name, key string, cost, maxWait int64) ([]int64, error) {
+	fail := func(cause error) ([]int64, error) {
+		err := fmt.Errorf("%w: %w", ErrUnavailable, cause)
+		if l.hooks != nil && l.hooks.Failure != nil {
+			l.hooks.Failure(l.name, hotlimit.Decision{}, err)
+		}
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	rkey := l.RedisKey(key)
+	client, node, err := l.rt.route(ctx, l.client, rkey)
+	if err != nil {
+		reportCall(l.hooks, "", 0, err)
+		return fail(err)
+	}
+	c := l.circuit(node)
+	ok, probe := c.acquire(l.hooks)
+	if !ok {
+		return fail(ErrCircuitOpen)
+	}
+	now := ""
+	if l.testNow != nil {
+		now = strconv.FormatInt(l.testNow(), 10)
+	}
+	leaky := "0"
+	if l.spec.leaky {
+		leaky = "1"
+	}
+	args := []any{name, now, l.argv[0], l.argv[1], l.argv[2], l.argv[3], leaky, cost, maxWait}
+	cctx, cancel := context.WithTimeout(ctx, l.timeout)
+	vals, err := l.rt.send(cctx, opsScript, client, node, l.hooks, []string{rkey}, args)
+	cancel()
+	settle(ctx, c, probe, err, l.hooks)
+	if err != nil {
+		return fail(err)
+	}
+	out := make([]int64, 0, len(vals))
+	for _, v := range vals {
+		n, ok := v.(int64)
+		if !ok {
+			return fail(fmt.Errorf("redislimit: unexpected script reply %v", vals))
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// settle records in c the outcome err of a call it let through (probe as
+// acquire said), made for a caller whose context is ctx, and reports
+// whether the call counted as a failure of the node.
+//
+// A reply error comes from a live server, and a cancellation from the
+// caller: neither says the node is down. A caller's deadline that passes
+// does count: the node did not answer in the time it was given, and a hung
+// node must open its circuit even when every caller's deadline is shorter
+// than WithTimeout.
+func settle(ctx context.Context, c *circuit, probe bool, err error, h *Hooks) (failed bool) {
+	var rerr redis.Error
+	switch {
+	case err == nil || errors.As(err, &rerr):
+		c.done(true, h)
+	case errors.Is(ctx.Err(), context.Canceled):
+		c.release(probe)
+	default:
+		c.done(false, h)
+		return true
+	}
+	return false
+}
