@@ -104,6 +104,13 @@
 // Decision cannot tell when each refills, and a number standing for both
 // would mislead; a denial's exact wait is in RetryInfo.
 //
+// # Operations
+//
+// Config.OnError sees every key extraction and backend error (the client
+// is told only the outcome). Interceptor.Reset returns an identity to a
+// fresh state in every layer, an administrative act for an operator, and
+// Backend gives access to the limiters, for metrics.
+//
 // # Cost
 //
 // Called directly, the interceptor takes about 1.5 µs and 7 allocations
