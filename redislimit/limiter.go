@@ -29,9 +29,12 @@ var (
 	decideSource string
 	//go:embed ops.lua
 	opsSource string
+	//go:embed lease.lua
+	leaseSource string
 
 	decideScript = newScript(decideSource) // decisions, one or more layers
 	opsScript    = newScript(opsSource)    // Wait's reservation, Refund, Reset
+	leaseScript  = newScript(leaseSource)  // the concurrency limit's leases
 )
 
 // Limiter is a keyed rate limiter whose state lives in Redis, so that

@@ -153,10 +153,23 @@ func (l *Limiter) waitFailed(ctx context.Context, key string, cost int64, err er
 	return err
 }
 
-// op runs one operation of ops.lua on key, through the limiter's router,
-// its node's circuit and the hooks, and returns the reply's integers. An
-// error wraps ErrUnavailable and its cause.
+// op runs one operation of ops.lua on key (see call1).
 func (l *Limiter) op(ctx context.Context, name, key string, cost, maxWait int64) ([]int64, error) {
+	now := ""
+	if l.testNow != nil {
+		now = strconv.FormatInt(l.testNow(), 10)
+	}
+	leaky := "0"
+	if l.spec.leaky {
+		leaky = "1"
+	}
+	return l.call1(ctx, opsScript, l.RedisKey(key), name, now, l.argv[0], l.argv[1], l.argv[2], l.argv[3], leaky, cost, maxWait)
+}
+
+// call1 runs s on the Redis key rkey with args, through the limiter's
+// router, its node's circuit and the hooks, and returns the reply's
+// integers. An error wraps ErrUnavailable and its cause.
+func (l *Limiter) call1(ctx context.Context, s *luaScript, rkey string, args ...any) ([]int64, error) {
 	fail := func(cause error) ([]int64, error) {
 		err := fmt.Errorf("%w: %w", ErrUnavailable, cause)
 		if l.hooks != nil && l.hooks.Failure != nil {
@@ -167,7 +180,6 @@ func (l *Limiter) op(ctx context.Context, name, key string, cost, maxWait int64)
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
-	rkey := l.RedisKey(key)
 	client, node, err := l.rt.route(ctx, l.client, rkey)
 	if err != nil {
 		reportCall(l.hooks, "", 0, err)
@@ -178,17 +190,8 @@ func (l *Limiter) op(ctx context.Context, name, key string, cost, maxWait int64)
 	if !ok {
 		return fail(ErrCircuitOpen)
 	}
-	now := ""
-	if l.testNow != nil {
-		now = strconv.FormatInt(l.testNow(), 10)
-	}
-	leaky := "0"
-	if l.spec.leaky {
-		leaky = "1"
-	}
-	args := []any{name, now, l.argv[0], l.argv[1], l.argv[2], l.argv[3], leaky, cost, maxWait}
 	cctx, cancel := context.WithTimeout(ctx, l.timeout)
-	vals, err := l.rt.send(cctx, opsScript, client, node, l.hooks, []string{rkey}, args)
+	vals, err := l.rt.send(cctx, s, client, node, l.hooks, []string{rkey}, args)
 	cancel()
 	settle(ctx, c, probe, err, l.hooks)
 	if err != nil {

@@ -1,0 +1,131 @@
+package redislimit
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+// TestConcurrencyExact: 4 instances × 4 goroutines race for a limit of 3
+// in flight on one key: exactly 3 permits are granted; a release frees
+// exactly one unit, and only the first Release of a permit counts.
+func TestConcurrencyExact(t *testing.T) {
+	addr := serverAddr(t)
+	prefix := testPrefix(t)
+	ctx := context.Background()
+	var granted atomic.Int64
+	var mu sync.Mutex
+	var permits []Permit
+	var wg sync.WaitGroup
+	var insts []*Concurrency
+	for range 4 {
+		c := must(NewConcurrency(newClient(t, addr), "exports", 3, time.Hour, WithPrefix(prefix), WithTimeout(5*time.Second)))
+		insts = append(insts, c)
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 5 {
+					p, ok, err := c.TryAcquire(ctx, "tenant")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if ok {
+						granted.Add(1)
+						mu.Lock()
+						permits = append(permits, p)
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if granted.Load() != 3 {
+		t.Fatalf("%d permits granted for a limit of 3", granted.Load())
+	}
+	if n := must(insts[0].InFlight(ctx, "tenant")); n != 3 {
+		t.Fatalf("InFlight %d, want 3", n)
+	}
+	if ok := must(permits[0].Release(ctx)); !ok {
+		t.Fatal("the first Release did not count")
+	}
+	if ok := must(permits[0].Release(ctx)); ok {
+		t.Fatal("a second Release counted")
+	}
+	if _, ok, _ := insts[1].TryAcquireN(ctx, "tenant", 2); ok {
+		t.Fatal("2 units granted with 1 free")
+	}
+	if _, ok, _ := insts[2].TryAcquire(ctx, "tenant"); !ok {
+		t.Fatal("the released unit was not granted")
+	}
+	// Keys apart from a rate limiter of the same name.
+	l := must(New(newClient(t, addr), "exports", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1}, WithPrefix(prefix)))
+	if l.RedisKey("tenant") == insts[0].RedisKey("tenant") || l.RedisKey("") == insts[0].RedisKey("") {
+		t.Fatal("a concurrency limit and a rate limiter share a Redis key")
+	}
+}
+
+// TestConcurrencyLease: a holder that never releases (it crashed) loses
+// its units when its lease ends, to the microsecond of the server's clock
+// (injected here); Renew extends a lease, and a permit whose lease ended
+// can neither be renewed nor released.
+func TestConcurrencyLease(t *testing.T) {
+	c := must(NewConcurrency(newClient(t, serverAddr(t)), "lease", 2, time.Second, WithPrefix(testPrefix(t))))
+	now := int64(baseMicros)
+	c.l.testNow = func() int64 { return now }
+	ctx := context.Background()
+	crashed, _, _ := c.TryAcquire(ctx, "k")
+	alive, ok, err := c.TryAcquire(ctx, "k")
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	now += 1_000_000 - 1
+	if _, ok, _ := c.TryAcquire(ctx, "k"); ok {
+		t.Fatal("granted 1µs before the leases end")
+	}
+	if ok := must(alive.Renew(ctx)); !ok {
+		t.Fatal("Renew of a live permit failed")
+	}
+	now++
+	// crashed's lease has ended; alive's was renewed.
+	if n := must(c.InFlight(ctx, "k")); n != 1 {
+		t.Fatalf("InFlight %d after the crashed holder's lease ended, want 1", n)
+	}
+	if _, ok, _ := c.TryAcquire(ctx, "k"); !ok {
+		t.Fatal("the crashed holder's unit was not freed")
+	}
+	if ok := must(crashed.Renew(ctx)); ok {
+		t.Fatal("a permit whose lease ended was renewed")
+	}
+	if ok := must(crashed.Release(ctx)); ok {
+		t.Fatal("a permit whose lease ended released units")
+	}
+	if ok := must(alive.Release(ctx)); !ok {
+		t.Fatal("the renewed permit did not hold its unit")
+	}
+}
+
+func TestConcurrencyRejects(t *testing.T) {
+	c := newClient(t, "127.0.0.1:1")
+	for _, tc := range []struct {
+		limit int64
+		lease time.Duration
+		opts  []Option
+	}{
+		{0, time.Second, nil},
+		{1, time.Millisecond + 1, nil},
+		{1, 0, nil},
+		{1, time.Second, []Option{WithLocalDenials(10)}},
+		{1, time.Second, []Option{WithFailurePolicy(FallbackLocal())}},
+	} {
+		if _, err := NewConcurrency(c, "x", tc.limit, tc.lease, tc.opts...); err == nil {
+			t.Errorf("NewConcurrency(%d, %v, %d options) accepted", tc.limit, tc.lease, len(tc.opts))
+		}
+	}
+}

@@ -1,0 +1,58 @@
+-- redislimit: the per-key concurrency limit, as leases in a sorted set.
+--
+-- KEYS[1]  the key's set: one member per held permit, "n:id" (n units, a
+--          random id), scored by the instant (µs) its lease ends.
+-- ARGV[1]  "acquire", "release" or "renew"
+-- ARGV[2]  "" to work at the server's TIME, else an instant in µs (tests).
+-- ARGV[3]  the member "n:id"; ARGV[4] n; ARGV[5] the limit; ARGV[6] the
+--          lease, µs.
+--
+-- A lease that has ended no longer counts: its holder crashed or lost
+-- touch, and the units are free again. Reply: "acquire" {1, in flight
+-- after} or {0, in flight}; "release" and "renew" {1} when the permit was
+-- held, else {0}.
+
+if redis.replicate_commands then redis.replicate_commands() end
+
+local key, op, member = KEYS[1], ARGV[1], ARGV[3]
+if op == "release" then
+  return { redis.call("ZREM", key, member) }
+end
+
+local now, ttlExtra = nil, 0
+if ARGV[2] ~= "" then
+  now = tonumber(ARGV[2])
+  ttlExtra = 3600000
+else
+  local t = redis.call("TIME")
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local n, limit, lease = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+
+redis.call("ZREMRANGEBYSCORE", key, "-inf", string.format("%.0f", now))
+
+-- keep makes the set live as long as its longest lease.
+local function keep()
+  local last = redis.call("ZRANGE", key, -1, -1, "WITHSCORES")
+  if last[2] then
+    local us = tonumber(last[2]) - now
+    redis.call("PEXPIRE", key, math.floor((us + 999) / 1000) + ttlExtra)
+  end
+end
+
+if op == "renew" then
+  if not redis.call("ZSCORE", key, member) then return { 0 } end
+  redis.call("ZADD", key, "XX", string.format("%.0f", now + lease), member)
+  keep()
+  return { 1 }
+end
+
+-- op == "acquire"
+local held = 0
+for _, m in ipairs(redis.call("ZRANGE", key, 0, -1)) do
+  held = held + tonumber(string.match(m, "^(%d+):"))
+end
+if held + n > limit then return { 0, held } end
+redis.call("ZADD", key, string.format("%.0f", now + lease), member)
+keep()
+return { 1, held + n }
