@@ -540,3 +540,53 @@ func TestNoBindingBackend(t *testing.T) {
 		t.Errorf("QuotaFailure %v, want subject \"limit\"", d.quota)
 	}
 }
+
+// Streams opened by 32 goroutines at a frozen instant: exactly Burst of
+// them are admitted, the rest refused with the exact RetryInfo.
+func TestStreamExactBudgetUnderConcurrency(t *testing.T) {
+	clock := hotlimit.NewManualClock()
+	const burst = 10
+	ic := newIC(t, clock, grpclimit.Config{
+		Limits:       map[string]hotlimit.Policy{"watch": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(4), Burst: burst}},
+		Groups:       []grpclimit.Group{{Name: "watch", Methods: []string{mWatch}, Limit: "watch"}},
+		DefaultGroup: "watch",
+		Key:          grpclimit.MetadataKey("authorization"),
+	})
+	c := serveIC(t, ic)
+	var (
+		mu       sync.Mutex
+		admitted int
+		problems []string
+		wg       sync.WaitGroup
+	)
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithCancel(bearer(testCtx(t), "streams"))
+			defer cancel()
+			s, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+			if err == nil {
+				_, err = s.Recv()
+			}
+			var md metadata.MD
+			if s != nil {
+				md, _ = s.Header()
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				admitted++
+			} else if p := checkDenial(t, md, err, 250*time.Millisecond, "watch", burst); p != "" {
+				problems = append(problems, p)
+			}
+		}()
+	}
+	wg.Wait()
+	if admitted != burst {
+		t.Errorf("admitted %d streams, want exactly %d", admitted, burst)
+	}
+	if len(problems) > 0 {
+		t.Errorf("%d bad denials, first: %s", len(problems), problems[0])
+	}
+}
