@@ -1,0 +1,107 @@
+package otellimit
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/httplimit"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+// discard is a span exporter that drops every span.
+type discard struct{}
+
+func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discard) Shutdown(context.Context) error                             { return nil }
+
+var _ = tracetest.NewSpanRecorder // the recorder is the tests'; the benchmarks export nowhere
+
+// BenchmarkObservers measures what each integration adds to one
+// middleware decision beside no observer, for an admitted request and
+// for a denied one (a Bearer token, one layer, headers on):
+//
+//	none        no hook
+//	slog        httplimit.DenialLogger as the hook (its budget spent, so
+//	            a denial is counted, not written: the flood case)
+//	otel-hook   HTTP.Hook: the request counter (and no span to add an
+//	            event to)
+//	otel-metrics HTTP.Hook and HTTP.Backend with SpansOff: also the
+//	            backend's duration and remaining histograms
+//	otel-spans  the same with SpansAll on an SDK TracerProvider that
+//	            samples every span and exports to nowhere, through a
+//	            batch processor
+//
+// The metrics go to an SDK MeterProvider with a manual reader that is
+// never collected.
+func BenchmarkObservers(b *testing.B) {
+	for _, traffic := range []string{"allowed", "denied"} {
+		for _, obs := range []string{"none", "slog", "otel-hook", "otel-metrics", "otel-spans"} {
+			b.Run(traffic+"/"+obs, func(b *testing.B) {
+				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+				tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}))
+				defer tp.Shutdown(context.Background())
+				policy := hotlimit.Policy(hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: time.Nanosecond}, Burst: 1 << 20})
+				if traffic == "denied" {
+					policy = hotlimit.FixedWindow{Limit: 1, Window: time.Hour}
+				}
+				cfg := httplimit.Config{
+					Limits:       map[string]hotlimit.Policy{"l": policy},
+					Groups:       []httplimit.Group{{Name: "g", Limit: "l"}},
+					DefaultGroup: "g",
+					Key:          httplimit.TokenKey("Authorization"),
+					Backend:      httplimit.LocalBackend(hotlimit.WithSweepInterval(0)),
+				}
+				switch obs {
+				case "slog":
+					dl, err := httplimit.NewDenialLogger(slog.New(slog.DiscardHandler), httplimit.DenialLogOptions{Instance: "bench", Burst: 1, Rate: hotlimit.PerHour(1)})
+					if err != nil {
+						b.Fatal(err)
+					}
+					cfg.Hook = dl.Hook
+				case "otel-hook", "otel-metrics", "otel-spans":
+					spans := SpansOff
+					if obs == "otel-spans" {
+						spans = SpansAll
+					}
+					h, err := NewHTTP(HTTPOptions{MeterProvider: mp, TracerProvider: tp, Spans: spans})
+					if err != nil {
+						b.Fatal(err)
+					}
+					cfg.Hook = h.Hook
+					if obs != "otel-hook" {
+						cfg.Backend = h.Backend(cfg.Backend)
+					}
+				}
+				m, err := httplimit.New(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer m.Close()
+				hd := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+				r := httptest.NewRequest("GET", "/", nil)
+				r.Header.Set("Authorization", "Bearer hl_bench_0123456789abcdef")
+				w := &nopWriter{h: http.Header{}}
+				hd.ServeHTTP(w, r) // the key exists, the attribute sets are built
+				b.ReportAllocs()
+				for b.Loop() {
+					clear(w.h)
+					hd.ServeHTTP(w, r)
+				}
+			})
+		}
+	}
+}
+
+// nopWriter is a ResponseWriter that keeps only its header map.
+type nopWriter struct{ h http.Header }
+
+func (w *nopWriter) Header() http.Header         { return w.h }
+func (w *nopWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *nopWriter) WriteHeader(int)             {}

@@ -1,0 +1,102 @@
+// Package otellimit exports what hotlimit limiters and an httplimit
+// middleware do through OpenTelemetry: metrics through a MeterProvider
+// and traces through a TracerProvider that the application passes in. It
+// lives in a nested module, so that the root module does not depend on
+// OpenTelemetry.
+//
+//	reg, err := otellimit.ObserveLimiters(mp, map[string]*hotlimit.Limiter{"jobs": jobs})
+//	defer reg.Unregister()
+//
+//	obs, err := otellimit.NewHTTP(otellimit.HTTPOptions{MeterProvider: mp, TracerProvider: tp})
+//	mw, err := httplimit.New(httplimit.Config{
+//		...
+//		Hook:    obs.Hook,                                  // counts every request
+//		Backend: obs.Backend(httplimit.LocalBackend()),     // times and traces every decision
+//	})
+//	reg, err := otellimit.ObserveMiddleware(mp, mw)         // the Local backend's limiters
+//
+// # Instruments
+//
+// Names follow OpenTelemetry's conventions: dotted lower-case names in the
+// hotlimit namespace, no _total suffix, units in UCUM. The meter and the
+// tracer are named "github.com/hotlimit/hotlimit/otellimit".
+//
+// Read from each limiter's Stats when the reader collects (nothing on the
+// decision path), attribute hotlimit.limit:
+//
+//	hotlimit.limiter.decisions  Int64ObservableCounter  {decision}  + hotlimit.decision
+//	hotlimit.limiter.refunds    Int64ObservableCounter  {decision}  admissions given back
+//	hotlimit.limiter.keys       Int64ObservableUpDownCounter {key}  keys held now
+//	hotlimit.limiter.swept      Int64ObservableCounter  {key}       fresh keys removed
+//	hotlimit.limiter.evicted    Int64ObservableCounter  {key}       non-fresh keys evicted
+//	hotlimit.limiter.memory.usage Int64ObservableUpDownCounter By   heap bytes held (MemStats)
+//
+// hotlimit.Stats says exactly what each counts; the counters never
+// decrease. An admission given back later stays counted as allowed and
+// adds one to hotlimit.limiter.refunds, so the admissions that stood are
+// decisions{hotlimit.decision=allowed} − refunds.
+//
+// Recorded by HTTP.Hook, once per request the middleware sees:
+//
+//	hotlimit.http.requests  Int64Counter  {request}  hotlimit.route_group, hotlimit.outcome,
+//	                                                 hotlimit.algorithm, hotlimit.identity.kind
+//
+// The share of 429s of a route group is requests{hotlimit.outcome=denied
+// or key_denied} / requests, by hotlimit.route_group.
+//
+// Recorded by the backend that HTTP.Backend wraps, once per decision the
+// backend makes (exempt requests and key failures never reach it):
+//
+//	hotlimit.backend.duration  Float64Histogram  s   hotlimit.limit, hotlimit.algorithm,
+//	                                                 hotlimit.backend.result, error.type
+//	hotlimit.backend.remaining Int64Histogram    {unit}  hotlimit.limit, hotlimit.algorithm
+//
+// backend.duration is the limiter's own latency, a Redis round trip
+// included for redislimit's backend; backend.remaining is the binding
+// layer's Decision.Remaining after each decision that was made (not for
+// errors), the distribution of capacity left.
+//
+// # Attributes
+//
+// Every attribute value comes from a set that the configuration bounds;
+// none is ever a key, an identity, a token or a path:
+//
+//	hotlimit.limit            a limit's name: a key of httplimit.Config.Limits or of the
+//	                          map given to ObserveLimiters
+//	hotlimit.decision         "allowed" or "denied"
+//	hotlimit.route_group      a group name of httplimit.Config.Groups
+//	hotlimit.outcome          an httplimit.Outcome: "allowed", "denied", "dry_run_denied",
+//	                          "exempt", "key_denied", "error_allowed", "error_denied"
+//	hotlimit.algorithm        "token_bucket", "leaky_bucket", "fixed_window",
+//	                          "sliding_window", "sliding_log"; absent when no limit decided
+//	hotlimit.identity.kind    the kind of identity the request was limited by: "tok"
+//	                          (TokenKey), "ip" (IPKey, or the fallback to the client IP),
+//	                          or a ContextKey kind; absent when no key was extracted.
+//	                          At most MaxIdentityKinds distinct kinds, then "_OTHER"
+//	hotlimit.backend.result   "allowed", "denied" or "error"
+//	error.type                for a backend error: "timeout" (the context's deadline),
+//	                          "canceled", or "_OTHER"
+//
+// # Traces
+//
+// HTTP.Hook adds an event "hotlimit.decision" to the request's span (the
+// one otelhttp starts, say), when it is recording, with
+// hotlimit.route_group, hotlimit.outcome, hotlimit.algorithm,
+// hotlimit.identity.kind and hotlimit.limit: what the middleware did
+// with the request, in its trace, at no cost for requests that are not
+// sampled.
+//
+// With HTTPOptions.Spans set to SpansAll, the wrapped backend also starts
+// a span "hotlimit.decide" (SpanKindInternal) around each decision, a
+// child of the request's span, so a trace shows how much of a request the
+// limiter took; a backend that traces its own calls (a Redis client
+// instrumented with OpenTelemetry) puts its round trip under it. The span
+// carries hotlimit.limit, hotlimit.algorithm, hotlimit.route_group,
+// hotlimit.identity.kind, hotlimit.layers (how many), and at the end
+// hotlimit.backend.result, hotlimit.remaining and, for a denial,
+// hotlimit.retry_after (seconds); an error sets the span's status to
+// Error with error.type. It is not the default because it costs more
+// than an in-process decision itself (about 9 allocations and 2.4 KB per
+// sampled decision, see BenchmarkObservers and the README); in front of
+// Redis it is cheap beside the round trip.
+package otellimit

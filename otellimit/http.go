@@ -1,0 +1,372 @@
+package otellimit
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/httplimit"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Spans selects what an HTTP observer traces.
+type Spans uint8
+
+const (
+	// SpanEvents, the default: an event "hotlimit.decision" on the
+	// request's span (otelhttp's, for instance) when it is recording,
+	// and no span of its own. It costs nothing when the request is not
+	// sampled.
+	SpanEvents Spans = iota
+	// SpansAll: the event, and a "hotlimit.decide" span around each
+	// backend decision, whose children are the backend's own spans (a
+	// traced Redis client's round trip). A sampled span costs about 9
+	// allocations and 2.4 KB per decision (BenchmarkObservers): worth it
+	// in front of a shared store whose round trip is the point, a
+	// multiple of what an in-process decision costs.
+	SpansAll
+	// SpansOff: no tracing at all.
+	SpansOff
+)
+
+// HTTPOptions configure an HTTP observer. The zero value uses the global
+// providers.
+type HTTPOptions struct {
+	// MeterProvider and TracerProvider receive the instruments and the
+	// spans; nil means otel.GetMeterProvider() and
+	// otel.GetTracerProvider().
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
+	// Spans selects the tracing; see Spans.
+	Spans Spans
+	// MaxIdentityKinds bounds the distinct values of
+	// hotlimit.identity.kind, and MaxRouteGroups those of
+	// hotlimit.route_group on spans (the metrics take groups from the
+	// middleware's configuration); further values are "_OTHER". Zero:
+	// 16 and 256.
+	MaxIdentityKinds int
+	MaxRouteGroups   int
+}
+
+// HTTP observes an httplimit.Middleware through OpenTelemetry: Hook
+// counts each request the middleware sees, and the backend that Backend
+// wraps times and traces each decision. It is safe for concurrent use;
+// create it with NewHTTP. Use one HTTP per middleware.
+type HTTP struct {
+	tracer    trace.Tracer
+	spans     Spans
+	requests  metric.Int64Counter
+	duration  metric.Float64Histogram
+	remaining metric.Int64Histogram
+	kinds     *boundedSet
+	groups    *boundedSet
+
+	mu   sync.Mutex                          // serialises additions to sets
+	sets atomic.Pointer[map[reqKey]reqAttrs] // copy on write
+}
+
+// reqKey is what the attributes of one request count depend on.
+type reqKey struct {
+	group, algorithm, kind string
+	outcome                httplimit.Outcome
+}
+
+// reqAttrs are the precomputed options of one attribute combination.
+type reqAttrs struct {
+	add   []metric.AddOption
+	event []attribute.KeyValue
+}
+
+// NewHTTP returns an HTTP observer. It returns an error if an instrument
+// cannot be created.
+func NewHTTP(opts HTTPOptions) (*HTTP, error) {
+	mp, tp := opts.MeterProvider, opts.TracerProvider
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if opts.MaxIdentityKinds <= 0 {
+		opts.MaxIdentityKinds = defaultMaxKinds
+	}
+	if opts.MaxRouteGroups <= 0 {
+		opts.MaxRouteGroups = defaultMaxGroups
+	}
+	m := mp.Meter(scope)
+	h := &HTTP{tracer: tp.Tracer(scope), spans: opts.Spans,
+		kinds: newBoundedSet(opts.MaxIdentityKinds), groups: newBoundedSet(opts.MaxRouteGroups)}
+	var err1, err2, err3 error
+	h.requests, err1 = m.Int64Counter("hotlimit.http.requests", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests the rate-limit middleware saw, by route group, outcome, algorithm of the binding limit and identity kind."))
+	h.duration, err2 = m.Float64Histogram("hotlimit.backend.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time the rate-limit backend took to decide (a Redis round trip included)."),
+		metric.WithExplicitBucketBoundaries(1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1))
+	h.remaining, err3 = m.Int64Histogram("hotlimit.backend.remaining", metric.WithUnit("{unit}"),
+		metric.WithDescription("Capacity left in the binding limit after each decision (Decision.Remaining)."),
+		metric.WithExplicitBucketBoundaries(0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 100000, 1000000))
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return nil, err
+	}
+	empty := map[reqKey]reqAttrs{}
+	h.sets.Store(&empty)
+	return h, nil
+}
+
+// Hook counts ev in hotlimit.http.requests and, unless Spans is
+// SpansOff, adds a "hotlimit.decision" event to the request's span when
+// it is recording. Use it as httplimit.Config.Hook, or call it from one.
+// It allocates nothing once each combination of attributes has been seen.
+func (h *HTTP) Hook(ev httplimit.Event) {
+	ctx := context.Background()
+	if ev.Request != nil {
+		ctx = ev.Request.Context()
+	}
+	a := h.attrs(reqKey{group: ev.Group, algorithm: ev.Algorithm, kind: eventKind(ev), outcome: ev.Outcome})
+	h.requests.Add(ctx, 1, a.add...)
+	if h.spans == SpansOff {
+		return
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.AddEvent("hotlimit.decision", trace.WithAttributes(a.event...), trace.WithAttributes(keyLimit.String(ev.Limit)))
+	}
+}
+
+// eventKind is the identity kind of ev, "" when there is none.
+func eventKind(ev httplimit.Event) string { return ev.IdentityKind }
+
+// attrs returns the options for k, building them the first time.
+func (h *HTTP) attrs(k reqKey) reqAttrs {
+	if a, ok := (*h.sets.Load())[k]; ok {
+		return a
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	old := *h.sets.Load()
+	if a, ok := old[k]; ok {
+		return a
+	}
+	kv := []attribute.KeyValue{keyGroup.String(k.group), keyOutcome.String(k.outcome.String())}
+	if alg := eventAlgorithm(k.algorithm); alg != "" {
+		kv = append(kv, keyAlgorithm.String(alg))
+	}
+	if k.kind != "" {
+		kv = append(kv, keyKind.String(h.kinds.value(k.kind)))
+	}
+	a := reqAttrs{add: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))}, event: kv}
+	m := make(map[reqKey]reqAttrs, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	k.group, k.algorithm, k.kind = strings.Clone(k.group), strings.Clone(k.algorithm), strings.Clone(k.kind)
+	m[k] = a
+	h.sets.Store(&m)
+	return a
+}
+
+// Backend returns a BackendFactory that builds f's backend and wraps it:
+// each decision is timed (hotlimit.backend.duration), its binding
+// layer's Remaining recorded (hotlimit.backend.remaining), and, with
+// SpansAll, traced as a "hotlimit.decide" span. The wrapped backend
+// reports the binding layer when f's does (httplimit.BindingBackend), is
+// closed with the middleware, and hands f's backend back through
+// Unwrap.
+func (h *HTTP) Backend(f httplimit.BackendFactory) httplimit.BackendFactory {
+	return func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
+		if f == nil {
+			f = httplimit.LocalBackend()
+		}
+		inner, err := f(limits)
+		if err != nil {
+			return nil, err
+		}
+		b := &backend{h: h, inner: inner, limits: make(map[string]*limitAttrs, len(limits))}
+		b.binder, _ = inner.(httplimit.BindingBackend)
+		for name, p := range limits {
+			b.limits[name] = newLimitAttrs(name, algorithm(p))
+		}
+		return b, nil
+	}
+}
+
+// limitAttrs are one limit's precomputed attributes.
+type limitAttrs struct {
+	name, algorithm           string
+	allowed, denied, rem      []metric.RecordOption
+	timeout, canceled, failed []metric.RecordOption
+}
+
+func newLimitAttrs(name, alg string) *limitAttrs {
+	opt := func(kv ...attribute.KeyValue) []metric.RecordOption {
+		kv = append(kv, keyLimit.String(name), keyAlgorithm.String(alg))
+		return []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
+	}
+	return &limitAttrs{name: name, algorithm: alg,
+		allowed:  opt(keyResult.String("allowed")),
+		denied:   opt(keyResult.String("denied")),
+		rem:      opt(),
+		timeout:  opt(keyResult.String("error"), keyErrorType.String("timeout")),
+		canceled: opt(keyResult.String("error"), keyErrorType.String("canceled")),
+		failed:   opt(keyResult.String("error"), keyErrorType.String(otherValue)),
+	}
+}
+
+// unknownLimit stands for a layer naming a limit the backend was not
+// built with (the backend then fails).
+var unknownLimit = newLimitAttrs(otherValue, otherValue)
+
+// backend is the Backend that HTTP.Backend builds.
+type backend struct {
+	h      *HTTP
+	inner  httplimit.Backend
+	binder httplimit.BindingBackend // inner, when it reports the binding layer
+	limits map[string]*limitAttrs   // written only when built
+}
+
+// Unwrap returns the wrapped backend.
+func (b *backend) Unwrap() httplimit.Backend { return b.inner }
+
+// Close closes the wrapped backend, as the middleware's Close would.
+func (b *backend) Close() error {
+	switch x := b.inner.(type) {
+	case interface{ Close() error }:
+		return x.Close()
+	case interface{ Close() }:
+		x.Close()
+	}
+	return nil
+}
+
+// Allow implements httplimit.Backend.
+func (b *backend) Allow(ctx context.Context, layers []httplimit.Layer) (hotlimit.Decision, error) {
+	d, _, err := b.AllowBinding(ctx, layers)
+	return d, err
+}
+
+// AllowBinding implements httplimit.BindingBackend: the wrapped
+// backend's binding index, or -1 when it does not report one.
+func (b *backend) AllowBinding(ctx context.Context, layers []httplimit.Layer) (d hotlimit.Decision, idx int, err error) {
+	first := unknownLimit
+	if len(layers) > 0 {
+		if la := b.limits[layers[0].Limit]; la != nil {
+			first = la
+		}
+	}
+	var span trace.Span
+	if b.h.spans == SpansAll {
+		ctx, span = b.h.tracer.Start(ctx, "hotlimit.decide", trace.WithSpanKind(trace.SpanKindInternal))
+		if span.IsRecording() {
+			b.startAttrs(span, first, layers)
+		}
+	}
+	start := time.Now()
+	if b.binder != nil {
+		d, idx, err = b.binder.AllowBinding(ctx, layers)
+	} else {
+		idx = -1
+		d, err = b.inner.Allow(ctx, layers)
+	}
+	elapsed := time.Since(start).Seconds()
+	bound := first
+	if idx >= 0 && idx < len(layers) {
+		if la := b.limits[layers[idx].Limit]; la != nil {
+			bound = la
+		}
+	}
+	var opts []metric.RecordOption
+	switch {
+	case err != nil:
+		switch errorType(err) {
+		case "timeout":
+			opts = first.timeout
+		case "canceled":
+			opts = first.canceled
+		default:
+			opts = first.failed
+		}
+	case d.Allowed:
+		opts = first.allowed
+	default:
+		opts = first.denied
+	}
+	b.h.duration.Record(ctx, elapsed, opts...)
+	if err == nil {
+		b.h.remaining.Record(ctx, d.Remaining, bound.rem...)
+	}
+	if span != nil {
+		if span.IsRecording() {
+			endAttrs(span, d, err)
+		}
+		span.End()
+	}
+	return d, idx, err
+}
+
+// startAttrs sets a decision span's first attributes.
+func (b *backend) startAttrs(span trace.Span, first *limitAttrs, layers []httplimit.Layer) {
+	kv := [5]attribute.KeyValue{
+		keyLimit.String(first.name),
+		keyAlgorithm.String(first.algorithm),
+		keyLayers.Int(len(layers)),
+	}
+	n := 3
+	if len(layers) > 0 {
+		kind, group := keyParts(layers[0].Key)
+		if kind != "" {
+			kv[n] = keyKind.String(b.h.kinds.value(kind))
+			n++
+		}
+		if group != "" {
+			kv[n] = keyGroup.String(b.h.groups.value(group))
+			n++
+		}
+	}
+	span.SetAttributes(kv[:n]...)
+}
+
+// endAttrs sets a decision span's result.
+func endAttrs(span trace.Span, d hotlimit.Decision, err error) {
+	if err != nil {
+		span.SetAttributes(keyResult.String("error"), keyErrorType.String(errorType(err)))
+		span.SetStatus(codes.Error, "rate-limit backend failed")
+		return
+	}
+	if d.Allowed {
+		span.SetAttributes(keyResult.String("allowed"), keyRemaining.Int64(d.Remaining))
+		return
+	}
+	kv := [3]attribute.KeyValue{keyResult.String("denied"), keyRemaining.Int64(d.Remaining)}
+	n := 2
+	if d.RetryAfter != hotlimit.Never {
+		kv[n] = keyRetryAfter.Float64(d.RetryAfter.Seconds())
+		n++
+	}
+	span.SetAttributes(kv[:n]...)
+}
+
+// keyParts returns the identity kind and the route group of a key the
+// middleware built, "rl:v1:<kind>:<value>:route:<group>"; "" for a part
+// the key does not have. It reads them from the key without keeping or
+// returning anything else of it.
+func keyParts(key string) (kind, group string) {
+	const prefix = "rl:v1:"
+	if !strings.HasPrefix(key, prefix) {
+		return "", ""
+	}
+	rest := key[len(prefix):]
+	if i := strings.IndexByte(rest, ':'); i > 0 {
+		kind = rest[:i]
+	}
+	if i := strings.LastIndex(rest, ":route:"); i >= 0 {
+		group = rest[i+len(":route:"):]
+	}
+	return kind, group
+}

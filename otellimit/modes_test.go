@@ -1,0 +1,135 @@
+package otellimit
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/httplimit"
+	"go.opentelemetry.io/otel/attribute"
+)
+
+// TestSpanModes: the default adds an event to the request's span and
+// starts no span; SpansOff does neither; the event says what the
+// middleware did.
+func TestSpanModes(t *testing.T) {
+	for _, c := range []struct {
+		mode            Spans
+		decides, events int
+	}{{SpanEvents, 0, 2}, {SpansAll, 2, 2}, {SpansOff, 0, 0}} {
+		rg := newRig()
+		obs, err := NewHTTP(HTTPOptions{MeterProvider: rg.mp, TracerProvider: rg.tp, Spans: c.mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := httplimit.New(httplimit.Config{
+			Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Hour}},
+			Groups:       []httplimit.Group{{Name: "g", Limit: "l"}},
+			DefaultGroup: "g",
+			Key:          httplimit.TokenKey("Authorization"),
+			Hook:         obs.Hook,
+			Backend:      obs.Backend(nil),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		send(rg, h, "/", rawToken)
+		send(rg, h, "/", rawToken)
+		m.Close()
+		decides, events := 0, 0
+		var last []attribute.KeyValue
+		for _, s := range rg.sr.Ended() {
+			if s.Name() == "hotlimit.decide" {
+				decides++
+			}
+			for _, e := range s.Events() {
+				events++
+				last = e.Attributes
+			}
+		}
+		if decides != c.decides || events != c.events {
+			t.Errorf("mode %d: %d decide spans, %d events; want %d, %d", c.mode, decides, events, c.decides, c.events)
+		}
+		if c.events > 0 {
+			got := attrString(last)
+			want := "hotlimit.algorithm=fixed_window,hotlimit.identity.kind=tok,hotlimit.limit=l,hotlimit.outcome=denied,hotlimit.route_group=g"
+			if got != want {
+				t.Errorf("mode %d: last event %s, want %s", c.mode, got, want)
+			}
+		}
+	}
+}
+
+// TestBackendKeepsBinding: the wrapped backend reports the binding layer
+// as the wrapped one does, so the RateLimit header names the global layer
+// when it binds; and ObserveMiddleware registers nothing for a backend
+// that is not a Local.
+func TestBackendKeepsBinding(t *testing.T) {
+	rg := newRig()
+	obs, err := NewHTTP(HTTPOptions{MeterProvider: rg.mp, TracerProvider: rg.tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := httplimit.New(httplimit.Config{
+		Limits: map[string]hotlimit.Policy{
+			"g":      hotlimit.FixedWindow{Limit: 5, Window: time.Hour},
+			"global": hotlimit.FixedWindow{Limit: 5, Window: time.Hour}, // same capacity: only the index tells them apart
+		},
+		Groups:       []httplimit.Group{{Name: "g", Limit: "g"}},
+		DefaultGroup: "g",
+		Global:       "global",
+		GlobalCost:   2,
+		Key:          httplimit.TokenKey("Authorization"),
+		Backend:      obs.Backend(httplimit.LocalBackend()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("Authorization", "Bearer "+rawToken)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if rl := w.Header().Get("RateLimit"); !strings.HasPrefix(rl, `"global"`) {
+		t.Errorf("RateLimit %q: want the global layer named, as the unwrapped Local does", rl)
+	}
+	if LocalOf(m.Backend()) == nil {
+		t.Error("LocalOf cannot see through the wrapper")
+	}
+	other, err := httplimit.New(httplimit.Config{
+		Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Hour}},
+		Groups:       []httplimit.Group{{Name: "g", Limit: "l"}},
+		DefaultGroup: "g",
+		Key:          httplimit.TokenKey("Authorization"),
+		Backend: func(map[string]hotlimit.Policy) (httplimit.Backend, error) {
+			return plainBackend{}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	rg2 := newRig()
+	reg, err := ObserveMiddleware(rg2.mp, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rg2.collect(t); len(got) != 0 {
+		t.Errorf("a non-Local backend exported %v", got)
+	}
+}
+
+type plainBackend struct{}
+
+func (plainBackend) Allow(context.Context, []httplimit.Layer) (hotlimit.Decision, error) {
+	return hotlimit.Decision{Allowed: true}, nil
+}

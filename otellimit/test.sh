@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Vet and tests of the otellimit nested module (OpenTelemetry metrics and
+# traces), and one iteration of each of its benchmarks.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+unformatted=$(gofmt -l .)
+if [[ -n "$unformatted" ]]; then
+	echo "not gofmt'ed:"; echo "$unformatted"; exit 1
+fi
+go vet ./...
+GOARCH=386 go vet ./...
+go test -race -count=1 ./...
+go test -count=1 -run '^$' -bench . -benchtime 1x ./... >/dev/null
