@@ -12,6 +12,7 @@
 //	hotlimit_limiter_decisions_total{limit, decision="allowed"|"denied"}
 //	hotlimit_limiter_refunds_total{limit}    admissions given back
 //	hotlimit_limiter_keys{limit}             keys held now
+//	hotlimit_limiter_memory_bytes{limit}     heap bytes held (Limiter.MemStats)
 //	hotlimit_limiter_swept_total{limit}      fresh keys removed
 //	hotlimit_limiter_evicted_total{limit}    non-fresh keys evicted (WithMaxKeys)
 //	hotlimit_http_requests_total{group, outcome}
@@ -30,7 +31,10 @@
 //
 // where outcome is an httplimit.Outcome ("allowed", "denied",
 // "dry_run_denied", "exempt", "key_denied", "error_allowed",
-// "error_denied"). The share of 429s per route group is
+// "error_denied"): error_allowed and error_denied count the failure
+// policy's decisions, fail-open and fail-closed, when the backend could
+// not decide. BackendMetrics adds the backend's latency and the
+// distribution of remaining capacity. The share of 429s per route group is
 //
 //	sum by (group) (rate(hotlimit_http_requests_total{outcome=~"denied|key_denied"}[5m]))
 //	  / sum by (group) (rate(hotlimit_http_requests_total[5m]))
@@ -62,8 +66,9 @@ type Options struct {
 	// Limiters are exported under their names (the "limit" label).
 	Limiters map[string]*hotlimit.Limiter
 	// Middleware, if set, has its Counts exported; if its backend is an
-	// *httplimit.Local, its limiters are exported too (unless Limiters
-	// already names them).
+	// *httplimit.Local (possibly wrapped by BackendMetrics.Backend, or by
+	// any backend with an Unwrap() httplimit.Backend method), its
+	// limiters are exported too (unless Limiters already names them).
 	Middleware *httplimit.Middleware
 	// ConstLabels are added to every metric (for example the service).
 	ConstLabels prometheus.Labels
@@ -76,7 +81,7 @@ type Collector struct {
 	limiters []*hotlimit.Limiter
 	mw       *httplimit.Middleware
 
-	decisions, refunds, keys, swept, evicted, requests *prometheus.Desc
+	decisions, refunds, keys, memory, swept, evicted, requests *prometheus.Desc
 }
 
 // New returns a Collector for opts.
@@ -92,7 +97,7 @@ func New(opts Options) *Collector {
 		}
 	}
 	if opts.Middleware != nil {
-		if local, ok := opts.Middleware.Backend().(*httplimit.Local); ok {
+		if local := localOf(opts.Middleware.Backend()); local != nil {
 			for _, name := range local.Names() {
 				if _, dup := all[name]; !dup {
 					all[name] = local.Limiter(name)
@@ -114,6 +119,7 @@ func New(opts Options) *Collector {
 	c.decisions = desc("limiter_decisions_total", "Decisions made by the limiter, by result. An admission given back later stays counted as allowed: see limiter_refunds_total.", "limit", "decision")
 	c.refunds = desc("limiter_refunds_total", "Admissions given back: a layer undone because a later layer denied, a Refund, a cancelled Wait.", "limit")
 	c.keys = desc("limiter_keys", "Keys the limiter currently holds.", "limit")
+	c.memory = desc("limiter_memory_bytes", "Heap bytes the limiter holds: tables, long-key arenas, sliding logs (Limiter.MemStats).", "limit")
 	c.swept = desc("limiter_swept_total", "Fresh keys removed: by the sweeper, to make room, or because a refund left the key fresh.", "limit")
 	c.evicted = desc("limiter_evicted_total", "Non-fresh keys evicted to stay under the maximum number of keys.", "limit")
 	c.requests = desc("http_requests_total", "HTTP requests seen by the rate-limit middleware, by route group and outcome.", "group", "outcome")
@@ -125,6 +131,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.decisions
 	ch <- c.refunds
 	ch <- c.keys
+	ch <- c.memory
 	ch <- c.swept
 	ch <- c.evicted
 	if c.mw != nil {
@@ -141,6 +148,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(st.Denied), name, "denied")
 		ch <- prometheus.MustNewConstMetric(c.refunds, prometheus.CounterValue, float64(st.Refunded), name)
 		ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, float64(st.Keys), name)
+		ch <- prometheus.MustNewConstMetric(c.memory, prometheus.GaugeValue, float64(l.MemStats().Total), name)
 		ch <- prometheus.MustNewConstMetric(c.swept, prometheus.CounterValue, float64(st.Swept), name)
 		ch <- prometheus.MustNewConstMetric(c.evicted, prometheus.CounterValue, float64(st.Evicted), name)
 	}
@@ -152,4 +160,21 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(n), g.Group, httplimit.Outcome(o).String())
 		}
 	}
+}
+
+// localOf returns the httplimit.Local behind b, seeing through backends
+// with an Unwrap() httplimit.Backend method (BackendMetrics', otellimit's),
+// or nil.
+func localOf(b httplimit.Backend) *httplimit.Local {
+	for range 16 { // wrappers do not nest deeper; a cycle must not hang
+		switch x := b.(type) {
+		case *httplimit.Local:
+			return x
+		case interface{ Unwrap() httplimit.Backend }:
+			b = x.Unwrap()
+		default:
+			return nil
+		}
+	}
+	return nil
 }

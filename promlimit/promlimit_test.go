@@ -13,6 +13,7 @@ import (
 	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 )
 
 func TestCollector(t *testing.T) {
@@ -113,8 +114,37 @@ hotlimit_limiter_swept_total{limit="cheap",service="api"} 0
 hotlimit_limiter_swept_total{limit="jobs",service="api"} 0
 hotlimit_limiter_swept_total{limit="search",service="api"} 0
 `
-	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
+		"hotlimit_http_requests_total", "hotlimit_limiter_decisions_total", "hotlimit_limiter_evicted_total",
+		"hotlimit_limiter_keys", "hotlimit_limiter_refunds_total", "hotlimit_limiter_swept_total"); err != nil {
 		t.Fatal(err)
+	}
+	// The memory gauge is each limiter's MemStats().Total (its value
+	// depends on the platform's word size).
+	local := m.Backend().(*httplimit.Local)
+	mems := map[string]*hotlimit.Limiter{"jobs": extra, "search": local.Limiter("search"), "cheap": local.Limiter("cheap")}
+	mfs, err := gather(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, mf := range mfs {
+		if mf.GetName() != "hotlimit_limiter_memory_bytes" {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			for _, lp := range mt.GetLabel() {
+				if lp.GetName() == "limit" {
+					n++
+					if got, want := mt.GetGauge().GetValue(), float64(mems[lp.GetValue()].MemStats().Total); got != want || got == 0 {
+						t.Errorf("memory of %s = %v, want %v", lp.GetValue(), got, want)
+					}
+				}
+			}
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d memory series, want 3", n)
 	}
 	if problems, err := testutil.CollectAndLint(c); err != nil || len(problems) > 0 {
 		t.Fatalf("lint: %v %v", problems, err)
@@ -160,8 +190,8 @@ func TestLimitersOnly(t *testing.T) {
 	defer l.Close()
 	l.Allow("k")
 	c := New(Options{Namespace: "svc", Limiters: map[string]*hotlimit.Limiter{"l": l, "nil": nil}})
-	if n := testutil.CollectAndCount(c); n != 6 {
-		t.Fatalf("%d metrics, want 6 (one limiter, no middleware)", n)
+	if n := testutil.CollectAndCount(c); n != 7 {
+		t.Fatalf("%d metrics, want 7 (one limiter, no middleware)", n)
 	}
 	if n := testutil.CollectAndCount(c, "svc_limiter_keys"); n != 1 {
 		t.Fatalf("svc_limiter_keys: %d series", n)
@@ -225,4 +255,13 @@ func TestConcurrentScrapes(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// gather collects c through a fresh registry.
+func gather(c prometheus.Collector) ([]*dto.MetricFamily, error) {
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		return nil, err
+	}
+	return reg.Gather()
 }

@@ -1,0 +1,138 @@
+package promlimit
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/httplimit"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// failing is a Local backend that fails while down is set.
+type failing struct {
+	*httplimit.Local
+	down *atomic.Bool
+}
+
+func (b failing) Allow(ctx context.Context, ls []httplimit.Layer) (hotlimit.Decision, error) {
+	d, _, err := b.AllowBinding(ctx, ls)
+	return d, err
+}
+
+func (b failing) AllowBinding(ctx context.Context, ls []httplimit.Layer) (hotlimit.Decision, int, error) {
+	if b.down.Load() {
+		return hotlimit.Decision{}, -1, errors.New("store down")
+	}
+	return b.Local.AllowBinding(ctx, ls)
+}
+
+func (b failing) Unwrap() httplimit.Backend { return b.Local }
+
+// TestBackendMetrics: a scripted sequence (admitted, refused by the
+// group, refused by the global layer, backend down under FailOpen) gives
+// exact histogram counts, the remaining capacity of the binding limit,
+// the failure policy's decisions in http_requests_total, and a Collector
+// that still finds the Local behind the wrapper.
+func TestBackendMetrics(t *testing.T) {
+	down := new(atomic.Bool)
+	bm := NewBackendMetrics(BackendOptions{})
+	m, err := httplimit.New(httplimit.Config{
+		Limits: map[string]hotlimit.Policy{
+			"search": hotlimit.FixedWindow{Limit: 3, Window: time.Hour},
+			"global": hotlimit.FixedWindow{Limit: 2, Window: time.Hour},
+		},
+		Groups:         []httplimit.Group{{Name: "search", Limit: "search"}},
+		DefaultGroup:   "search",
+		Global:         "global",
+		Key:            httplimit.TokenKey("Authorization"),
+		OnBackendError: httplimit.FailOpen,
+		Backend: bm.Backend(func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
+			l, err := httplimit.NewLocal(limits, hotlimit.WithClock(hotlimit.NewManualClock()), hotlimit.WithSweepInterval(0))
+			return failing{l, down}, err
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	send := func() {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("Authorization", "Bearer t")
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	send() // admitted: search 2 left, global 1: global binds (1)
+	send() // admitted: search 1, global 0: global binds (0)
+	send() // refused by global (search admits, is refunded): global binds (0)
+	down.Store(true)
+	send() // backend down: let through
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(bm, New(Options{Middleware: m}))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			k := series(mf, mt)
+			switch {
+			case mt.Histogram != nil:
+				got[k+" count"] = float64(mt.GetHistogram().GetSampleCount())
+				if strings.HasSuffix(mf.GetName(), "remaining") {
+					got[k+" sum"] = mt.GetHistogram().GetSampleSum()
+				}
+			case mt.Counter != nil:
+				got[k] = mt.GetCounter().GetValue()
+			}
+		}
+	}
+	for k, want := range map[string]float64{
+		"hotlimit_backend_duration_seconds,limit=search,result=allowed count": 2,
+		"hotlimit_backend_duration_seconds,limit=search,result=denied count":  1,
+		"hotlimit_backend_duration_seconds,limit=search,result=error count":   1,
+		"hotlimit_backend_remaining,limit=global count":                       3,
+		"hotlimit_backend_remaining,limit=global sum":                         1,
+		"hotlimit_http_requests_total,group=search,outcome=error_allowed":     1,
+		"hotlimit_http_requests_total,group=search,outcome=denied":            1,
+		"hotlimit_limiter_refunds_total,limit=search":                         1,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
+	}
+}
+
+// TestBackendMetricsAllocs: a measured decision allocates nothing more
+// than the wrapped backend's.
+func TestBackendMetricsAllocs(t *testing.T) {
+	limits := map[string]hotlimit.Policy{"l": hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: time.Nanosecond}, Burst: 1 << 20}}
+	plain, err := httplimit.NewLocal(limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	wrapped, err := NewBackendMetrics(BackendOptions{}).Backend(httplimit.LocalBackend())(limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wrapped.(*measured).Close()
+	ls := []httplimit.Layer{{Limit: "l", Key: "k", Cost: 1}}
+	ctx := context.Background()
+	wrapped.Allow(ctx, ls)
+	plain.Allow(ctx, ls)
+	if w, p := testing.AllocsPerRun(100, func() { wrapped.Allow(ctx, ls) }), testing.AllocsPerRun(100, func() { plain.Allow(ctx, ls) }); w != p {
+		t.Errorf("a measured decision allocates %v times, an unmeasured one %v", w, p)
+	}
+}
