@@ -99,4 +99,17 @@
 // than an in-process decision itself (about 9 allocations and 2.4 KB per
 // sampled decision, see BenchmarkObservers and the README); in front of
 // Redis it is cheap beside the round trip.
+//
+// # gRPC and Redis
+//
+// grpclimit decides through httplimit's backends, with the same keys, so
+// HTTP.Backend wraps its Config.Backend as it does a middleware's: the
+// backend's duration and remaining capacity, and with SpansAll a
+// "hotlimit.decide" span under the call's span (otelgrpc's). grpclimit has
+// no per-call hook besides Config.OnError, so hotlimit.http.requests has
+// no gRPC counterpart yet.
+//
+// Redis turns redislimit's Hooks into metrics: each script call's round
+// trip by node, the failure policy's decisions, circuit breaker changes
+// and the two-tier cache's denials. See Redis for the wiring.
 package otellimit

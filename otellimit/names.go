@@ -86,13 +86,17 @@ func errorType(err error) string {
 // It is safe for concurrent use; a value already admitted costs one
 // lock-free map read.
 type boundedSet struct {
-	max  int
-	mu   sync.Mutex                        // serialises admissions
-	seen atomic.Pointer[map[string]string] // copy on write; values are interned copies
+	max   int
+	valid func(string) bool                 // the values it may admit
+	mu    sync.Mutex                        // serialises admissions
+	seen  atomic.Pointer[map[string]string] // copy on write; values are interned copies
 }
 
-func newBoundedSet(max int) *boundedSet {
-	b := &boundedSet{max: max}
+func newBoundedSet(max int) *boundedSet { return newBoundedSetOf(max, validKind) }
+
+// newBoundedSetOf is newBoundedSet admitting the values valid accepts.
+func newBoundedSetOf(max int, valid func(string) bool) *boundedSet {
+	b := &boundedSet{max: max, valid: valid}
 	m := map[string]string{}
 	b.seen.Store(&m)
 	return b
@@ -110,7 +114,7 @@ func (b *boundedSet) value(v string) string {
 	if s, ok := old[v]; ok {
 		return s
 	}
-	if len(old) >= b.max || !validKind(v) {
+	if len(old) >= b.max || !b.valid(v) {
 		return otherValue
 	}
 	m := make(map[string]string, len(old)+1)
