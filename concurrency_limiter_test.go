@@ -46,36 +46,30 @@ func TestConcurrencyMaxInFlight(t *testing.T) {
 		p.Release()
 	}
 	var inFlight, most, granted atomic.Int64
-	var wg sync.WaitGroup
-	for range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 200 {
-				p, ok := c.TryAcquire("export:tenant-1")
-				if !ok {
-					continue
-				}
-				granted.Add(1)
-				n := inFlight.Add(1)
-				for {
-					m := most.Load()
-					if n <= m || most.CompareAndSwap(m, n) {
-						break
-					}
-				}
-				if got := c.InFlight("export:tenant-1"); got < 1 || got > N {
-					t.Errorf("InFlight = %d while holding a permit", got)
-				}
-				runtime.Gosched() // hold it across other goroutines' tries
-				inFlight.Add(-1)
-				if !p.Release() {
-					t.Error("first Release reported false")
+	inParallel(64, func(int) {
+		for range 200 {
+			p, ok := c.TryAcquire("export:tenant-1")
+			if !ok {
+				continue
+			}
+			granted.Add(1)
+			n := inFlight.Add(1)
+			for {
+				m := most.Load()
+				if n <= m || most.CompareAndSwap(m, n) {
+					break
 				}
 			}
-		}()
-	}
-	wg.Wait()
+			if got := c.InFlight("export:tenant-1"); got < 1 || got > N {
+				t.Errorf("InFlight = %d while holding a permit", got)
+			}
+			runtime.Gosched() // hold it across other goroutines' tries
+			inFlight.Add(-1)
+			if !p.Release() {
+				t.Error("first Release reported false")
+			}
+		}
+	})
 	// A try is refused only while N are held, so at least one succeeds;
 	// how many overlap is the scheduler's choice.
 	if m := most.Load(); m < 1 || m > N {
@@ -187,27 +181,21 @@ func TestConcurrencyWaitersStress(t *testing.T) {
 	const N = 3
 	c := newConc(t, N, hotlimit.WithShards(1))
 	var inFlight [4]atomic.Int64
-	var wg sync.WaitGroup
-	for g := range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 50 {
-				k := (g + i) % 4
-				p, err := c.Acquire(context.Background(), fmt.Sprint("k", k))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if n := inFlight[k].Add(1); n > N {
-					t.Errorf("key %d: %d in flight", k, n)
-				}
-				inFlight[k].Add(-1)
-				p.Release()
+	inParallel(32, func(g int) {
+		for i := range 50 {
+			k := (g + i) % 4
+			p, err := c.Acquire(context.Background(), fmt.Sprint("k", k))
+			if err != nil {
+				t.Error(err)
+				return
 			}
-		}()
-	}
-	wg.Wait()
+			if n := inFlight[k].Add(1); n > N {
+				t.Errorf("key %d: %d in flight", k, n)
+			}
+			inFlight[k].Add(-1)
+			p.Release()
+		}
+	})
 }
 
 // TestConcurrencyMaxKeys: under WithMaxKeys, entries with operations in
