@@ -69,7 +69,9 @@ func NewConcurrency(limit int64, opts ...Option) (*ConcurrencyLimiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ConcurrencyLimiter{l: l, waits: make([]waitList, len(l.shards))}, nil
+	c := &ConcurrencyLimiter{l: l, waits: make([]waitList, len(l.shards))}
+	l.onRoom = c.wakeRoom
+	return c, nil
 }
 
 // concurrencyPolicy is NewConcurrency's private policy for New.
@@ -165,6 +167,13 @@ func (c *ConcurrencyLimiter) AcquireN(ctx context.Context, key string, n int64) 
 	}
 }
 
+// wakeRoom wakes the waiters for room, if any: room was given back.
+func (c *ConcurrencyLimiter) wakeRoom() {
+	if c.room.n.Load() > 0 {
+		c.room.wake()
+	}
+}
+
 // register counts the caller as a waiter and returns the channel the next
 // wake closes. The caller must take itself off (n.Add(-1)) when done.
 func (wl *waitList) register() chan struct{} {
@@ -203,8 +212,8 @@ func (p Permit) Release() bool {
 	}
 	// An idle entry is room for a new key: wake the limiter-wide waiters.
 	// Without WithMaxKeys there is always room, and nobody waits there.
-	if idle && c.l.maxKeys > 0 && c.room.n.Load() > 0 {
-		c.room.wake()
+	if idle && c.l.maxKeys > 0 {
+		c.wakeRoom()
 	}
 	return true
 }

@@ -33,13 +33,15 @@ import (
 //     preempted between reading the clock and inserting, or a test clock
 //     set back), which would otherwise see a fresh state where the removed
 //     one still owed time.
-//   - Eviction (WithMaxKeys) removes the entry closest to fresh among at
-//     least evictMin distinct entries sampled without replacement: the one
-//     whose removal gives back the fewest units (Limit − Remaining), and
-//     among those the smallest ResetAfter. So a drained key survives while
-//     fresher ones exist. (ResetAfter alone is not enough: every key in
-//     the same fixed window has the same ResetAfter, and a sliding log's
-//     drained key may have the oldest instants.)
+//   - Eviction (WithMaxKeys) removes the entry closest to fresh among
+//     evictMin distinct live entries sampled uniformly without replacement
+//     (see "Eviction's sample" below): the one whose removal gives back the
+//     fewest units (Limit − Remaining), and among those the smallest
+//     ResetAfter. So a drained key survives while fresher ones exist.
+//     (ResetAfter alone is not enough: every key in the same fixed window
+//     has the same ResetAfter, and a sliding log's drained key may have the
+//     oldest instants.) It retires the entry only if its word still holds
+//     the value scored.
 //   - keys counts entries held plus insertions that have reserved room;
 //     reservation happens before insertion and release after removal, so
 //     Len() ≤ maxKeys at every instant.
@@ -82,6 +84,9 @@ func (l *Limiter) sweep(stop <-chan struct{}) int {
 		} else {
 			removed += l.sweepShard(&l.shards[i])
 		}
+	}
+	if !l.isSlidingLog() {
+		l.refreshSlotsMax() // tables may have shrunk
 	}
 	return removed
 }
@@ -127,7 +132,7 @@ func (l *Limiter) sweepShard(s *shard) int {
 		finished := pos >= len(t.slots)
 		if finished {
 			if nt := t.shrunk(); nt != t {
-				s.tab.Store(nt)
+				l.publish(s, nt)
 			}
 		}
 		s.mu.Unlock()
@@ -137,16 +142,55 @@ func (l *Limiter) sweepShard(s *shard) int {
 	}
 }
 
-const (
-	evictMin    = 4  // fewest distinct candidates compared
-	evictSample = 8  // most candidates taken from one shard
-	evictScan   = 64 // most slots scanned per shard while sampling
-)
+// evictMin is the number of distinct live entries an eviction compares
+// (all of them when the limiter holds fewer).
+const evictMin = 4
+
+// Eviction's sample.
+//
+// Guarantee (table policies: the buckets, the windows, concurrency): an
+// eviction compares a sample of m = min(evictMin, N) distinct live entries
+// drawn uniformly at random without replacement from the N live entries of
+// the whole limiter (every shard, whatever its tombstones and empty
+// slots), and removes the one closest to fresh, ties broken uniformly at
+// random. So an entry x that has A other entries at least as far from fresh
+// as itself is removed by one eviction only if the other m−1 entries of the
+// sample are among those A:
+//
+//	P(x evicted) ≤ C(A, m−1) / C(N, m)
+//
+// (and a factor 1/m smaller when those A tie with x, as drained keys do). A
+// drained key with no other key as drained (A = 0) is never evicted while
+// the limiter holds 2 entries or more; with 16 drained keys among 1,000,
+// an eviction removes one of them with probability C(16, 4)/C(1000, 4) ≈
+// 4.4e-8, about 0.04 over a million evictions.
+// The sampling is exact for a table that does not change while it is
+// drawn; entries that change meanwhile are scored on the word read and
+// retired only if the word still holds that value.
+//
+// How: rejection sampling over slots. A draw picks a shard uniformly and a
+// slot index uniformly in [0, U), where U (slotsMax) is at least every
+// published table's length; it is kept if the index is inside that
+// shard's table, the slot is live and not drawn before. Every live slot is
+// then equally likely on each draw (probability 1/(S·U)), whatever the
+// shards' sizes. Draws cost S·U/N tries each on average; when that is
+// large (few entries in many or large tables) a full scan keeps a uniform
+// sample instead (reservoir sampling).
+//
+// The sliding log keeps its rings in per-stripe maps, which cannot be
+// drawn from uniformly: its sample is m distinct rings taken stripe by
+// stripe from a random stripe, in map order; it compares and retires as
+// above.
+
+// maxTries bounds the draws of one rejection sample before it falls back
+// to a scan.
+const maxTries = 64 * evictMin
 
 type candidate struct {
 	s     *shard
 	t     *table
 	sl    *slot
+	w     uint64 // the word scored
 	score score
 }
 
@@ -161,12 +205,17 @@ func (a score) less(b score) bool {
 }
 
 // closest returns the index of the candidate closest to fresh in c, which
-// is not empty.
-func closest[T any](c []T, scoreOf func(*T) score) int {
-	best := 0
+// is not empty, ties broken uniformly at random with rnd.
+func closest[T any](c []T, scoreOf func(*T) score, rnd func(int) int) int {
+	best, ties := 0, 1
 	for i := 1; i < len(c); i++ {
-		if scoreOf(&c[i]).less(scoreOf(&c[best])) {
-			best = i
+		switch a, b := scoreOf(&c[i]), scoreOf(&c[best]); {
+		case a.less(b):
+			best, ties = i, 1
+		case !b.less(a): // a tie: keep each of the tied with probability 1/ties
+			if ties++; rnd(ties) == 0 {
+				best = i
+			}
 		}
 	}
 	return best
@@ -174,42 +223,134 @@ func closest[T any](c []T, scoreOf func(*T) score) int {
 
 func (p *params) scoreOf(v verdict) score { return score{p.limit - v.rem, v.reset} }
 
-// evictOne removes the entry closest to fresh among a sample of at least
-// evictMin distinct live entries (fewer only if the limiter holds fewer),
-// to make room for a new key. It reports whether it found any entry to look
-// at. Requires that no shard mutex is held.
+// raiseSlotsMax makes slotsMax at least n: call it when publishing a table
+// of n slots.
+func (l *Limiter) raiseSlotsMax(n int) {
+	for {
+		old := l.slotsMax.Load()
+		if int64(n) <= old || l.slotsMax.CompareAndSwap(old, int64(n)) {
+			return
+		}
+	}
+}
+
+// publish makes t shard s's table. Requires s.mu.
+func (l *Limiter) publish(s *shard, t *table) {
+	s.tab.Store(t)
+	l.raiseSlotsMax(len(t.slots))
+}
+
+// refreshSlotsMax lowers slotsMax to the longest table's length, after
+// sweeps have shrunk tables. A table published while it runs raises it
+// again, and the second scan catches one published between the first scan
+// and the store.
+func (l *Limiter) refreshSlotsMax() {
+	longest := func() int {
+		n := 0
+		for i := range l.shards {
+			n = max(n, len(l.shards[i].tab.Load().slots))
+		}
+		return n
+	}
+	l.slotsMax.Store(int64(longest()))
+	l.raiseSlotsMax(longest())
+}
+
+// sample fills c with min(len(c), live entries) distinct live entries
+// drawn uniformly at random without replacement, scored at now, and
+// returns how many; rnd(n) returns a uniform integer in [0, n).
+func (l *Limiter) sample(c []candidate, now int64, rnd func(int) int) int {
+	nsh, u := len(l.shards), int(l.slotsMax.Load())
+	live := int(l.keys.Load())
+	want := min(len(c), live)
+	if want <= 0 {
+		return 0
+	}
+	n := 0
+	if nsh*u <= 32*live { // at most 32 tries per draw on average
+		for tries := 0; n < want && tries < maxTries; tries++ {
+			s := &l.shards[rnd(nsh)]
+			t := s.tab.Load()
+			j := rnd(u)
+			if j >= len(t.slots) {
+				continue
+			}
+			sl := &t.slots[j]
+			if sl.hash.Load() == 0 || drawn(c[:n], sl) {
+				continue
+			}
+			if w := sl.word.Load(); w&deadBit == 0 {
+				_, v := t.p.step(w, now, 0)
+				c[n] = candidate{s: s, t: t, sl: sl, w: w, score: t.p.scoreOf(v)}
+				n++
+			}
+		}
+		if n == want {
+			return n
+		}
+	}
+	// Sparse tables (or an unlucky run of draws): a uniform sample of every
+	// live entry, by reservoir sampling over a full scan.
+	n = 0
+	seen := 0
+	for i := range l.shards {
+		s := &l.shards[i]
+		t := s.tab.Load()
+		for j := range t.slots {
+			sl := &t.slots[j]
+			if sl.hash.Load() == 0 {
+				continue
+			}
+			w := sl.word.Load()
+			if w&deadBit != 0 {
+				continue
+			}
+			seen++
+			k := n
+			if n == len(c) {
+				if k = rnd(seen); k >= len(c) {
+					continue
+				}
+			} else {
+				n++
+			}
+			_, v := t.p.step(w, now, 0)
+			c[k] = candidate{s: s, t: t, sl: sl, w: w, score: t.p.scoreOf(v)}
+		}
+	}
+	return n
+}
+
+// drawn reports whether sl is among the candidates c.
+func drawn(c []candidate, sl *slot) bool {
+	for i := range c {
+		if c[i].sl == sl {
+			return true
+		}
+	}
+	return false
+}
+
+// evictOne removes the entry closest to fresh among a uniform sample of
+// min(evictMin, live entries) distinct live entries, to make room for a new
+// key (see the guarantee above). It reports whether it found any entry to
+// look at; the caller tries again when it did but room is still short. An
+// entry whose word changed since it was scored is left alone. Requires that
+// no shard mutex is held.
 func (l *Limiter) evictOne(now int64) bool {
 	if l.isSlidingLog() {
 		return l.evictLog(now)
 	}
-	var c [evictSample + evictMin]candidate
-	n := 0
-	nsh := len(l.shards)
-	start := rand.IntN(nsh)
-	for k := 0; k < nsh && n < evictMin; k++ {
-		s := &l.shards[(start+k)&(nsh-1)]
-		t := s.tab.Load()
-		ln := len(t.slots)
-		i := rand.IntN(ln)
-		for got, j := 0, 0; j < min(ln, evictScan) && got < evictSample; j++ {
-			sl := &t.slots[i]
-			if sl.hash.Load() != 0 {
-				if w := sl.word.Load(); w&deadBit == 0 {
-					_, v := t.p.step(w, now, 0)
-					c[n] = candidate{s: s, t: t, sl: sl, score: t.p.scoreOf(v)}
-					n++
-					got++
-				}
-			}
-			if i++; i == ln {
-				i = 0
-			}
-		}
-	}
+	return l.evictFrom(now, rand.IntN)
+}
+
+func (l *Limiter) evictFrom(now int64, rnd func(int) int) bool {
+	var c [evictMin]candidate
+	n := l.sample(c[:], now, rnd)
 	if n == 0 {
 		return false
 	}
-	b := c[closest(c[:n], func(x *candidate) score { return x.score })]
+	b := c[closest(c[:n], func(x *candidate) score { return x.score }, rnd)]
 	if l.kind == kindConcurrency && b.score.used > 0 {
 		return false // operations in flight: never evicted
 	}
@@ -218,15 +359,11 @@ func (l *Limiter) evictOne(now int64) bool {
 	if b.s.tab.Load() != b.t {
 		return true // rebuilt since sampling; the caller tries again
 	}
-	w := b.sl.word.Load()
-	fresh := w&deadBit == 0 && b.t.p.resetAfter(w, now) == 0
-	if !fresh && l.kind == kindConcurrency {
-		return true // an operation started since sampling; never evicted
-	}
+	fresh := b.t.p.resetAfter(b.w, now) == 0
 	if fresh {
-		l.raiseSweptAt(b.t.p.judgedAt(w, now)) // before the entry goes: see the invariants
+		l.raiseSweptAt(b.t.p.judgedAt(b.w, now)) // before the entry goes: see the invariants
 	}
-	if b.t.retire(b.sl, w) {
+	if b.t.retire(b.sl, b.w) { // only as scored: a changed word stays
 		l.keys.Add(-1)
 		if fresh {
 			b.s.swept.Add(1)

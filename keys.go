@@ -25,6 +25,9 @@ func (l *Limiter) lockSlot(s *shard, h uint64, key string, now int64, create boo
 		if sl := s.tab.Load().find(h, key); sl != nil || !ok {
 			if ok {
 				l.keys.Add(-1) // inserted meanwhile by someone else
+				if l.onRoom != nil {
+					l.onRoom()
+				}
 			}
 			return sl, now
 		}
@@ -32,7 +35,7 @@ func (l *Limiter) lockSlot(s *shard, h uint64, key string, now int64, create boo
 	now = max(now, l.sweptAt.Load())
 	t := s.tab.Load()
 	if nt := t.grown(key); nt != t {
-		s.tab.Store(nt)
+		l.publish(s, nt)
 		t = nt
 	}
 	return t.insert(h, key, t.p.freshWord(now)), now

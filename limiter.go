@@ -38,6 +38,9 @@ type Limiter struct {
 	keys    atomic.Int64 // entries held plus insertions in flight; ≤ maxKeys
 	sweptAt atomic.Int64 // latest instant at which a fresh entry was removed
 
+	slotsMax atomic.Int64 // at least every published table's length (eviction's sample, gc.go)
+	onRoom   func()       // called when a reservation is given back unused (ConcurrencyLimiter)
+
 	onDeny func(keyHash uint64, d Decision) // WithDenyHook; nil: none
 	tally  tally                            // Stats.Allowed and Stats.Denied
 
@@ -86,7 +89,7 @@ func New(policy Policy, opts ...Option) (*Limiter, error) {
 		}
 	}
 	for i := range l.shards {
-		l.shards[i].tab.Store(newTable(minSlots, 0, p))
+		l.publish(&l.shards[i], newTable(minSlots, 0, p))
 	}
 	l.shift = 64 // hash >> 64 is 0 in Go: one shard
 	for m := n; m > 1; m >>= 1 {

@@ -85,9 +85,14 @@ func WithShards(n int) Option {
 }
 
 // WithMaxKeys bounds the number of keys held: Len() ≤ n at all times. To
-// make room for a new key the limiter looks at several entries and removes
-// the one closest to fresh, so a flood of new keys cannot reset a drained
-// key while fresher ones exist. 0 means unbounded.
+// make room for a new key the limiter looks at 4 distinct keys drawn
+// uniformly at random from all it holds and removes the one closest to
+// fresh (the fewest units used, then the soonest reset; ties at random),
+// so a flood of new keys cannot reset a drained key while fresher ones
+// exist: a key with A others at least as drained is removed by one
+// eviction with probability at most C(A, 3)/C(n, 4), and never when A < 3.
+// (The sliding log draws its 4 keys stripe by stripe, less uniformly.)
+// 0 means unbounded.
 func WithMaxKeys(n int) Option {
 	return func(cfg *config) {
 		if n < 0 {

@@ -103,7 +103,7 @@ func (l *Limiter) SetPolicy(policy Policy) error {
 		// Buckets keep their TAT and concurrency limiters their count:
 		// the words need no conversion, but the table must change so that
 		// every decision reads the policy from the table it probes.
-		s.tab.Store(t.converted(len(t.slots), 0, np, convert))
+		l.publish(s, t.converted(len(t.slots), 0, np, convert))
 		s.mu.Unlock()
 	}
 	return nil

@@ -307,9 +307,13 @@ func (l *Limiter) sweepLogShard(i int) int {
 	return removed
 }
 
-// evictLog removes the ring closest to fresh among a sample of at least
-// evictMin (fewer only if the limiter holds fewer), like evictOne.
-// Requires that no stripe mutex is held.
+// evictLog removes the ring closest to fresh among a sample of evictMin
+// distinct rings (fewer only if the limiter holds fewer), like evictOne:
+// each from a stripe drawn uniformly at random, at a uniformly random
+// place in the stripe's map when it holds at most 64 rings, else the first
+// of a map iteration (which Go randomises; this is not uniform). It
+// removes the ring only if its score is still the one sampled. Requires
+// that no stripe mutex is held.
 func (l *Limiter) evictLog(now int64) bool {
 	type cand struct {
 		i     int
@@ -317,35 +321,47 @@ func (l *Limiter) evictLog(now int64) bool {
 		r     *logRing
 		score score
 	}
-	var c [evictSample + evictMin]cand
+	var c [evictMin]cand
 	n := 0
 	nsh := len(l.logs)
-	start := rand.IntN(nsh)
-	for k := 0; k < nsh && n < evictMin; k++ {
-		i := (start + k) & (nsh - 1)
+	scoreOf := func(ls *logShard, r *logRing) score {
+		at := max(now, r.last)
+		return ls.p.scoreOf(ls.p.logVerdict(r, r.live(at, ls.p.logW), at, 0))
+	}
+	for tries := 0; n < min(evictMin, int(l.keys.Load())) && tries < maxTries; tries++ {
+		i := rand.IntN(nsh)
 		ls := &l.logs[i]
 		ls.mu.Lock()
-		got := 0
-		for key, r := range ls.m { // map order is randomised: a sample
-			if got == evictSample {
-				break
+		skip := 0
+		if len(ls.m) <= 64 && len(ls.m) > 0 {
+			skip = rand.IntN(len(ls.m))
+		}
+	rings:
+		for key, r := range ls.m {
+			if skip > 0 {
+				skip--
+				continue
 			}
-			at := max(now, r.last)
-			c[n] = cand{i, key, r, ls.p.scoreOf(ls.p.logVerdict(r, r.live(at, ls.p.logW), at, 0))}
+			for j := range c[:n] {
+				if c[j].r == r {
+					break rings // drawn before
+				}
+			}
+			c[n] = cand{i, key, r, scoreOf(ls, r)}
 			n++
-			got++
+			break
 		}
 		ls.mu.Unlock()
 	}
 	if n == 0 {
 		return false
 	}
-	b := c[closest(c[:n], func(x *cand) score { return x.score })]
+	b := c[closest(c[:n], func(x *cand) score { return x.score }, rand.IntN)]
 	ls, s := &l.logs[b.i], &l.shards[b.i]
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if ls.m[b.key] != b.r {
-		return true // gone since sampling; the caller tries again
+	if ls.m[b.key] != b.r || scoreOf(ls, b.r) != b.score {
+		return true // gone or changed since sampling; the caller tries again
 	}
 	at := max(now, b.r.last)
 	l.removeLogLocked(ls, s, b.key, at, b.r.live(at, ls.p.logW) == b.r.n)
