@@ -36,31 +36,43 @@ func (l *Limiter) refund(key string, cost, at int64) {
 	s := l.shardOf(h)
 	t := s.tab.Load()
 	if sl := t.find(h, key); sl != nil {
-		if fresh, live := refundAt(t.p, &sl.word, cost, at, now); live {
+		if done, live := refundAt(t.p, &sl.word, cost, at, now); live && done {
 			l.tally.countRefund()
-			if fresh {
-				l.retireFresh(s, h, key, now)
-			}
 			return
 		}
+		// Retired meanwhile, or the refund leaves the state fresh: then
+		// the entry goes in the same CAS, under the mutex.
 	}
-	sl, _ := l.lockSlot(s, h, key, now, false)
-	if sl != nil {
-		if fresh, _ := refundAt(s.tab.Load().p, &sl.word, cost, at, now); fresh {
-			l.retireFreshLocked(s, sl, now)
-		}
+	if sl, _ := l.lockSlot(s, h, key, now, false); sl != nil {
+		l.refundLocked(s, sl, cost, at, now)
 		l.tally.countRefund()
 	}
 	s.mu.Unlock()
 }
 
-// retireFresh removes key's entry if its state is fresh, as a sweep would:
-// a request refused by a later layer then leaves no state behind.
-func (l *Limiter) retireFresh(s *shard, h uint64, key string, now int64) {
-	if sl, _ := l.lockSlot(s, h, key, now, false); sl != nil {
-		l.retireFreshLocked(s, sl, now)
+// refundLocked gives back cost admitted at instant at from sl, which is
+// live, and removes the entry if that leaves its state fresh (a request
+// refused by a later layer then leaves no state behind), in one CAS: no
+// decision can come between the refund and the removal. Requires s.mu.
+func (l *Limiter) refundLocked(s *shard, sl *slot, cost, at, now int64) {
+	t := s.tab.Load()
+	p := t.p
+	for {
+		old := sl.word.Load() // live: nothing retires it while we hold s.mu
+		next := p.refundWord(old, cost, at, now)
+		if p.resetAfter(next, now) != 0 {
+			if next == old || sl.word.CompareAndSwap(old, next) {
+				return
+			}
+			continue
+		}
+		l.raiseSweptAt(p.judgedAt(next, now)) // before the entry goes: see gc.go
+		if t.retireAs(sl, old, next) {
+			l.keys.Add(-1)
+			s.swept.Add(1)
+			return
+		}
 	}
-	s.mu.Unlock()
 }
 
 // retireFreshLocked retires sl if its state is fresh at now. Requires s.mu.
@@ -76,22 +88,30 @@ func (l *Limiter) retireFreshLocked(s *shard, sl *slot, now int64) {
 	}
 }
 
-// refundAt runs refund's CAS loop. live is false if the word is retired;
-// fresh reports whether the state is fresh afterwards.
-func refundAt(p *params, w *atomic.Uint64, cost, at, now int64) (fresh, live bool) {
+// refundAt runs refund's CAS loop without a lock. live is false if the
+// word is retired; done is false, with nothing written, if the refund
+// would leave the state fresh (the caller then refunds under the mutex,
+// removing the entry in the same CAS).
+func refundAt(p *params, w *atomic.Uint64, cost, at, now int64) (done, live bool) {
 	for {
 		old := w.Load()
 		if old&deadBit != 0 {
 			return false, false
 		}
-		var next uint64
-		if p.kind.isBucket() {
-			next = p.g.refund(old, now, cost)
-		} else {
-			next = p.win.refund(old, cost, at)
+		next := p.refundWord(old, cost, at, now)
+		if p.resetAfter(next, now) == 0 {
+			return false, true
 		}
 		if next == old || w.CompareAndSwap(old, next) {
-			return p.resetAfter(next, now) == 0, true
+			return true, true
 		}
 	}
+}
+
+// refundWord is w after giving back cost admitted at instant at, at now.
+func (p *params) refundWord(w uint64, cost, at, now int64) uint64 {
+	if p.kind.isBucket() {
+		return p.g.refund(w, now, cost)
+	}
+	return p.win.refund(w, cost, at)
 }

@@ -232,8 +232,12 @@ func (t *table) insert(h uint64, key string, w uint64) *slot {
 
 // retire turns s into a tombstone if its word still holds w. It reports
 // whether it did. Requires the shard's mutex.
-func (t *table) retire(s *slot, w uint64) bool {
-	if w&deadBit != 0 || !s.word.CompareAndSwap(w, w|deadBit) {
+func (t *table) retire(s *slot, w uint64) bool { return t.retireAs(s, w, w) }
+
+// retireAs is retire that leaves final (with deadBit) in the word: a last
+// change and the retirement in one CAS.
+func (t *table) retireAs(s *slot, w, final uint64) bool {
+	if w&deadBit != 0 || !s.word.CompareAndSwap(w, final|deadBit) {
 		return false
 	}
 	if s.k1>>56 == longKey {
