@@ -58,12 +58,12 @@ func rateConfigs() map[string]RateConfig {
 
 // TestRateLinearizable checks LINEARIZE_HISTORIES histories (default 10)
 // per algorithm, each of LINEARIZE_WORKERS goroutines (default 4) making
-// LINEARIZE_OPS operations (default 25) on 2 keys, from seed
+// LINEARIZE_OPS operations (default 40) on 2 keys, from seed
 // LINEARIZE_SEED on (default 1).
 func TestRateLinearizable(t *testing.T) {
 	histories := envInt(t, "LINEARIZE_HISTORIES", 10)
 	workers := envInt(t, "LINEARIZE_WORKERS", 4)
-	ops := envInt(t, "LINEARIZE_OPS", 25)
+	ops := envInt(t, "LINEARIZE_OPS", 40)
 	seed := envInt(t, "LINEARIZE_SEED", 1)
 	for name, cfg := range rateConfigs() {
 		t.Run(name, func(t *testing.T) {
@@ -93,4 +93,38 @@ func TestRateLinearizable(t *testing.T) {
 			t.Logf("%d histories, %d operations, all linearizable", histories, total)
 		})
 	}
+}
+
+// TestConcurrencyLinearizable checks LINEARIZE_HISTORIES histories
+// (default 10) of a ConcurrencyLimiter of limit 2 on 2 keys: TryAcquireN,
+// AcquireN, Release (twice, now and then), InFlight and Sweep.
+func TestConcurrencyLinearizable(t *testing.T) {
+	histories := envInt(t, "LINEARIZE_HISTORIES", 10)
+	workers := envInt(t, "LINEARIZE_WORKERS", 4)
+	ops := envInt(t, "LINEARIZE_OPS", 40)
+	seed := envInt(t, "LINEARIZE_SEED", 1)
+	cfg := ConcConfig{Limit: 2, Keys: 2, Workers: workers, Ops: ops}
+	total := 0
+	for i := range histories {
+		cfg.Seed = uint64(seed + i)
+		n, res, info, err := CheckConc(cfg, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+		switch res {
+		case porcupine.Illegal:
+			path := filepath.Join(t.TempDir(), fmt.Sprintf("concurrency-seed%d.html", cfg.Seed))
+			if os.Getenv("LINEARIZE_KEEP") != "" {
+				path = filepath.Join(os.TempDir(), filepath.Base(path))
+			}
+			if err := porcupine.VisualizePath(concModel(cfg), info, path); err != nil {
+				t.Log(err)
+			}
+			t.Fatalf("seed %d: a history of %d operations is not linearizable (visualization: %s)", cfg.Seed, n, path)
+		case porcupine.Unknown:
+			t.Fatalf("seed %d: porcupine gave up on a history of %d operations", cfg.Seed, n)
+		}
+	}
+	t.Logf("%d histories, %d operations, all linearizable", histories, total)
 }

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"maps"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -213,12 +214,17 @@ func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 		hist = append(hist, porcupine.Operation{ClientId: client, Input: in, Output: out, Call: call, Return: ret})
 		mu.Unlock()
 	}
+	start := make(chan struct{}) // every worker starts at once
 	for g := range cfg.Workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(cfg.Seed, uint64(g)))
+			<-start
 			for range cfg.Ops {
+				if r.IntN(4) == 0 {
+					runtime.Gosched() // vary the interleaving
+				}
 				// The shared instant moves forward now and then; an operation
 				// reads it, or now and then an older one.
 				if r.IntN(6) == 0 {
@@ -279,6 +285,7 @@ func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 			}
 		}()
 	}
+	close(start)
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {

@@ -1,0 +1,54 @@
+// Package linearize checks that hotlimit's limiters are linearizable: that
+// every concurrent history of operations on them has the outcome of some
+// sequential order of those operations, one that respects real time (an
+// operation that returned before another was called comes first), in the
+// sequential reference model of internal/refmodel. The checker is
+// github.com/anishathalye/porcupine.
+//
+// A history is made by a few goroutines (4 by default) started together,
+// each making random operations on a few keys (2) of one limiter "A" and,
+// through AllowLayers, a second limiter "B":
+//
+//   - AllowN with costs from −1 to Limit+1 (peeks and invalid costs too);
+//     its whole Decision is compared with the model's,
+//   - Refund, SetPolicy (between policies of the same algorithm), Wait
+//     (the buckets, without a deadline), Sweep (its count compared),
+//   - AllowLayers(A, B), cut into the steps it takes on each layer (A's
+//     admission, B's, A's give-back when B refuses), each checked for
+//     Allowed: AllowLayers as a whole is documented not to be atomic,
+//   - and for a ConcurrencyLimiter: TryAcquireN, AcquireN (a failure of a
+//     waiter whose context ended is always legal), Release (also twice),
+//     InFlight and Sweep.
+//
+// Time. A shared clock is not linearizable as such: a goroutine reads the
+// clock, is preempted, and decides on that reading after others decided
+// on later ones, and the contract says what that must do ("a reading older
+// than what a key's state reflects counts as no time having passed"). So
+// the instant an operation reads is part of its input: the limiters' clock
+// returns to each goroutine the instant of the operation it runs (see
+// Recorder). The generator moves the shared instant forward as the history
+// goes on (clock moves) and gives a third of the operations an older one
+// (a preempted goroutine, or a clock set back). The model decides each
+// operation at its own instant, including the floor sweeps and removals
+// set for keys created later (sweptAt).
+//
+// Not covered: the eviction of WithMaxKeys, whose victim is drawn at
+// random and whose insertion can evict more than once when inserts race,
+// so that no atomic model of "insert, evicting one eligible key" fits every
+// legal history; its guarantee is a statistical property, tested in the
+// root package (TestEvictionSampleUniform and the flood tests). The
+// sliding log, whose every operation holds a mutex, is covered by the
+// differential tests and fuzzers of the root module.
+//
+// Running: `bash linearize/test.sh` runs the short check CI runs (10
+// histories per algorithm, 40 operations per goroutine, under the race
+// detector, seconds). A long run:
+//
+//	cd linearize
+//	LINEARIZE_HISTORIES=5000 LINEARIZE_OPS=60 go test -race -count=1 -timeout 0 .
+//
+// LINEARIZE_SEED picks the first seed (each history uses the next), and
+// LINEARIZE_WORKERS the goroutines. A history porcupine finds illegal is
+// written as an HTML visualization (kept in the system's temporary
+// directory with LINEARIZE_KEEP=1).
+package linearize
