@@ -159,14 +159,14 @@ const evictMin = 4
 //
 //	P(x evicted) ≤ C(A, m−1) / C(N, m)
 //
-// (and a factor 1/m smaller when those A tie with x, as drained keys do). A
-// drained key with no other key as drained (A = 0) is never evicted while
-// the limiter holds 2 entries or more; with 16 drained keys among 1,000,
-// an eviction removes one of them with probability C(16, 4)/C(1000, 4) ≈
-// 4.4e-8, about 0.04 over a million evictions.
-// The sampling is exact for a table that does not change while it is
-// drawn; entries that change meanwhile are scored on the word read and
-// retired only if the word still holds that value.
+// (and a factor 1/m smaller when those A tie with x, as drained keys do).
+// So a key with fewer than m−1 others at least as drained (A < 3) is never
+// evicted while the limiter holds m entries or more; with 16 drained keys
+// among 1,000, an eviction removes one of them with probability
+// C(16, 4)/C(1000, 4) ≈ 4.4e-8, about 0.04 over a million evictions.
+// The sampling is exact for tables that do not change while they are
+// drawn from; an entry that changes meanwhile is scored on the word read
+// and retired only if its word still holds that value.
 //
 // How: rejection sampling over slots. A draw picks a shard uniformly and a
 // slot index uniformly in [0, U), where U (slotsMax) is at least every
@@ -178,9 +178,10 @@ const evictMin = 4
 // sample instead (reservoir sampling).
 //
 // The sliding log keeps its rings in per-stripe maps, which cannot be
-// drawn from uniformly: its sample is m distinct rings taken stripe by
-// stripe from a random stripe, in map order; it compares and retires as
-// above.
+// drawn from uniformly at a bounded cost: its sample is m distinct rings,
+// each from a stripe drawn at random (see evictLog), so rings in sparse
+// stripes are favoured; it breaks ties at random and re-scores a ring
+// before removing it.
 
 // maxTries bounds the draws of one rejection sample before it falls back
 // to a scan.
@@ -267,7 +268,7 @@ func (l *Limiter) sample(c []candidate, now int64, rnd func(int) int) int {
 		return 0
 	}
 	n := 0
-	if nsh*u <= 32*live { // at most 32 tries per draw on average
+	if int64(nsh)*int64(u) <= 32*int64(live) { // at most 32 tries per draw on average
 		for tries := 0; n < want && tries < maxTries; tries++ {
 			s := &l.shards[rnd(nsh)]
 			t := s.tab.Load()
