@@ -267,10 +267,10 @@ func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 					id := int(nextID.Add(1))
 					cost := 1 + r.Int64N(minLimit)
 					var d hotlimit.Decision
-					call, ret, reads := rec.do(at, func() {
+					_, ret, reads := rec.do(at, func() {
 						d = hotlimit.AllowLayers(hotlimit.Layer{Limiter: a, Key: key, Cost: cost}, hotlimit.Layer{Limiter: b, Key: "g", Cost: 1})
 					})
-					ops, err := splitLayers(id, key, cost, at, d.Allowed, call, ret, reads)
+					ops, err := splitLayers(id, key, cost, at, d.Allowed, ret, reads)
 					if err != nil {
 						errs <- err
 						return
@@ -303,7 +303,7 @@ func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 //	allowed:             A B       → A admits, B admits
 //	denied, A refused:   A B       → A refuses (B only checked)
 //	denied, B refused:   A B A A   → A admits, B refuses, A gives back (A checked)
-func splitLayers(id int, key string, cost, at int64, allowed bool, call, ret int64, reads []clockRead) ([]porcupine.Operation, error) {
+func splitLayers(id int, key string, cost, at int64, allowed bool, ret int64, reads []clockRead) ([]porcupine.Operation, error) {
 	lims := make([]int, len(reads))
 	for i, r := range reads {
 		lims[i] = r.lim
@@ -334,7 +334,6 @@ func splitLayers(id int, key string, cost, at int64, allowed bool, call, ret int
 			},
 		}, nil
 	}
-	_ = call
 	return nil, fmt.Errorf("linearize: AllowLayers (allowed %v) read the clocks of limiters %v: not a sequence this harness knows", allowed, lims)
 }
 
