@@ -1,0 +1,124 @@
+package redislimit
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/httplimit"
+)
+
+// recorder collects what the hooks report.
+type recorder struct {
+	mu       sync.Mutex
+	calls    []string // node
+	callErrs []error
+	failures []error
+	states   []string
+	local    int
+}
+
+func (r *recorder) hooks() Hooks {
+	return Hooks{
+		Call: func(node string, took time.Duration, err error) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.calls = append(r.calls, node)
+			r.callErrs = append(r.callErrs, err)
+		},
+		Failure: func(limiter string, d hotlimit.Decision, err error) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.failures = append(r.failures, err)
+		},
+		Breaker: func(node string, from, to BreakerState) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.states = append(r.states, node+" "+from.String()+"->"+to.String())
+		},
+		LocalDenial: func(string) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.local++
+		},
+	}
+}
+
+// TestHooksSeeEveryFailure: with FailOpen, callers see admissions while
+// Redis is unreachable; the hooks see every call to the node, every
+// failure-policy decision with its error (also when a Backend hides the
+// error from the middleware), and the circuit's state changes.
+func TestHooksSeeEveryFailure(t *testing.T) {
+	dead := "127.0.0.1:1" // nothing listens there
+	c := newClient(t, dead)
+	var rec recorder
+	var ft fakeTime
+	b := NewBreaker(2, time.Second)
+	b.now = ft.now
+	ctx := context.Background()
+	l := must(New(c, "open", slowBucket, WithFailurePolicy(FailOpen), WithBreaker(b), WithHooks(rec.hooks())))
+	for i := range 3 {
+		if d, err := l.Allow(ctx, "k"); !d.Allowed || !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("call %d: %+v, %v", i, d, err)
+		}
+	}
+	ft.t += time.Second
+	l.Allow(ctx, "k") // the probe, which fails
+	if len(rec.failures) != 4 || !errors.Is(rec.failures[2], ErrCircuitOpen) {
+		t.Fatalf("Failure saw %v; want 4 errors, the third ErrCircuitOpen", rec.failures)
+	}
+	if len(rec.calls) != 3 || rec.calls[0] != dead || rec.callErrs[0] == nil {
+		t.Fatalf("Call saw %v %v; want 3 failed calls to %s (the open circuit sent nothing)", rec.calls, rec.callErrs, dead)
+	}
+	want := []string{dead + " closed->open", dead + " open->half-open", dead + " half-open->open"}
+	if len(rec.states) != len(want) || rec.states[0] != want[0] || rec.states[1] != want[1] || rec.states[2] != want[2] {
+		t.Fatalf("Breaker saw %v, want %v", rec.states, want)
+	}
+
+	// A backend with a failure policy answers the middleware without an
+	// error; the hook still sees it.
+	var brec recorder
+	be := must(NewBackend(c, map[string]hotlimit.Policy{"a": slowBucket}, WithFailurePolicy(FailOpen), WithHooks(brec.hooks())))
+	if d, err := be.Allow(ctx, []httplimit.Layer{{Limit: "a", Key: "k", Cost: 1}}); err != nil || !d.Allowed {
+		t.Fatalf("backend: %+v, %v", d, err)
+	}
+	if len(brec.failures) != 1 || !errors.Is(brec.failures[0], ErrUnavailable) {
+		t.Fatalf("the backend's failure was not reported: %v", brec.failures)
+	}
+}
+
+// TestHooksTimeoutAndLocal: a call that times out is reported with an
+// error IsTimeout recognises, and a request the two-tier cache answers is
+// reported to LocalDenial.
+func TestHooksTimeoutAndLocal(t *testing.T) {
+	addr := serverAddr(t)
+	var rec recorder
+	ctx := context.Background()
+	l := must(New(newClient(t, addr), "hl", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1},
+		WithPrefix(testPrefix(t)), WithLocalDenials(10), WithHooks(rec.hooks())))
+	must(l.Allow(ctx, "k"))
+	must(l.Allow(ctx, "k"))
+	must(l.Allow(ctx, "k"))
+	if rec.local != 1 || len(rec.calls) != 2 || rec.calls[0] != addr || rec.callErrs[0] != nil {
+		t.Fatalf("LocalDenial %d, Call %v %v; want 1 local denial and 2 calls to %s", rec.local, rec.calls, rec.callErrs, addr)
+	}
+
+	proxy := newSlowProxy(t, addr, time.Second)
+	slow := newClient(t, proxy.addr())
+	pctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+	defer cancel()
+	if err := slow.Ping(pctx).Err(); err != nil { // a connection, established at leisure
+		t.Fatal(err)
+	}
+	var srec recorder
+	sl := must(New(slow, "hs", slowBucket, WithPrefix(testPrefix(t)), WithTimeout(50*time.Millisecond), WithHooks(srec.hooks())))
+	if _, err := sl.Allow(ctx, "k"); !IsTimeout(err) {
+		t.Fatalf("err %v; want a timeout", err)
+	}
+	if len(srec.callErrs) != 1 || !IsTimeout(srec.callErrs[0]) || len(srec.failures) != 1 {
+		t.Fatalf("Call saw %v, Failure %v; want one timeout each", srec.callErrs, srec.failures)
+	}
+}
