@@ -3,6 +3,7 @@ package redisbench
 import (
 	"context"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -252,6 +253,125 @@ func BenchmarkLayers(b *testing.B) {
 				ok = ok && r.Allowed > 0
 			}
 			return ok
+		})
+	})
+}
+
+// paired times d and a PING alternately on the same client, serially,
+// and reports the median of each (µs) and the ratio of the medians: on a
+// loaded machine the two see the same load, and medians ignore the stalls
+// that dominate means.
+func paired(b *testing.B, c *redis.Client, d decider) {
+	ctx := context.Background()
+	d(ctx, keys[0]) // loads scripts
+	pings := make([]time.Duration, 0, b.N)
+	ops := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		t0 := time.Now()
+		if err := c.Ping(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		d(ctx, keys[i%nKeys])
+		t2 := time.Now()
+		pings, ops = append(pings, t1.Sub(t0)), append(ops, t2.Sub(t1))
+	}
+	b.StopTimer()
+	mp, mo := median(pings), median(ops)
+	b.ReportMetric(float64(mp)/1e3, "ping-µs")
+	b.ReportMetric(float64(mo)/1e3, "op-µs")
+	b.ReportMetric(float64(mo)/float64(mp), "×ping")
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// BenchmarkVsPing puts a decision beside the cheapest round trip on the
+// same client, serially on loopback: PING, then one decision of each
+// policy (every one admitted, so each writes), three token-bucket layers
+// in one call, and a concurrency permit taken and released (two round
+// trips). The ratios to PING are what the package promises.
+func BenchmarkVsPing(b *testing.B) {
+	policies := []struct {
+		name   string
+		policy hotlimit.Policy
+	}{
+		{"token", generous},
+		{"leaky", hotlimit.LeakyBucket{Rate: hotlimit.Rate{N: 1_000_000, Per: time.Second}, Capacity: 1_000_000}},
+		{"fixed", hotlimit.FixedWindow{Limit: 1_000_000_000, Window: time.Hour}},
+		{"sliding", hotlimit.SlidingWindow{Limit: 2_000_000, Window: time.Hour}},
+		{"log", hotlimit.SlidingLog{Limit: 1024, Window: time.Millisecond}},
+	}
+	for _, p := range policies {
+		b.Run(p.name, func(b *testing.B) {
+			c, _ := client(b)
+			paired(b, c, hotlimitRedis(b, c, p.policy))
+		})
+	}
+	// The floor of any limiter that is one Lua script on the server's
+	// clock: TIME, GET and SET, nothing decided.
+	b.Run("lua-floor", func(b *testing.B) {
+		c, _ := client(b)
+		floor := redis.NewScript(`local t = redis.call("TIME")
+local v = redis.call("GET", KEYS[1])
+redis.call("SET", KEYS[1], t[1], "PX", 60000)
+return {1, 2, 3}`)
+		p := prefix(b)
+		paired(b, c, func(ctx context.Context, key string) bool {
+			if err := floor.Run(ctx, c, []string{p + key}).Err(); err != nil {
+				b.Fatal(err)
+			}
+			return true
+		})
+	})
+	b.Run("redis_rate", func(b *testing.B) {
+		c, _ := client(b)
+		paired(b, c, redisRate(b, c, generousRate, 0))
+	})
+	b.Run("layers3", func(b *testing.B) {
+		c, _ := client(b)
+		p := prefix(b)
+		mk := func(name string) *redislimit.Limiter {
+			l, err := redislimit.New(c, name, generous, redislimit.WithPrefix(p), redislimit.WithHashTag("t"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return l
+		}
+		user, ip, global := mk("user"), mk("ip"), mk("global")
+		paired(b, c, func(ctx context.Context, key string) bool {
+			d, err := redislimit.AllowLayers(ctx,
+				redislimit.Layer{Limiter: user, Key: key, Cost: 1},
+				redislimit.Layer{Limiter: ip, Key: "10.0.0.1", Cost: 1},
+				redislimit.Layer{Limiter: global, Key: "", Cost: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return d.Allowed
+		})
+	})
+	b.Run("concurrency", func(b *testing.B) {
+		c, _ := client(b)
+		cl, err := redislimit.NewConcurrency(c, "b", 1_000_000, time.Minute, redislimit.WithPrefix(prefix(b)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		paired(b, c, func(ctx context.Context, key string) bool {
+			p, ok, err := cl.TryAcquire(ctx, key)
+			if err != nil || !ok {
+				b.Fatal(ok, err)
+			}
+			if _, err := p.Release(ctx); err != nil {
+				b.Fatal(err)
+			}
+			return true
 		})
 	})
 }
