@@ -33,10 +33,13 @@ func TestPublish(t *testing.T) {
 	if err := json.Unmarshal([]byte(expvar.Get("hotlimit_test").String()), &fields); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"Allowed", "Denied", "Keys", "Swept", "Evicted", "Refunded"} {
+	for _, f := range []string{"Allowed", "Denied", "Keys", "Swept", "Evicted", "Refunded", "Bytes"} {
 		if _, ok := fields[f]; !ok {
 			t.Errorf("published %v: no field %s", fields, f)
 		}
+	}
+	if b, want := fields["Bytes"], float64(l.MemStats().Total); b != want || want == 0 {
+		t.Errorf("published Bytes %v, want MemStats().Total %v", b, want)
 	}
 	if err := expvarlimit.Publish("hotlimit_test", l); err == nil {
 		t.Fatal("publishing a name twice succeeded")

@@ -4,6 +4,11 @@
 //
 //	go run ./examples/server            # listens on 127.0.0.1:8080
 //	go run ./examples/server -addr :9000
+//	go run ./examples/server -log-denials   # a JSON log line per denial, on stderr
+//
+// otellimit/examples/otelserver is the same kind of API exporting its
+// metrics and spans through OpenTelemetry (it lives in the otellimit
+// module: this one must not depend on OpenTelemetry).
 //
 // Clients are limited by their Bearer token when they send one, by their
 // IP address otherwise. The server knows its tokens (demoTokens) and
@@ -18,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -31,9 +37,10 @@ import (
 	"github.com/hotlimit/hotlimit/httplimit"
 )
 
-// newHandler builds the API and its rate limit. opts are passed to every
-// limiter (tests pass a ManualClock).
-func newHandler(opts ...hotlimit.Option) (http.Handler, *httplimit.Middleware, error) {
+// newHandler builds the API and its rate limit. hook, if not nil, sees
+// every decision (main passes a DenialLogger's with -log-denials); opts
+// are passed to every limiter (tests pass a ManualClock).
+func newHandler(hook func(httplimit.Event), opts ...hotlimit.Option) (http.Handler, *httplimit.Middleware, error) {
 	m, err := httplimit.New(httplimit.Config{
 		Limits: map[string]hotlimit.Policy{
 			// The expensive route: a burst of 3, then one every 10 s.
@@ -54,6 +61,7 @@ func newHandler(opts ...hotlimit.Option) (http.Handler, *httplimit.Middleware, e
 		OnKeyError:    httplimit.KeyErrorFallbackIP,
 		Headers:       httplimit.HeadersIETF,
 		PolicyVersion: "example-1",
+		Hook:          hook,
 		Backend:       httplimit.LocalBackend(append([]hotlimit.Option{hotlimit.WithMaxKeys(100_000)}, opts...)...),
 	})
 	if err != nil {
@@ -104,13 +112,23 @@ func ping(w http.ResponseWriter, r *http.Request) {
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
+	logDenials := flag.Bool("log-denials", false, "log each denial as a JSON line on standard error (httplimit.DenialLogger)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "server: unexpected arguments %q\n", flag.Args())
 		flag.Usage()
 		os.Exit(2)
 	}
-	h, m, err := newHandler()
+	var hook func(httplimit.Event)
+	if *logDenials {
+		dl, err := httplimit.NewDenialLogger(slog.New(slog.NewJSONHandler(os.Stderr, nil)), httplimit.DenialLogOptions{})
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer dl.Flush()
+		hook = dl.Hook
+	}
+	h, m, err := newHandler(hook)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/httplimit"
 )
 
 func get(h http.Handler, path, token string) *httptest.ResponseRecorder {
@@ -24,7 +27,7 @@ func get(h http.Handler, path, token string) *httptest.ResponseRecorder {
 
 func TestServer429(t *testing.T) {
 	clock := hotlimit.NewManualClock()
-	h, m, err := newHandler(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
+	h, m, err := newHandler(nil, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +79,7 @@ func TestServer429(t *testing.T) {
 // a new made-up token with each request.
 func TestMadeUpTokensGetNoQuota(t *testing.T) {
 	clock := hotlimit.NewManualClock()
-	h, m, err := newHandler(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
+	h, m, err := newHandler(nil, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,5 +99,31 @@ func TestMadeUpTokensGetNoQuota(t *testing.T) {
 	// A token the server issued has its own quota.
 	if w := get(h, "/api/report", demoTokens[0]); w.Code != http.StatusOK {
 		t.Fatalf("issued token: %d", w.Code)
+	}
+}
+
+// TestDenialLog: with a DenialLogger as the hook (-log-denials), the 4th
+// request to the expensive route is logged once, with its group, and
+// without the client's address or token.
+func TestDenialLog(t *testing.T) {
+	var buf bytes.Buffer
+	dl, err := httplimit.NewDenialLogger(slog.New(slog.NewJSONHandler(&buf, nil)), httplimit.DenialLogOptions{Instance: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, m, err := newHandler(dl.Hook, hotlimit.WithClock(hotlimit.NewManualClock()), hotlimit.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for range 4 {
+		get(h, "/api/report", demoTokens[0])
+	}
+	out := buf.String()
+	if n := strings.Count(out, `"msg":"rate limit denial"`); n != 1 || !strings.Contains(out, `"group":"report"`) {
+		t.Fatalf("%d denial lines, want 1 for group report:\n%s", n, out)
+	}
+	if strings.Contains(out, demoTokens[0]) || strings.Contains(out, "198.51.100.7") {
+		t.Fatalf("the log holds the token or the address:\n%s", out)
 	}
 }
