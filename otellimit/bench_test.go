@@ -12,7 +12,6 @@ import (
 	"github.com/hotlimit/hotlimit/httplimit"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // discard is a span exporter that drops every span.
@@ -20,8 +19,6 @@ type discard struct{}
 
 func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
 func (discard) Shutdown(context.Context) error                             { return nil }
-
-var _ = tracetest.NewSpanRecorder // the recorder is the tests'; the benchmarks export nowhere
 
 // BenchmarkObservers measures what each integration adds to one
 // middleware decision beside no observer, for an admitted request and

@@ -2,9 +2,11 @@ package otellimit
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -132,4 +134,37 @@ type plainBackend struct{}
 
 func (plainBackend) Allow(context.Context, []httplimit.Layer) (hotlimit.Decision, error) {
 	return hotlimit.Decision{Allowed: true}, nil
+}
+
+// TestHookConcurrent: concurrent requests through the hook, each
+// goroutine with its own group and outcome sequence, give exact counts
+// (the attribute cache is built concurrently).
+func TestHookConcurrent(t *testing.T) {
+	rg := newRig()
+	obs, err := NewHTTP(HTTPOptions{MeterProvider: rg.mp, TracerProvider: rg.tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcomes := []httplimit.Outcome{httplimit.OutcomeAllowed, httplimit.OutcomeDenied, httplimit.OutcomeKeyDenied}
+	const workers, each = 4, 300
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				obs.Hook(httplimit.Event{Group: fmt.Sprint("g", w%2), Outcome: outcomes[i%3], IdentityKind: "tok", Algorithm: "FixedWindow"})
+			}
+		})
+	}
+	wg.Wait()
+	got := rg.collect(t)
+	total := int64(0)
+	for k, v := range got {
+		if v != workers/2*each/3 {
+			t.Errorf("%s = %d, want %d", k, v, workers/2*each/3)
+		}
+		total += v
+	}
+	if len(got) != 6 || total != workers*each {
+		t.Errorf("%d series totalling %d, want 6 totalling %d", len(got), total, workers*each)
+	}
 }
