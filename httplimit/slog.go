@@ -115,7 +115,7 @@ func NewDenialLogger(logger *slog.Logger, opts DenialLogOptions) (*DenialLogger,
 			opts.Instance = h
 		}
 	}
-	lopts := []hotlimit.Option{hotlimit.WithSweepInterval(0)}
+	lopts := []hotlimit.Option{hotlimit.WithSweepInterval(0), hotlimit.WithShards(1)} // one key
 	if opts.Clock != nil {
 		lopts = append(lopts, hotlimit.WithClock(opts.Clock))
 	}
