@@ -5,7 +5,7 @@ go 1.26.8
 require (
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/go-chi/httprate v0.16.1
-	github.com/hotlimit/hotlimit v0.0.0
+	github.com/hotlimit/hotlimit v0.1.0
 	github.com/juju/ratelimit v1.0.2
 	github.com/sethvargo/go-limiter v0.7.1
 	github.com/throttled/throttled/v2 v2.15.0
@@ -25,4 +25,7 @@ require (
 	golang.org/x/sys v0.30.0 // indirect
 )
 
+// For development: `go mod tidy` here ignores go.work, and the versions
+// required above exist only once tagged. The go command ignores replace
+// directives in a dependency's go.mod, so consumers are unaffected.
 replace github.com/hotlimit/hotlimit => ../

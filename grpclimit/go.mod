@@ -4,7 +4,7 @@ go 1.26.8
 
 require (
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
-	github.com/hotlimit/hotlimit v0.0.0
+	github.com/hotlimit/hotlimit v0.1.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
 	google.golang.org/grpc v1.85.0
@@ -18,4 +18,7 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 )
 
+// For development: `go mod tidy` here ignores go.work, and the versions
+// required above exist only once tagged. The go command ignores replace
+// directives in a dependency's go.mod, so consumers are unaffected.
 replace github.com/hotlimit/hotlimit => ../

@@ -3,7 +3,7 @@ module github.com/hotlimit/hotlimit/otellimit
 go 1.26.8
 
 require (
-	github.com/hotlimit/hotlimit v0.0.0
+	github.com/hotlimit/hotlimit v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/stdout/stdoutmetric v1.47.0
 	go.opentelemetry.io/otel/exporters/stdout/stdouttrace v1.47.0
@@ -23,4 +23,7 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 )
 
+// For development: `go mod tidy` here ignores go.work, and the versions
+// required above exist only once tagged. The go command ignores replace
+// directives in a dependency's go.mod, so consumers are unaffected.
 replace github.com/hotlimit/hotlimit => ../

@@ -3,7 +3,7 @@ module github.com/hotlimit/hotlimit/promlimit
 go 1.26.8
 
 require (
-	github.com/hotlimit/hotlimit v0.0.0
+	github.com/hotlimit/hotlimit v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 )
@@ -19,4 +19,7 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
+// For development: `go mod tidy` here ignores go.work, and the versions
+// required above exist only once tagged. The go command ignores replace
+// directives in a dependency's go.mod, so consumers are unaffected.
 replace github.com/hotlimit/hotlimit => ../

@@ -3,7 +3,7 @@ module github.com/hotlimit/hotlimit/redislimit
 go 1.26.8
 
 require (
-	github.com/hotlimit/hotlimit v0.0.0
+	github.com/hotlimit/hotlimit v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 
@@ -13,4 +13,7 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 )
 
+// For development: `go mod tidy` here ignores go.work, and the versions
+// required above exist only once tagged. The go command ignores replace
+// directives in a dependency's go.mod, so consumers are unaffected.
 replace github.com/hotlimit/hotlimit => ../

@@ -4,8 +4,8 @@ go 1.26.8
 
 require (
 	github.com/go-redis/redis_rate/v10 v10.0.1
-	github.com/hotlimit/hotlimit v0.0.0
-	github.com/hotlimit/hotlimit/redislimit v0.0.0
+	github.com/hotlimit/hotlimit v0.1.0
+	github.com/hotlimit/hotlimit/redislimit v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 
@@ -15,6 +15,9 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 )
 
+// For development: `go mod tidy` here ignores go.work, and the versions
+// required above exist only once tagged. The go command ignores replace
+// directives in a dependency's go.mod, so consumers are unaffected.
 replace (
 	github.com/hotlimit/hotlimit => ../../
 	github.com/hotlimit/hotlimit/redislimit => ../../redislimit

@@ -3,7 +3,7 @@ module github.com/hotlimit/hotlimit/cmd/ratelab
 go 1.26.8
 
 require (
-	github.com/hotlimit/hotlimit v0.0.0
+	github.com/hotlimit/hotlimit v0.1.0
 	gonum.org/v1/plot v0.17.0
 )
 
@@ -18,5 +18,3 @@ require (
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
 )
-
-replace github.com/hotlimit/hotlimit => ../../

@@ -1,0 +1,280 @@
+//go:build ignore
+
+// Command modules lists, checks and versions the repository's Go modules:
+// the root module and every nested one, found by their go.mod files (so a
+// new module is covered as soon as it exists).
+//
+//	GOWORK=off go run scripts/modules.go list              one line per module: directory, module path
+//	GOWORK=off go run scripts/modules.go check             the rules below; exit 1 naming each break
+//	GOWORK=off go run scripts/modules.go require VERSION   make every module require its siblings at VERSION
+//
+// Run it from the repository root. The rules check enforces:
+//
+//   - a module's path is the root module's path followed by its directory,
+//     which is what lets a tag "DIR/vX.Y.Z" version it;
+//   - go.work uses exactly the repository's modules, so a nested module builds
+//     against the tree in development;
+//   - every requirement of one module on another names the same version (the
+//     one the next release tags), never a placeholder such as v0.0.0 that no
+//     proxy can serve;
+//   - a replace directive for a sibling points at that sibling's directory.
+//     Such replaces serve `go mod tidy` inside the module, which ignores go.work;
+//     the go command ignores them when the module is a dependency;
+//   - a module under cmd/ has no replace directives, which `go install
+//     PKG@VERSION` refuses.
+//
+// It uses only the standard library and the go command.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// module is one go.mod found under the repository root.
+type module struct {
+	Dir  string // slash-separated, relative to the root; "." for the root module
+	Path string // the module path its go.mod declares
+	Mod  goMod
+}
+
+// goMod is the part of `go mod edit -json`'s output used here.
+type goMod struct {
+	Module  struct{ Path string }
+	Require []struct {
+		Path    string
+		Version string
+	}
+	Replace []struct {
+		Old struct{ Path, Version string }
+		New struct{ Path, Version string }
+	}
+}
+
+// goWork is the part of `go work edit -json`'s output used here.
+type goWork struct {
+	Use []struct{ DiskPath string }
+}
+
+// semver is a release version the go command accepts for a v0 or v1 module:
+// vMAJOR.MINOR.PATCH with an optional pre-release suffix.
+var semver = regexp.MustCompile(`^v[01]\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$`)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	mods, err := find(".")
+	if err != nil {
+		fail(err)
+	}
+	switch os.Args[1] {
+	case "list":
+		for _, m := range mods {
+			fmt.Printf("%s\t%s\n", m.Dir, m.Path)
+		}
+	case "check":
+		problems := check(mods)
+		for _, p := range problems {
+			fmt.Fprintln(os.Stderr, "modules:", p)
+		}
+		if len(problems) > 0 {
+			os.Exit(1)
+		}
+		fmt.Printf("modules: %d modules, go.work and requirements consistent\n", len(mods))
+	case "require":
+		if len(os.Args) != 3 {
+			usage()
+		}
+		if err := require(mods, os.Args[2]); err != nil {
+			fail(err)
+		}
+	default:
+		usage()
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: GOWORK=off go run scripts/modules.go list | check | require VERSION")
+	os.Exit(2)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "modules:", err)
+	os.Exit(1)
+}
+
+// find walks root for go.mod files, skipping what the go command skips in
+// "./..." patterns (directories named testdata or starting with . or _),
+// and returns the modules sorted by directory, the root first.
+func find(root string) ([]module, error) {
+	var mods []module
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if p != root && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.Name() != "go.mod" {
+			return nil
+		}
+		var mod goMod
+		if err := goJSON(&mod, "mod", "edit", "-json", p); err != nil {
+			return err
+		}
+		dir := filepath.ToSlash(filepath.Dir(p))
+		mods = append(mods, module{Dir: dir, Path: mod.Module.Path, Mod: mod})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(mods, func(i, j int) bool { return mods[i].Dir < mods[j].Dir })
+	if len(mods) == 0 || mods[0].Dir != "." {
+		return nil, fmt.Errorf("no go.mod at the repository root (run from the root)")
+	}
+	return mods, nil
+}
+
+// check returns every break of the rules in the package comment.
+func check(mods []module) []string {
+	var problems []string
+	rootPath := mods[0].Path
+	byPath := map[string]module{}
+	for _, m := range mods {
+		want := rootPath
+		if m.Dir != "." {
+			want = rootPath + "/" + m.Dir
+		}
+		if m.Path != want {
+			problems = append(problems, fmt.Sprintf("%s/go.mod declares module %s; a module in %s must be %s, or the tag %s/vX.Y.Z cannot version it", m.Dir, m.Path, m.Dir, want, m.Dir))
+		}
+		byPath[m.Path] = m
+	}
+
+	// go.work uses exactly the modules.
+	var work goWork
+	if _, err := os.Stat("go.work"); err != nil {
+		problems = append(problems, "no go.work at the root: nested modules would build against published versions, not the tree (go work init, then go work use for each module)")
+	} else if err := goJSON(&work, "work", "edit", "-json", "go.work"); err != nil {
+		problems = append(problems, err.Error())
+	} else {
+		used := map[string]bool{}
+		for _, u := range work.Use {
+			used[filepath.ToSlash(filepath.Clean(u.DiskPath))] = true
+		}
+		for _, m := range mods {
+			if !used[m.Dir] {
+				problems = append(problems, fmt.Sprintf("go.work does not use %s: run `go work use ./%s` at the root", m.Dir, m.Dir))
+			}
+			delete(used, m.Dir)
+		}
+		for dir := range used {
+			problems = append(problems, fmt.Sprintf("go.work uses %s, which holds no module of this repository: run `go work edit -dropuse=%s`", dir, dir))
+		}
+	}
+
+	// Requirements on siblings name one version.
+	versions := map[string][]string{} // version -> "dir requires path"
+	for _, m := range mods {
+		for _, r := range m.Mod.Require {
+			if _, ok := byPath[r.Path]; ok {
+				versions[r.Version] = append(versions[r.Version], m.Dir+"/go.mod requires "+r.Path+" "+r.Version)
+			}
+		}
+	}
+	if len(versions) > 1 {
+		var lines []string
+		for _, v := range sortedKeys(versions) {
+			lines = append(lines, versions[v]...)
+		}
+		problems = append(problems, "the modules require their siblings at different versions (GOWORK=off go run scripts/modules.go require VERSION sets one):\n\t"+strings.Join(lines, "\n\t"))
+	}
+	for _, v := range sortedKeys(versions) {
+		where := versions[v]
+		if !semver.MatchString(v) || v == "v0.0.0" {
+			problems = append(problems, fmt.Sprintf("%s: %s is not a version a release can tag (want vX.Y.Z with X 0 or 1, not v0.0.0)", where[0], v))
+		}
+	}
+
+	// Replaces of siblings point at them; commands have none.
+	for _, m := range mods {
+		if (m.Dir == "cmd" || strings.HasPrefix(m.Dir, "cmd/")) && len(m.Mod.Replace) > 0 {
+			problems = append(problems, fmt.Sprintf("%s/go.mod has replace directives: `go install %s@VERSION` would refuse it (it builds against the tree through go.work)", m.Dir, m.Path))
+		}
+		for _, r := range m.Mod.Replace {
+			target, ok := byPath[r.Old.Path]
+			if !ok {
+				continue
+			}
+			got := filepath.ToSlash(filepath.Clean(filepath.Join(m.Dir, r.New.Path)))
+			if r.New.Version != "" || got != target.Dir {
+				problems = append(problems, fmt.Sprintf("%s/go.mod replaces %s with %s; it must point at that module's directory, %s/", m.Dir, r.Old.Path, strings.TrimSpace(r.New.Path+" "+r.New.Version), target.Dir))
+			}
+		}
+	}
+	return problems
+}
+
+// require makes every module's requirements on its siblings name version.
+func require(mods []module, version string) error {
+	if !semver.MatchString(version) {
+		return fmt.Errorf("%q is not vX.Y.Z[-pre] with X 0 or 1 (v2 and later need a /v2 module path)", version)
+	}
+	byPath := map[string]bool{}
+	for _, m := range mods {
+		byPath[m.Path] = true
+	}
+	for _, m := range mods {
+		args := []string{"mod", "edit"}
+		for _, r := range m.Mod.Require {
+			if byPath[r.Path] && r.Version != version {
+				args = append(args, "-require="+r.Path+"@"+version)
+			}
+		}
+		if len(args) == 2 {
+			continue
+		}
+		args = append(args, filepath.Join(m.Dir, "go.mod"))
+		cmd := exec.Command("go", args...)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go %s: %v", strings.Join(args, " "), err)
+		}
+		fmt.Printf("%s/go.mod: siblings required at %s\n", m.Dir, version)
+	}
+	return nil
+}
+
+// goJSON runs the go command with args and decodes its JSON output into v.
+func goJSON(v any, args ...string) error {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command("go", args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return json.Unmarshal(stdout.Bytes(), v)
+}
+
+func sortedKeys(m map[string][]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
