@@ -285,3 +285,46 @@ func TestClusterDeadMaster(t *testing.T) {
 		t.Fatalf("the dead master's circuit is %v", st)
 	}
 }
+
+// TestClusterOps: Refund, Reset, Wait and the concurrency limit reach the
+// node of their key on a cluster, for keys spread over every master.
+func TestClusterOps(t *testing.T) {
+	c := newClusterClient(t, clusterAddrs(t))
+	ctx := context.Background()
+	prefix := testPrefix(t)
+	l := must(New(c, "ops", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 2}, WithPrefix(prefix)))
+	cc := must(NewConcurrency(c, "ops", 1, time.Minute, WithPrefix(prefix)))
+	nodes := map[string]bool{}
+	for i := range 30 {
+		k := "k" + strconv.Itoa(i)
+		nodes[nodeOf(t, c, l.RedisKey(k))] = true
+		if err := l.Wait(ctx, k, 2); err != nil {
+			t.Fatalf("Wait on %s: %v", k, err)
+		}
+		if err := l.Refund(ctx, k, 1); err != nil {
+			t.Fatal(err)
+		}
+		if d := must(l.AllowN(ctx, k, 0)); d.Remaining != 1 {
+			t.Fatalf("%s after a refund of 1: %+v", k, d)
+		}
+		if err := l.Reset(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		if d := must(l.AllowN(ctx, k, 0)); d.Remaining != 2 {
+			t.Fatalf("%s after Reset: %+v", k, d)
+		}
+		p, ok, err := cc.TryAcquire(ctx, k)
+		if !ok || err != nil {
+			t.Fatalf("TryAcquire %s: %v, %v", k, ok, err)
+		}
+		if _, ok, _ := cc.TryAcquire(ctx, k); ok {
+			t.Fatalf("a second permit on %s with a limit of 1", k)
+		}
+		if ok, err := p.Release(ctx); !ok || err != nil {
+			t.Fatalf("Release %s: %v, %v", k, ok, err)
+		}
+	}
+	if len(nodes) < 2 {
+		t.Fatalf("the keys reached %d nodes", len(nodes))
+	}
+}

@@ -38,12 +38,13 @@ var ErrMixedClients = errors.New("redislimit: the layers' limiters use different
 // a call.
 //
 // Every limiter must use the same client (else ErrMixedClients). The call
-// takes the smallest of their timeouts and goes through each of their
-// breakers. When Redis does not decide, each layer's FailurePolicy
+// takes the smallest of their timeouts and goes through the circuit of
+// the keys' node in each of their breakers. When Redis does not decide, each layer's FailurePolicy
 // applies: a FailClosed layer denies the request; otherwise the layers
 // with a Fallback decide locally, and FailOpen layers are skipped; the
 // error wraps ErrUnavailable and the cause. On a Redis Cluster the keys
-// must share a slot: see WithHashTag.
+// must share a slot (see WithHashTag): a call whose keys do not fails
+// with ErrCrossSlot and a denial, before any round trip.
 func AllowLayers(ctx context.Context, layers ...Layer) (hotlimit.Decision, error) {
 	d, _, err := AllowLayersIndex(ctx, layers...)
 	return d, err
@@ -75,6 +76,11 @@ func AllowLayersIndex(ctx context.Context, layers ...Layer) (hotlimit.Decision, 
 			timeout = ly.Limiter.timeout
 		}
 	}
+	// A cached denial comes first: it costs no allocation. (A call whose
+	// keys span cluster slots never reaches Redis, so none is cached.)
+	if d, i, ok := localDenial(layers); ok {
+		return d, i, nil
+	}
 	keys := make([]string, len(layers))
 	for i, ly := range layers {
 		keys[i] = ly.Limiter.RedisKey(ly.Key)
@@ -83,9 +89,6 @@ func AllowLayersIndex(ctx context.Context, layers ...Layer) (hotlimit.Decision, 
 		if err := sameSlot(layers, keys); err != nil {
 			return hotlimit.Decision{RetryAfter: hotlimit.Never}, -1, err
 		}
-	}
-	if d, i, ok := localDenial(layers); ok {
-		return d, i, nil
 	}
 	if err := ctx.Err(); err != nil {
 		// The caller gave up before the call: that says nothing about

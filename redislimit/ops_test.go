@@ -169,3 +169,30 @@ func TestWait(t *testing.T) {
 		t.Fatalf("Wait on a window: %v", err)
 	}
 }
+
+// TestWaitFailurePolicy: when Redis cannot decide, Wait answers as the
+// failure policy says: FailOpen returns at once, a Fallback waits on its
+// in-process limiter, FailClosed returns the error.
+func TestWaitFailurePolicy(t *testing.T) {
+	c := newClient(t, "127.0.0.1:1") // nothing listens there
+	ctx := context.Background()
+	p := hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1}
+	open := must(New(c, "wo", p, WithFailurePolicy(FailOpen)))
+	closed := must(New(c, "wc", p))
+	fb := must(New(c, "wf", p, WithFailurePolicy(FallbackLocal())))
+	defer fb.Close()
+	if err := open.Wait(ctx, "k", 1); err != nil {
+		t.Fatalf("FailOpen: %v", err)
+	}
+	if err := closed.Wait(ctx, "k", 1); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("FailClosed: %v; want ErrUnavailable", err)
+	}
+	if err := fb.Wait(ctx, "k", 1); err != nil {
+		t.Fatalf("Fallback, first: %v", err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := fb.Wait(dctx, "k", 1); !errors.Is(err, hotlimit.ErrDeadline) {
+		t.Fatalf("Fallback, second (the local bucket is empty for an hour): %v; want ErrDeadline", err)
+	}
+}

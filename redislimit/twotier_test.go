@@ -203,3 +203,23 @@ func TestForgetDenials(t *testing.T) {
 		t.Fatalf("after ForgetDenials on a fresh key: %+v; want Redis's admission", d)
 	}
 }
+
+// TestTwoTierNoAlloc: a request answered from the cache allocates
+// nothing, alone or layered.
+func TestTwoTierNoAlloc(t *testing.T) {
+	c := newClient(t, serverAddr(t))
+	ctx := context.Background()
+	prefix := testPrefix(t)
+	a := must(New(c, "na", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1}, WithPrefix(prefix), WithLocalDenials(10)))
+	b := must(New(c, "nb", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 5}, WithPrefix(prefix)))
+	must(a.Allow(ctx, "k"))
+	must(a.Allow(ctx, "k"))
+	must(AllowLayers(ctx, Layer{a, "k", 1}, Layer{b, "k", 1}))
+	var d hotlimit.Decision
+	if n := testing.AllocsPerRun(100, func() { d, _ = a.Allow(ctx, "k") }); n != 0 || d.Allowed {
+		t.Fatalf("a cached denial: %v allocations, %+v", n, d)
+	}
+	if n := testing.AllocsPerRun(100, func() { d, _ = AllowLayers(ctx, Layer{a, "k", 1}, Layer{b, "k", 1}) }); n != 0 || d.Allowed {
+		t.Fatalf("a cached layered denial: %v allocations, %+v", n, d)
+	}
+}
