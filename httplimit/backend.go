@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hotlimit/hotlimit"
 )
@@ -34,6 +35,33 @@ type BindingBackend interface {
 	// AllowBinding is Allow that also returns the index in layers of the
 	// binding layer, or -1 when it cannot tell.
 	AllowBinding(ctx context.Context, layers []Layer) (hotlimit.Decision, int, error)
+}
+
+// A StateBackend is a Backend that also reports each layer's own state
+// after its decision. The middleware then writes one RateLimit item per
+// layer, each with that limit's own r and t; without it, one item, for
+// the binding layer. Local implements it.
+type StateBackend interface {
+	BindingBackend
+	// AllowStates is AllowBinding that also sets states[i] to layer i's
+	// state right after the decision (len(states) == len(layers)). It
+	// must not retain either slice.
+	AllowStates(ctx context.Context, layers []Layer, states []LayerState) (hotlimit.Decision, int, error)
+}
+
+// LayerState is one layer's own service limit, as the RateLimit field
+// reports it per limit.
+type LayerState struct {
+	// Remaining is what the layer alone would admit now, in its units:
+	// hotlimit.Decision.Remaining of its key. The field's r.
+	Remaining int64
+	// Window is how long Remaining stays the most the layer admits if
+	// nothing else consumes: the time until its next unit comes back,
+	// hotlimit.Limiter.Check(key, Remaining+1).RetryAfter. The field's t,
+	// rounded up to seconds. 0 when the layer is full (Remaining is its
+	// capacity: nothing comes back), hotlimit.Never when the backend
+	// cannot tell; the middleware omits t in both cases.
+	Window time.Duration
 }
 
 // Layer is one limit a request is checked against, as a Backend receives
@@ -97,7 +125,16 @@ func (b *Local) Allow(ctx context.Context, layers []Layer) (hotlimit.Decision, e
 }
 
 // AllowBinding implements BindingBackend with hotlimit.AllowLayersIndex.
-func (b *Local) AllowBinding(_ context.Context, layers []Layer) (hotlimit.Decision, int, error) {
+func (b *Local) AllowBinding(ctx context.Context, layers []Layer) (hotlimit.Decision, int, error) {
+	return b.AllowStates(ctx, layers, nil)
+}
+
+// AllowStates implements StateBackend: AllowBinding, then each layer's
+// state from hotlimit.Limiter.Check. The states are read just after the
+// decision, not at its instant: a concurrent request or the passing time
+// may already have changed them, which makes them hints, as the RateLimit
+// field is. A nil states reads none.
+func (b *Local) AllowStates(_ context.Context, layers []Layer, states []LayerState) (hotlimit.Decision, int, error) {
 	var buf [8]hotlimit.Layer
 	ls := buf[:0]
 	if len(layers) > len(buf) {
@@ -111,7 +148,29 @@ func (b *Local) AllowBinding(_ context.Context, layers []Layer) (hotlimit.Decisi
 		ls = append(ls, hotlimit.Layer{Limiter: lim, Key: ly.Key, Cost: ly.Cost})
 	}
 	d, i := hotlimit.AllowLayersIndex(ls...)
+	for j := range states {
+		states[j] = layerState(ls[j].Limiter, ls[j].Key)
+	}
 	return d, i, nil
+}
+
+// layerState reads key's state in lim: Remaining r, then how long until
+// the r+1-th unit comes back. If the state moves between the two reads (a
+// concurrent admission or refund, or a unit coming back), it reads again
+// from the newer one, once; then it gives up on the Window.
+func layerState(lim *hotlimit.Limiter, key string) LayerState {
+	c := lim.Check(key, 0)
+	for range 2 {
+		if c.Remaining >= c.Limit {
+			return LayerState{Remaining: c.Remaining} // full: nothing to wait for
+		}
+		n := lim.Check(key, c.Remaining+1)
+		if !n.Allowed && n.Remaining == c.Remaining {
+			return LayerState{Remaining: c.Remaining, Window: n.RetryAfter}
+		}
+		c = n
+	}
+	return LayerState{Remaining: c.Remaining, Window: hotlimit.Never}
 }
 
 // Close stops every limiter's sweeper.

@@ -28,6 +28,18 @@ type Group struct {
 	Limit string
 	// Cost is what one request costs in that limit; 0 means 1.
 	Cost int64
+	// CostFunc, if set, prices each request instead of Cost: a request
+	// whose work varies (a GraphQL query by its complexity, an export by
+	// its size) costs what CostFunc returns, computed from the request
+	// or read from its context (see WithCost and CostFromContext). 0 is
+	// free: admitted without consuming, with headers showing the state.
+	// A cost above the limit's capacity can never pass (403, see the
+	// package documentation). An error, or a cost below 0, refuses the
+	// request with 400 and {"error":"rate_limit_cost_invalid"}
+	// (OutcomeCostInvalid, Event.Err set): a request the application
+	// cannot price is not let through unlimited. It is called once per
+	// request, after the key is extracted, on the request's goroutine.
+	CostFunc func(*http.Request) (int64, error)
 	// Exempt marks a group that is not limited at all (health checks,
 	// metrics scrapes). It is the only way a route bypasses the limits,
 	// and its requests are still counted and reported to the hook.
@@ -103,13 +115,20 @@ type Config struct {
 	Headers HeaderMode
 	// Reset selects the form of X-RateLimit-Reset. Default ResetSeconds.
 	Reset ResetMode
+	// ProblemDetails makes a request refused by a limit answer with an
+	// RFC 9457 application/problem+json body of the draft's
+	// "quota-exceeded" problem type, listing the limits it exceeded in
+	// "violated-policies" (by their RateLimit item names), instead of the
+	// default JSON body. Config.Deny, if set, still takes precedence.
+	ProblemDetails bool
 	// DryRun makes every decision (consuming quota, counting, calling
 	// the hook, with OutcomeDryRunDenied for a denial) but lets every
 	// request through at once and writes no rate-limit headers: a limit
 	// can be dark-launched and watched before it is enforced. It
-	// overrides OnKeyError's denial (OutcomeDryRunDenied, Event.Err set)
-	// and OnBackendError's FailClosed (OutcomeErrorAllowed), and waits
-	// out no LeakyBucket Delay.
+	// overrides OnKeyError's denial and a CostFunc's failure
+	// (OutcomeDryRunDenied, Event.Err set) and OnBackendError's
+	// FailClosed (OutcomeErrorAllowed), and waits out no LeakyBucket
+	// Delay.
 	DryRun bool
 	// Hook, if set, is called synchronously once per request, before the
 	// handler or the denial, for logging and metrics: on the request's

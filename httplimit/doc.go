@@ -1,6 +1,11 @@
 // Package httplimit is net/http middleware that rate-limits requests with
 // hotlimit. It uses the standard library only.
 //
+// The common case is one line: ByIP(hotlimit.PerMinute(100)) limits every
+// client IP to 100 requests a minute, ByToken("Authorization", rate) every
+// API token; New with a Config does the rest (route groups of their own
+// cost and policy, a global layer, trusted proxies, header modes).
+//
 // # How a request is decided
 //
 // The middleware puts each request in a route group (Group), by
@@ -57,35 +62,55 @@
 //
 // # Responses
 //
-// A denied request gets 429 Too Many Requests, the handler is not called,
-// the body is {"error":"rate_limit_exceeded","retry_after":12} (replace it
-// with Config.Deny), and Retry-After is the exact wait rounded up to whole
-// seconds, at least 1; both are omitted when the request can never pass
-// (its cost exceeds the policy's capacity).
+// A request refused by a limit is not passed to the handler. When it can
+// pass later it gets 429 Too Many Requests, Retry-After (the exact wait
+// until the same request is admitted, rounded up to whole seconds, at
+// least 1: retrying then is never too early) and the body
+// {"error":"rate_limit_exceeded","retry_after":12}. When it can never
+// pass, because its cost exceeds a limit's capacity, it gets 403
+// Forbidden, no Retry-After and {"error":"rate_limit_cost_exceeds_limit"}:
+// a client tells "never" from "later" by the status, and clients that
+// retry 429s (httpretry among them) do not retry it. Config.Deny replaces
+// the body; Config.ProblemDetails makes it an RFC 9457
+// application/problem+json body of the draft's "quota-exceeded" type
+// (QuotaExceededType) whose "violated-policies" lists the limits the
+// request exceeded.
 //
-// Rate-limit header fields, per Config.Headers, follow the Decision that
-// the backend returned for this request:
+// # Rate-limit header fields
+//
+// With Config.Headers at its default, every limited response (admitted or
+// refused by a limit) carries the RateLimit-Policy and RateLimit fields of
+// draft-ietf-httpapi-ratelimit-headers-11, one item per limit the request
+// is checked against, its group's and the global one:
 //
 //	RateLimit-Policy: "search";q=10;w=60, "global";q=1000;w=3600
-//	RateLimit: "search";r=3;t=42
+//	RateLimit: "search";r=3;t=42, "global";r=917;t=4
 //
-// RateLimit-Policy lists the request's layers (q and w per algorithm: see
-// below); RateLimit names the binding layer (the one with the fewest
-// requests left, or the one that denied; Local and redislimit report
-// which it is, see BindingBackend, and for a backend that does not, the
-// middleware tells the layers apart by capacity and names the group's
-// when both have the same q) with r = Decision.Remaining and
-// t = ceil(RetryAfter) seconds on a denial (the wait after which the
-// same request passes) or ceil(ResetAfter) seconds on an admission. With a global layer, the
-// backend returns one Decision for both layers, whose ResetAfter is the
-// larger of the two (hotlimit.AllowLayers): t is then the time until
-// every layer of the request is back to its full quota, which may be the
-// other layer's. Both are rounded up, so retrying after t or Retry-After
-// seconds is never too early. The
-// draft (draft-ietf-httpapi-ratelimit-headers-11) warns clients not to
-// read t as a promise of a full quota; for the buckets, units also come
-// back continuously before t. X-RateLimit-Limit, -Remaining and -Reset
-// carry q, r and t (or t as an epoch, Config.Reset).
+// Each RateLimit item describes its own limit for this client: r is what
+// the limit would admit now (hotlimit.Decision.Remaining of its key) and t
+// is its effective window, the time during which r stays the most it
+// admits: the seconds until its next unit comes back
+// (hotlimit.Limiter.Check(key, r+1).RetryAfter), rounded up so that a
+// client that waits t is never refused by that limit for want of time.
+// For a fixed window that is the end of the window, for the buckets the
+// next refill of one unit, for the sliding window and the sliding log the
+// moment enough of the past stops counting. An item without t is a full
+// limit: nothing to wait for. Retry-After is never earlier than the t of
+// an item whose r is below the request's cost there (a limit it
+// exceeded). The draft reminds clients that t does not promise a full
+// quota; the RateLimit-Policy item gives the whole quota.
+//
+// Items are named after their limit in Config.Limits. When Config.Global
+// names the same limit as the request's group, the global layer's item is
+// named with the suffix "/global" ("l" and "l/global"): the two are
+// different quotas of one policy, and "/" is in no limit's name.
+//
+// r and t per limit come from a StateBackend (Local is one). A backend
+// that reports only the binding layer (the one that refused the request,
+// or that has the fewest requests left) gets one RateLimit item, named
+// after that layer's limit (the group's, when a backend that is not a
+// BindingBackend leaves two layers of one capacity indistinguishable),
+// with t only when its Decision tells when the next unit comes back.
 //
 // How each algorithm maps to the draft's quota q and window w:
 //
@@ -94,9 +119,25 @@
 //     empty bucket takes to refill Burst, Burst × interval; so q per w is
 //     the sustained rate, and a full bucket admits q at once.
 //   - LeakyBucket: q = Capacity+1 (one starts at once, Capacity wait), w =
-//     q × interval, the time the queue takes to drain.
+//     q × the interval, the time the queue takes to drain.
 //
-// w is in whole seconds, rounded up, at least 1.
+// w is in whole seconds, rounded up, at least 1. Capacities beyond the 15
+// digits of an RFC 9651 Integer are written as 999,999,999,999,999.
+//
+// Config.Headers also offers the de-facto X-RateLimit-Limit, -Remaining
+// and -Reset, which describe the binding layer only: its capacity, its
+// remaining, and the time until every layer is full again (or, on a 429,
+// Retry-After's wait), as seconds or, with Config.Reset, a Unix time.
+//
+// # Cost
+//
+// A Group's Cost prices each of its requests alike; its CostFunc prices
+// each request, for work that varies: an earlier middleware that computes
+// a GraphQL query's complexity stores it with WithCost, and
+// CostFromContext reads it back. A cost of 0 is free, a cost above the
+// limit's capacity can never pass (403, above), and a CostFunc that fails
+// or returns a negative cost refuses the request with 400
+// (OutcomeCostInvalid): what cannot be priced is not let through.
 //
 // # Operations
 //
@@ -113,7 +154,10 @@
 // Config.OnBackendError applies: FailClosed (the default) answers 503
 // Service Unavailable, FailOpen lets the request through.
 //
-// # Cost
+// Middleware.Reset unblocks a client: an operator's act that returns
+// every layer of an identity to a fresh state, through a ResetBackend.
+//
+// # Overhead
 //
 // An allowed request with a Bearer token, a group layer and a global
 // layer, IETF headers on, costs about 1.5 µs and 3 allocations (104 B:

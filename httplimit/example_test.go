@@ -51,9 +51,9 @@ func Example() {
 	}
 	fmt.Println(w0(h))
 	// Output:
-	// /search 200 "search";r=1;t=10
-	// /v1/search 200 "search";r=0;t=20
-	// /search 429 "search";r=0;t=10
+	// /search 200 "search";r=1;t=10, "global";r=99;t=1
+	// /v1/search 200 "search";r=0;t=10, "global";r=98;t=1
+	// /search 429 "search";r=0;t=10, "global";r=98;t=1
 	// Retry-After: 10 {"error":"rate_limit_exceeded","retry_after":10}
 	// RateLimit-Policy: "search";q=2;w=20, "global";q=100;w=2
 }

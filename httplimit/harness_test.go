@@ -108,6 +108,27 @@ func parseRateLimit(t *testing.T, v string) (name string, r, tt int64) {
 	return name, r, tt
 }
 
+// rlItem is one RateLimit item; t is -1 when absent.
+type rlItem struct {
+	name string
+	r, t int64
+}
+
+// parseRateLimitItems parses a RateLimit value of one or more items
+// `"name";r=R;t=T`, and fails the test unless the names are distinct.
+func parseRateLimitItems(t *testing.T, v string) map[string]rlItem {
+	t.Helper()
+	out := map[string]rlItem{}
+	for _, part := range strings.Split(v, ", ") {
+		name, r, tt := parseRateLimit(t, part)
+		if _, dup := out[name]; dup {
+			t.Fatalf("RateLimit %q: two items named %q", v, name)
+		}
+		out[name] = rlItem{name, r, tt}
+	}
+	return out
+}
+
 func ceilSec(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
 
 type backendFunc func(context.Context, []Layer) (hotlimit.Decision, error)

@@ -14,11 +14,11 @@ import (
 type HeaderMode uint8
 
 const (
-	// HeadersIETF writes RateLimit-Policy and RateLimit as defined by
-	// draft-ietf-httpapi-ratelimit-headers (revisions -10 and -11, the
-	// latest: both fields are structured-field lists of items named by
-	// sf-strings, with q and w on the policy and r and t on the limit).
-	// It is the default.
+	// HeadersIETF writes RateLimit-Policy and RateLimit as
+	// draft-ietf-httpapi-ratelimit-headers-11 defines them: one item per
+	// limit the request is checked against, with q and w in the policy
+	// field and that limit's own r and t in the other (see the package
+	// documentation). It is the default.
 	HeadersIETF HeaderMode = iota
 	// HeadersLegacy writes the de-facto X-RateLimit-Limit,
 	// X-RateLimit-Remaining and X-RateLimit-Reset.
@@ -61,8 +61,13 @@ type policyInfo struct {
 	name      string
 	algorithm string // "TokenBucket", "LeakyBucket", "FixedWindow", "SlidingWindow", "SlidingLog"
 	q         int64
-	w         int64  // seconds, ≥ 1
-	item      string // the RateLimit-Policy item: "name";q=…;w=…
+	w         int64 // seconds, ≥ 1
+}
+
+// policyItem returns the RateLimit-Policy item of info under an item
+// name: "name";q=…;w=….
+func policyItem(name string, info *policyInfo) string {
+	return `"` + name + `";q=` + strconv.FormatInt(min(info.q, maxSFInt), 10) + ";w=" + strconv.FormatInt(info.w, 10)
 }
 
 func describePolicy(name string, p any) (policyInfo, error) {
@@ -110,7 +115,6 @@ func describePolicy(name string, p any) (policyInfo, error) {
 		return info, fmt.Errorf("httplimit: limit %q: unsupported policy type %T", name, p)
 	}
 	info.w = max(1, ceilSeconds(w))
-	info.item = `"` + name + `";q=` + strconv.FormatInt(min(info.q, maxSFInt), 10) + ";w=" + strconv.FormatInt(info.w, 10)
 	return info, nil
 }
 
@@ -146,11 +150,11 @@ func ceilSeconds(d time.Duration) int64 {
 	return s
 }
 
-// resetSeconds is the t parameter (and X-RateLimit-Reset in seconds) for
-// d: on a denial the wait until the same request is admitted,
-// ceil(RetryAfter); on an admission the time until the binding key is
-// back to its fresh state, ceil(ResetAfter). ok is false when there is no
-// such time (RetryAfter = Never).
+// resetSeconds is X-RateLimit-Reset in seconds for d: on a denial the
+// wait until the same request is admitted, ceil(RetryAfter); on an
+// admission the time until every layer is back to its fresh state,
+// ceil(ResetAfter). ok is false when there is no such time (RetryAfter =
+// Never).
 func resetSeconds(d hotlimit.Decision) (s int64, ok bool) {
 	if d.Allowed {
 		return ceilSeconds(d.ResetAfter), true
@@ -170,27 +174,51 @@ func retryAfterSeconds(d hotlimit.Decision) (int64, bool) {
 	return max(1, ceilSeconds(d.RetryAfter)), true
 }
 
-// writeHeaders sets the rate-limit fields for decision d on h. binding is
-// the limit the RateLimit item is named after; policies is the
-// precomputed RateLimit-Policy value of the request's layers, shared by
-// every response of the group (a handler may replace it or append to it,
-// which copies, but must not write into its elements).
-func (m *Middleware) writeHeaders(h http.Header, policies []string, binding *policyInfo, d hotlimit.Decision) {
-	t, tok := resetSeconds(d)
-	var buf [96]byte
+// appendServiceLimit appends one RateLimit item: the item name, r, and t
+// (the window rounded up to seconds) unless the window is 0 (the limit
+// is full) or unknown (Never).
+func appendServiceLimit(b []byte, name string, r int64, window time.Duration) []byte {
+	b = append(b, '"')
+	b = append(b, name...)
+	b = append(b, `";r=`...)
+	b = strconv.AppendInt(b, min(max(r, 0), maxSFInt), 10)
+	if window > 0 && window != hotlimit.Never {
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, ceilSeconds(window), 10) // ≤ 9,223,372,037: always fits
+	}
+	return b
+}
+
+// writeHeaders sets the rate-limit fields of a decided request on h. The
+// RateLimit-Policy value is the group's, precomputed and shared by every
+// response of the group (a handler may replace it or append to it, which
+// copies, but must not write into its elements).
+func (m *Middleware) writeHeaders(h http.Header, g *groupState, sc *scratch, d hotlimit.Decision) {
 	if m.headers == HeadersIETF || m.headers == HeadersBoth {
-		b := append(buf[:0], '"')
-		b = append(b, binding.name...)
-		b = append(b, `";r=`...)
-		b = strconv.AppendInt(b, min(d.Remaining, maxSFInt), 10)
-		if tok {
-			b = append(b, ";t="...)
-			b = strconv.AppendInt(b, t, 10) // ≤ 9,223,372,037: always fits
+		var buf [160]byte
+		b := buf[:0]
+		if sc.nstates > 0 {
+			for i := range sc.nstates {
+				if i > 0 {
+					b = append(b, ", "...)
+				}
+				b = appendServiceLimit(b, g.names[i], sc.states[i].Remaining, sc.states[i].Window)
+			}
+		} else {
+			// The backend reported the binding layer's Decision only: its
+			// item, with t only when the Decision tells when its next unit
+			// comes back (a denied request that needed exactly one more).
+			window := time.Duration(0)
+			if !d.Allowed && d.RetryAfter != hotlimit.Never && sc.layers[sc.bind].Cost == d.Remaining+1 {
+				window = d.RetryAfter
+			}
+			b = appendServiceLimit(b, g.names[sc.bind], d.Remaining, window)
 		}
-		h["Ratelimit-Policy"] = policies
+		h["Ratelimit-Policy"] = g.policies
 		h["Ratelimit"] = []string{string(b)}
 	}
 	if m.headers == HeadersLegacy || m.headers == HeadersBoth {
+		t, tok := resetSeconds(d)
 		h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(d.Limit, 10)}
 		h["X-Ratelimit-Remaining"] = []string{strconv.FormatInt(d.Remaining, 10)}
 		if tok {

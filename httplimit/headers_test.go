@@ -14,11 +14,12 @@ import (
 )
 
 // TestHeadersFollowDecision drives each algorithm until it denies, and
-// checks every response's headers against the Decision of a reference
-// limiter fed the same requests on the same clock: RateLimit r is
-// Remaining, t is ceil(ResetAfter) when allowed and ceil(RetryAfter) when
-// denied, Retry-After is max(1, ceil(RetryAfter)); then it advances the
-// clock by exactly t seconds and checks that the retry is admitted.
+// checks every response's headers against a reference limiter fed the
+// same requests on the same clock: RateLimit r is Remaining, t is when
+// the limit's next unit comes back (ceil of Check(r+1).RetryAfter; absent
+// when the limit is full), Retry-After is max(1, ceil(RetryAfter)); then
+// it advances the clock by exactly t seconds and checks that the retry is
+// admitted.
 func TestHeadersFollowDecision(t *testing.T) {
 	policies := map[string]hotlimit.Policy{
 		"tb":    hotlimit.TokenBucket{Rate: hotlimit.PerSecond(3), Burst: 2},
@@ -61,9 +62,12 @@ func TestHeadersFollowDecision(t *testing.T) {
 				if n != name || r != d.Remaining {
 					t.Fatalf("RateLimit = %q, want name %q r=%d", w.Header().Get("RateLimit"), name, d.Remaining)
 				}
-				want := ceilSec(d.ResetAfter)
-				if !d.Allowed {
-					want = ceilSec(d.RetryAfter)
+				want := int64(-1)
+				if d.Remaining < d.Limit {
+					want = ceilSec(ref.Check("k", d.Remaining+1).RetryAfter)
+				}
+				if !d.Allowed && want != ceilSec(d.RetryAfter) {
+					t.Fatalf("t = %d on a denial of one unit, RetryAfter %v", want, d.RetryAfter)
 				}
 				if tt != want {
 					t.Fatalf("t = %d, want %d (decision %+v)", tt, want, d)
@@ -151,7 +155,8 @@ func TestLegacyAndBothHeaders(t *testing.T) {
 }
 
 // TestNeverPasses: a request whose cost exceeds the limit can never pass:
-// 429 without Retry-After, no t, no retry_after in the body.
+// 403 (not 429: nothing to wait for), without Retry-After, no t, and a
+// body that says why.
 func TestNeverPasses(t *testing.T) {
 	hs := newHarness(t, Config{
 		Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}},
@@ -160,7 +165,7 @@ func TestNeverPasses(t *testing.T) {
 		Key:          TokenKey("Authorization"),
 	})
 	w := hs.do("/", token)
-	if w.Code != http.StatusTooManyRequests || hs.calls != 0 {
+	if w.Code != http.StatusForbidden || hs.calls != 0 {
 		t.Fatalf("status %d, calls %d", w.Code, hs.calls)
 	}
 	if _, ok := w.Header()["Retry-After"]; ok {
@@ -169,16 +174,18 @@ func TestNeverPasses(t *testing.T) {
 	if _, r, tt := parseRateLimit(t, w.Header().Get("RateLimit")); r != 5 || tt != -1 {
 		t.Errorf("RateLimit = %q, want r=5 and no t", w.Header().Get("RateLimit"))
 	}
-	if strings.TrimSpace(w.Body.String()) != `{"error":"rate_limit_exceeded"}` {
+	if strings.TrimSpace(w.Body.String()) != `{"error":"rate_limit_cost_exceeds_limit"}` {
 		t.Errorf("body = %s", w.Body)
 	}
 }
 
 // TestBindingSameCapacity: the group and the global limits have the same
 // capacity (3) but different windows, so Decision.Limit cannot say which
-// one bound. The global binds (the group's window has more left), and the
-// RateLimit header and Event.Limit must name it; with a backend that
-// cannot report the layer, the middleware falls back to the group's name.
+// one bound. The global binds (the group's window has more left):
+// Event.Limit names it, and RateLimit has one item per limit with its own
+// r and t. With a backend that reports neither the binding layer nor the
+// states, the middleware falls back to one item named after the group's
+// limit, without t on an admission.
 func TestBindingSameCapacity(t *testing.T) {
 	limits := map[string]hotlimit.Policy{
 		"g":   hotlimit.FixedWindow{Limit: 3, Window: time.Hour},
@@ -215,16 +222,14 @@ func TestBindingSameCapacity(t *testing.T) {
 		if w.Code != http.StatusOK {
 			t.Fatalf("reporting=%v: %d", reporting, w.Code)
 		}
-		name, r, tt := parseRateLimit(t, w.Header().Get("RateLimit"))
-		// t is the largest reset of the layers (the group's hour window
-		// ends at 3600 s), so that a client waiting t is admitted whichever
-		// layer refused; r is the binding layer's.
-		want, wantT := "all", int64(2600)
+		// The group's hour window ends at 3600 s, the global minute at
+		// 1020 s: each item's t is its own window's end.
+		want, wantRL := "all", `"g";r=2;t=2600, "all";r=1;t=20`
 		if !reporting {
-			want = "g" // a tie on capacity: named by the fallback
+			want, wantRL = "g", `"g";r=1` // a tie on capacity: named by the fallback
 		}
-		if name != want || r != 1 || tt != wantT {
-			t.Errorf("reporting=%v: RateLimit = %q, want %q;r=1;t=%d", reporting, w.Header().Get("RateLimit"), want, wantT)
+		if got := w.Header().Get("RateLimit"); got != wantRL {
+			t.Errorf("reporting=%v: RateLimit = %q, want %q", reporting, got, wantRL)
 		}
 		if len(events) != 1 || events[0].Limit != want {
 			t.Errorf("reporting=%v: events %+v, want one naming %q", reporting, events, want)
@@ -234,9 +239,9 @@ func TestBindingSameCapacity(t *testing.T) {
 
 // checkRateLimitFields parses the IETF fields of h strictly (RFC 9651)
 // and checks their shape: RateLimit-Policy members are Strings with
-// Integer q > 0 and w > 0; RateLimit is one String naming one of them,
-// with Integer r ≥ 0 and, if present, t ≥ 0. Every parameter is an
-// Integer.
+// Integer q > 0 and w > 0, with distinct names; RateLimit members are
+// Strings, each naming a different policy, with Integer r ≥ 0 and, if
+// present, t ≥ 0. Every parameter is an Integer.
 func checkRateLimitFields(t *testing.T, h http.Header) {
 	t.Helper()
 	pol, err := sfv.ParseList(joinLines(h.Values("RateLimit-Policy")))
@@ -247,22 +252,24 @@ func checkRateLimitFields(t *testing.T, h http.Header) {
 	for _, m := range pol {
 		q, _ := m.Params.Get("q")
 		w, _ := m.Params.Get("w")
-		if m.Value.Kind != sfv.String || q.Kind != sfv.Integer || q.Int <= 0 || w.Kind != sfv.Integer || w.Int <= 0 || !integerParams(m) {
+		if m.Value.Kind != sfv.String || names[m.Value.Str] || q.Kind != sfv.Integer || q.Int <= 0 || w.Kind != sfv.Integer || w.Int <= 0 || !integerParams(m) {
 			t.Fatalf("RateLimit-Policy %q: member %+v", h.Values("RateLimit-Policy"), m)
 		}
 		names[m.Value.Str] = true
 	}
 	rl, err := sfv.ParseList(joinLines(h.Values("RateLimit")))
-	if err != nil || len(rl) != 1 {
+	if err != nil || len(rl) == 0 || len(rl) > len(pol) {
 		t.Fatalf("RateLimit %q: %v", h.Values("RateLimit"), err)
 	}
-	m := rl[0]
-	r, _ := m.Params.Get("r")
-	if m.Value.Kind != sfv.String || !names[m.Value.Str] || r.Kind != sfv.Integer || r.Int < 0 || !integerParams(m) {
-		t.Fatalf("RateLimit %q: member %+v", h.Values("RateLimit"), m)
-	}
-	if tt, ok := m.Params.Get("t"); ok && tt.Int < 0 {
-		t.Fatalf("RateLimit %q: t %+v", h.Values("RateLimit"), tt)
+	for _, m := range rl {
+		r, _ := m.Params.Get("r")
+		if m.Value.Kind != sfv.String || !names[m.Value.Str] || r.Kind != sfv.Integer || r.Int < 0 || !integerParams(m) {
+			t.Fatalf("RateLimit %q: member %+v", h.Values("RateLimit"), m)
+		}
+		delete(names, m.Value.Str) // each policy once
+		if tt, ok := m.Params.Get("t"); ok && tt.Int < 0 {
+			t.Fatalf("RateLimit %q: t %+v", h.Values("RateLimit"), tt)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/httpretry"
 )
 
 // TestLoopback drives the middleware through a real net/http server on
@@ -91,8 +92,8 @@ func TestLoopback(t *testing.T) {
 		switch res.code {
 		case http.StatusOK:
 			name, r, tt := parseRateLimit(t, res.h.Get("RateLimit"))
-			// ResetAfter = (capacity-r) × 3 s.
-			if name != "api" || tt != int64(capacity-r)*3 || res.h.Get("Retry-After") != "" {
+			// The next unit comes back 3 s after the instant of the burst.
+			if name != "api" || tt != 3 || res.h.Get("Retry-After") != "" {
 				t.Errorf("admitted: RateLimit %q, Retry-After %q", res.h.Get("RateLimit"), res.h.Get("Retry-After"))
 			}
 			rs = append(rs, int(r))
@@ -133,7 +134,51 @@ func TestLoopback(t *testing.T) {
 		t.Fatalf("1 ns before Retry-After: %d %v", res.code, err)
 	}
 	clock.Advance(1)
-	if res, err := send(c); err != nil || res.code != http.StatusOK || res.h.Get("RateLimit") != `"api";r=0;t=60` {
+	if res, err := send(c); err != nil || res.code != http.StatusOK || res.h.Get("RateLimit") != `"api";r=0;t=3` {
 		t.Fatalf("after Retry-After: %d %q %v", res.code, res.h.Get("RateLimit"), err)
+	}
+}
+
+// TestNeverNotRetried: over a real connection, a request that can never
+// pass (it costs more than the limit holds) gets 403 Forbidden without
+// Retry-After, which an httpretry client does not retry.
+func TestNeverNotRetried(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	m, err := New(Config{
+		Limits: map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 2, Window: time.Hour}},
+		Groups: []Group{
+			{Name: "big", Patterns: []string{"/big"}, Limit: "l", Cost: 3},
+			{Name: "small", Limit: "l"},
+		},
+		DefaultGroup: "small",
+		Key:          TokenKey("Authorization"),
+		Hook: func(e Event) {
+			mu.Lock()
+			seen[e.Group]++
+			mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	srv := httptest.NewServer(m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	defer srv.Close()
+	c := &http.Client{Transport: &httpretry.Transport{}}
+	defer c.CloseIdleConnections()
+	req, _ := http.NewRequest("GET", srv.URL+"/big", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("Retry-After") != "" || seen["big"] != 1 {
+		t.Fatalf("never: status %d, Retry-After %q, %d attempts; want 403, none, 1",
+			resp.StatusCode, resp.Header.Get("Retry-After"), seen["big"])
+	}
+	if _, asks := httpretry.ServerWait(resp, time.Now()); asks {
+		t.Errorf("the 403 asks the client to wait")
 	}
 }

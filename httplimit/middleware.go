@@ -19,14 +19,15 @@ import (
 // Middleware is rate-limiting net/http middleware: it puts each request
 // in a route group, extracts the client's identity, asks a Backend to
 // admit the request under the group's layer (and the global layer, all
-// or nothing), and either calls the next handler or answers 429. See the
-// package documentation.
+// or nothing), and either calls the next handler or refuses the request
+// (429, or 403 when it can never pass). See the package documentation.
 //
 // Create it with New; it is safe for concurrent use. Close releases the
 // backend.
 type Middleware struct {
 	backend    Backend
 	binder     BindingBackend // backend, when it reports the binding layer
+	stater     StateBackend   // backend, when it reports every layer's state; nil when no field needs them
 	groups     []groupState
 	byName     map[string]int
 	mux        *http.ServeMux // pattern → group; nil with classify
@@ -42,6 +43,7 @@ type Middleware struct {
 	onBackend  FailMode
 	headers    HeaderMode
 	reset      ResetMode
+	problem    bool
 	dryRun     bool
 	hook       func(Event)
 	deny       func(http.ResponseWriter, *http.Request, Denial)
@@ -56,14 +58,17 @@ type Middleware struct {
 // buffer.
 const maxKeyBuf = 160
 
-// scratch is a request's reusable buffers: the key under construction and
-// the layers handed to the Backend (which must not retain them). Both
-// would escape to the heap through the KeyFunc and Backend calls; pooling
-// them saves two allocations per request.
+// scratch is a request's reusable buffers: the key under construction,
+// the layers handed to the Backend (which must not retain them) and what
+// the Backend said of them. They would escape to the heap through the
+// KeyFunc and Backend calls; pooling them saves allocations per request.
 type scratch struct {
 	buf     [maxKeyBuf]byte
 	layers  [2]Layer
-	binding *policyInfo // the limit decide's Decision describes; nil in the pool
+	states  [2]LayerState
+	nlayers int // layers in use; 0 when no Backend was asked
+	nstates int // states the Backend reported: nlayers or 0
+	bind    int // the layer the Decision describes
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -111,6 +116,7 @@ func newMiddleware(cfg *Config) *Middleware {
 		onBackend:  cfg.OnBackendError,
 		headers:    cfg.Headers,
 		reset:      cfg.Reset,
+		problem:    cfg.ProblemDetails,
 		dryRun:     cfg.DryRun,
 		hook:       cfg.Hook,
 		deny:       cfg.Deny,
@@ -179,6 +185,9 @@ func (m *Middleware) buildBackend(factory BackendFactory, limits map[string]hotl
 	}
 	m.backend = b
 	m.binder, _ = b.(BindingBackend)
+	if m.problem || !m.dryRun && (m.headers == HeadersIETF || m.headers == HeadersBoth) {
+		m.stater, _ = b.(StateBackend) // read the states only where they are written
+	}
 	return nil
 }
 
@@ -207,26 +216,30 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	g := &m.groups[m.group(r)]
 	if g.exempt {
-		m.finish(w, r, next, g, Event{Outcome: OutcomeExempt})
+		m.finish(w, r, next, g, Event{Outcome: OutcomeExempt}, nil)
 		return
 	}
 	sc := scratchPool.Get().(*scratch)
 	ev := m.decide(r, g, sc)
-	binding := sc.binding
-	sc.layers, sc.binding = [2]Layer{}, nil // keep no key alive in the pool
-	scratchPool.Put(sc)
-	if ev.Outcome == OutcomeAllowed || ev.Outcome == OutcomeDenied || ev.Outcome == OutcomeDryRunDenied {
-		if !m.dryRun && m.headers != HeadersNone && binding != nil {
-			m.writeHeaders(w.Header(), g.policies, binding, ev.Decision)
+	var violated []string
+	if sc.nlayers > 0 && (ev.Outcome == OutcomeAllowed || ev.Outcome == OutcomeDenied || ev.Outcome == OutcomeDryRunDenied) {
+		if !m.dryRun && m.headers != HeadersNone {
+			m.writeHeaders(w.Header(), g, sc, ev.Decision)
+		}
+		if ev.Outcome == OutcomeDenied && (m.problem || m.deny != nil) {
+			violated = g.violated(sc)
 		}
 	}
-	m.finish(w, r, next, g, ev)
+	sc.layers, sc.states, sc.nlayers, sc.nstates = [2]Layer{}, [2]LayerState{}, 0, 0 // keep no key alive in the pool
+	scratchPool.Put(sc)
+	m.finish(w, r, next, g, ev, violated)
 }
 
 // errBadKeyFunc reports a KeyFunc that did not append to its dst.
 var errBadKeyFunc = errors.New("httplimit: KeyFunc returned no identity appended to dst")
 
-// decide extracts the key and asks the backend, using sc's buffers.
+// decide extracts the key, prices the request and asks the backend, using
+// sc's buffers.
 func (m *Middleware) decide(r *http.Request, g *groupState, sc *scratch) Event {
 	prefix := append(sc.buf[:0], keyPrefix...)
 	key, err := m.key(prefix, r)
@@ -239,11 +252,7 @@ func (m *Middleware) decide(r *http.Request, g *groupState, sc *scratch) Event {
 		key, err = m.clientIP.appendKey(append(sc.buf[:0], keyPrefix...), r)
 	}
 	if err != nil {
-		ev := Event{Outcome: OutcomeKeyDenied, Err: err, Fallback: fallback}
-		if m.dryRun {
-			ev.Outcome = OutcomeDryRunDenied // it would have been denied
-		}
-		return ev
+		return m.refused(Event{Outcome: OutcomeKeyDenied, Err: err, Fallback: fallback})
 	}
 	id := key[len(keyPrefix):]
 	var idHash uint64
@@ -256,24 +265,36 @@ func (m *Middleware) decide(r *http.Request, g *groupState, sc *scratch) Event {
 			return Event{Outcome: OutcomeExempt, IdentityHash: idHash, IdentityKind: kind, Fallback: fallback}
 		}
 	}
+	cost, err := g.price(r)
+	if err != nil {
+		return m.refused(Event{Outcome: OutcomeCostInvalid, Err: err, IdentityHash: idHash, Fallback: fallback})
+	}
 	key = append(key, ":route:"...)
 	key = append(key, g.name...)
 	full := string(key) // the one allocation of the key
 	layers := sc.layers[:1]
-	layers[0] = Layer{Limit: g.policy.name, Key: full, Cost: g.cost}
+	layers[0] = Layer{Limit: g.policy.name, Key: full, Cost: cost}
 	if m.global != nil {
 		layers = append(layers, Layer{Limit: m.global.name, Key: full[:len(keyPrefix)+len(id)], Cost: m.globalCost})
 	}
+	sc.nlayers = len(layers)
 	idx := -1
 	var d hotlimit.Decision
-	if m.binder != nil {
+	switch {
+	case m.stater != nil:
+		d, idx, err = m.stater.AllowStates(r.Context(), layers, sc.states[:len(layers)])
+		if err == nil {
+			sc.nstates = len(layers)
+		}
+	case m.binder != nil:
 		d, idx, err = m.binder.AllowBinding(r.Context(), layers)
-	} else {
+	default:
 		d, err = m.backend.Allow(r.Context(), layers)
 	}
 	ev := Event{IdentityHash: idHash, IdentityKind: kind, Fallback: fallback, Decision: d, Err: err}
 	switch {
 	case err != nil:
+		sc.nlayers, sc.nstates = 0, 0 // no fields: nothing was decided
 		ev.Outcome, ev.Decision = OutcomeErrorDenied, hotlimit.Decision{}
 		if m.onBackend == FailOpen || m.dryRun {
 			ev.Outcome = OutcomeErrorAllowed
@@ -286,29 +307,63 @@ func (m *Middleware) decide(r *http.Request, g *groupState, sc *scratch) Event {
 	default:
 		ev.Outcome = OutcomeDenied
 	}
-	binding := m.binding(g, d, idx)
+	sc.bind = m.binding(g, d, idx)
+	binding := g.policy
+	if sc.bind == 1 {
+		binding = m.global
+	}
 	ev.Algorithm, ev.Limit = binding.algorithm, binding.name
-	sc.binding = binding
 	return ev
 }
 
-// binding returns the limit the Decision describes: layer idx (0 the
-// group's, 1 the global) when the backend reported it, else the layer
-// whose capacity is d.Limit, the group's when both have the same capacity.
-func (m *Middleware) binding(g *groupState, d hotlimit.Decision, idx int) *policyInfo {
+// refused returns ev, a request refused before the backend was asked, as
+// DryRun has it: let through, as OutcomeDryRunDenied.
+func (m *Middleware) refused(ev Event) Event {
+	if m.dryRun {
+		ev.Outcome = OutcomeDryRunDenied // it would have been refused
+	}
+	return ev
+}
+
+// binding returns the index of the layer the Decision describes: layer
+// idx (0 the group's, 1 the global) when the backend reported it, else
+// the layer whose capacity is d.Limit, the group's when both have the
+// same capacity.
+func (m *Middleware) binding(g *groupState, d hotlimit.Decision, idx int) int {
 	switch {
 	case idx == 1 && m.global != nil:
-		return m.global
+		return 1
 	case idx == 0:
-		return g.policy
+		return 0
 	case m.global != nil && d.Limit != g.policy.q && d.Limit == m.global.q:
-		return m.global
+		return 1
 	}
-	return g.policy
+	return 0
+}
+
+// violated returns the RateLimit item names of the layers that refused
+// the request: those whose state has fewer units than the request costs
+// there, or, when the backend reported no states, the binding layer.
+func (g *groupState) violated(sc *scratch) []string {
+	if sc.nstates == 0 {
+		return []string{g.names[sc.bind]}
+	}
+	var out []string
+	for i := range sc.nstates {
+		if sc.states[i].Remaining < sc.layers[i].Cost {
+			out = append(out, g.names[i])
+		}
+	}
+	if len(out) == 0 { // the states moved since the decision
+		out = append(out, g.names[sc.bind])
+	}
+	return out
 }
 
 // finish counts, reports, and either serves the request or refuses it.
-func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, next http.Handler, g *groupState, ev Event) {
+// violated names the limits a denied request exceeded, for the problem
+// details body.
+func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, next http.Handler, g *groupState, ev Event, violated []string) {
 	g.counts[ev.Outcome].Add(1)
 	if m.hook != nil {
 		ev.Request, ev.Group, ev.PolicyVersion = r, g.name, m.version
@@ -325,21 +380,16 @@ func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, next http.Ha
 		next.ServeHTTP(w, r)
 		return
 	}
-	den := Denial{Status: http.StatusTooManyRequests, Reason: "rate_limit_exceeded", Decision: ev.Decision}
-	switch ev.Outcome {
-	case OutcomeKeyDenied:
-		den.Reason, den.Decision = "rate_limit_key_missing", hotlimit.Decision{}
-	case OutcomeErrorDenied:
-		den.Status, den.Reason, den.Decision = http.StatusServiceUnavailable, "rate_limiter_unavailable", hotlimit.Decision{}
-	default:
-		if s, ok := retryAfterSeconds(ev.Decision); ok {
-			den.RetryAfter = s
-			w.Header()["Retry-After"] = []string{strconv.FormatInt(s, 10)}
-		}
+	den := denialOf(ev, violated)
+	if den.RetryAfter > 0 {
+		w.Header()["Retry-After"] = []string{strconv.FormatInt(den.RetryAfter, 10)}
 	}
-	if m.deny != nil {
+	switch {
+	case m.deny != nil:
 		m.deny(w, r, den)
-		return
+	case m.problem && ev.Outcome == OutcomeDenied:
+		writeProblem(w, den)
+	default:
+		writeDenial(w, den)
 	}
-	writeDenial(w, den)
 }

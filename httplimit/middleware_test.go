@@ -3,6 +3,7 @@ package httplimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -32,19 +33,21 @@ func TestGlobalAllOrNothing(t *testing.T) {
 		if w.Code != http.StatusOK {
 			t.Fatalf("/b: %d", w.Code)
 		}
-		// The binding layer is the one with the fewest remaining: the
-		// global window (3 per minute; the window ends at 1020 s, 20 s
-		// from now), whose reset is also the larger of the two.
-		if name, r, tt := parseRateLimit(t, w.Header().Get("RateLimit")); name != "all" || r != int64(2-i) || tt != 20 {
-			t.Fatalf("/b #%d: RateLimit = %q, want \"all\";r=%d;t=20", i, w.Header().Get("RateLimit"), 2-i)
+		// One item per limit, each with its own r and t: b's bucket (10
+		// per minute) has its next unit back 6 s after this instant, the
+		// global window (3 per minute) ends at 1020 s, 20 s from now.
+		if got, want := w.Header().Get("RateLimit"), fmt.Sprintf(`"b";r=%d;t=6, "all";r=%d;t=20`, 9-i, 2-i); got != want {
+			t.Fatalf("/b #%d: RateLimit = %q, want %q", i, got, want)
 		}
 	}
 	w := hs.do("/a", token)
 	if w.Code != http.StatusTooManyRequests {
 		t.Fatalf("/a: %d, want 429 from the global layer", w.Code)
 	}
-	if name, r, _ := parseRateLimit(t, w.Header().Get("RateLimit")); name != "all" || r != 0 {
-		t.Errorf("RateLimit = %q, want the global layer named", w.Header().Get("RateLimit"))
+	// a's layer is full (no t: nothing to come back), the global one
+	// is spent.
+	if got := w.Header().Get("RateLimit"); got != `"a";r=10, "all";r=0;t=20` {
+		t.Errorf("RateLimit = %q", got)
 	}
 	if got := w.Header().Get("RateLimit-Policy"); got != `"a";q=10;w=60, "all";q=3;w=60` {
 		t.Errorf("RateLimit-Policy = %q", got)

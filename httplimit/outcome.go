@@ -13,12 +13,13 @@ type Outcome uint8
 // The outcomes, in the order of Counts' arrays.
 const (
 	OutcomeAllowed      Outcome = iota // the backend admitted it
-	OutcomeDenied                      // the backend denied it: 429
-	OutcomeDryRunDenied                // the backend denied it, or no key could be extracted, but DryRun let it through
+	OutcomeDenied                      // the backend denied it: 429, or 403 when it can never pass
+	OutcomeDryRunDenied                // the backend denied it, or no key or cost could be had, but DryRun let it through
 	OutcomeExempt                      // an exempt group or identity: not limited
 	OutcomeKeyDenied                   // no key could be extracted: denied
 	OutcomeErrorAllowed                // the backend failed, FailOpen (or DryRun) let it through
 	OutcomeErrorDenied                 // the backend failed, FailClosed answered 503
+	OutcomeCostInvalid                 // the group's CostFunc failed or priced it below 0: 400
 	OutcomeCount                       // the number of outcomes, the length of GroupCounts.Counts
 )
 
@@ -43,7 +44,7 @@ const (
 	NumOutcomes = OutcomeCount
 )
 
-var outcomeNames = [OutcomeCount]string{"allowed", "denied", "dry_run_denied", "exempt", "key_denied", "error_allowed", "error_denied"}
+var outcomeNames = [OutcomeCount]string{"allowed", "denied", "dry_run_denied", "exempt", "key_denied", "error_allowed", "error_denied", "cost_invalid"}
 
 // String returns the outcome's snake_case name, as used in metrics.
 func (o Outcome) String() string {

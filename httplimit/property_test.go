@@ -12,10 +12,13 @@ import (
 
 // TestRetryAfterNeverEarly runs random traffic from one client through a
 // group layer and a global layer of random algorithms on a ManualClock,
-// and checks the promise of the headers: after a 429, waiting Retry-After
-// seconds (and, the same, the RateLimit t) the same request is admitted;
-// after an admission with r=0, waiting t seconds the next request is
-// admitted.
+// and checks the promises of the headers:
+//   - after a 429, waiting Retry-After seconds the same request is
+//     admitted, and Retry-After is never earlier than the t of an item
+//     whose r is below the request's cost there (a limit it exceeded);
+//   - a request that can never pass gets 403 and no Retry-After;
+//   - each item's t is when that limit's next unit comes back, to the
+//     second: after t−1 seconds its r has not grown, after t it has.
 func TestRetryAfterNeverEarly(t *testing.T) {
 	policies := []hotlimit.Policy{
 		hotlimit.TokenBucket{Rate: hotlimit.PerSecond(3), Burst: 2},
@@ -36,31 +39,57 @@ func TestRetryAfterNeverEarly(t *testing.T) {
 			Global:       "all",
 			Key:          TokenKey("Authorization"),
 		})
+		id := tokenIdentity(t, token)
+		layer := map[string]struct {
+			key  string
+			cost int64
+		}{"grp": {LayerKey(id, "g"), cost}, "all": {LayerKey(id, ""), 1}}
+		remaining := func(name string) int64 {
+			return hs.local(t).Limiter(name).Check(layer[name].key, 0).Remaining
+		}
 		hs.clock.Advance(time.Duration(rng.Int64N(int64(10 * time.Second))))
 		for step := range 40 {
 			w := hs.do("/", token)
-			_, r, tt := parseRateLimit(t, w.Header().Get("RateLimit"))
-			var wait int64
-			switch {
-			case w.Code == http.StatusTooManyRequests:
-				ra := w.Header().Get("Retry-After")
-				if ra == "" {
-					continue // can never pass (cost above a capacity)
+			items := parseRateLimitItems(t, w.Header().Get("RateLimit"))
+			where := func() string {
+				return "iter " + strconv.Itoa(iter) + " step " + strconv.Itoa(step) + " (" +
+					w.Header().Get("RateLimit") + ", Retry-After " + w.Header().Get("Retry-After") + ")"
+			}
+			switch w.Code {
+			case http.StatusForbidden:
+				if w.Header().Get("Retry-After") != "" {
+					t.Fatalf("%s: Retry-After on a request that can never pass", where())
 				}
-				wait, _ = strconv.ParseInt(ra, 10, 64)
-				if tt > wait || tt < 0 {
-					t.Fatalf("iter %d step %d: t=%d, Retry-After %d", iter, step, tt, wait)
+				continue
+			case http.StatusTooManyRequests:
+				ra, err := strconv.ParseInt(w.Header().Get("Retry-After"), 10, 64)
+				if err != nil {
+					t.Fatalf("%s: %v", where(), err)
 				}
-			case r == 0:
-				wait = tt
-			default:
+				for name, it := range items {
+					if it.r < layer[name].cost && it.t > ra {
+						t.Fatalf("%s: Retry-After before the t of %q, a limit the request exceeded", where(), name)
+					}
+				}
+				hs.clock.Advance(time.Duration(ra) * time.Second)
+				if w2 := hs.do("/", token); w2.Code != http.StatusOK {
+					t.Fatalf("%s (%T / %T, cost %d): waited Retry-After, still %d %q", where(), gp, glp, cost, w2.Code, w2.Header().Get("RateLimit"))
+				}
+				continue
+			}
+			name := []string{"grp", "all"}[rng.IntN(2)]
+			it, ok := items[name]
+			if !ok || it.t < 0 || rng.IntN(3) == 0 {
 				hs.clock.Advance(time.Duration(rng.Int64N(int64(3 * time.Second))))
 				continue
 			}
-			hs.clock.Advance(time.Duration(wait) * time.Second)
-			if w2 := hs.do("/", token); w2.Code != http.StatusOK {
-				t.Fatalf("iter %d step %d (%T / %T, cost %d): waited %d s as told by %q / Retry-After %q, still %d %q",
-					iter, step, gp, glp, cost, wait, w.Header().Get("RateLimit"), w.Header().Get("Retry-After"), w2.Code, w2.Header().Get("RateLimit"))
+			hs.clock.Advance(time.Duration(it.t-1) * time.Second)
+			if r := remaining(name); r != it.r {
+				t.Fatalf("%s: %q has %d units %d s later, before its t of %d s", where(), name, r, it.t-1, it.t)
+			}
+			hs.clock.Advance(time.Second)
+			if r := remaining(name); r <= it.r {
+				t.Fatalf("%s: %q has %d units after its t of %d s, want more than %d", where(), name, r, it.t, it.r)
 			}
 		}
 	}

@@ -13,10 +13,17 @@ type groupState struct {
 	name     string
 	exempt   bool
 	cost     int64
+	costFunc func(*http.Request) (int64, error) // nil: cost
 	policy   *policyInfo
-	policies []string // RateLimit-Policy value: the group's item, then Global's
+	names    [2]string // the RateLimit items' names: the group's layer, then the global one
+	policies []string  // RateLimit-Policy value: the group's item, then the global one
 	counts   [OutcomeCount]atomic.Uint64
 }
+
+// globalSuffix tells the global layer's item from the group's when both
+// use the same limit. "/" is not allowed in a limit's name, so the
+// suffixed name never names another limit.
+const globalSuffix = "/global"
 
 // buildGroups sets m.groups, m.byName and m.defaultIdx from groups, each
 // limited by its named entry of limits. m.global must be set first: a
@@ -33,7 +40,7 @@ func (m *Middleware) buildGroups(groups []Group, defaultGroup string, limits map
 			return fmt.Errorf("httplimit: Config.Groups[%d]: duplicate group %q", i, g.Name)
 		}
 		m.byName[g.Name] = i
-		gs.name, gs.exempt, gs.cost = g.Name, g.Exempt, g.Cost
+		gs.name, gs.exempt, gs.cost, gs.costFunc = g.Name, g.Exempt, g.Cost, g.CostFunc
 		if g.Cost < 0 {
 			return fmt.Errorf("httplimit: group %q: Cost must be ≥ 0, got %d", g.Name, g.Cost)
 		}
@@ -46,9 +53,14 @@ func (m *Middleware) buildGroups(groups []Group, defaultGroup string, limits map
 		if gs.policy = limits[g.Limit]; gs.policy == nil {
 			return fmt.Errorf("httplimit: group %q: Limit %q is not in Config.Limits", g.Name, g.Limit)
 		}
-		v := gs.policy.item
+		gs.names[0] = gs.policy.name
+		v := policyItem(gs.names[0], gs.policy)
 		if m.global != nil {
-			v += ", " + m.global.item
+			gs.names[1] = m.global.name
+			if gs.names[1] == gs.names[0] {
+				gs.names[1] += globalSuffix
+			}
+			v += ", " + policyItem(gs.names[1], m.global)
 		}
 		gs.policies = []string{v}
 	}

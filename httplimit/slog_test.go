@@ -45,6 +45,13 @@ func (b switchable) AllowBinding(ctx context.Context, ls []httplimit.Layer) (hot
 	return b.Local.AllowBinding(ctx, ls)
 }
 
+func (b switchable) AllowStates(ctx context.Context, ls []httplimit.Layer, st []httplimit.LayerState) (hotlimit.Decision, int, error) {
+	if b.down.Load() {
+		return hotlimit.Decision{}, -1, errStoreDown
+	}
+	return b.Local.AllowStates(ctx, ls, st)
+}
+
 // logRig is a middleware on a ManualClock whose hook is a DenialLogger
 // writing JSON lines to buf.
 type logRig struct {

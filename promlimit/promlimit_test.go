@@ -65,6 +65,7 @@ func TestCollector(t *testing.T) {
 # HELP hotlimit_http_requests_total HTTP requests seen by the rate-limit middleware, by route group and outcome.
 # TYPE hotlimit_http_requests_total counter
 hotlimit_http_requests_total{group="cheap",outcome="allowed",service="api"} 1
+hotlimit_http_requests_total{group="cheap",outcome="cost_invalid",service="api"} 0
 hotlimit_http_requests_total{group="cheap",outcome="denied",service="api"} 0
 hotlimit_http_requests_total{group="cheap",outcome="dry_run_denied",service="api"} 0
 hotlimit_http_requests_total{group="cheap",outcome="error_allowed",service="api"} 0
@@ -72,6 +73,7 @@ hotlimit_http_requests_total{group="cheap",outcome="error_denied",service="api"}
 hotlimit_http_requests_total{group="cheap",outcome="exempt",service="api"} 0
 hotlimit_http_requests_total{group="cheap",outcome="key_denied",service="api"} 1
 hotlimit_http_requests_total{group="health",outcome="allowed",service="api"} 0
+hotlimit_http_requests_total{group="health",outcome="cost_invalid",service="api"} 0
 hotlimit_http_requests_total{group="health",outcome="denied",service="api"} 0
 hotlimit_http_requests_total{group="health",outcome="dry_run_denied",service="api"} 0
 hotlimit_http_requests_total{group="health",outcome="error_allowed",service="api"} 0
@@ -79,6 +81,7 @@ hotlimit_http_requests_total{group="health",outcome="error_denied",service="api"
 hotlimit_http_requests_total{group="health",outcome="exempt",service="api"} 1
 hotlimit_http_requests_total{group="health",outcome="key_denied",service="api"} 0
 hotlimit_http_requests_total{group="search",outcome="allowed",service="api"} 3
+hotlimit_http_requests_total{group="search",outcome="cost_invalid",service="api"} 0
 hotlimit_http_requests_total{group="search",outcome="denied",service="api"} 3
 hotlimit_http_requests_total{group="search",outcome="dry_run_denied",service="api"} 0
 hotlimit_http_requests_total{group="search",outcome="error_allowed",service="api"} 0

@@ -47,7 +47,7 @@ func TestServer429(t *testing.T) {
 	if w.Code != http.StatusTooManyRequests {
 		t.Fatalf("4th report: %d, want 429", w.Code)
 	}
-	if w.Header().Get("Retry-After") != "10" || w.Header().Get("RateLimit") != `"report";r=0;t=10` {
+	if w.Header().Get("Retry-After") != "10" || w.Header().Get("RateLimit") != `"report";r=0;t=10, "global";r=27;t=80` {
 		t.Fatalf("429 headers: Retry-After %q, RateLimit %q", w.Header().Get("Retry-After"), w.Header().Get("RateLimit"))
 	}
 	if !strings.Contains(w.Body.String(), `"error":"rate_limit_exceeded"`) {
