@@ -154,15 +154,21 @@ func (b *Local) AllowStates(_ context.Context, layers []Layer, states []LayerSta
 	return d, i, nil
 }
 
-// layerState reads key's state in lim: Remaining r, then how long until
-// the r+1-th unit comes back. If the state moves between the two reads (a
-// concurrent admission or refund, or a unit coming back), it reads again
-// from the newer one, once; then it gives up on the Window.
+// layerState reads key's state in lim: Remaining r, and how long until
+// the r+1-th unit comes back. For the buckets and the fixed window that
+// follows from the same reading (see unitBack); for the sliding window
+// and the sliding log it takes a second reading, Check(key, r+1). If the
+// state moves between the two (a concurrent admission or refund, or a
+// unit coming back), it reads again from the newer one, once; then it
+// gives up on the Window.
 func layerState(lim *hotlimit.Limiter, key string) LayerState {
 	c := lim.Check(key, 0)
 	for range 2 {
 		if c.Remaining >= c.Limit {
 			return LayerState{Remaining: c.Remaining} // full: nothing to wait for
+		}
+		if w, ok := unitBack(lim.Policy(), c); ok {
+			return LayerState{Remaining: c.Remaining, Window: w}
 		}
 		n := lim.Check(key, c.Remaining+1)
 		if !n.Allowed && n.Remaining == c.Remaining {
@@ -173,5 +179,30 @@ func layerState(lim *hotlimit.Limiter, key string) LayerState {
 	return LayerState{Remaining: c.Remaining, Window: hotlimit.Never}
 }
 
+// unitBack returns, for the policies where it follows from one reading c
+// with c.Remaining below c.Limit, the time until the next unit comes back:
+// what Check(key, c.Remaining+1).RetryAfter would say. A fixed window
+// gives everything back when it ends, which is c.ResetAfter. A bucket's
+// ResetAfter is its debt, and its r+1-th unit fits once the debt is down
+// to (Limit−r−1) intervals (for the leaky bucket too, where Limit is
+// Capacity+1).
+func unitBack(p hotlimit.Policy, c hotlimit.Decision) (time.Duration, bool) {
+	var interval time.Duration
+	switch v := p.(type) {
+	case hotlimit.FixedWindow, *hotlimit.FixedWindow:
+		return c.ResetAfter, true
+	case hotlimit.TokenBucket:
+		interval = v.Rate.Interval()
+	case *hotlimit.TokenBucket:
+		interval = v.Rate.Interval()
+	case hotlimit.LeakyBucket:
+		interval = v.Rate.Interval()
+	case *hotlimit.LeakyBucket:
+		interval = v.Rate.Interval()
+	default:
+		return 0, false
+	}
+	return c.ResetAfter - time.Duration(c.Limit-c.Remaining-1)*interval, true
+}
 // Close stops every limiter's sweeper.
 func (b *Local) Close() error { return b.classes.Close() }

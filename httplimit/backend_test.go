@@ -1,0 +1,50 @@
+package httplimit
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+// TestLayerState: for every policy, at random states, the Window that
+// layerState reports is to the nanosecond what a second reading,
+// Check(key, r+1).RetryAfter, says: for the buckets and the fixed window
+// it follows from the first reading alone (unitBack), and must agree.
+func TestLayerState(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, p := range []hotlimit.Policy{
+		hotlimit.TokenBucket{Rate: hotlimit.PerSecond(3), Burst: 5},
+		&hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 7, Per: 10 * time.Second}, Burst: 4},
+		hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(3), Capacity: 4},
+		&hotlimit.LeakyBucket{Rate: hotlimit.Rate{N: 7, Per: 10 * time.Second}, Capacity: 0},
+		hotlimit.FixedWindow{Limit: 5, Window: 7 * time.Second},
+		hotlimit.SlidingWindow{Limit: 5, Window: 7 * time.Second},
+		hotlimit.SlidingLog{Limit: 5, Window: 7 * time.Second},
+	} {
+		clock := hotlimit.NewManualClock()
+		clock.Set(1000*time.Second + 123456789)
+		lim, err := hotlimit.New(p, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lim.Close()
+		for step := range 300 {
+			lim.AllowN("k", int64(rng.IntN(3)))
+			clock.Advance(time.Duration(rng.Int64N(int64(2 * time.Second))))
+			st := layerState(lim, "k")
+			c := lim.Check("k", 0)
+			if st.Remaining != c.Remaining {
+				t.Fatalf("%T step %d: Remaining %d, Check says %d", p, step, st.Remaining, c.Remaining)
+			}
+			want := time.Duration(0)
+			if c.Remaining < c.Limit {
+				want = lim.Check("k", c.Remaining+1).RetryAfter
+			}
+			if st.Window != want {
+				t.Fatalf("%T step %d: Window %v, Check(r+1) says %v (state %+v)", p, step, st.Window, want, c)
+			}
+		}
+	}
+}
