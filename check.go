@@ -14,10 +14,16 @@ package hotlimit
 // Limit, Check(key, r+1).RetryAfter is how long r stays the most the key
 // can spend: the time until the next unit comes back.
 func (l *Limiter) Check(key string, cost int64) Decision {
-	d := l.check(key, cost)
+	return l.withDelay(l.check(key, cost), cost)
+}
+
+// withDelay returns d, a check of cost, with the Delay an admission of
+// cost would have: for the leaky bucket, the debt it would wait out,
+// which is the current state's ResetAfter; 0 otherwise.
+func (l *Limiter) withDelay(d Decision, cost int64) Decision {
 	d.Delay = 0
 	if d.Allowed && cost > 0 && l.kind == kindLeakyBucket {
-		d.Delay = d.ResetAfter // the debt an admission would wait out
+		d.Delay = d.ResetAfter
 	}
 	return d
 }

@@ -53,6 +53,23 @@ func AllowLayers(layers ...Layer) Decision {
 // Limit alone cannot tell two layers of the same capacity apart. A layer
 // with a nil Limiter binds when it is reached; for no layers it is -1.
 func AllowLayersIndex(layers ...Layer) (Decision, int) {
+	return allowLayers(nil, layers)
+}
+
+// AllowLayersEach is AllowLayersIndex that also sets each[i] to layer i's
+// own Decision, for callers that report every layer (the RateLimit field
+// has one item per limit): when the request was admitted, the layer's
+// admission; when it was refused, what the layer alone would decide for
+// its cost now, after the other layers were given back (the layer that
+// refused it, or, for a nil Limiter, RetryAfter = Never). Remaining and
+// ResetAfter are then each layer's state after the call. each must have
+// room for every layer: len(each) ≥ len(layers).
+func AllowLayersEach(each []Decision, layers ...Layer) (Decision, int) {
+	return allowLayers(each[:len(layers)], layers)
+}
+
+// allowLayers is AllowLayersEach, with each nil when no caller wants it.
+func allowLayers(each []Decision, layers []Layer) (Decision, int) {
 	var buf [maxStackLayers]int64
 	ats := buf[:0]
 	if len(layers) > maxStackLayers {
@@ -65,15 +82,21 @@ func AllowLayersIndex(layers ...Layer) (Decision, int) {
 		ly := &layers[i]
 		if ly.Limiter == nil {
 			refundLayers(layers[:i], ats)
+			if each != nil {
+				deniedLayers(each, layers, i, Decision{RetryAfter: Never})
+			}
 			return Decision{RetryAfter: Never}, i
 		}
 		v, at, p := ly.Limiter.allow(ly.Key, ly.Cost)
 		if !v.ok {
 			refundLayers(layers[:i], ats)
-			return deniedLayers(layers, i, p.decision(v, ly.Cost))
+			return deniedLayers(each, layers, i, p.decision(v, ly.Cost))
 		}
 		ats = append(ats, at)
 		d := p.decision(v, ly.Cost)
+		if each != nil {
+			each[i] = d
+		}
 		if n := requests(d.Remaining, ly.Cost); i == 0 || n < best || n == best && d.Remaining < out.Remaining {
 			best, out.Remaining, out.Limit, binding = n, d.Remaining, d.Limit, i
 		}
@@ -101,10 +124,14 @@ func refundLayers(layers []Layer, ats []int64) {
 
 // deniedLayers builds the Decision of a layered request that layer i
 // denied with d, after the earlier layers were given back, and returns
-// the binding layer's index.
-func deniedLayers(layers []Layer, i int, d Decision) (Decision, int) {
+// the binding layer's index. When each is not nil, it also records every
+// layer's own Decision there.
+func deniedLayers(each []Decision, layers []Layer, i int, d Decision) (Decision, int) {
 	out, binding := d, i
 	nilSeen := false
+	if each != nil {
+		each[i] = d
+	}
 	for j := range layers {
 		ly := &layers[j]
 		if j == i {
@@ -115,9 +142,15 @@ func deniedLayers(layers []Layer, i int, d Decision) (Decision, int) {
 				nilSeen, binding = true, j
 			}
 			out.RetryAfter, out.Limit, out.Remaining = Never, 0, 0
+			if each != nil {
+				each[j] = Decision{RetryAfter: Never}
+			}
 			continue
 		}
 		c := ly.Limiter.check(ly.Key, ly.Cost)
+		if each != nil {
+			each[j] = ly.Limiter.withDelay(c, ly.Cost)
+		}
 		if !c.Allowed && c.RetryAfter > out.RetryAfter {
 			out.RetryAfter, out.Limit, out.Remaining, binding = c.RetryAfter, c.Limit, c.Remaining, j
 		}

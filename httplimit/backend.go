@@ -129,16 +129,19 @@ func (b *Local) AllowBinding(ctx context.Context, layers []Layer) (hotlimit.Deci
 	return b.AllowStates(ctx, layers, nil)
 }
 
-// AllowStates implements StateBackend: AllowBinding, then each layer's
-// state from hotlimit.Limiter.Check. The states are read just after the
-// decision, not at its instant: a concurrent request or the passing time
-// may already have changed them, which makes them hints, as the RateLimit
-// field is. A nil states reads none.
+// AllowStates implements StateBackend with hotlimit.AllowLayersEach:
+// each layer's Remaining is its own after the decision, and its Window
+// follows from the same reading for the buckets and the fixed window; for
+// the sliding window and the sliding log it takes a Check just after the
+// decision, which a concurrent request or the passing time may already
+// have changed: the fields are hints, as the draft says. A nil states
+// reads none.
 func (b *Local) AllowStates(_ context.Context, layers []Layer, states []LayerState) (hotlimit.Decision, int, error) {
 	var buf [8]hotlimit.Layer
-	ls := buf[:0]
+	var ebuf [8]hotlimit.Decision
+	ls, each := buf[:0], ebuf[:]
 	if len(layers) > len(buf) {
-		ls = make([]hotlimit.Layer, 0, len(layers))
+		ls, each = make([]hotlimit.Layer, 0, len(layers)), make([]hotlimit.Decision, len(layers))
 	}
 	for _, ly := range layers {
 		lim := b.classes.Class(ly.Limit)
@@ -147,22 +150,25 @@ func (b *Local) AllowStates(_ context.Context, layers []Layer, states []LayerSta
 		}
 		ls = append(ls, hotlimit.Layer{Limiter: lim, Key: ly.Key, Cost: ly.Cost})
 	}
-	d, i := hotlimit.AllowLayersIndex(ls...)
+	if states == nil {
+		d, i := hotlimit.AllowLayersIndex(ls...)
+		return d, i, nil
+	}
+	d, i := hotlimit.AllowLayersEach(each, ls...)
 	for j := range states {
-		states[j] = layerState(ls[j].Limiter, ls[j].Key)
+		states[j] = layerState(ls[j].Limiter, ls[j].Key, each[j])
 	}
 	return d, i, nil
 }
 
-// layerState reads key's state in lim: Remaining r, and how long until
-// the r+1-th unit comes back. For the buckets and the fixed window that
-// follows from the same reading (see unitBack); for the sliding window
-// and the sliding log it takes a second reading, Check(key, r+1). If the
-// state moves between the two (a concurrent admission or refund, or a
-// unit coming back), it reads again from the newer one, once; then it
-// gives up on the Window.
-func layerState(lim *hotlimit.Limiter, key string) LayerState {
-	c := lim.Check(key, 0)
+// layerState returns the state of key in lim from c, the layer's own
+// Decision: Remaining r, and how long until the r+1-th unit comes back.
+// For the buckets and the fixed window that follows from c (see
+// unitBack); for the sliding window and the sliding log it takes a
+// reading, Check(key, r+1). If the state moved since c (a concurrent
+// admission or refund, or a unit coming back), it reads again from the
+// newer state, once; then it gives up on the Window.
+func layerState(lim *hotlimit.Limiter, key string, c hotlimit.Decision) LayerState {
 	for range 2 {
 		if c.Remaining >= c.Limit {
 			return LayerState{Remaining: c.Remaining} // full: nothing to wait for
@@ -204,5 +210,6 @@ func unitBack(p hotlimit.Policy, c hotlimit.Decision) (time.Duration, bool) {
 	}
 	return c.ResetAfter - time.Duration(c.Limit-c.Remaining-1)*interval, true
 }
+
 // Close stops every limiter's sweeper.
 func (b *Local) Close() error { return b.classes.Close() }

@@ -33,7 +33,7 @@ func TestLayerState(t *testing.T) {
 		for step := range 300 {
 			lim.AllowN("k", int64(rng.IntN(3)))
 			clock.Advance(time.Duration(rng.Int64N(int64(2 * time.Second))))
-			st := layerState(lim, "k")
+			st := layerState(lim, "k", lim.Check("k", 0))
 			c := lim.Check("k", 0)
 			if st.Remaining != c.Remaining {
 				t.Fatalf("%T step %d: Remaining %d, Check says %d", p, step, st.Remaining, c.Remaining)

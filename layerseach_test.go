@@ -1,0 +1,73 @@
+package hotlimit_test
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+// TestAllowLayersEach runs random layered requests through AllowLayersEach
+// and, on a twin set of limiters, AllowLayersIndex: the two agree on the
+// Decision and the binding layer, and each[i] is layer i's own view after
+// the call: its Limit, its state's Remaining and ResetAfter, and, when the
+// request was refused, what Check of its cost says now.
+func TestAllowLayersEach(t *testing.T) {
+	policies := []hotlimit.Policy{
+		hotlimit.TokenBucket{Rate: hotlimit.PerSecond(2), Burst: 3},
+		hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(2), Capacity: 2},
+		hotlimit.FixedWindow{Limit: 4, Window: 3 * time.Second},
+		hotlimit.SlidingWindow{Limit: 4, Window: 3 * time.Second},
+		hotlimit.SlidingLog{Limit: 3, Window: 2 * time.Second},
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for iter := range 40 {
+		n := 1 + rng.IntN(3)
+		var ls, twin []hotlimit.Layer
+		var clocks []*hotlimit.ManualClock
+		for i := range n {
+			p := policies[rng.IntN(len(policies))]
+			a, ca := newManual(t, p)
+			b, cb := newManual(t, p)
+			clocks = append(clocks, ca, cb)
+			cost := int64(1 + rng.IntN(2))
+			key := string(rune('a' + i))
+			ls = append(ls, hotlimit.Layer{Limiter: a, Key: key, Cost: cost})
+			twin = append(twin, hotlimit.Layer{Limiter: b, Key: key, Cost: cost})
+		}
+		each := make([]hotlimit.Decision, n+2) // room to spare is allowed
+		for step := range 30 {
+			d, idx := hotlimit.AllowLayersEach(each, ls...)
+			wd, widx := hotlimit.AllowLayersIndex(twin...)
+			if d != wd || idx != widx {
+				t.Fatalf("iter %d step %d: Each %+v %d, Index %+v %d", iter, step, d, idx, wd, widx)
+			}
+			for i, ly := range ls {
+				e, now := each[i], ly.Limiter.Check(ly.Key, 0)
+				if e.Limit != ly.Limiter.Limit() || e.Remaining != now.Remaining || e.ResetAfter != now.ResetAfter {
+					t.Fatalf("iter %d step %d layer %d: each %+v, state now %+v", iter, step, i, e, now)
+				}
+				if d.Allowed != e.Allowed && d.Allowed {
+					t.Fatalf("iter %d step %d layer %d: admitted, each %+v", iter, step, i, e)
+				}
+				if !d.Allowed {
+					if c := ly.Limiter.Check(ly.Key, ly.Cost); e.Allowed != c.Allowed || e.RetryAfter != c.RetryAfter || e.Delay != c.Delay {
+						t.Fatalf("iter %d step %d layer %d: refused, each %+v, Check %+v", iter, step, i, e, c)
+					}
+				}
+			}
+			dt := time.Duration(rng.Int64N(int64(time.Second)))
+			for _, c := range clocks {
+				c.Advance(dt)
+			}
+		}
+	}
+	// A nil Limiter refuses with Never; the others still report.
+	l, _ := newManual(t, policies[0])
+	each := make([]hotlimit.Decision, 2)
+	d, idx := hotlimit.AllowLayersEach(each, hotlimit.Layer{Limiter: l, Key: "k", Cost: 1}, hotlimit.Layer{Key: "k", Cost: 1})
+	if d.Allowed || idx != 1 || each[1].RetryAfter != hotlimit.Never || each[0].Remaining != 3 || !each[0].Allowed {
+		t.Fatalf("nil layer: %+v %d, each %+v", d, idx, each)
+	}
+}
