@@ -25,11 +25,11 @@ type Backend interface {
 
 // A BindingBackend is a Backend that also reports which layer its
 // Decision describes, as hotlimit.AllowLayersIndex does. The middleware
-// then names exactly that layer's limit in the RateLimit header and in
-// Event.Limit. Without it, the middleware infers the layer from
-// Decision.Limit, which cannot tell two layers of the same capacity
-// apart; it then names the route group's limit. Local and redislimit's
-// backend implement it.
+// then names exactly that layer's limit in Event.Limit (and in the
+// RateLimit field, when the backend is not a StateBackend). Without it,
+// the middleware infers the layer from Decision.Limit, which cannot tell
+// two layers of the same capacity apart; it then names the route group's
+// limit. Local and redislimit's backend implement it.
 type BindingBackend interface {
 	Backend
 	// AllowBinding is Allow that also returns the index in layers of the

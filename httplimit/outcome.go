@@ -81,8 +81,9 @@ type Event struct {
 	// Fallback reports that the key is the client IP because Config.Key
 	// failed (KeyErrorFallbackIP).
 	Fallback bool
-	// Algorithm and Limit describe the binding limit (the one named in
-	// the RateLimit header); empty for exempt requests and key failures.
+	// Algorithm and Limit describe the binding limit: the one that
+	// refused the request, or, admitted, the one with the fewest requests
+	// left. Empty for exempt requests and key and cost failures.
 	Algorithm string
 	Limit     string
 	// PolicyVersion is Config.PolicyVersion.
