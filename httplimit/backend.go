@@ -44,8 +44,11 @@ type BindingBackend interface {
 type StateBackend interface {
 	BindingBackend
 	// AllowStates is AllowBinding that also sets states[i] to layer i's
-	// state right after the decision (len(states) == len(layers)). It
-	// must not retain either slice.
+	// state right after the decision (len(states) == len(layers)). A
+	// backend that cannot tell a layer's state (a wrapper around a
+	// backend that is not a StateBackend) sets its Remaining to -1; the
+	// middleware then writes the binding layer's item only. It must not
+	// retain either slice.
 	AllowStates(ctx context.Context, layers []Layer, states []LayerState) (hotlimit.Decision, int, error)
 }
 

@@ -94,8 +94,9 @@
 // client that waits t is never refused by that limit for want of time.
 // For a fixed window that is the end of the window, for the buckets the
 // next refill of one unit, for the sliding window and the sliding log the
-// moment enough of the past stops counting. An item without t is a full
-// limit: nothing to wait for. Retry-After is never earlier than the t of
+// moment enough of the past stops counting (docs/semantics.md in the
+// repository defines Remaining and RetryAfter for each algorithm
+// exactly). An item without t is a full limit: nothing to wait for. Retry-After is never earlier than the t of
 // an item whose r is below the request's cost there (a limit it
 // exceeded). The draft reminds clients that t does not promise a full
 // quota; the RateLimit-Policy item gives the whole quota.

@@ -148,3 +148,33 @@ func TestBindingOnlyBackend(t *testing.T) {
 		}
 	}
 }
+
+// unknownStates is a StateBackend that cannot tell the layers' states, as
+// a wrapper around a backend that is not one would be.
+type unknownStates struct{ bindingOnly }
+
+func (b unknownStates) AllowStates(ctx context.Context, ls []Layer, states []LayerState) (hotlimit.Decision, int, error) {
+	for i := range states {
+		states[i] = LayerState{Remaining: -1}
+	}
+	return b.AllowBinding(ctx, ls)
+}
+
+// TestUnknownStates: states reported as unknown (Remaining -1) are not
+// written as items: the field falls back to the binding layer's item.
+func TestUnknownStates(t *testing.T) {
+	hs := newHarness(t, Config{
+		Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 4, Window: time.Minute}, "all": hotlimit.FixedWindow{Limit: 9, Window: time.Minute}},
+		Groups:       []Group{{Name: "g", Limit: "l"}},
+		DefaultGroup: "g",
+		Global:       "all",
+		Key:          TokenKey("Authorization"),
+		Backend: func(l map[string]hotlimit.Policy) (Backend, error) {
+			b, err := NewLocal(l, hotlimit.WithSweepInterval(0))
+			return unknownStates{bindingOnly{b}}, err
+		},
+	})
+	if got := hs.do("/", token).Header().Get("RateLimit"); got != `"l";r=3` {
+		t.Errorf("RateLimit = %q, want the binding layer's item only", got)
+	}
+}

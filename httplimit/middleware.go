@@ -283,7 +283,7 @@ func (m *Middleware) decide(r *http.Request, g *groupState, sc *scratch) Event {
 	switch {
 	case m.stater != nil:
 		d, idx, err = m.stater.AllowStates(r.Context(), layers, sc.states[:len(layers)])
-		if err == nil {
+		if err == nil && sc.states[0].Remaining >= 0 && (len(layers) == 1 || sc.states[1].Remaining >= 0) {
 			sc.nstates = len(layers)
 		}
 	case m.binder != nil:
