@@ -161,14 +161,14 @@
 // # Overhead
 //
 // An admitted request with a Bearer token, a group layer and a global
-// layer, IETF headers on, runs about 12,500 instructions in the
+// layer, IETF headers on, runs about 12,300 instructions in the
 // middleware and allocates 3 times (128 B: the key string, the RateLimit
 // value and its slice): go test -bench '^BenchmarkMiddleware$' counted by
 // valgrind's callgrind. Nearly half of it is SHA-256 of the token, a
 // fifth the two limiter layers and their states, an eighth ServeMux
 // matching, an eighth writing the fields. Over a real loopback connection
 // with net/http on both ends (BenchmarkLoopback) the request costs about
-// 28,500 instructions more than the bare handler, the longer header block
+// 28,600 instructions more than the bare handler, the longer header block
 // written and parsed included; bench/RESULTS.md has the figures and the
 // commands.
 //
