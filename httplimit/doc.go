@@ -90,16 +90,18 @@
 // the limit would admit now (hotlimit.Decision.Remaining of its key) and t
 // is its effective window, the time during which r stays the most it
 // admits: the seconds until its next unit comes back
-// (hotlimit.Limiter.Check(key, r+1).RetryAfter), rounded up so that a
-// client that waits t is never refused by that limit for want of time.
-// For a fixed window that is the end of the window, for the buckets the
-// next refill of one unit, for the sliding window and the sliding log the
-// moment enough of the past stops counting (docs/semantics.md in the
-// repository defines Remaining and RetryAfter for each algorithm
-// exactly). An item without t is a full limit: nothing to wait for. Retry-After is never earlier than the t of
-// an item whose r is below the request's cost there (a limit it
-// exceeded). The draft reminds clients that t does not promise a full
-// quota; the RateLimit-Policy item gives the whole quota.
+// (hotlimit.Limiter.Check(key, r+1).RetryAfter), rounded up, so that
+// after t seconds the limit holds at least r+1 units if nothing else
+// spent them. For a fixed window that is the end of the window, for the
+// buckets the refill of one unit, for the sliding window and the sliding
+// log the moment enough of the past stops counting (docs/semantics.md in
+// the repository defines Remaining and RetryAfter for each algorithm
+// exactly). An item without t is a full limit: nothing to wait for.
+// Retry-After is never earlier than the t of an item whose r is below
+// the request's cost there (a limit it exceeded); an item the request did
+// not exceed may have a later t, which then bounds only what the client
+// may spend there. The draft reminds clients that t does not promise a
+// full quota; the RateLimit-Policy item gives the whole quota.
 //
 // Items are named after their limit in Config.Limits. When Config.Global
 // names the same limit as the request's group, the global layer's item is
@@ -108,10 +110,11 @@
 //
 // r and t per limit come from a StateBackend (Local is one). A backend
 // that reports only the binding layer (the one that refused the request,
-// or that has the fewest requests left) gets one RateLimit item, named
-// after that layer's limit (the group's, when a backend that is not a
-// BindingBackend leaves two layers of one capacity indistinguishable),
-// with t only when its Decision tells when the next unit comes back.
+// or that has the fewest requests left), or that reports the layers'
+// states as unknown, gets one RateLimit item, named after that layer's
+// limit (the group's, when a backend that is not a BindingBackend leaves
+// two layers of one capacity indistinguishable), with t only when its
+// Decision tells when the next unit comes back.
 //
 // How each algorithm maps to the draft's quota q and window w:
 //
