@@ -76,7 +76,7 @@ func TestCostFunc(t *testing.T) {
 				w.Code, ev.Outcome, left("gql", "graphql"), left("all", ""), tc.status, tc.outcome, tc.gql, tc.all, ev)
 		}
 		if tc.status == 400 {
-			if ev.Err == nil || !strings.Contains(ev.Err.Error(), tc.err) || strings.TrimSpace(w.Body.String()) != `{"error":"rate_limit_cost_invalid"}` || w.Header().Get("RateLimit") != "" {
+			if ev.Err == nil || !strings.Contains(ev.Err.Error(), tc.err) || ev.IdentityKind != "tok" || strings.TrimSpace(w.Body.String()) != `{"error":"rate_limit_cost_invalid"}` || w.Header().Get("RateLimit") != "" {
 				t.Fatalf("%s cost %q: body %s, headers %v, Err %v", tc.path, tc.cost, w.Body, w.Header(), ev.Err)
 			}
 		}

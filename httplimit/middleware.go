@@ -267,7 +267,7 @@ func (m *Middleware) decide(r *http.Request, g *groupState, sc *scratch) Event {
 	}
 	cost, err := g.price(r)
 	if err != nil {
-		return m.refused(Event{Outcome: OutcomeCostInvalid, Err: err, IdentityHash: idHash, Fallback: fallback})
+		return m.refused(Event{Outcome: OutcomeCostInvalid, Err: err, IdentityHash: idHash, IdentityKind: kind, Fallback: fallback})
 	}
 	key = append(key, ":route:"...)
 	key = append(key, g.name...)
