@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -92,6 +93,34 @@ type Event struct {
 	Decision hotlimit.Decision
 	// Err is the key extraction or backend error, if any.
 	Err error
+}
+
+// Reason returns why the request was refused, or, under DryRun, why it
+// would have been: Denial.Reason's words ("rate_limit_exceeded",
+// "rate_limit_cost_exceeds_limit", "rate_limit_cost_invalid",
+// "rate_limit_key_missing", "rate_limiter_unavailable"), or "" for a
+// request that was admitted or exempt.
+func (e *Event) Reason() string {
+	switch e.Outcome {
+	case OutcomeErrorDenied, OutcomeErrorAllowed:
+		return "rate_limiter_unavailable"
+	case OutcomeKeyDenied:
+		return "rate_limit_key_missing"
+	case OutcomeCostInvalid:
+		return "rate_limit_cost_invalid"
+	case OutcomeDenied, OutcomeDryRunDenied:
+		var ce costError
+		switch {
+		case errors.As(e.Err, &ce):
+			return "rate_limit_cost_invalid"
+		case e.Err != nil:
+			return "rate_limit_key_missing"
+		case e.Decision.RetryAfter == hotlimit.Never:
+			return "rate_limit_cost_exceeds_limit"
+		}
+		return "rate_limit_exceeded"
+	}
+	return ""
 }
 
 // GroupCounts are one group's request counts by Outcome, counted from

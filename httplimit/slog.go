@@ -34,7 +34,7 @@ type DenialLogOptions struct {
 //	...
 //	mw, err := httplimit.New(httplimit.Config{..., Hook: dl.Hook})
 //
-// It logs the outcomes Denied, KeyDenied and DryRunDenied at
+// It logs the outcomes Denied, KeyDenied, CostInvalid and DryRunDenied at
 // slog.LevelInfo (a denial is the limiter working), and ErrorDenied and
 // ErrorAllowed (the backend could not decide, so the failure policy did)
 // at slog.LevelWarn. Allowed and Exempt requests are not logged. Each line
@@ -55,10 +55,11 @@ type DenialLogOptions struct {
 //	                configuration decided
 //	instance        DenialLogOptions.Instance
 //	method          the request's method
-//	outcome         the Outcome: "denied", "key_denied", "dry_run_denied",
-//	                "error_denied", "error_allowed"
-//	reason          "rate_limit_exceeded", "rate_limit_key_missing" or
-//	                "rate_limiter_unavailable" (as Denial.Reason)
+//	outcome         the Outcome: "denied", "key_denied", "cost_invalid",
+//	                "dry_run_denied", "error_denied", "error_allowed"
+//	reason          Event.Reason: "rate_limit_exceeded",
+//	                "rate_limit_cost_exceeds_limit", "rate_limit_cost_invalid",
+//	                "rate_limit_key_missing" or "rate_limiter_unavailable"
 //	decision        a group, when the backend decided: limit (capacity),
 //	                remaining (capacity left: 0 on most denials, more when
 //	                the request cost more than what is left),
@@ -129,7 +130,7 @@ func NewDenialLogger(logger *slog.Logger, opts DenialLogOptions) (*DenialLogger,
 // logged reports whether the logger writes a line for outcome o.
 func logged(o Outcome) bool {
 	switch o {
-	case Denied, KeyDenied, DryRunDenied, ErrorDenied, ErrorAllowed:
+	case Denied, KeyDenied, DryRunDenied, ErrorDenied, ErrorAllowed, OutcomeCostInvalid:
 		return true
 	}
 	return false
@@ -182,12 +183,9 @@ func (dl *DenialLogger) flush(ctx context.Context) {
 // write logs ev's line.
 func (dl *DenialLogger) write(ctx context.Context, ev Event) {
 	level, msg := slog.LevelInfo, "rate limit denial"
-	reason := "rate_limit_exceeded"
-	switch {
-	case ev.Outcome == ErrorDenied || ev.Outcome == ErrorAllowed:
-		level, msg, reason = slog.LevelWarn, "rate limiter unavailable", "rate_limiter_unavailable"
-	case ev.Err != nil: // KeyDenied, or DryRunDenied for a missing key
-		reason = "rate_limit_key_missing"
+	reason := ev.Reason()
+	if ev.Outcome == ErrorDenied || ev.Outcome == ErrorAllowed {
+		level, msg = slog.LevelWarn, "rate limiter unavailable"
 	}
 	attrs := make([]slog.Attr, 0, 14)
 	if ev.IdentityHash != 0 {
