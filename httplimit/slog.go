@@ -34,10 +34,11 @@ type DenialLogOptions struct {
 //	...
 //	mw, err := httplimit.New(httplimit.Config{..., Hook: dl.Hook})
 //
-// It logs the outcomes Denied, KeyDenied, CostInvalid and DryRunDenied at
-// slog.LevelInfo (a denial is the limiter working), and ErrorDenied and
-// ErrorAllowed (the backend could not decide, so the failure policy did)
-// at slog.LevelWarn. Allowed and Exempt requests are not logged. Each line
+// It logs the outcomes OutcomeDenied, OutcomeKeyDenied, OutcomeCostInvalid
+// and OutcomeDryRunDenied at slog.LevelInfo (a denial is the limiter
+// working), and OutcomeErrorDenied and OutcomeErrorAllowed (the backend
+// could not decide, so the failure policy did) at slog.LevelWarn.
+// Admitted and exempt requests are not logged. Each line
 // has the message "rate limit denial" (or "rate limiter unavailable" for
 // the backend failures) and these attributes:
 //
@@ -91,7 +92,7 @@ type DenialLogger struct {
 	log        *slog.Logger
 	instance   string
 	budget     *hotlimit.Limiter // one key: the lines allowed now
-	suppressed [NumOutcomes]atomic.Uint64
+	suppressed [OutcomeCount]atomic.Uint64
 	pending    atomic.Bool // some suppressed count may be non-zero
 }
 
@@ -130,7 +131,7 @@ func NewDenialLogger(logger *slog.Logger, opts DenialLogOptions) (*DenialLogger,
 // logged reports whether the logger writes a line for outcome o.
 func logged(o Outcome) bool {
 	switch o {
-	case Denied, KeyDenied, DryRunDenied, ErrorDenied, ErrorAllowed, OutcomeCostInvalid:
+	case OutcomeDenied, OutcomeKeyDenied, OutcomeDryRunDenied, OutcomeErrorDenied, OutcomeErrorAllowed, OutcomeCostInvalid:
 		return true
 	}
 	return false
@@ -165,8 +166,8 @@ func (dl *DenialLogger) flush(ctx context.Context) {
 	}
 	dl.pending.Store(false)
 	var total uint64
-	attrs := make([]slog.Attr, 1, 2+NumOutcomes)
-	for o := range NumOutcomes {
+	attrs := make([]slog.Attr, 1, 2+OutcomeCount)
+	for o := range OutcomeCount {
 		if n := dl.suppressed[o].Swap(0); n > 0 {
 			total += n
 			attrs = append(attrs, slog.Uint64(o.String(), n))
@@ -184,7 +185,7 @@ func (dl *DenialLogger) flush(ctx context.Context) {
 func (dl *DenialLogger) write(ctx context.Context, ev Event) {
 	level, msg := slog.LevelInfo, "rate limit denial"
 	reason := ev.Reason()
-	if ev.Outcome == ErrorDenied || ev.Outcome == ErrorAllowed {
+	if ev.Outcome == OutcomeErrorDenied || ev.Outcome == OutcomeErrorAllowed {
 		level, msg = slog.LevelWarn, "rate limiter unavailable"
 	}
 	attrs := make([]slog.Attr, 0, 14)

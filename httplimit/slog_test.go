@@ -244,8 +244,8 @@ func TestDenialLoggerConcurrent(t *testing.T) {
 	for range workers {
 		wg.Go(func() {
 			for j := range each {
-				dl.Hook(httplimit.Event{Group: "g", Outcome: httplimit.Denied})
-				dl.Hook(httplimit.Event{Group: "g", Outcome: httplimit.Allowed}) // never logged
+				dl.Hook(httplimit.Event{Group: "g", Outcome: httplimit.OutcomeDenied})
+				dl.Hook(httplimit.Event{Group: "g", Outcome: httplimit.OutcomeAllowed}) // never logged
 				if j%100 == 0 {
 					dl.Flush()
 				}
@@ -303,7 +303,7 @@ func TestDenialLoggerBadOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dl.Hook(httplimit.Event{Outcome: httplimit.Denied}) // no Request: no panic
+	dl.Hook(httplimit.Event{Outcome: httplimit.OutcomeDenied}) // no Request: no panic
 }
 
 // TestDenialLoggerSuppressedAllocs: a suppressed line allocates nothing.
@@ -314,7 +314,7 @@ func TestDenialLoggerSuppressedAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := httplimit.Event{Group: "g", Outcome: httplimit.Denied}
+	ev := httplimit.Event{Group: "g", Outcome: httplimit.OutcomeDenied}
 	dl.Hook(ev)
 	if n := testing.AllocsPerRun(100, func() { dl.Hook(ev) }); n != 0 {
 		t.Errorf("a suppressed line allocates %v times", n)
