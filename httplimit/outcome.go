@@ -24,8 +24,9 @@ const (
 	OutcomeCount                       // the number of outcomes, the length of GroupCounts.Counts
 )
 
-// The outcomes' former names, without the Outcome prefix that tells them
-// apart from hotlimit.Decision.Allowed and Group.Exempt.
+// Deprecated aliases of the outcomes, without the Outcome prefix that
+// tells them apart from hotlimit.Decision.Allowed and Group.Exempt. They
+// keep compiling code written against them.
 const (
 	// Deprecated: use OutcomeAllowed.
 	Allowed = OutcomeAllowed
