@@ -208,13 +208,12 @@ func (c *circuit) retryIn() time.Duration {
 	return 0
 }
 
-// setLocked moves the circuit to state to and reports the change to h.
-// Requires c.mu.
-func (c *circuit) setLocked(to int32, h *Hooks) {
-	from := c.state.Load()
-	c.state.Store(to)
+// notify reports a change of node's circuit from one state to another to
+// h. It is called after the circuit's lock is released, so a hook may use
+// the limiter.
+func notify(h *Hooks, node string, from, to int32) {
 	if from != to && h != nil && h.Breaker != nil {
-		h.Breaker(c.node, BreakerState(from), BreakerState(to))
+		h.Breaker(node, BreakerState(from), BreakerState(to))
 	}
 }
 
@@ -226,23 +225,25 @@ func (c *circuit) acquire(h *Hooks) (ok, probe bool) {
 		return true, false
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	switch c.state.Load() {
 	case breakerClosed:
+		c.mu.Unlock()
 		return true, false
 	case breakerOpen:
 		if c.b.now()-c.openedAt < c.b.cooldown {
+			c.mu.Unlock()
 			return false, false
 		}
-		c.setLocked(breakerHalfOpen, h)
+		c.state.Store(breakerHalfOpen)
 		c.probing = true
+		c.mu.Unlock()
+		notify(h, c.node, breakerOpen, breakerHalfOpen)
 		return true, true
 	default: // half-open
-		if c.probing {
-			return false, false
-		}
+		ok = !c.probing
 		c.probing = true
-		return true, true
+		c.mu.Unlock()
+		return ok, ok
 	}
 }
 
@@ -269,30 +270,35 @@ func (c *circuit) done(ok bool, h *Hooks) {
 			return // the common case: nothing to write
 		}
 		c.mu.Lock()
+		from := c.state.Load()
 		c.fails.Store(0)
-		c.setLocked(breakerClosed, h)
+		c.state.Store(breakerClosed)
 		c.probing = false
 		c.mu.Unlock()
+		notify(h, c.node, from, breakerClosed)
 		return
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch c.state.Load() {
+	from := c.state.Load()
+	switch from {
 	case breakerClosed:
 		if c.fails.Add(1) >= c.b.threshold {
-			c.tripLocked(h)
+			c.tripLocked()
 		}
 	case breakerHalfOpen:
-		c.tripLocked(h)
+		c.tripLocked()
 	case breakerOpen:
 		// A call acquired before the circuit opened failed late: it is
 		// already open.
 	}
+	to := c.state.Load()
+	c.mu.Unlock()
+	notify(h, c.node, from, to)
 }
 
 // tripLocked opens the circuit. Requires c.mu.
-func (c *circuit) tripLocked(h *Hooks) {
-	c.setLocked(breakerOpen, h)
+func (c *circuit) tripLocked() {
+	c.state.Store(breakerOpen)
 	c.openedAt = c.b.now()
 	c.probing = false
 	c.fails.Store(0)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -326,5 +327,41 @@ func TestClusterOps(t *testing.T) {
 	}
 	if len(nodes) < 2 {
 		t.Fatalf("the keys reached %d nodes", len(nodes))
+	}
+}
+
+// TestClusterSlotMapTimeout: finding a key's node is bounded by the
+// limiter's timeout too: a cluster client whose only seed accepts
+// connections and never answers (so it cannot load its slot map) fails
+// the call after WithTimeout, not after the client's read timeout.
+func TestClusterSlotMapTimeout(t *testing.T) {
+	serverAddr(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered
+		}
+	}()
+	c := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: []string{ln.Addr().String()}, MaxRetries: -1, MaxRedirects: -1, ContextTimeoutEnabled: true,
+		DialTimeout: time.Minute, ReadTimeout: time.Minute, WriteTimeout: time.Minute, Protocol: 2, DisableIdentity: true,
+	})
+	defer c.Close()
+	l := must(New(c, "smt", slowBucket, WithTimeout(50*time.Millisecond)))
+	start := time.Now()
+	d, err := l.Allow(context.Background(), "k")
+	if took := time.Since(start); took > 30*time.Second {
+		t.Fatalf("the call took %v with a 50ms timeout", took)
+	}
+	if !errors.Is(err, ErrUnavailable) || d.Allowed {
+		t.Fatalf("%+v, %v; want a FailClosed denial", d, err)
 	}
 }

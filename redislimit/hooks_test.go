@@ -122,3 +122,26 @@ func TestHooksTimeoutAndLocal(t *testing.T) {
 		t.Fatalf("Call saw %v, Failure %v; want one timeout each", srec.callErrs, srec.failures)
 	}
 }
+
+// TestHooksMayUseTheBreaker: the Breaker hook runs after the circuit's
+// lock is released, so it may ask the breaker about its state.
+func TestHooksMayUseTheBreaker(t *testing.T) {
+	c := newClient(t, "127.0.0.1:1") // nothing listens there
+	b := NewBreaker(1, time.Hour)
+	var seen []bool
+	h := Hooks{Breaker: func(node string, from, to BreakerState) { seen = append(seen, b.Open()) }}
+	l := must(New(c, "hb", slowBucket, WithBreaker(b), WithHooks(h)))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.Allow(context.Background(), "k")
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not return: the hook deadlocked on the breaker")
+	}
+	if len(seen) != 1 || !seen[0] {
+		t.Fatalf("the hook saw Open() = %v; want one call seeing the open circuit", seen)
+	}
+}

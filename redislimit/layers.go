@@ -95,7 +95,13 @@ func AllowLayersIndex(ctx context.Context, layers ...Layer) (hotlimit.Decision, 
 		// Redis, so no circuit counts it.
 		return failed(layers, "", err)
 	}
-	client, node, err := first.rt.route(ctx, first.client, keys[0])
+	// The timeout bounds finding the node (a cluster client may have to
+	// load its slot map) as well as the call.
+	cctx, cancel := bounded(ctx, timeout)
+	if cancel != nil {
+		defer cancel()
+	}
+	client, node, err := first.rt.route(cctx, first.client, keys[0])
 	if err != nil {
 		reportCall(first.hooks, "", 0, err)
 		return failed(layers, "", err)
@@ -124,7 +130,7 @@ func AllowLayersIndex(ctx context.Context, layers ...Layer) (hotlimit.Decision, 
 
 	sent := sentAt(layers)
 	var rbuf [2 + 4*8]int64
-	reply, err := run(ctx, timeout, client, node, layers, keys, rbuf[:0])
+	reply, err := run(cctx, client, node, layers, keys, rbuf[:0])
 	failedNode := false
 	for i, c := range cs {
 		failedNode = settle(ctx, c, probes[i], err, first.hooks) || failedNode
@@ -166,7 +172,7 @@ func failed(layers []Layer, node string, cause error) (hotlimit.Decision, int, e
 // The slices handed to go-redis escape to the heap whatever their size:
 // they are made to measure rather than from arrays on the stack, which
 // would move to the heap whole.
-func run(ctx context.Context, timeout time.Duration, client redis.Scripter, node string, layers []Layer, keys []string, out []int64) ([]int64, error) {
+func run(ctx context.Context, client redis.Scripter, node string, layers []Layer, keys []string, out []int64) ([]int64, error) {
 	args := make([]any, 0, 1+5*len(layers))
 	first := layers[0].Limiter
 	if first.testNow != nil {
@@ -177,13 +183,6 @@ func run(ctx context.Context, timeout time.Duration, client redis.Scripter, node
 	for _, ly := range layers {
 		l := ly.Limiter
 		args = append(args, l.argv[0], l.argv[1], l.argv[2], l.argv[3], ly.Cost)
-	}
-	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > timeout {
-		// Otherwise the caller's deadline comes first: it bounds the
-		// call, without a timer of our own.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
 	}
 	vals, err := first.rt.send(ctx, decideScript, client, node, first.hooks, keys, args)
 	if err != nil {
@@ -197,6 +196,16 @@ func run(ctx context.Context, timeout time.Duration, client redis.Scripter, node
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// bounded returns ctx bounded by timeout from now, and the function that
+// releases its timer, or ctx itself and nil when the caller's deadline
+// comes first (it bounds the call, without a timer of our own).
+func bounded(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= timeout {
+		return ctx, nil
+	}
+	return context.WithTimeout(ctx, timeout)
 }
 
 // ErrCrossSlot is returned, with a denial, for a layered call on a Redis

@@ -180,7 +180,11 @@ func (l *Limiter) call1(ctx context.Context, s *luaScript, rkey string, args ...
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
-	client, node, err := l.rt.route(ctx, l.client, rkey)
+	cctx, cancel := bounded(ctx, l.timeout)
+	if cancel != nil {
+		defer cancel()
+	}
+	client, node, err := l.rt.route(cctx, l.client, rkey)
 	if err != nil {
 		reportCall(l.hooks, "", 0, err)
 		return fail(err)
@@ -190,9 +194,7 @@ func (l *Limiter) call1(ctx context.Context, s *luaScript, rkey string, args ...
 	if !ok {
 		return fail(ErrCircuitOpen)
 	}
-	cctx, cancel := context.WithTimeout(ctx, l.timeout)
 	vals, err := l.rt.send(cctx, s, client, node, l.hooks, []string{rkey}, args)
-	cancel()
 	settle(ctx, c, probe, err, l.hooks)
 	if err != nil {
 		return fail(err)
