@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,12 +35,17 @@ func (discard) Shutdown(context.Context) error                             { ret
 //	otel-spans  the same with SpansAll on an SDK TracerProvider that
 //	            samples every span and exports to nowhere, through a
 //	            batch processor
+//	parent/none, parent/otel-events
+//	            each request under a sampled span of its own (as otelhttp
+//	            starts one), without and with HTTP.Hook's event on it (the
+//	            default SpanEvents): their difference is what the event
+//	            costs a sampled request
 //
 // The metrics go to an SDK MeterProvider with a manual reader that is
 // never collected.
 func BenchmarkObservers(b *testing.B) {
 	for _, traffic := range []string{"allowed", "denied"} {
-		for _, obs := range []string{"none", "slog", "otel-hook", "otel-metrics", "otel-spans"} {
+		for _, obs := range []string{"none", "slog", "otel-hook", "otel-metrics", "otel-spans", "parent/none", "parent/otel-events"} {
 			b.Run(traffic+"/"+obs, func(b *testing.B) {
 				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 				tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}))
@@ -62,17 +68,20 @@ func BenchmarkObservers(b *testing.B) {
 						b.Fatal(err)
 					}
 					cfg.Hook = dl.Hook
-				case "otel-hook", "otel-metrics", "otel-spans":
+				case "otel-hook", "otel-metrics", "otel-spans", "parent/otel-events":
 					spans := SpansOff
-					if obs == "otel-spans" {
+					switch obs {
+					case "otel-spans":
 						spans = SpansAll
+					case "parent/otel-events":
+						spans = SpanEvents
 					}
 					h, err := NewHTTP(HTTPOptions{MeterProvider: mp, TracerProvider: tp, Spans: spans})
 					if err != nil {
 						b.Fatal(err)
 					}
 					cfg.Hook = h.Hook
-					if obs != "otel-hook" {
+					if obs == "otel-metrics" || obs == "otel-spans" {
 						cfg.Backend = h.Backend(cfg.Backend)
 					}
 				}
@@ -87,6 +96,19 @@ func BenchmarkObservers(b *testing.B) {
 				w := &nopWriter{h: http.Header{}}
 				hd.ServeHTTP(w, r) // the key exists, the attribute sets are built
 				b.ReportAllocs()
+				if strings.HasPrefix(obs, "parent/") {
+					// Each request runs under a sampled span of its own,
+					// as otelhttp would start it: the rows differ by the
+					// hook's event on it.
+					tracer := tp.Tracer("bench")
+					for b.Loop() {
+						ctx, span := tracer.Start(context.Background(), "request")
+						clear(w.h)
+						hd.ServeHTTP(w, r.WithContext(ctx))
+						span.End()
+					}
+					return
+				}
 				for b.Loop() {
 					clear(w.h)
 					hd.ServeHTTP(w, r)
