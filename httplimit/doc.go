@@ -149,8 +149,10 @@
 // lets all through at once without headers, to dark-launch a limit: not
 // even a missing key, a failing backend or a LeakyBucket's Delay holds a
 // request back. Config.Hook sees every decision: route group, an identity
-// hash (never the identity), algorithm, Config.PolicyVersion, the Outcome
-// and the Decision.
+// hash and kind (never the identity), algorithm, Config.PolicyVersion, the
+// Outcome and the Decision. DenialLogger is a ready hook that logs each
+// denial through log/slog, limiting its own output; otellimit's is one
+// that exports to OpenTelemetry.
 // Middleware.Counts returns per-group counts by Outcome (one atomic add
 // per request), which promlimit exports to Prometheus.
 //
