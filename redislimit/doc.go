@@ -6,8 +6,11 @@
 // with the Decision semantics of the in-process hotlimit.Limiter (see
 // hotlimit.Decision): the same Allowed, Remaining, RetryAfter, ResetAfter
 // and Delay on the same trace, to the microsecond, alone and in layers.
-// Refund, Reset and Wait behave as hotlimit's do. The package's tests
-// check this decision for decision.
+// Refund, Reset and Wait behave as hotlimit's do, and Concurrency limits
+// the operations in flight per key. The package's tests check this
+// decision for decision, against a real redis-server and a real Redis
+// Cluster (redislimit/test.sh starts both on loopback ports). It needs
+// Redis 6.0 or later, as one server or as a Cluster.
 //
 // # One round trip per decision
 //
@@ -114,10 +117,13 @@
 // RetryAfter, counted from when the call was sent: an abusive client costs
 // no round trip per request. A layered call is answered only when it is
 // the same call (layers, keys and costs), with the Decision Redis gave it.
-// A denial stays true until its RetryAfter whatever others do (they can
-// only consume more), so this never admits more than Redis would; after a
-// Redis flush or restart without persistence, ForgetDenials (or Reset of
-// a key) drops what this instance cached.
+// A denial stays true until its RetryAfter whatever others consume, so
+// this never admits more than Redis would. It can deny longer than Redis
+// would: after a Refund or Reset on another instance, or after Redis lost
+// its data (a flush, a restart without persistence). Refund and Reset
+// drop the key's entry on their own instance, a call that finds the
+// server unreachable empties the caches of its layers, and ForgetDenials
+// empties a limiter's cache on demand.
 //
 // # Observability
 //

@@ -223,3 +223,27 @@ func TestTwoTierNoAlloc(t *testing.T) {
 		t.Fatalf("a cached layered denial: %v allocations, %+v", n, d)
 	}
 }
+
+// TestTwoTierForgottenAfterOutage: a call that finds the server
+// unreachable empties the caches of its layers, so that a server that
+// comes back empty (a restart without persistence) is asked again rather
+// than denied from what it no longer holds.
+func TestTwoTierForgottenAfterOutage(t *testing.T) {
+	srv := startRedis(t, 0)
+	c := newClient(t, srv.addr())
+	ctx := context.Background()
+	l := must(New(c, "fo", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1},
+		WithLocalDenials(10), WithBreaker(NewBreaker(100, time.Hour))))
+	must(l.Allow(ctx, "k"))
+	if d := must(l.Allow(ctx, "k")); d.Allowed || l.cache.len() != 1 {
+		t.Fatalf("the denial was not cached: %+v", d)
+	}
+	srv.stop()
+	if _, err := l.Allow(ctx, "other"); err == nil {
+		t.Fatal("decided with the server down")
+	}
+	startRedis(t, srv.port)
+	if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed {
+		t.Fatalf("k after the restart: %+v, %v; want the empty server's admission", d, err)
+	}
+}
