@@ -39,7 +39,8 @@
 // Recorded by HTTP.Hook, once per request the middleware sees:
 //
 //	hotlimit.http.requests  Int64Counter  {request}  hotlimit.route_group, hotlimit.outcome,
-//	                                                 hotlimit.algorithm, hotlimit.identity.kind
+//	                                                 hotlimit.algorithm, hotlimit.identity.kind,
+//	                                                 hotlimit.tenant (with HTTPOptions.Tenant)
 //
 // The share of 429s of a route group is requests{hotlimit.outcome=denied
 // or key_denied} / requests, by hotlimit.route_group.
@@ -73,6 +74,8 @@
 //	                          (TokenKey), "ip" (IPKey, or the fallback to the client IP),
 //	                          or a ContextKey kind; absent when no key was extracted.
 //	                          At most MaxIdentityKinds distinct kinds, then "_OTHER"
+//	hotlimit.tenant           what HTTPOptions.Tenant returns (a tenant or plan name, never a
+//	                          credential): at most MaxTenants distinct values, then "_OTHER"
 //	hotlimit.backend.result   "allowed", "denied" or "error"
 //	error.type                for a backend error: "timeout" (the context's deadline),
 //	                          "canceled", or "_OTHER"

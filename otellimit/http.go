@@ -3,6 +3,7 @@ package otellimit
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,6 +55,17 @@ type HTTPOptions struct {
 	// 16 and 256.
 	MaxIdentityKinds int
 	MaxRouteGroups   int
+	// Tenant, if set, names the tenant of a request (or its plan, or any
+	// other grouping of clients) for the attribute hotlimit.tenant of
+	// hotlimit.http.requests, so that the share of 429s can be read per
+	// tenant. It runs on every request, in Hook. It must return a name,
+	// never a credential or a key; "" means no attribute. At most
+	// MaxTenants distinct names are kept (zero: 100), then "_OTHER", so
+	// a tenant name taken from the request cannot grow the metric
+	// without bound; names are 1 to 64 printable ASCII bytes, others are
+	// "_OTHER" too.
+	Tenant     func(*http.Request) string
+	MaxTenants int
 }
 
 // HTTP observes an httplimit.Middleware through OpenTelemetry: Hook
@@ -68,6 +80,8 @@ type HTTP struct {
 	remaining metric.Int64Histogram
 	kinds     *boundedSet
 	groups    *boundedSet
+	tenant    func(*http.Request) string
+	tenants   *boundedSet
 
 	mu   sync.Mutex                          // serialises additions to sets
 	sets atomic.Pointer[map[reqKey]reqAttrs] // copy on write
@@ -75,8 +89,8 @@ type HTTP struct {
 
 // reqKey is what the attributes of one request count depend on.
 type reqKey struct {
-	group, algorithm, kind, limit string
-	outcome                       httplimit.Outcome
+	group, algorithm, kind, limit, tenant string
+	outcome                               httplimit.Outcome
 }
 
 // reqAttrs are the precomputed options of one attribute combination.
@@ -101,9 +115,13 @@ func NewHTTP(opts HTTPOptions) (*HTTP, error) {
 	if opts.MaxRouteGroups <= 0 {
 		opts.MaxRouteGroups = defaultMaxGroups
 	}
+	if opts.MaxTenants <= 0 {
+		opts.MaxTenants = 100
+	}
 	m := mp.Meter(scope)
 	h := &HTTP{tracer: tp.Tracer(scope), spans: opts.Spans,
-		kinds: newBoundedSet(opts.MaxIdentityKinds), groups: newBoundedSet(opts.MaxRouteGroups)}
+		kinds: newBoundedSet(opts.MaxIdentityKinds), groups: newBoundedSet(opts.MaxRouteGroups),
+		tenant: opts.Tenant, tenants: newBoundedSetOf(opts.MaxTenants, validName)}
 	var err1, err2, err3 error
 	h.requests, err1 = m.Int64Counter("hotlimit.http.requests", metric.WithUnit("{request}"),
 		metric.WithDescription("Requests the rate-limit middleware saw, by route group, outcome, algorithm of the binding limit and identity kind."))
@@ -130,7 +148,13 @@ func (h *HTTP) Hook(ev httplimit.Event) {
 	if ev.Request != nil {
 		ctx = ev.Request.Context()
 	}
-	a := h.attrs(reqKey{group: ev.Group, algorithm: ev.Algorithm, kind: eventKind(ev), limit: ev.Limit, outcome: ev.Outcome})
+	k := reqKey{group: ev.Group, algorithm: ev.Algorithm, kind: eventKind(ev), limit: ev.Limit, outcome: ev.Outcome}
+	if h.tenant != nil && ev.Request != nil {
+		if t := h.tenant(ev.Request); t != "" {
+			k.tenant = h.tenants.value(t)
+		}
+	}
+	a := h.attrs(k)
 	h.requests.Add(ctx, 1, a.add...)
 	if h.spans == SpansOff {
 		return
@@ -161,6 +185,9 @@ func (h *HTTP) attrs(k reqKey) reqAttrs {
 	if k.kind != "" {
 		kv = append(kv, keyKind.String(h.kinds.value(k.kind)))
 	}
+	if k.tenant != "" {
+		kv = append(kv, keyTenant.String(k.tenant))
+	}
 	a := reqAttrs{
 		add:   []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))},
 		event: []trace.EventOption{trace.WithAttributes(append(kv[:len(kv):len(kv)], keyLimit.String(k.limit))...)},
@@ -170,6 +197,7 @@ func (h *HTTP) attrs(k reqKey) reqAttrs {
 		m[k] = v
 	}
 	k.group, k.algorithm, k.kind, k.limit = strings.Clone(k.group), strings.Clone(k.algorithm), strings.Clone(k.kind), strings.Clone(k.limit)
+	k.tenant = strings.Clone(k.tenant)
 	m[k] = a
 	h.sets.Store(&m)
 	return a

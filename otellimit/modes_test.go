@@ -168,3 +168,28 @@ func TestHookConcurrent(t *testing.T) {
 		t.Errorf("%d series totalling %d, want 6 totalling %d", len(got), total, workers*each)
 	}
 }
+
+type tenantCtx struct{}
+
+// TestTenant: HTTPOptions.Tenant labels the request counter, up to
+// MaxTenants names, then "_OTHER"; a name that is not printable ASCII is
+// "_OTHER" too.
+func TestTenant(t *testing.T) {
+	rg := newRig()
+	obs, err := NewHTTP(HTTPOptions{MeterProvider: rg.mp, TracerProvider: rg.tp, MaxTenants: 2,
+		Tenant: func(r *http.Request) string { s, _ := r.Context().Value(tenantCtx{}).(string); return s }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range []string{"acme", "acme", "globex", "initech", "", "bad name"} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r = r.WithContext(context.WithValue(r.Context(), tenantCtx{}, tenant))
+		obs.Hook(httplimit.Event{Request: r, Group: "g", Outcome: httplimit.OutcomeDenied})
+	}
+	compare(t, rg.collect(t), map[string]int64{
+		"hotlimit.http.requests{hotlimit.outcome=denied,hotlimit.route_group=g,hotlimit.tenant=acme}":   2,
+		"hotlimit.http.requests{hotlimit.outcome=denied,hotlimit.route_group=g,hotlimit.tenant=globex}": 1,
+		"hotlimit.http.requests{hotlimit.outcome=denied,hotlimit.route_group=g,hotlimit.tenant=_OTHER}": 2,
+		"hotlimit.http.requests{hotlimit.outcome=denied,hotlimit.route_group=g}":                        1,
+	})
+}

@@ -21,6 +21,7 @@ const (
 	keyOutcome       = attribute.Key("hotlimit.outcome")
 	keyAlgorithm     = attribute.Key("hotlimit.algorithm")
 	keyKind          = attribute.Key("hotlimit.identity.kind")
+	keyTenant        = attribute.Key("hotlimit.tenant")
 	keyResult        = attribute.Key("hotlimit.backend.result")
 	keyLayers        = attribute.Key("hotlimit.layers")
 	keyRemaining     = attribute.Key("hotlimit.remaining")
