@@ -82,6 +82,9 @@ func clamp(n uint64) int64 { return int64(min(n, 1<<63-1)) }
 // limit names. For another backend (redislimit's) it registers nothing
 // and returns a Registration whose Unregister does nothing.
 func ObserveMiddleware(mp metric.MeterProvider, m *httplimit.Middleware) (metric.Registration, error) {
+	if m == nil {
+		return nil, errors.New("otellimit: ObserveMiddleware: nil Middleware")
+	}
 	local := LocalOf(m.Backend())
 	if local == nil {
 		return noRegistration{}, nil

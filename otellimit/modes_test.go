@@ -193,3 +193,23 @@ func TestTenant(t *testing.T) {
 		"hotlimit.http.requests{hotlimit.outcome=denied,hotlimit.route_group=g}":                        1,
 	})
 }
+
+// TestBadInput: nil arguments are errors or no-ops, never panics.
+func TestBadInput(t *testing.T) {
+	if _, err := ObserveMiddleware(nil, nil); err == nil {
+		t.Error("ObserveMiddleware(nil) succeeded")
+	}
+	reg, err := ObserveLimiters(newRig().mp, map[string]*hotlimit.Limiter{"nil": nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Unregister()
+	h, err := NewHTTP(HTTPOptions{}) // the global providers
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Hook(httplimit.Event{}) // no request, no group
+	if LocalOf(nil) != nil {
+		t.Error("LocalOf(nil) is not nil")
+	}
+}
