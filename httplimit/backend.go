@@ -52,6 +52,29 @@ type StateBackend interface {
 	AllowStates(ctx context.Context, layers []Layer, states []LayerState) (hotlimit.Decision, int, error)
 }
 
+// Decide asks b to decide layers through the richest interface it has:
+// StateBackend's AllowStates when states is not nil, else
+// BindingBackend's AllowBinding, else Allow. It returns the binding
+// layer's index, or -1 when b cannot tell, and marks states b cannot
+// report as unknown (Remaining -1). A Backend that wraps another (to
+// measure it, say) forwards through Decide, and so is a StateBackend
+// whatever it wraps.
+func Decide(ctx context.Context, b Backend, layers []Layer, states []LayerState) (hotlimit.Decision, int, error) {
+	if states != nil {
+		if sb, ok := b.(StateBackend); ok {
+			return sb.AllowStates(ctx, layers, states)
+		}
+		for i := range states {
+			states[i] = LayerState{Remaining: -1}
+		}
+	}
+	if bb, ok := b.(BindingBackend); ok {
+		return bb.AllowBinding(ctx, layers)
+	}
+	d, err := b.Allow(ctx, layers)
+	return d, -1, err
+}
+
 // LayerState is one layer's own service limit, as the RateLimit field
 // reports it per limit.
 type LayerState struct {

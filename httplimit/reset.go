@@ -21,8 +21,18 @@ type ResetBackend interface {
 }
 
 // ErrResetUnsupported is returned by Middleware.Reset when its backend
-// is not a ResetBackend.
+// is not a ResetBackend, and by ResetVia.
 var ErrResetUnsupported = errors.New("httplimit: the backend cannot reset keys")
+
+// ResetVia resets key under limit through b when b is a ResetBackend, and
+// returns ErrResetUnsupported otherwise: a Backend that wraps another
+// implements ResetBackend with it.
+func ResetVia(ctx context.Context, b Backend, limit, key string) error {
+	if rb, ok := b.(ResetBackend); ok {
+		return rb.Reset(ctx, limit, key)
+	}
+	return ErrResetUnsupported
+}
 
 // Reset implements ResetBackend with hotlimit.Limiter.Reset.
 func (b *Local) Reset(_ context.Context, limit, key string) error {

@@ -68,3 +68,40 @@ func TestReset(t *testing.T) {
 		t.Errorf("Local.Reset of an unknown limit: %v", err)
 	}
 }
+
+// TestDecideAndResetVia: Decide reaches each backend through the richest
+// interface it has, marking states it cannot report as unknown, and
+// ResetVia resets through a ResetBackend or says it cannot.
+func TestDecideAndResetVia(t *testing.T) {
+	limits := map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 3, Window: time.Hour}}
+	mk := func() *Local {
+		l, err := NewLocal(limits, hotlimit.WithSweepInterval(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	layers := []Layer{{Limit: "l", Key: "k", Cost: 1}}
+	for _, c := range []struct {
+		name      string
+		b         Backend
+		idx       int
+		remaining int64 // the state's; -1: unknown
+		resets    bool
+	}{
+		{"Local", mk(), 0, 2, true},
+		{"binding only", bindingOnly{mk()}, 0, -1, false},
+		{"Allow only", plainBackend{mk()}, -1, -1, false},
+	} {
+		states := []LayerState{{Remaining: 99}}
+		d, idx, err := Decide(context.Background(), c.b, layers, states)
+		if err != nil || !d.Allowed || d.Remaining != 2 || idx != c.idx || states[0].Remaining != c.remaining {
+			t.Errorf("%s: %+v %d %v, state %+v", c.name, d, idx, err, states[0])
+		}
+		err = ResetVia(context.Background(), c.b, "l", "k")
+		if c.resets != (err == nil) || !c.resets && !errors.Is(err, ErrResetUnsupported) {
+			t.Errorf("%s: ResetVia: %v", c.name, err)
+		}
+	}
+}

@@ -207,7 +207,8 @@ func (h *HTTP) attrs(k reqKey) reqAttrs {
 // each decision is timed (hotlimit.backend.duration), its binding
 // layer's Remaining recorded (hotlimit.backend.remaining), and, with
 // SpansAll, traced as a "hotlimit.decide" span. The wrapped backend
-// reports the binding layer when f's does (httplimit.BindingBackend), is
+// reports the binding layer and the layers' states, and resets keys, when
+// f's does (httplimit.BindingBackend, StateBackend, ResetBackend), is
 // closed with the middleware, and hands f's backend back through
 // Unwrap.
 func (h *HTTP) Backend(f httplimit.BackendFactory) httplimit.BackendFactory {
@@ -284,7 +285,19 @@ func (b *backend) Allow(ctx context.Context, layers []httplimit.Layer) (hotlimit
 
 // AllowBinding implements httplimit.BindingBackend: the wrapped
 // backend's binding index, or -1 when it does not report one.
-func (b *backend) AllowBinding(ctx context.Context, layers []httplimit.Layer) (d hotlimit.Decision, idx int, err error) {
+func (b *backend) AllowBinding(ctx context.Context, layers []httplimit.Layer) (hotlimit.Decision, int, error) {
+	return b.AllowStates(ctx, layers, nil)
+}
+
+// Reset implements httplimit.ResetBackend with the wrapped backend's.
+func (b *backend) Reset(ctx context.Context, limit, key string) error {
+	return httplimit.ResetVia(ctx, b.inner, limit, key)
+}
+
+// AllowStates implements httplimit.StateBackend: the wrapped backend's
+// layer states, or unknown ones when it does not report them
+// (httplimit.Decide).
+func (b *backend) AllowStates(ctx context.Context, layers []httplimit.Layer, states []httplimit.LayerState) (d hotlimit.Decision, idx int, err error) {
 	first := unknownLimit
 	if len(layers) > 0 {
 		if la := b.limits[layers[0].Limit]; la != nil {
@@ -299,11 +312,10 @@ func (b *backend) AllowBinding(ctx context.Context, layers []httplimit.Layer) (d
 		}
 	}
 	start := time.Now()
-	if b.binder != nil {
+	if b.binder != nil && states == nil {
 		d, idx, err = b.binder.AllowBinding(ctx, layers)
 	} else {
-		idx = -1
-		d, err = b.inner.Allow(ctx, layers)
+		d, idx, err = httplimit.Decide(ctx, b.inner, layers, states)
 	}
 	elapsed := time.Since(start).Seconds()
 	bound := first

@@ -98,11 +98,14 @@ func TestBackendKeepsBinding(t *testing.T) {
 	r.Header.Set("Authorization", "Bearer "+rawToken)
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
-	if rl := w.Header().Get("RateLimit"); !strings.HasPrefix(rl, `"global"`) {
-		t.Errorf("RateLimit %q: want the global layer named, as the unwrapped Local does", rl)
+	if rl := w.Header().Get("RateLimit"); !strings.HasPrefix(rl, `"g";r=4;`) || !strings.Contains(rl, `, "global";r=3;`) {
+		t.Errorf("RateLimit %q: want one item per layer, as the unwrapped Local gives", rl)
 	}
 	if LocalOf(m.Backend()) == nil {
 		t.Error("LocalOf cannot see through the wrapper")
+	}
+	if err := m.Reset(context.Background(), "tok:nobody"); err != nil {
+		t.Errorf("Reset through the wrapper: %v", err)
 	}
 	other, err := httplimit.New(httplimit.Config{
 		Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Hour}},

@@ -133,6 +133,13 @@ func (b switchable) AllowBinding(ctx context.Context, ls []httplimit.Layer) (hot
 	return b.Local.AllowBinding(ctx, ls)
 }
 
+func (b switchable) AllowStates(ctx context.Context, ls []httplimit.Layer, st []httplimit.LayerState) (hotlimit.Decision, int, error) {
+	if b.down.Load() {
+		return hotlimit.Decision{}, -1, errDown
+	}
+	return b.Local.AllowStates(ctx, ls, st)
+}
+
 func (b switchable) Unwrap() httplimit.Backend { return b.Local }
 
 func switchableBackend(clock hotlimit.Clock, down *atomic.Bool) httplimit.BackendFactory {

@@ -85,9 +85,10 @@ func (bm *BackendMetrics) Collect(ch chan<- prometheus.Metric) {
 
 // Backend returns a BackendFactory that builds f's backend (nil:
 // httplimit.LocalBackend()) and measures each of its decisions. The
-// wrapped backend reports the binding layer when f's does, is closed
-// with the middleware, and hands f's backend back through Unwrap, so
-// Collector still finds a Local behind it.
+// wrapped backend reports the binding layer and the layers' states, and
+// resets keys, when f's does, is closed with the middleware, and hands
+// f's backend back through Unwrap, so Collector still finds a Local
+// behind it.
 func (bm *BackendMetrics) Backend(f httplimit.BackendFactory) httplimit.BackendFactory {
 	return func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
 		if f == nil {
@@ -132,6 +133,11 @@ type measured struct {
 // Unwrap returns the wrapped backend.
 func (b *measured) Unwrap() httplimit.Backend { return b.inner }
 
+// Reset implements httplimit.ResetBackend with the wrapped backend's.
+func (b *measured) Reset(ctx context.Context, limit, key string) error {
+	return httplimit.ResetVia(ctx, b.inner, limit, key)
+}
+
 // Close closes the wrapped backend.
 func (b *measured) Close() error {
 	switch x := b.inner.(type) {
@@ -160,13 +166,19 @@ func (b *measured) Allow(ctx context.Context, layers []httplimit.Layer) (hotlimi
 
 // AllowBinding implements httplimit.BindingBackend: the wrapped
 // backend's binding index, or -1 when it does not report one.
-func (b *measured) AllowBinding(ctx context.Context, layers []httplimit.Layer) (d hotlimit.Decision, idx int, err error) {
+func (b *measured) AllowBinding(ctx context.Context, layers []httplimit.Layer) (hotlimit.Decision, int, error) {
+	return b.AllowStates(ctx, layers, nil)
+}
+
+// AllowStates implements httplimit.StateBackend: the wrapped backend's
+// layer states, or unknown ones when it does not report them
+// (httplimit.Decide).
+func (b *measured) AllowStates(ctx context.Context, layers []httplimit.Layer, states []httplimit.LayerState) (d hotlimit.Decision, idx int, err error) {
 	start := time.Now()
-	if b.binder != nil {
+	if b.binder != nil && states == nil {
 		d, idx, err = b.binder.AllowBinding(ctx, layers)
 	} else {
-		idx = -1
-		d, err = b.inner.Allow(ctx, layers)
+		d, idx, err = httplimit.Decide(ctx, b.inner, layers, states)
 	}
 	elapsed := time.Since(start).Seconds()
 	first := b.of(layers, 0)

@@ -34,6 +34,13 @@ func (b failing) AllowBinding(ctx context.Context, ls []httplimit.Layer) (hotlim
 	return b.Local.AllowBinding(ctx, ls)
 }
 
+func (b failing) AllowStates(ctx context.Context, ls []httplimit.Layer, st []httplimit.LayerState) (hotlimit.Decision, int, error) {
+	if b.down.Load() {
+		return hotlimit.Decision{}, -1, errors.New("store down")
+	}
+	return b.Local.AllowStates(ctx, ls, st)
+}
+
 func (b failing) Unwrap() httplimit.Backend { return b.Local }
 
 // TestBackendMetrics: a scripted sequence (admitted, refused by the
