@@ -83,9 +83,8 @@
 // # Traces
 //
 // HTTP.Hook adds an event "hotlimit.decision" to the request's span (the
-// one otelhttp starts, say), when it is recording, with
-// hotlimit.route_group, hotlimit.outcome, hotlimit.algorithm,
-// hotlimit.identity.kind and hotlimit.limit: what the middleware did
+// one otelhttp starts, say), when it is recording, with the attributes of
+// hotlimit.http.requests and hotlimit.limit: what the middleware did
 // with the request, in its trace, at no cost for requests that are not
 // sampled.
 //

@@ -71,7 +71,8 @@ type HTTPOptions struct {
 // HTTP observes an httplimit.Middleware through OpenTelemetry: Hook
 // counts each request the middleware sees, and the backend that Backend
 // wraps times and traces each decision. It is safe for concurrent use;
-// create it with NewHTTP. Use one HTTP per middleware.
+// create it with NewHTTP. Use one HTTP per middleware: two middlewares
+// with the same group names would count into the same series.
 type HTTP struct {
 	tracer    trace.Tracer
 	spans     Spans
