@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -122,5 +123,63 @@ func TestMemStatsFollowsKeys(t *testing.T) {
 	}
 	if a := tb.MemStats().Arenas; a < 1000*34 {
 		t.Errorf("1000 keys of 34+ bytes: Arenas %d < 34,000", a)
+	}
+}
+
+// TestMemStatsConcurrent reads MemStats while keys are inserted, swept
+// and tables grow (go test -race checks the reads), and checks that the
+// sliding log's count ends where a sequential build puts it.
+func TestMemStatsConcurrent(t *testing.T) {
+	for _, p := range []hotlimit.Policy{
+		hotlimit.SlidingLog{Limit: 2, Window: time.Second},
+		hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 2},
+	} {
+		clock := hotlimit.NewManualClock()
+		l, err := hotlimit.New(p, hotlimit.WithSweepInterval(0), hotlimit.WithClock(clock), hotlimit.WithShards(4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		var reader sync.WaitGroup
+		reader.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					if ms := l.MemStats(); ms.Total != ms.Tables+ms.Arenas+ms.Logs+ms.Fixed {
+						t.Errorf("%+v: Total is not the sum", ms)
+						return
+					}
+				}
+			}
+		})
+		for w := range 2 {
+			wg.Go(func() {
+				for i := range 3000 {
+					l.Allow(fmt.Sprintf("w%d-key-%d-with-a-long-suffix", w, i))
+				}
+			})
+		}
+		wg.Wait()
+		close(stop)
+		reader.Wait()
+		full := l.MemStats()
+
+		seq, err := hotlimit.New(p, hotlimit.WithSweepInterval(0), hotlimit.WithClock(clock), hotlimit.WithShards(4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for w := range 2 {
+			for i := range 3000 {
+				seq.Allow(fmt.Sprintf("w%d-key-%d-with-a-long-suffix", w, i))
+			}
+		}
+		if want := seq.MemStats(); full.Logs != want.Logs {
+			t.Errorf("%T: Logs %d after concurrent inserts, %d after sequential ones", p, full.Logs, want.Logs)
+		}
+		l.Close()
+		seq.Close()
 	}
 }
