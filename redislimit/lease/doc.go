@@ -1,0 +1,89 @@
+// Package lease shares a rate limit's budget across instances through
+// Redis, and decides at in-process speed: each instance leases units from
+// the shared token bucket or fixed window and spends them locally.
+//
+// # Contract
+//
+// A lease is taken by one Lua script that debits its units from the key's
+// shared state in Redis (the state redislimit keeps, under the same key)
+// before any of them is spent. An instance spends only units Redis has
+// already debited, so the units admitted across all instances never exceed
+// what the shared policy grants, under any interleaving, crash or
+// partition: a crash or a lost reply loses units, it never creates them.
+//
+// While a key's lease holds the cost, AllowN decides in process: one
+// lookup in a copy-on-write sharded map (readers take no lock; a key is
+// added once) and a compare-and-swap on the lease's counter, with no
+// allocation and no round trip. When the lease drops to half of its last
+// refill (the low-water mark), one refill is sent in the background; a
+// flag per key keeps at most one take in flight. A request the lease
+// cannot cover takes a lease of at least its cost from Redis before it is
+// answered; Redis's denial is remembered until its retry time, so a
+// denied key does not cost a round trip per request. When Redis cannot be
+// reached, the failure policy answers for that key: fail closed (deny, the
+// default) or WithFailOpen (admit), with an error wrapping ErrUnavailable.
+// Units already leased are spent while Redis is down.
+//
+// # Lease size and the price of the mode
+//
+// A refill asks for the units the key spent on this instance over the last
+// refill interval, scaled to WithPeriod (100ms by default), at least 1,
+// and never so many that the instance would hold more than WithMaxLease
+// units of the key (a tenth of the limit by default), counting the units
+// it holds and those of its take in flight. So at any instant, the units
+// of one key's budget debited in Redis but unspent are at most
+// n·MaxLease for n live instances, plus what crashed instances held.
+// That is the price: an instance can be denied while others hold unspent
+// units (under a fixed window, at most n·MaxLease of a window's Limit go
+// unused because of leases).
+//
+// # Token bucket
+//
+// Leased tokens are real tokens and do not expire. Over the whole run the
+// fleet admits at most Burst + ⌊t/T⌋ units of a key by time t (T the
+// emission interval), as the shared bucket would. But a token debited
+// early may be spent later, after the bucket has refilled, so in any
+// interval [a, b] the fleet admits at most Burst + ⌊(b−a)/T⌋ + U(a),
+// where U(a) ≤ n·MaxLease is what the leases held unspent at a (with
+// their takes in flight), and this bound is reached: the burst can be
+// exceeded by the units held in leases. Choose MaxLease accordingly.
+//
+// Giving units back (Close, or Sweep for idle keys) undoes only part of
+// the instance's last take, and only when the bucket's state is still the
+// one that take wrote (nothing was debited since): the bucket is then
+// exactly as if those units had never been taken. Otherwise, and for
+// units carried from earlier takes (the bucket may have refilled past
+// them), nothing is given back: giving them back could make the bucket
+// more generous than its history allows.
+//
+// # Fixed window
+//
+// A lease belongs to one window: the script replies with the window's
+// index and the time left in it, and the instance spends the units only
+// until its clock (WithClock) reaches the instant it sent the take plus
+// that time left, which is never after the window's end on the server,
+// provided the instance's clock runs no slower than the server's. So every
+// window admits at most Limit across the fleet. A give-back names its
+// window and the script applies it only in that same window.
+//
+// # The other policies
+//
+// The sliding-window counter weighs the previous window's count, which a
+// lease cannot hold still: units leased at the end of window k also count,
+// decaying, against window k+1, so a lease taken in k+1 must be sized
+// against a weight that changes as it is spent; an honest version would
+// lease from the current window only what fits under the previous
+// window's full weight, which wastes most of the budget early in a window.
+// The sliding log records the instant of every admission, which a lease
+// spent later cannot report. The leaky bucket (GCRA with Delay) paces
+// requests; a lease of paced slots would have to carry each slot's
+// instant. None of these is built here.
+//
+// # What it does not do
+//
+// AllowN reports admitted or not, without hotlimit.Decision's Remaining,
+// RetryAfter or ResetAfter, which a lease cannot know. There is no
+// circuit breaker: with Redis down, each request the lease cannot cover
+// tries Redis (bounded by WithTimeout). Give-backs happen on Close and on
+// Sweep, which the application calls (there is no timer of its own).
+package lease

@@ -1,0 +1,588 @@
+package lease
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/redislimit"
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed lease.lua
+var leaseSource string
+
+var leaseScript = redis.NewScript(leaseSource)
+
+const (
+	kindTokenBucket = 1
+	kindFixedWindow = 2
+	maxMicros       = 1 << 50
+	numShards       = 64
+	never           = math.MaxInt64
+)
+
+// Errors returned with a decision that Redis did not make.
+var (
+	// ErrUnavailable wraps every failure to take a lease from Redis
+	// (timeout, network error, reply error); the failure policy answered.
+	ErrUnavailable = errors.New("lease: Redis could not decide")
+	// ErrClosed: the Limiter was closed; the request is denied.
+	ErrClosed = errors.New("lease: limiter closed")
+)
+
+// Limiter is a keyed rate limiter whose budget is shared, through Redis,
+// by every instance that uses the same Redis, prefix, name and policy, and
+// whose decisions are made in process from units leased from that budget.
+// See the package doc for the contract and its bounds. A Limiter is safe
+// for concurrent use and must not be copied; create one with New.
+type Limiter struct {
+	client   redis.Scripter
+	script   *redis.Script
+	kind     int
+	a        int64 // T or W, µs
+	limit    int64
+	argv     [4]any // kind, a, tau, limit for the script
+	head     string
+	tail     string
+	special  string
+	maxLease int64
+	period   int64 // ns
+	timeout  time.Duration
+	failOpen bool
+	clock    hotlimit.Clock
+	seed     maphash.Seed
+	shards   [numShards]shard
+	closed   atomic.Bool
+	bg       sync.WaitGroup // background refills
+
+	// testNow, when set, is the script's instant in µs instead of the
+	// server's TIME. Only this package's tests set it.
+	testNow func() int64
+}
+
+// shard is a copy-on-write map: readers load it without a lock, writers
+// copy it under mu. Keys are added once per key, not per decision.
+type shard struct {
+	m  atomic.Pointer[map[string]*entry]
+	mu sync.Mutex
+	_  [40]byte
+}
+
+// entry is one key's lease on this instance.
+type entry struct {
+	cur  atomic.Pointer[grant]
+	busy atomic.Bool // a take or give for this key is in flight
+	dead atomic.Bool // removed by Sweep: look the key up again
+
+	denyUntil atomic.Int64 // clock ns before which Redis surely denies cost ≤ denyCost
+	denyCost  atomic.Int64
+
+	issued atomic.Int64 // units ever granted into the lease
+
+	// Guarded by busy.
+	stamp     int64 // what the last take into the lease replied (TAT or window index)
+	lastGrant int64 // units of that take still undoable by a give
+	lastAt    int64 // clock ns of the previous refill
+	lastSpent int64 // units spent by then
+
+	swept atomic.Int64 // units spent at the previous Sweep
+}
+
+// grant is a lease: units that Redis debited and that may be spent here
+// until end (clock ns; never for a token bucket).
+type grant struct {
+	avail atomic.Int64
+	low   atomic.Int64 // a refill is sent when avail drops to low
+	end   int64
+	win   int64 // the window index (fixed window)
+}
+
+var deadGrant = &grant{}
+
+// Option configures a Limiter.
+type Option func(*config) error
+
+type config struct {
+	prefix   string
+	maxLease int64
+	period   time.Duration
+	timeout  time.Duration
+	failOpen bool
+	clock    hotlimit.Clock
+}
+
+// WithPrefix sets the start of every Redis key (default "hotlimit:"); it
+// must not contain a brace.
+func WithPrefix(p string) Option {
+	return func(c *config) error {
+		if strings.ContainsAny(p, "{}") {
+			return fmt.Errorf("lease: WithPrefix: prefix %q contains a brace", p)
+		}
+		c.prefix = p
+		return nil
+	}
+}
+
+// WithMaxLease bounds the units one instance holds unspent per key
+// (default: a tenth of the limit, at least 1). It is the price of the
+// mode: with n instances, at most n·max units of a key's budget sit
+// unused in leases at any instant.
+func WithMaxLease(n int64) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("lease: WithMaxLease: %d must be ≥ 1", n)
+		}
+		c.maxLease = n
+		return nil
+	}
+}
+
+// WithPeriod sets how long a lease should last at the key's recent local
+// rate (default 100ms): a refill asks for the units spent over the last
+// refill interval scaled to one period, within [1, WithMaxLease].
+func WithPeriod(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("lease: WithPeriod: %v must be > 0", d)
+		}
+		c.period = d
+		return nil
+	}
+}
+
+// WithTimeout bounds each call to Redis (default 100ms).
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("lease: WithTimeout: %v must be > 0", d)
+		}
+		c.timeout = d
+		return nil
+	}
+}
+
+// WithFailOpen admits, rather than denies (the default, fail closed), a
+// request that neither the lease nor Redis could decide. The call still
+// returns the error.
+func WithFailOpen() Option {
+	return func(c *config) error { c.failOpen = true; return nil }
+}
+
+// WithClock sets the clock that fixed-window leases expire by (default
+// hotlimit.SystemClock). It must be monotonic and run at the rate of the
+// Redis server's clock.
+func WithClock(clk hotlimit.Clock) Option {
+	return func(c *config) error {
+		if clk == nil {
+			return errors.New("lease: WithClock: nil clock")
+		}
+		c.clock = clk
+		return nil
+	}
+}
+
+// New returns a Limiter for policy (hotlimit.TokenBucket or FixedWindow,
+// or a pointer to one) whose budget lives in Redis through client under
+// name. The client must not retry commands (MaxRetries: -1) and must apply
+// context deadlines (ContextTimeoutEnabled: true), as redislimit.New
+// requires: a retried take could debit twice. New makes no call to Redis.
+func New(client redis.Scripter, name string, policy hotlimit.Policy, opts ...Option) (*Limiter, error) {
+	cfg := config{prefix: "hotlimit:", period: 100 * time.Millisecond, timeout: 100 * time.Millisecond, clock: hotlimit.SystemClock{}}
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("lease: nil Option")
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	// The synchronous limiter checks the client (no retries, deadlines
+	// applied), the name and the policy as this one needs them checked.
+	if _, err := redislimit.New(client, name, policy); err != nil {
+		return nil, fmt.Errorf("lease: %w", err)
+	}
+	l := &Limiter{client: client, script: leaseScript, period: int64(cfg.period), timeout: cfg.timeout, failOpen: cfg.failOpen, clock: cfg.clock, seed: maphash.MakeSeed()}
+	var tau int64
+	switch p := policy.(type) {
+	case *hotlimit.TokenBucket:
+		if p == nil {
+			return nil, errors.New("lease: nil *hotlimit.TokenBucket")
+		}
+		return New(client, name, *p, opts...)
+	case *hotlimit.FixedWindow:
+		if p == nil {
+			return nil, errors.New("lease: nil *hotlimit.FixedWindow")
+		}
+		return New(client, name, *p, opts...)
+	case hotlimit.TokenBucket:
+		if p.Rate.N <= 0 || p.Rate.Per <= 0 || p.Burst <= 0 {
+			return nil, fmt.Errorf("lease: TokenBucket needs Rate.N > 0, Rate.Per > 0 and Burst > 0, got %+v", p)
+		}
+		t := int64((p.Rate.Interval()-1)/time.Microsecond) + 1 // rounded up, towards denying
+		if p.Burst > maxMicros/t {
+			return nil, fmt.Errorf("lease: TokenBucket.Burst %d × interval %dµs exceeds 2^50µs", p.Burst, t)
+		}
+		l.kind, l.a, l.limit, tau = kindTokenBucket, t, p.Burst, p.Burst*t
+	case hotlimit.FixedWindow:
+		w := p.Window
+		if p.Limit <= 0 || p.Limit > maxMicros || w <= 0 || w%time.Microsecond != 0 || w/time.Microsecond > maxMicros {
+			return nil, fmt.Errorf("lease: FixedWindow needs 0 < Limit ≤ 2^50 and a Window of 1µs to 2^50µs in whole µs, got %+v", p)
+		}
+		l.kind, l.a, l.limit = kindFixedWindow, int64(w/time.Microsecond), p.Limit
+	default:
+		return nil, fmt.Errorf("lease: policy %T is not supported (use hotlimit.TokenBucket or FixedWindow)", policy)
+	}
+	l.maxLease = cfg.maxLease
+	if l.maxLease == 0 {
+		l.maxLease = max(1, l.limit/10)
+	}
+	l.maxLease = min(l.maxLease, l.limit)
+	l.argv = [4]any{strconv.Itoa(l.kind), strconv.FormatInt(l.a, 10), strconv.FormatInt(tau, 10), strconv.FormatInt(l.limit, 10)}
+	l.head, l.tail, l.special = cfg.prefix+name+":{", "}", cfg.prefix+name+"!{~}"
+	for i := range l.shards {
+		m := map[string]*entry{}
+		l.shards[i].m.Store(&m)
+	}
+	return l, nil
+}
+
+// RedisKey returns the Redis key that holds key's shared state, named as
+// redislimit names it.
+func (l *Limiter) RedisKey(key string) string {
+	if key == "" || key[0] == '}' {
+		return l.special + key
+	}
+	return l.head + key + l.tail
+}
+
+// Limit returns the policy's Burst or Limit.
+func (l *Limiter) Limit() int64 { return l.limit }
+
+// MaxLease returns the most units this instance holds unspent per key.
+func (l *Limiter) MaxLease() int64 { return l.maxLease }
+
+// Allow is AllowN(ctx, key, 1).
+func (l *Limiter) Allow(ctx context.Context, key string) (bool, error) {
+	return l.AllowN(ctx, key, 1)
+}
+
+// AllowN reports whether a request of cost units on key is admitted, and
+// spends them if so. While the key's lease holds cost units it decides in
+// process, without a lock or a round trip. Otherwise it takes a lease of
+// at least cost units from Redis before answering. A cost of 0 is
+// admitted; a negative cost or one above the limit is denied. A non-nil
+// error wraps ErrUnavailable (the failure policy answered) or is
+// ErrClosed.
+func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (bool, error) {
+	if cost <= 0 || cost > l.limit {
+		return cost == 0, nil
+	}
+	e := l.lookup(key)
+	if e != nil {
+		g := e.cur.Load()
+		if g.end == never || l.clock.Now() < time.Duration(g.end) {
+			for {
+				a := g.avail.Load()
+				if a < cost {
+					break
+				}
+				if g.avail.CompareAndSwap(a, a-cost) {
+					if a-cost <= g.low.Load() && !e.busy.Load() {
+						l.startRefill(e, key)
+					}
+					return true, nil
+				}
+			}
+		}
+	}
+	return l.slow(ctx, key, e, cost)
+}
+
+func (l *Limiter) shardOf(key string) *shard {
+	return &l.shards[maphash.String(l.seed, key)%numShards]
+}
+
+func (l *Limiter) lookup(key string) *entry {
+	return (*l.shardOf(key).m.Load())[key]
+}
+
+// entry returns key's entry, adding it if absent.
+func (l *Limiter) entry(key string) *entry {
+	s := l.shardOf(key)
+	if e := (*s.m.Load())[key]; e != nil {
+		return e
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := *s.m.Load()
+	if e := old[key]; e != nil {
+		return e
+	}
+	m := make(map[string]*entry, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	e := &entry{lastAt: int64(l.clock.Now())}
+	e.cur.Store(deadGrant)
+	m[key] = e
+	s.m.Store(&m)
+	return e
+}
+
+// spent returns the units spent from e's leases so far.
+func (e *entry) spent() int64 {
+	g := e.cur.Load()
+	return e.issued.Load() - g.avail.Load()
+}
+
+// startRefill sends a background take for key if none is in flight.
+func (l *Limiter) startRefill(e *entry, key string) {
+	if !e.busy.CompareAndSwap(false, true) {
+		return
+	}
+	if l.closed.Load() {
+		e.busy.Store(false)
+		return
+	}
+	l.bg.Add(1)
+	go func() {
+		defer l.bg.Done()
+		defer e.busy.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+		defer cancel()
+		l.refill(ctx, e, key, 0)
+	}()
+}
+
+// want returns the units a take should ask for beyond need: the key's
+// rate over the last refill interval scaled to a period, so that held +
+// need + want ≤ maxLease. Called with busy held.
+func (l *Limiter) want(e *entry, need int64) int64 {
+	now := int64(l.clock.Now())
+	spent := e.spent()
+	w := l.maxLease
+	if dt := now - e.lastAt; dt > 0 {
+		rate := float64(spent-e.lastSpent) / float64(dt)
+		w = int64(math.Ceil(rate * float64(l.period)))
+	}
+	e.lastAt, e.lastSpent = now, spent
+	held := int64(0)
+	if g := e.cur.Load(); g.end == never || now < g.end {
+		held = g.avail.Load()
+	}
+	w = min(max(w, 1), l.maxLease-held-need)
+	return max(w, 0)
+}
+
+// refill takes up to want units into e's lease, need of them for the
+// caller (spent at once) and the rest kept. It reports whether need was
+// granted. Called with busy held.
+func (l *Limiter) refill(ctx context.Context, e *entry, key string, need int64) (bool, error) {
+	w := l.want(e, need)
+	if need == 0 && w == 0 {
+		return false, nil
+	}
+	sent := int64(l.clock.Now())
+	r, err := l.take(ctx, key, max(need, 1), need+w)
+	if err != nil {
+		return false, err
+	}
+	if r.granted == 0 {
+		l.denied(e, sent, need, r.retry)
+		return false, nil
+	}
+	keep := r.granted - need
+	e.issued.Add(r.granted) // need is spent at once
+	if l.kind == kindTokenBucket {
+		g := e.cur.Load()
+		if g == deadGrant {
+			g = &grant{end: never}
+			g.avail.Store(keep)
+			e.cur.Store(g)
+		} else {
+			g.avail.Add(keep)
+		}
+		if keep > 0 {
+			g.low.Store(keep / 2)
+		}
+		e.stamp, e.lastGrant = r.stamp, keep
+		return true, nil
+	}
+	g := e.cur.Load()
+	if g != deadGrant && g.win == r.stamp {
+		g.avail.Add(keep)
+		e.lastGrant += keep
+	} else {
+		// A new window: the old lease's units are dead (its end is
+		// never after the window's); dropping them from issued keeps
+		// spent() right.
+		ng := &grant{end: sent + r.left*int64(time.Microsecond), win: r.stamp}
+		ng.avail.Store(keep)
+		e.issued.Add(-g.avail.Swap(0))
+		e.cur.Store(ng)
+		g = ng
+		e.lastGrant = keep
+	}
+	if keep > 0 {
+		g.low.Store(keep / 2)
+	}
+	e.stamp = r.stamp
+	return true, nil
+}
+
+// denied notes that Redis refused cost units until retry µs after sent:
+// until then this instance denies requests of at least cost locally.
+func (l *Limiter) denied(e *entry, sent, cost, retry int64) {
+	if cost > 0 && retry > 0 {
+		e.denyCost.Store(cost)
+		e.denyUntil.Store(sent + retry*int64(time.Microsecond))
+	}
+}
+
+// slow decides a request the lease could not: one take from Redis.
+func (l *Limiter) slow(ctx context.Context, key string, e *entry, cost int64) (bool, error) {
+	if l.closed.Load() {
+		return false, ErrClosed
+	}
+	if e == nil || e.dead.Load() {
+		e = l.entry(key)
+	}
+	now := int64(l.clock.Now())
+	if now < e.denyUntil.Load() && cost >= e.denyCost.Load() {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	if e.busy.CompareAndSwap(false, true) {
+		if e.dead.Load() { // swept meanwhile: units taken now would be lost
+			e.busy.Store(false)
+			return l.slow(ctx, key, nil, cost)
+		}
+		ok, err := l.refill(ctx, e, key, cost)
+		e.busy.Store(false)
+		return l.answer(ok, err)
+	}
+	// A take is in flight for the lease; it may have landed.
+	if g := e.cur.Load(); g.end == never || now < g.end {
+		for a := g.avail.Load(); a >= cost; a = g.avail.Load() {
+			if g.avail.CompareAndSwap(a, a-cost) {
+				return true, nil
+			}
+		}
+	}
+	// Take exactly cost.
+	r, err := l.take(ctx, key, cost, cost)
+	if err == nil && r.granted == 0 {
+		l.denied(e, now, cost, r.retry)
+	}
+	return l.answer(r.granted > 0, err)
+}
+
+func (l *Limiter) answer(ok bool, err error) (bool, error) {
+	if err != nil {
+		return l.failOpen, err
+	}
+	return ok, nil
+}
+
+type reply struct {
+	granted, stamp, left, retry int64
+}
+
+func (l *Limiter) now() string {
+	if l.testNow != nil {
+		return strconv.FormatInt(l.testNow(), 10)
+	}
+	return ""
+}
+
+func (l *Limiter) take(ctx context.Context, key string, lo, want int64) (reply, error) {
+	v, err := l.script.Run(ctx, l.client, []string{l.RedisKey(key)}, l.now(), "take", l.argv[0], l.argv[1], l.argv[2], l.argv[3], lo, want).Int64Slice()
+	if err != nil {
+		return reply{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	switch {
+	case len(v) == 2 && v[0] == 0:
+		return reply{retry: v[1]}, nil
+	case len(v) == 3 && v[0] >= lo && v[0] <= want:
+		return reply{granted: v[0], stamp: v[1], left: v[2]}, nil
+	}
+	return reply{}, fmt.Errorf("%w: unexpected reply %v", ErrUnavailable, v)
+}
+
+// giveBack returns e's unspent units to Redis where the policy allows it
+// (see the package doc) and empties the lease. Called with busy held.
+func (l *Limiter) giveBack(ctx context.Context, e *entry, key string) error {
+	g := e.cur.Load()
+	r := min(g.avail.Swap(0), e.lastGrant)
+	e.lastGrant = 0
+	if r <= 0 || (g.end != never && int64(l.clock.Now()) >= g.end) {
+		return nil
+	}
+	_, err := l.script.Run(ctx, l.client, []string{l.RedisKey(key)}, l.now(), "give", l.argv[0], l.argv[1], l.argv[2], l.argv[3], r, e.stamp).Result()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Sweep gives back the leases of keys on which nothing was spent since the
+// previous Sweep and forgets those keys. Call it periodically (every few
+// periods) so that idle keys hold no budget and no memory.
+func (l *Limiter) Sweep(ctx context.Context) error {
+	var first error
+	for i := range l.shards {
+		s := &l.shards[i]
+		for key, e := range *s.m.Load() {
+			sp := e.spent()
+			if e.swept.Swap(sp) != sp || !e.busy.CompareAndSwap(false, true) {
+				continue
+			}
+			e.dead.Store(true)
+			s.mu.Lock()
+			old := *s.m.Load()
+			m := make(map[string]*entry, len(old))
+			for k, v := range old {
+				if k != key {
+					m[k] = v
+				}
+			}
+			s.m.Store(&m)
+			s.mu.Unlock()
+			if err := l.giveBack(ctx, e, key); err != nil && first == nil {
+				first = err
+			}
+			e.busy.Store(false)
+		}
+	}
+	return first
+}
+
+// Close waits for the refills in flight, then gives back every unspent
+// lease (where the policy allows) and denies later requests with
+// ErrClosed. It must not run concurrently with AllowN.
+func (l *Limiter) Close(ctx context.Context) error {
+	if l.closed.Swap(true) {
+		return nil
+	}
+	l.bg.Wait()
+	var first error
+	for i := range l.shards {
+		for key, e := range *l.shards[i].m.Load() {
+			if err := l.giveBack(ctx, e, key); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}

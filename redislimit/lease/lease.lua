@@ -1,0 +1,96 @@
+-- lease: take units from, or give units back to, a key's shared token
+-- bucket or fixed window, atomically. The state is the one redislimit's
+-- decision script keeps: kind 1 the theoretical arrival time (µs, decimal),
+-- kind 2 "k 0 q" (window index, unused, units counted in window k).
+--
+-- KEYS[1]  the key's state.
+-- ARGV[1]  "" to work at the server's TIME, else an instant in µs (tests).
+-- ARGV[2]  "take" or "give"
+-- ARGV[3]  kind: 1 token bucket, 2 fixed window
+-- ARGV[4]  T (emission interval) or W (window), µs
+-- ARGV[5]  tau = Burst·T (kind 1), else 0
+-- ARGV[6]  the limit: Burst or Limit
+-- take: ARGV[7] min, ARGV[8] want (1 <= min <= want <= limit)
+--   Debits g = min(want, available) units if g >= min.
+--   Reply {g, stamp, left}: stamp is the TAT written (kind 1) or the
+--   window index (kind 2); left is the µs until the window ends (kind 2,
+--   else 0). Denied: {0, retry}, retry the µs until min would fit.
+-- give: ARGV[7] units r, ARGV[8] stamp (what the giver's last take
+--   replied). Kind 1: only if the stored TAT is still stamp (nothing was
+--   debited since), the TAT moves back by r·T: an exact undo of r units of
+--   that take. Kind 2: only if the stored window and the current one are
+--   both stamp, q drops by r. Reply {1} when given back, else {0}.
+
+if redis.replicate_commands then redis.replicate_commands() end
+
+local now, ttlExtra = nil, 0
+if ARGV[1] ~= "" then
+  now = tonumber(ARGV[1])
+  ttlExtra = 3600000
+else
+  local t = redis.call("TIME")
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local key, op, kind = KEYS[1], ARGV[2], ARGV[3]
+local A, tau, limit = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local x, y = tonumber(ARGV[7]), tonumber(ARGV[8])
+
+-- divmod: floor(n/d) and n mod d exactly, for 0 <= n < 2^52, 0 < d.
+local function divmod(n, d)
+  local q = math.floor(n / d)
+  local r = n - q * d
+  while r < 0 do q = q - 1; r = r + d end
+  while r >= d do q = q + 1; r = r - d end
+  return q, r
+end
+
+-- ms: µs rounded up to a millisecond, plus the test stretch.
+local function ms(us)
+  local q, r = divmod(us, 1000)
+  if r > 0 then q = q + 1 end
+  return q + ttlExtra
+end
+
+if kind == "1" then
+  local tat = tonumber(redis.call("GET", key)) or 0
+  if op == "give" then
+    if tat ~= y then return { 0 } end
+    local nt = y - x * A
+    if nt > now then
+      redis.call("SET", key, string.format("%.0f", nt), "PX", ms(nt - now))
+    else
+      redis.call("DEL", key)
+    end
+    return { 1 }
+  end
+  local base = math.max(tat, now) -- a stale reading: no time has passed
+  local debt = base - now
+  local avail = 0
+  if debt < tau then avail = (divmod(tau - debt, A)) end
+  local g = math.min(y, avail)
+  if g < x then return { 0, base + x * A - tau - now } end
+  local nx = base + g * A
+  redis.call("SET", key, string.format("%.0f", nx), "PX", ms(nx - now))
+  return { g, nx, 0 }
+end
+
+-- kind 2: the fixed window.
+local k, e = divmod(now, A)
+local sk, q = 0, 0
+local v = redis.call("GET", key)
+if v then
+  local a, _, c = string.match(v, "^(%d+) (%d+) (%d+)$")
+  if a then sk, q = tonumber(a), tonumber(c) end
+end
+if sk > k then k, e = sk, 0 end -- a stale reading: no time has passed
+if op == "give" then
+  if sk ~= y or k ~= y then return { 0 } end
+  q = math.max(q - x, 0)
+  redis.call("SET", key, string.format("%.0f 0 %.0f", k, q), "PX", ms(A - e))
+  return { 1 }
+end
+if sk ~= k then q = 0 end
+local g = math.min(y, limit - q)
+if g < x then return { 0, A - e } end
+redis.call("SET", key, string.format("%.0f 0 %.0f", k, q + g), "PX", ms(A - e))
+return { g, k, A - e }

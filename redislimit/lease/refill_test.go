@@ -1,0 +1,221 @@
+package lease
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/redislimit"
+	"github.com/redis/go-redis/v9"
+)
+
+// gate is a go-redis hook that counts script calls and, while closed,
+// holds them until it opens.
+type gate struct {
+	calls   atomic.Int64
+	wait    atomic.Pointer[chan struct{}]
+	entered chan struct{} // one value per held call
+}
+
+func (g *gate) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if strings.HasPrefix(cmd.Name(), "eval") {
+			g.calls.Add(1)
+			if w := g.wait.Load(); w != nil {
+				g.entered <- struct{}{}
+				<-*w
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestOneRefillInFlight: while a refill is in flight, spending further
+// below the low-water mark sends no other; the lease then never holds more
+// than MaxLease.
+func TestOneRefillInFlight(t *testing.T) {
+	addr := serverAddr(t)
+	const maxLease = 100
+	clk := hotlimit.NewManualClock()
+	ctx := context.Background()
+	c := newClient(t, addr)
+	g := &gate{entered: make(chan struct{}, 1000)}
+	c.AddHook(g)
+	l, err := New(c, testName(t), hotlimit.FixedWindow{Limit: 10_000, Window: time.Second}, WithClock(clk), WithMaxLease(maxLease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.testNow = func() int64 { return epoch + int64(clk.Now()/time.Microsecond) }
+	if ok, err := l.Allow(ctx, "k"); !ok || err != nil {
+		t.Fatalf("first request: %v, %v", ok, err)
+	}
+	if h := l.held("k"); h != maxLease-1 {
+		t.Fatalf("the first lease holds %d, want %d", h, maxLease-1)
+	}
+	ch := make(chan struct{})
+	g.wait.Store(&ch)
+	before := g.calls.Load()
+	for range 80 { // from 99 down to 19, well below the low-water mark
+		if ok, err := l.Allow(ctx, "k"); !ok || err != nil {
+			t.Fatalf("spending the lease: %v, %v", ok, err)
+		}
+	}
+	<-g.entered // the refill's call, started before the spends returned
+	g.wait.Store(nil)
+	close(ch)
+	l.bg.Wait()
+	if n := g.calls.Load() - before; n != 1 {
+		t.Fatalf("%d refills were sent for one key, want 1", n)
+	}
+	if h := l.held("k"); h > maxLease {
+		t.Fatalf("the lease holds %d after the refill, above MaxLease %d", h, maxLease)
+	}
+}
+
+// TestBucketGiveIsExactUndo: giving a token-bucket lease back undoes only
+// the instance's last take, and only while nothing else was debited since:
+// the bucket is then exactly as if those units were never taken. Units
+// carried from earlier takes are not given back, since the bucket may have
+// refilled past them (here it did: they were taken at 0 and the bucket is
+// full again at 10ms).
+func TestBucketGiveIsExactUndo(t *testing.T) {
+	addr := serverAddr(t)
+	name, key := testName(t), "k"
+	policy := hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1000, Per: time.Second}, Burst: 10} // T = 1ms
+	clk := hotlimit.NewManualClock()
+	ctx := context.Background()
+	a := instance(t, addr, name, policy, clk, WithMaxLease(7))
+	b := instance(t, addr, name, policy, clk)
+	if ok, err := a.Allow(ctx, key); !ok || err != nil { // spends 1, holds 6
+		t.Fatalf("first request: %v, %v", ok, err)
+	}
+	clk.Advance(10 * time.Millisecond) // the bucket is full again
+	if r, err := b.take(ctx, key, 8, 8); err != nil || r.granted != 8 {
+		t.Fatalf("b takes 8: %+v, %v", r, err)
+	}
+	e := a.lookup(key)
+	e.busy.Store(true)
+	if _, err := a.refill(ctx, e, key, 0); err != nil {
+		t.Fatal(err)
+	}
+	e.busy.Store(false)
+	if h := a.held(key); h != 7 {
+		t.Fatalf("a holds %d after its refill, want 6 carried + 1", h)
+	}
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// What was spent: 1 at 0 (refilled since) and b's 8 at 10ms. The bucket
+	// holds exactly 10 − 8 = 2.
+	r, err := b.take(ctx, key, 1, 10)
+	if err != nil || r.granted != 2 {
+		t.Fatalf("after a gave back, the bucket grants %+v (%v), want 2", r, err)
+	}
+}
+
+// TestDenialRemembered: after Redis denies a key, the instance denies it
+// locally, without a round trip, until Redis's retry time; then it asks
+// Redis again.
+func TestDenialRemembered(t *testing.T) {
+	addr := serverAddr(t)
+	clk := hotlimit.NewManualClock()
+	ctx := context.Background()
+	c := newClient(t, addr)
+	g := &gate{}
+	c.AddHook(g)
+	l, err := New(c, testName(t), hotlimit.FixedWindow{Limit: 3, Window: 10 * time.Millisecond}, WithClock(clk), WithMaxLease(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.testNow = func() int64 { return epoch + int64(clk.Now()/time.Microsecond) }
+	var admitted int
+	for range 3 {
+		if ok, _ := l.Allow(ctx, "k"); ok {
+			admitted++
+		}
+		l.bg.Wait()
+	}
+	if admitted != 3 {
+		t.Fatalf("admitted %d of the limit 3", admitted)
+	}
+	if ok, err := l.Allow(ctx, "k"); ok || err != nil {
+		t.Fatalf("beyond the limit: %v, %v", ok, err)
+	}
+	calls := g.calls.Load()
+	clk.Advance(10*time.Millisecond - time.Microsecond)
+	for range 100 {
+		if ok, err := l.Allow(ctx, "k"); ok || err != nil {
+			t.Fatalf("within the window after a denial: %v, %v", ok, err)
+		}
+	}
+	if n := g.calls.Load() - calls; n != 0 {
+		t.Fatalf("%d round trips for 100 requests on a denied key, want 0", n)
+	}
+	clk.Advance(time.Microsecond)
+	if ok, err := l.Allow(ctx, "k"); !ok || err != nil {
+		t.Fatalf("in the next window: %v, %v", ok, err)
+	}
+}
+
+// TestSharedWithRedislimit: the lease and redislimit's synchronous Limiter
+// with the same name and policy spend one budget.
+func TestSharedWithRedislimit(t *testing.T) {
+	addr := serverAddr(t)
+	name := testName(t)
+	policy := hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: time.Hour}, Burst: 10}
+	ctx := context.Background()
+	sync, err := redislimit.New(newClient(t, addr), name, policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if d, err := sync.Allow(ctx, "k"); !d.Allowed || err != nil {
+			t.Fatalf("synchronous: %+v, %v", d, err)
+		}
+	}
+	l, err := New(newClient(t, addr), name, policy, WithMaxLease(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admitted := 0
+	for range 20 {
+		if ok, err := l.Allow(ctx, "k"); err != nil {
+			t.Fatal(err)
+		} else if ok {
+			admitted++
+		}
+		l.bg.Wait()
+	}
+	if admitted != 6 {
+		t.Fatalf("the lease admitted %d after the synchronous limiter's 4 of a burst of 10, want 6", admitted)
+	}
+	if d, err := sync.Allow(ctx, "k"); d.Allowed || err != nil {
+		t.Fatalf("synchronous after the lease took the rest: %+v, %v", d, err)
+	}
+}
+
+// TestHotPathAllocs: a decision that the lease covers allocates nothing.
+func TestHotPathAllocs(t *testing.T) {
+	addr := serverAddr(t)
+	clk := hotlimit.NewManualClock()
+	ctx := context.Background()
+	for _, p := range []hotlimit.Policy{
+		hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: time.Hour}, Burst: 100_000},
+		hotlimit.FixedWindow{Limit: 100_000, Window: time.Hour},
+	} {
+		l := instance(t, addr, testName(t), p, clk, WithMaxLease(10_000))
+		if ok, err := l.Allow(ctx, "hot"); !ok || err != nil {
+			t.Fatalf("%T: first request: %v, %v", p, ok, err)
+		}
+		if n := testing.AllocsPerRun(1000, func() { l.Allow(ctx, "hot") }); n != 0 {
+			t.Fatalf("%T: %v allocations per decision, want 0", p, n)
+		}
+	}
+}
