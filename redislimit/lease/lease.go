@@ -370,10 +370,14 @@ func (l *Limiter) startRefill(e *entry, key string) {
 func (l *Limiter) want(e *entry, need int64) int64 {
 	now := int64(l.clock.Now())
 	spent := e.spent()
-	w := l.maxLease
-	if dt := now - e.lastAt; dt > 0 {
-		rate := float64(spent-e.lastSpent) / float64(dt)
-		w = int64(math.Ceil(rate * float64(l.period)))
+	// The units spent since the previous refill, scaled from the time
+	// they took to a period; all of them at once (dt 0) is a rate above
+	// any bound, and no units spent, or no history, asks for 1.
+	w, ds := int64(1), spent-e.lastSpent
+	if dt := now - e.lastAt; ds > 0 && dt <= 0 {
+		w = l.maxLease
+	} else if ds > 0 {
+		w = int64(math.Ceil(float64(ds) * float64(l.period) / float64(dt)))
 	}
 	e.lastAt, e.lastSpent = now, spent
 	held := int64(0)

@@ -53,16 +53,19 @@ func TestOneRefillInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.testNow = func() int64 { return epoch + int64(clk.Now()/time.Microsecond) }
-	if ok, err := l.Allow(ctx, "k"); !ok || err != nil {
-		t.Fatalf("first request: %v, %v", ok, err)
+	for range 2 { // the first lease is 1 unit; spending it refills to MaxLease
+		if ok, err := l.Allow(ctx, "k"); !ok || err != nil {
+			t.Fatalf("first requests: %v, %v", ok, err)
+		}
+		l.bg.Wait()
 	}
-	if h := l.held("k"); h != maxLease-1 {
-		t.Fatalf("the first lease holds %d, want %d", h, maxLease-1)
+	if h := l.held("k"); h != maxLease {
+		t.Fatalf("the lease holds %d, want %d", h, maxLease)
 	}
 	ch := make(chan struct{})
 	g.wait.Store(&ch)
 	before := g.calls.Load()
-	for range 80 { // from 99 down to 19, well below the low-water mark
+	for range 80 { // from 100 down to 20, well below the low-water mark
 		if ok, err := l.Allow(ctx, "k"); !ok || err != nil {
 			t.Fatalf("spending the lease: %v, %v", ok, err)
 		}
@@ -93,27 +96,37 @@ func TestBucketGiveIsExactUndo(t *testing.T) {
 	ctx := context.Background()
 	a := instance(t, addr, name, policy, clk, WithMaxLease(7))
 	b := instance(t, addr, name, policy, clk)
-	if ok, err := a.Allow(ctx, key); !ok || err != nil { // spends 1, holds 6
+	refill := func() {
+		e := a.lookup(key)
+		e.busy.Store(true)
+		defer e.busy.Store(false)
+		if _, err := a.refill(ctx, e, key, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := a.Allow(ctx, key); !ok || err != nil { // debits 2: spends 1, holds 1
 		t.Fatalf("first request: %v, %v", ok, err)
+	}
+	refill() // debits 6: holds 7 (MaxLease)
+	if h := a.held(key); h != 7 {
+		t.Fatalf("a holds %d, want 7", h)
 	}
 	clk.Advance(10 * time.Millisecond) // the bucket is full again
 	if r, err := b.take(ctx, key, 8, 8); err != nil || r.granted != 8 {
 		t.Fatalf("b takes 8: %+v, %v", r, err)
 	}
-	e := a.lookup(key)
-	e.busy.Store(true)
-	if _, err := a.refill(ctx, e, key, 0); err != nil {
-		t.Fatal(err)
+	if ok, err := a.Allow(ctx, key); !ok || err != nil { // from the lease: holds 6
+		t.Fatalf("a's second request: %v, %v", ok, err)
 	}
-	e.busy.Store(false)
+	refill() // debits 1: holds 7, 6 of them carried from before the bucket refilled
 	if h := a.held(key); h != 7 {
 		t.Fatalf("a holds %d after its refill, want 6 carried + 1", h)
 	}
 	if err := a.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// What was spent: 1 at 0 (refilled since) and b's 8 at 10ms. The bucket
-	// holds exactly 10 − 8 = 2.
+	// Debited and not given back: 8 at 0 (refilled since) and b's 8 at
+	// 10ms. The bucket holds exactly 10 − 8 = 2.
 	r, err := b.take(ctx, key, 1, 10)
 	if err != nil || r.granted != 2 {
 		t.Fatalf("after a gave back, the bucket grants %+v (%v), want 2", r, err)
@@ -211,11 +224,60 @@ func TestHotPathAllocs(t *testing.T) {
 		hotlimit.FixedWindow{Limit: 100_000, Window: time.Hour},
 	} {
 		l := instance(t, addr, testName(t), p, clk, WithMaxLease(10_000))
-		if ok, err := l.Allow(ctx, "hot"); !ok || err != nil {
-			t.Fatalf("%T: first request: %v, %v", p, ok, err)
+		for range 2 { // a lease of 1, then of MaxLease
+			if ok, err := l.Allow(ctx, "hot"); !ok || err != nil {
+				t.Fatalf("%T: first requests: %v, %v", p, ok, err)
+			}
+			l.bg.Wait()
 		}
 		if n := testing.AllocsPerRun(1000, func() { l.Allow(ctx, "hot") }); n != 0 {
 			t.Fatalf("%T: %v allocations per decision, want 0", p, n)
+		}
+	}
+}
+
+// TestLeaseSizeFollowsRate: at a steady 1,000 requests per second on one
+// instance and the default period of 100ms, leases of about 100 units
+// cost about 10 round trips per 1,000 decisions; at 10,000 per second
+// they are capped by MaxLease (200): each refill tops the lease up to
+// MaxLease from its low-water mark, half the previous refill, which
+// settles at refills of about 133 units, 7 or 8 per 1,000.
+func TestLeaseSizeFollowsRate(t *testing.T) {
+	addr := serverAddr(t)
+	for _, tc := range []struct {
+		gap    time.Duration
+		lo, hi int64
+	}{
+		{time.Millisecond, 8, 14},
+		{100 * time.Microsecond, 6, 9},
+	} {
+		clk := hotlimit.NewManualClock()
+		ctx := context.Background()
+		c := newClient(t, addr)
+		g := &gate{}
+		c.AddHook(g)
+		l, err := New(c, testName(t), hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 100_000, Per: time.Second}, Burst: 100_000},
+			WithClock(clk), WithMaxLease(200))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.testNow = func() int64 { return epoch + int64(clk.Now()/time.Microsecond) }
+		run := func(n int) {
+			for range n {
+				if ok, err := l.Allow(ctx, "k"); !ok || err != nil {
+					t.Fatalf("request: %v, %v", ok, err)
+				}
+				l.bg.Wait()
+				clk.Advance(tc.gap)
+			}
+		}
+		run(1000) // warm up
+		before := g.calls.Load()
+		run(5000)
+		per1000 := (g.calls.Load() - before) / 5
+		t.Logf("one request every %v: %d round trips per 1,000 decisions", tc.gap, per1000)
+		if per1000 < tc.lo || per1000 > tc.hi {
+			t.Errorf("one request every %v: %d round trips per 1,000 decisions, want %d to %d", tc.gap, per1000, tc.lo, tc.hi)
 		}
 	}
 }
