@@ -2,7 +2,8 @@
 // PING on the same client (the ratio is the cost of a decision over the
 // cheapest round trip), and against github.com/go-redis/redis_rate on the
 // same Redis server: round trips per decision, ns/op serially and in
-// parallel, and the two-tier mode's speed-up on a key that is mostly
-// denied. It is a nested module so that no user of hotlimit inherits
+// parallel, the two-tier mode's speed-up on a key that is mostly denied,
+// and the leased mode (redislimit/lease) beside the in-process and the
+// synchronous limiters, with its round trips at a steady rate. It is a nested module so that no user of hotlimit inherits
 // these dependencies. Results and the commands are in RESULTS.md.
 package redisbench
