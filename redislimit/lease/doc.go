@@ -12,9 +12,9 @@
 // partition: a crash or a lost reply loses units, it never creates them.
 //
 // While a key's lease holds the cost, AllowN decides in process: one
-// lookup in a copy-on-write sharded map (readers take no lock; a key is
-// added once) and a compare-and-swap on the lease's counter, with no
-// allocation and no round trip. When the lease drops to half of its last
+// lookup in a sync.Map (no lock and no allocation for a key it holds) and
+// a compare-and-swap on the lease's counter (and a clock read for a fixed
+// window), with no allocation and no round trip. When the lease drops to half of its last
 // refill (the low-water mark), one refill is sent in the background; a
 // flag per key keeps at most one take in flight. A request the lease
 // cannot cover takes a lease of at least its cost from Redis before it is

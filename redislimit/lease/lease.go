@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math"
 	"strconv"
 	"strings"
@@ -27,7 +26,6 @@ const (
 	kindTokenBucket = 1
 	kindFixedWindow = 2
 	maxMicros       = 1 << 50
-	numShards       = 64
 	never           = math.MaxInt64
 )
 
@@ -60,22 +58,13 @@ type Limiter struct {
 	timeout  time.Duration
 	failOpen bool
 	clock    hotlimit.Clock
-	seed     maphash.Seed
-	shards   [numShards]shard
+	keys     sync.Map // key → *entry
 	closed   atomic.Bool
 	bg       sync.WaitGroup // background refills
 
 	// testNow, when set, is the script's instant in µs instead of the
 	// server's TIME. Only this package's tests set it.
 	testNow func() int64
-}
-
-// shard is a copy-on-write map: readers load it without a lock, writers
-// copy it under mu. Keys are added once per key, not per decision.
-type shard struct {
-	m  atomic.Pointer[map[string]*entry]
-	mu sync.Mutex
-	_  [40]byte
 }
 
 // entry is one key's lease on this instance.
@@ -211,7 +200,7 @@ func New(client redis.Scripter, name string, policy hotlimit.Policy, opts ...Opt
 	if _, err := redislimit.New(client, name, policy); err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
 	}
-	l := &Limiter{client: client, script: leaseScript, period: int64(cfg.period), timeout: cfg.timeout, failOpen: cfg.failOpen, clock: cfg.clock, seed: maphash.MakeSeed()}
+	l := &Limiter{client: client, script: leaseScript, period: int64(cfg.period), timeout: cfg.timeout, failOpen: cfg.failOpen, clock: cfg.clock}
 	var tau int64
 	switch p := policy.(type) {
 	case *hotlimit.TokenBucket:
@@ -249,10 +238,6 @@ func New(client redis.Scripter, name string, policy hotlimit.Policy, opts ...Opt
 	l.maxLease = min(l.maxLease, l.limit)
 	l.argv = [4]any{strconv.Itoa(l.kind), strconv.FormatInt(l.a, 10), strconv.FormatInt(tau, 10), strconv.FormatInt(l.limit, 10)}
 	l.head, l.tail, l.special = cfg.prefix+name+":{", "}", cfg.prefix+name+"!{~}"
-	for i := range l.shards {
-		m := map[string]*entry{}
-		l.shards[i].m.Store(&m)
-	}
 	return l, nil
 }
 
@@ -308,35 +293,24 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (bool, err
 	return l.slow(ctx, key, e, cost)
 }
 
-func (l *Limiter) shardOf(key string) *shard {
-	return &l.shards[maphash.String(l.seed, key)%numShards]
-}
-
+// lookup returns key's entry, or nil. A sync.Map's Load of a key that is
+// present takes no lock and, for a string key, allocates nothing.
 func (l *Limiter) lookup(key string) *entry {
-	return (*l.shardOf(key).m.Load())[key]
+	if v, ok := l.keys.Load(key); ok {
+		return v.(*entry)
+	}
+	return nil
 }
 
 // entry returns key's entry, adding it if absent.
 func (l *Limiter) entry(key string) *entry {
-	s := l.shardOf(key)
-	if e := (*s.m.Load())[key]; e != nil {
+	if e := l.lookup(key); e != nil {
 		return e
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	old := *s.m.Load()
-	if e := old[key]; e != nil {
-		return e
-	}
-	m := make(map[string]*entry, len(old)+1)
-	for k, v := range old {
-		m[k] = v
 	}
 	e := &entry{lastAt: int64(l.clock.Now())}
 	e.cur.Store(deadGrant)
-	m[key] = e
-	s.m.Store(&m)
-	return e
+	v, _ := l.keys.LoadOrStore(key, e)
+	return v.(*entry)
 }
 
 // spent returns the units spent from e's leases so far.
@@ -377,7 +351,7 @@ func (l *Limiter) want(e *entry, need int64) int64 {
 	if dt := now - e.lastAt; ds > 0 && dt <= 0 {
 		w = l.maxLease
 	} else if ds > 0 {
-		w = int64(math.Ceil(float64(ds) * float64(l.period) / float64(dt)))
+		w = int64(min(math.Ceil(float64(ds)*float64(l.period)/float64(dt)), float64(l.maxLease)))
 	}
 	e.lastAt, e.lastSpent = now, spent
 	held := int64(0)
@@ -423,12 +397,13 @@ func (l *Limiter) refill(ctx context.Context, e *entry, key string, need int64) 
 		return true, nil
 	}
 	g := e.cur.Load()
-	if g != deadGrant && g.win == r.stamp {
+	if g != deadGrant && g.win == r.stamp && sent < g.end {
 		g.avail.Add(keep)
 		e.lastGrant += keep
 	} else {
-		// A new window: the old lease's units are dead (its end is
-		// never after the window's); dropping them from issued keeps
+		// A new window, or the same one after this instance's deadline
+		// for it (which comes a round trip early at most): the old
+		// lease's units are dead; dropping them from issued keeps
 		// spent() right.
 		ng := &grant{end: sent + r.left*int64(time.Microsecond), win: r.stamp}
 		ng.avail.Store(keep)
@@ -545,29 +520,18 @@ func (l *Limiter) giveBack(ctx context.Context, e *entry, key string) error {
 // periods) so that idle keys hold no budget and no memory.
 func (l *Limiter) Sweep(ctx context.Context) error {
 	var first error
-	for i := range l.shards {
-		s := &l.shards[i]
-		for key, e := range *s.m.Load() {
-			sp := e.spent()
-			if e.swept.Swap(sp) != sp || !e.busy.CompareAndSwap(false, true) {
-				continue
-			}
-			e.dead.Store(true)
-			s.mu.Lock()
-			old := *s.m.Load()
-			m := make(map[string]*entry, len(old))
-			for k, v := range old {
-				if k != key {
-					m[k] = v
-				}
-			}
-			s.m.Store(&m)
-			s.mu.Unlock()
-			if err := l.giveBack(ctx, e, key); err != nil && first == nil {
-				first = err
-			}
-			e.busy.Store(false)
+	for k, v := range l.keys.Range {
+		key, e := k.(string), v.(*entry)
+		sp := e.spent()
+		if e.swept.Swap(sp) != sp || !e.busy.CompareAndSwap(false, true) {
+			continue
 		}
+		e.dead.Store(true)
+		l.keys.CompareAndDelete(key, e)
+		if err := l.giveBack(ctx, e, key); err != nil && first == nil {
+			first = err
+		}
+		e.busy.Store(false)
 	}
 	return first
 }
@@ -581,11 +545,9 @@ func (l *Limiter) Close(ctx context.Context) error {
 	}
 	l.bg.Wait()
 	var first error
-	for i := range l.shards {
-		for key, e := range *l.shards[i].m.Load() {
-			if err := l.giveBack(ctx, e, key); err != nil && first == nil {
-				first = err
-			}
+	for k, v := range l.keys.Range {
+		if err := l.giveBack(ctx, v.(*entry), k.(string)); err != nil && first == nil {
+			first = err
 		}
 	}
 	return first

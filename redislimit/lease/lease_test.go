@@ -92,11 +92,12 @@ func TestFleetFixedWindow(t *testing.T) {
 	}
 }
 
-// TestRedisDown: while Redis cannot be reached, each instance spends what
-// its lease holds; beyond it the failure policy answers with an error
-// wrapping ErrUnavailable (fail closed denies, fail open admits); after
-// Redis is back the leases refill and the total admitted by Redis's
-// leases stays within the limit.
+// TestRedisDown: while Redis cannot be reached, eight goroutines per
+// instance spend exactly what its lease held, without error; beyond it the
+// failure policy answers with an error wrapping ErrUnavailable (fail
+// closed denies, fail open admits). After Redis is back the leases refill,
+// and what was admitted without error (the units Redis debited) stays
+// within the limit, short of it by at most the leases' bound.
 func TestRedisDown(t *testing.T) {
 	addr := serverAddr(t)
 	name, key := testName(t), "k"
@@ -109,32 +110,43 @@ func TestRedisDown(t *testing.T) {
 	open := instance(t, px.addr(), name, policy, clk, WithMaxLease(maxLease), WithTimeout(500*time.Millisecond), WithFailOpen())
 	var admitted int64
 	for _, l := range []*Limiter{closed, open} {
-		if ok, err := l.Allow(ctx, key); !ok || err != nil {
-			t.Fatalf("first request: %v, %v", ok, err)
+		for range 2 { // a lease of 1, then of MaxLease
+			if ok, err := l.Allow(ctx, key); !ok || err != nil {
+				t.Fatalf("first requests: %v, %v", ok, err)
+			}
+			admitted++
+			l.bg.Wait()
 		}
-		admitted++
-		l.bg.Wait()
 	}
 	px.cut()
 	for i, l := range []*Limiter{closed, open} {
 		h := l.held(key)
-		if h < 1 {
-			t.Fatalf("instance %d holds no lease before the cut", i)
+		if h != maxLease {
+			t.Fatalf("instance %d holds %d before the cut, want %d", i, h, maxLease)
 		}
-		for range h {
-			if ok, err := l.Allow(ctx, key); !ok || err != nil {
-				t.Fatalf("instance %d, spending its lease with Redis down: %v, %v", i, ok, err)
-			}
-			admitted++
+		var leased, policyAnswers atomic.Int64
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range 10 {
+					ok, err := l.Allow(ctx, key)
+					switch {
+					case ok && err == nil:
+						leased.Add(1)
+					case errors.Is(err, ErrUnavailable) && ok == l.failOpen:
+						policyAnswers.Add(1)
+					default:
+						t.Errorf("instance %d with Redis down: %v, %v; want a lease's admission or the failure policy's answer (%v) with ErrUnavailable", i, ok, err, l.failOpen)
+					}
+				}
+			})
 		}
+		wg.Wait()
 		l.bg.Wait()
-		ok, err := l.Allow(ctx, key)
-		if !errors.Is(err, ErrUnavailable) {
-			t.Fatalf("instance %d beyond its lease with Redis down: err %v, want ErrUnavailable", i, err)
+		if leased.Load() != h || policyAnswers.Load() != 80-h {
+			t.Fatalf("instance %d with Redis down: %d admitted from its lease of %d, %d answered by the failure policy", i, leased.Load(), h, policyAnswers.Load())
 		}
-		if ok != l.failOpen {
-			t.Fatalf("instance %d beyond its lease with Redis down: admitted %v, want the failure policy's %v", i, ok, l.failOpen)
-		}
+		admitted += h
 	}
 	px.restore()
 	for range 3 * limit {
@@ -150,7 +162,7 @@ func TestRedisDown(t *testing.T) {
 		}
 	}
 	if admitted > limit {
-		t.Fatalf("admitted %d with Redis's leave, above the limit %d", admitted, limit)
+		t.Fatalf("admitted %d from Redis's debits, above the limit %d", admitted, limit)
 	}
 	if admitted < limit-2*maxLease {
 		t.Fatalf("admitted %d, below limit − 2·MaxLease = %d: more than the leases' bound went unused", admitted, limit-2*maxLease)

@@ -1,0 +1,46 @@
+package lease_test
+
+import (
+	"context"
+	"log"
+	"net/http"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/redislimit/lease"
+	"github.com/redis/go-redis/v9"
+)
+
+// A budget of 1,000 requests per second per user, shared by every replica
+// that runs this code against the same Redis, decided in process.
+func Example() {
+	client := redis.NewClient(&redis.Options{
+		Addr:                  "localhost:6379",
+		MaxRetries:            -1,   // a retried take could debit twice
+		ContextTimeoutEnabled: true, // so that WithTimeout holds
+	})
+	l, err := lease.New(client, "api", hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1000), Burst: 1000},
+		lease.WithMaxLease(50)) // at most 50 units per user unspent on each replica
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close(context.Background()) // gives unspent units back
+
+	go func() { // idle users' leases go back to the shared budget
+		for range time.Tick(time.Second) {
+			l.Sweep(context.Background())
+		}
+	}()
+
+	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		ok, err := l.Allow(r.Context(), r.Header.Get("X-User"))
+		if err != nil {
+			log.Print(err) // Redis could not decide: the failure policy answered
+		}
+		if !ok {
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+			return
+		}
+		w.Write([]byte("hello\n"))
+	})
+}
