@@ -161,7 +161,8 @@
 // Service Unavailable, FailOpen lets the request through.
 //
 // Middleware.Reset unblocks a client: an operator's act that returns
-// every layer of an identity to a fresh state, through a ResetBackend.
+// every layer of an identity to a fresh state, through a ResetBackend
+// (Local and redislimit's backend are).
 //
 // # Overhead
 //

@@ -9,7 +9,7 @@ import (
 // A ResetBackend is a Backend that can also return a key to its fresh
 // state, for Middleware.Reset. It is optional: a Backend without it
 // still limits; only Reset then fails with ErrResetUnsupported. Local
-// implements it.
+// and redislimit's backend implement it.
 type ResetBackend interface {
 	Backend
 	// Reset returns key under the named limit to a fresh key's state

@@ -13,7 +13,9 @@ import (
 
 // RedisBackend is an httplimit.Backend whose limits live in Redis: one
 // Limiter per named limit, all on one client and one shared Breaker, and
-// each request's layers decided in one script call.
+// each request's layers decided in one script call. It is also an
+// httplimit.BindingBackend and an httplimit.ResetBackend, so
+// httplimit.Middleware.Reset works with it.
 type RedisBackend struct {
 	limiters map[string]*Limiter
 	decides  bool // a failure policy was given: answer it instead of an error
@@ -97,6 +99,29 @@ func (b *RedisBackend) AllowBinding(ctx context.Context, layers []httplimit.Laye
 		return hotlimit.Decision{}, -1, err
 	}
 	return d, i, nil
+}
+
+// Reset implements httplimit.ResetBackend with Limiter.Reset: it deletes
+// key's state under the named limit in Redis, for every instance, and
+// this instance's cached denial of key (WithLocalDenials). It also drops
+// this instance's cached denials of layered calls, in every limit: such
+// a denial may have waited on key's layer, and would otherwise keep
+// denying for key's old wait (other instances' cached denials stay until
+// their RetryAfter, as for Limiter.Reset). One round trip; an error
+// wraps httplimit.ErrUnknownLimit, hotlimit.ErrKeyTooLong or
+// ErrUnavailable.
+func (b *RedisBackend) Reset(ctx context.Context, limit, key string) error {
+	l := b.limiters[limit]
+	if l == nil {
+		return fmt.Errorf("%w %q", httplimit.ErrUnknownLimit, limit)
+	}
+	err := l.Reset(ctx, key)
+	for _, other := range b.limiters {
+		if other.cache != nil {
+			other.cache.dropLayered()
+		}
+	}
+	return err
 }
 
 // Close closes every limiter (their FallbackLocal limiters).

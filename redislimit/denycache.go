@@ -111,6 +111,20 @@ func (c *denyCache) clear() {
 	}
 }
 
+// dropLayered forgets every denial of a call of more than one layer.
+func (c *denyCache) dropLayered() {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		for k, d := range s.m {
+			if d.shape != 0 {
+				delete(s.m, k)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
 // put records a denial for key, replacing an older one.
 func (c *denyCache) put(key string, d denial) {
 	s := c.shard(key)

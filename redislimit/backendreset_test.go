@@ -1,0 +1,106 @@
+package redislimit
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/httplimit"
+)
+
+var _ httplimit.ResetBackend = (*RedisBackend)(nil)
+
+// TestBackendResetThroughMiddleware: httplimit's Middleware.Reset, on the
+// Redis backend, unblocks a drained client: its cached denial goes (the
+// request after it is not answered locally) and so does its state in
+// Redis (the request is admitted). Another client stays drained.
+func TestBackendResetThroughMiddleware(t *testing.T) {
+	c := newClient(t, serverAddr(t))
+	var sent counter
+	c.AddHook(&sent)
+	var rb *RedisBackend
+	m, err := httplimit.New(httplimit.Config{
+		Limits:       map[string]hotlimit.Policy{"l": hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 2}},
+		Groups:       []httplimit.Group{{Name: "g", Limit: "l"}},
+		DefaultGroup: "g",
+		Key:          httplimit.TokenKey("Authorization"),
+		Backend: func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
+			b, err := NewBackend(c, limits, WithPrefix(testPrefix(t)), WithLocalDenials(100))
+			rb = b
+			return b, err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	do := func(token string) int {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	for _, tok := range []string{"token-a-0123456789", "token-b-0123456789"} {
+		for i, want := range []int{200, 200, 429} {
+			if got := do(tok); got != want {
+				t.Fatalf("client %s, request %d: %d, want %d", tok, i, got, want)
+			}
+		}
+	}
+	before := sent.n.Load()
+	if got := do("token-a-0123456789"); got != 429 || sent.n.Load() != before {
+		t.Fatalf("drained client: %d, %d commands; want 429 from the cached denial", got, sent.n.Load()-before)
+	}
+	if err := m.Reset(context.Background(), httplimit.TokenIdentity("token-a-0123456789")); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{200, 200, 429} {
+		if got := do("token-a-0123456789"); got != want {
+			t.Fatalf("after Reset, request %d: %d, want %d", i, got, want)
+		}
+	}
+	if got := do("token-b-0123456789"); got != 429 {
+		t.Fatalf("the other client after a's Reset: %d, want 429", got)
+	}
+	if err := rb.Reset(context.Background(), "nope", "k"); !errors.Is(err, httplimit.ErrUnknownLimit) {
+		t.Fatalf("Reset of an unknown limit: %v", err)
+	}
+	if err := rb.Reset(context.Background(), "l", strings.Repeat("k", hotlimit.MaxKeyLen+1)); !errors.Is(err, hotlimit.ErrKeyTooLong) {
+		t.Fatalf("Reset of a key over MaxKeyLen: %v", err)
+	}
+}
+
+// TestBackendResetLayered: resetting one layer's key drops the cached
+// denial of a layered call that waited on it, though another layer (which
+// denied first, and holds the entry) was not reset: the next call reports
+// that layer's own wait, not the reset layer's.
+func TestBackendResetLayered(t *testing.T) {
+	c := newClient(t, serverAddr(t))
+	rb := must(NewBackend(c, map[string]hotlimit.Policy{
+		"hour": hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1},
+		"day":  hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 24 * time.Hour}, Burst: 1},
+	}, WithPrefix(testPrefix(t)), WithLocalDenials(100)))
+	ctx := context.Background()
+	ls := []httplimit.Layer{{Limit: "hour", Key: "h", Cost: 1}, {Limit: "day", Key: "d", Cost: 1}}
+	if d := must(rb.Allow(ctx, ls)); !d.Allowed {
+		t.Fatalf("first call: %+v", d)
+	}
+	// Both layers deny; "hour" denies first and caches the call's
+	// denial, which waits on "day".
+	if d, i, err := rb.AllowBinding(ctx, ls); err != nil || d.Allowed || i != 1 || d.RetryAfter <= time.Hour {
+		t.Fatalf("drained: %+v, binding %d, %v; want day's wait", d, i, err)
+	}
+	if err := rb.Reset(ctx, "day", "d"); err != nil {
+		t.Fatal(err)
+	}
+	d, i, err := rb.AllowBinding(ctx, ls)
+	if err != nil || d.Allowed || i != 0 || d.RetryAfter > time.Hour {
+		t.Fatalf("after day's Reset: %+v, binding %d, %v; want hour's own wait (at most 1h)", d, i, err)
+	}
+}
