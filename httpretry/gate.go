@@ -86,19 +86,35 @@ func (g *hostGates) push(host string, now time.Time, d time.Duration) {
 	g.until[host] = at
 }
 
+// opensAt returns the time host's gate opens (the zero Time when it has
+// none).
+func (g *hostGates) opensAt(host string) time.Time {
+	if !g.used.Load() {
+		return time.Time{}
+	}
+	g.mu.Lock()
+	at := g.until[host]
+	g.mu.Unlock()
+	return at
+}
+
 // remaining returns how long host's gate stays closed after now (0 when
 // open).
 func (g *hostGates) remaining(host string, now time.Time) time.Duration {
-	if !g.used.Load() {
-		return 0
-	}
-	g.mu.Lock()
-	at, ok := g.until[host]
-	g.mu.Unlock()
-	if !ok {
-		return 0
-	}
-	return until(at, now)
+	return until(g.opensAt(host), now)
+}
+
+// remainingNow returns how long host's gate stays closed, and the time it
+// measured that from, read from clock after the gate: a gate is pushed at
+// most MaxWait ahead of its pusher's clock, so measured from a later
+// reading it is never further than MaxWait away. (Read before, a reading
+// that went stale while another request pushed the gate would see it up
+// to MaxWait plus the staleness away, and fail a request the gate lets
+// through within MaxWait.)
+func (g *hostGates) remainingNow(host string, clock func() time.Time) (time.Duration, time.Time) {
+	at := g.opensAt(host)
+	now := clock()
+	return until(at, now), now
 }
 
 // gateKey names the gate of req's host: scheme and host:port as in the URL.
@@ -116,8 +132,7 @@ func gateKey(req *http.Request) string {
 // the waiters out: it is cut to what the deadline and MaxWait leave, so a
 // gate that opens within them is always waited for.
 func (t *Transport) waitGate(ctx context.Context, host string) error {
-	now := t.clock()
-	g := t.gates.remaining(host, now)
+	g, now := t.gates.remainingNow(host, t.clock)
 	if g <= 0 {
 		return nil
 	}

@@ -227,3 +227,62 @@ func TestHostGateJitterWithinLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestHostGateConcurrentPush: another request's answer can close the gate
+// at any moment, for up to MaxWait after its own clock reading. A request
+// whose clock reading is older than that push (it read the clock, was
+// descheduled, and then looked at the gate) must not see the gate further
+// than MaxWait away: not before sending (an ErrThrottled), nor after a
+// 429 it could retry within MaxWait (its 429 returned, not retried). The
+// push is made from inside the clock reading, the one point where the
+// interleaving matters, so the test is deterministic.
+func TestHostGateConcurrentPush(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		replies []reply
+		reads   int // the clock reading after which the push lands
+		hits    int64
+	}{
+		{"before sending", []reply{{body: "ok"}}, 1, 1},
+		{"after a 429", []reply{{status: 429, header: map[string]string{"Retry-After": "1"}}, {body: "ok"}}, 2, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, srv := serve(t, tc.replies...)
+			ft := newFakeTime()
+			tr, _ := newTransport(ft, randZero)
+			tr.MaxWait = 10 * time.Second
+			host := srv.URL
+			tr.gates.push(host, ft.Now().Add(-time.Hour), time.Second) // a gate that opened long ago
+			reads := 0
+			tr.now = func() time.Time {
+				now := ft.Now()
+				if reads++; reads == tc.reads {
+					// Another request, 5 s later, is told to wait longer
+					// than MaxWait: it closes the gate for MaxWait.
+					ft.mu.Lock()
+					ft.now = ft.now.Add(5 * time.Second)
+					ft.mu.Unlock()
+					tr.gates.push(host, now.Add(5*time.Second), tr.MaxWait)
+				}
+				return now
+			}
+			req, err := http.NewRequest("GET", srv.URL, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatalf("the gate opens within MaxWait of every clock reading after it closed: %v", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || s.hits.Load() != tc.hits {
+				t.Fatalf("status %d after %d hits, want 200 after %d", resp.StatusCode, s.hits.Load(), tc.hits)
+			}
+			for _, d := range ft.Sleeps() {
+				if d > tr.MaxWait {
+					t.Fatalf("waited %v, beyond MaxWait %v", d, tr.MaxWait)
+				}
+			}
+		})
+	}
+}

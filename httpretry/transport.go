@@ -204,7 +204,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			wait = max(ask, t.backoff(attempt))
 		}
 		if !t.DisableHostGate {
-			wait = max(wait, t.gates.remaining(host, now))
+			g, _ := t.gates.remainingNow(host, t.clock)
+			wait = max(wait, g)
 		}
 		if !t.fits(ctx, now, wait) {
 			return resp, err
