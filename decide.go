@@ -177,11 +177,26 @@ func (l *Limiter) allowSlow(s *shard, h uint64, key string, now, cost int64) (ve
 
 // never returns the denial of a request that can never be admitted, with
 // the key's current Remaining and ResetAfter, and calls the deny hook.
+//
+// The denial and the state it reports are read under one policy. allow
+// calls it when cost is above the Limit of the table it read; if SetPolicy
+// has raised the Limit to cost or more before the peek here reads the
+// key's table, the request is decided under that policy instead (denying
+// it with Never while reporting a Limit it fits in would be a decision
+// under neither policy).
 func (l *Limiter) never(key string, now, cost int64) (verdict, int64, *params) {
 	var v verdict
 	p := l.p.Load()
 	if len(key) <= MaxKeyLen {
 		v, p = l.peek(key, now)
+		if 0 <= cost && cost <= p.limit && !l.isSlidingLog() {
+			h := l.hash(key)
+			v, at, p := l.allowSlow(l.shardOf(h), h, key, now, cost)
+			if !v.ok && l.onDeny != nil {
+				l.onDeny(h, p.decision(v, cost))
+			}
+			return v, at, p
+		}
 	}
 	v.ok, v.retry = false, int64(Never)
 	l.tally.count(false)
