@@ -281,3 +281,40 @@ func TestLeaseSizeFollowsRate(t *testing.T) {
 		}
 	}
 }
+
+// TestBucketBoundIsReached: the token bucket's interval bound is tight: a
+// lease taken while the bucket was full is spent after the bucket has
+// refilled, so Burst + the lease are admitted at one instant.
+func TestBucketBoundIsReached(t *testing.T) {
+	addr := serverAddr(t)
+	name, key := testName(t), "k"
+	policy := hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1000, Per: time.Second}, Burst: 10} // T = 1ms
+	clk := hotlimit.NewManualClock()
+	ctx := context.Background()
+	a := instance(t, addr, name, policy, clk, WithMaxLease(5))
+	b := instance(t, addr, name, policy, clk, WithMaxLease(5))
+	for range 2 { // a lease of 1, then of MaxLease
+		if ok, err := a.Allow(ctx, key); !ok || err != nil {
+			t.Fatalf("first requests: %v, %v", ok, err)
+		}
+		a.bg.Wait()
+	}
+	if h := a.held(key); h != 5 {
+		t.Fatalf("a holds %d, want 5", h)
+	}
+	clk.Advance(10 * time.Millisecond) // the bucket is full again
+	admitted := 0
+	for range 40 { // at one instant
+		for _, l := range []*Limiter{b, a} {
+			if ok, err := l.Allow(ctx, key); err != nil {
+				t.Fatal(err)
+			} else if ok {
+				admitted++
+			}
+			l.bg.Wait()
+		}
+	}
+	if admitted != 10+5 {
+		t.Fatalf("admitted %d at one instant, want Burst 10 + the 5 units a held", admitted)
+	}
+}
