@@ -19,7 +19,8 @@
 // flag per key keeps at most one take in flight. A request the lease
 // cannot cover takes a lease of at least its cost from Redis before it is
 // answered; Redis's denial is remembered until its retry time, so a
-// denied key does not cost a round trip per request. When Redis cannot be
+// denied key does not cost a round trip per request (units that other
+// instances give back meanwhile are not seen until then). When Redis cannot be
 // reached, the failure policy answers for that key: fail closed (deny, the
 // default) or WithFailOpen (admit), with an error wrapping ErrUnavailable.
 // Units already leased are spent while Redis is down.

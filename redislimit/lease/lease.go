@@ -73,8 +73,7 @@ type entry struct {
 	busy atomic.Bool // a take or give for this key is in flight
 	dead atomic.Bool // removed by Sweep: look the key up again
 
-	denyUntil atomic.Int64 // clock ns before which Redis surely denies cost ≤ denyCost
-	denyCost  atomic.Int64
+	deny atomic.Pointer[denial] // Redis's last denial of a take for this key, or nil
 
 	issued atomic.Int64 // units ever granted into the lease
 
@@ -86,6 +85,10 @@ type entry struct {
 
 	swept atomic.Int64 // units spent at the previous Sweep
 }
+
+// denial is a take Redis refused: it refuses every take of at least cost
+// until the clock reads until (ns), unless units are given back meanwhile.
+type denial struct{ until, cost int64 }
 
 // grant is a lease: units that Redis debited and that may be spent here
 // until end (clock ns; never for a token bucket).
@@ -423,8 +426,7 @@ func (l *Limiter) refill(ctx context.Context, e *entry, key string, need int64) 
 // until then this instance denies requests of at least cost locally.
 func (l *Limiter) denied(e *entry, sent, cost, retry int64) {
 	if cost > 0 && retry > 0 {
-		e.denyCost.Store(cost)
-		e.denyUntil.Store(sent + retry*int64(time.Microsecond))
+		e.deny.Store(&denial{until: sent + retry*int64(time.Microsecond), cost: cost})
 	}
 }
 
@@ -437,7 +439,7 @@ func (l *Limiter) slow(ctx context.Context, key string, e *entry, cost int64) (b
 		e = l.entry(key)
 	}
 	now := int64(l.clock.Now())
-	if now < e.denyUntil.Load() && cost >= e.denyCost.Load() {
+	if d := e.deny.Load(); d != nil && now < d.until && cost >= d.cost {
 		return false, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
