@@ -125,7 +125,7 @@ func TestBlackBoxRetryAfterNeverEarly(t *testing.T) {
 		"glo": hotlimit.SlidingWindow{Limit: 7, Window: 11 * time.Second},
 	}
 	for _, name := range []string{"tb", "lb", "fw", "sw", "sl"} {
-		for _, global := range []string{"", "glo"} {
+		for _, global := range []string{"", "glo", name} {
 			for _, cost := range []int64{1, 2, 5} {
 				t.Run(fmt.Sprintf("%s/global=%s/cost=%d", name, global, cost), func(t *testing.T) {
 					s := newBB(t, httplimit.Config{
@@ -145,10 +145,24 @@ func TestBlackBoxRetryAfterNeverEarly(t *testing.T) {
 						if w.Code != http.StatusTooManyRequests {
 							t.Fatalf("round %d: status %d, want 429", round, w.Code)
 						}
-						checkFields(t, w.Header())
+						items := checkFields(t, w.Header())
 						ra, err := strconv.ParseInt(w.Header().Get("Retry-After"), 10, 64)
 						if err != nil || ra < 1 {
 							t.Fatalf("Retry-After %q", w.Header().Get("Retry-After"))
+						}
+						// An item the request exceeded has a t, and
+						// Retry-After does not end before it (draft-11,
+						// section 6).
+						for item, ps := range items {
+							need := int64(1) // the global layer's cost
+							if item == name {
+								need = cost
+							}
+							r, _ := ps.Get("r")
+							tt, hasT := ps.Get("t")
+							if r.Int < need && (!hasT || tt.Int > ra) {
+								t.Fatalf("item %q: r=%d < %d with t %+v, Retry-After %d", item, r.Int, need, tt, ra)
+							}
 						}
 						s.clock.Advance(time.Duration(ra) * time.Second)
 						if w := s.get(cost); w.Code != http.StatusOK {
