@@ -80,6 +80,14 @@
 // requests; a lease of paced slots would have to carry each slot's
 // instant. None of these is built here.
 //
+// # Redis Cluster
+//
+// Each take and give-back names one key, so on a *redis.ClusterClient it
+// goes to the master of the key's slot, and keys spread over the cluster
+// (named as redislimit names them). A MOVED or ASK reply during
+// resharding is not followed: the take fails and the failure policy
+// answers, while the leases already held go on being spent.
+//
 // # What it does not do
 //
 // AllowN reports admitted or not, without hotlimit.Decision's Remaining,
