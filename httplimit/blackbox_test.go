@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -566,5 +567,55 @@ func TestBlackBoxResetDryRunExempt(t *testing.T) {
 			t.Errorf("dry run served %d", calls)
 		}
 		m.Close()
+	}
+}
+
+// TestBlackBoxCostAboveCapacity: a fixed Group.Cost or Config.GlobalCost
+// above its limit's capacity would refuse every request with 403 for
+// ever; New reports it, naming the field, for every algorithm. A cost
+// equal to the capacity is valid and admitted once.
+func TestBlackBoxCostAboveCapacity(t *testing.T) {
+	limits := map[string]hotlimit.Policy{
+		"tb":  hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 3, Per: 7 * time.Second}, Burst: 5},
+		"lb":  hotlimit.LeakyBucket{Rate: hotlimit.Rate{N: 3, Per: 7 * time.Second}, Capacity: 4},
+		"fw":  hotlimit.FixedWindow{Limit: 5, Window: 7 * time.Second},
+		"sw":  hotlimit.SlidingWindow{Limit: 5, Window: 7 * time.Second},
+		"sl":  &hotlimit.SlidingLog{Limit: 5, Window: 7 * time.Second},
+		"big": hotlimit.FixedWindow{Limit: 100, Window: time.Second},
+	}
+	for _, name := range []string{"tb", "lb", "fw", "sw", "sl"} {
+		for _, c := range []struct {
+			cost, globalCost int64
+			field            string // "" when valid
+		}{
+			{5, 0, ""}, {0, 5, ""}, {6, 0, "Cost"}, {0, 6, "GlobalCost"}, {1 << 62, 0, "Cost"}, {0, 1<<63 - 1, "GlobalCost"},
+		} {
+			group, global := name, "big"
+			if c.globalCost != 0 {
+				group, global = "big", name
+			}
+			cfg := httplimit.Config{
+				Limits:       limits,
+				Global:       global,
+				GlobalCost:   c.globalCost,
+				Groups:       []httplimit.Group{{Name: "g", Limit: group, Cost: c.cost}, {Name: "free", Patterns: []string{"/free"}, Exempt: true, Cost: 1 << 40}},
+				DefaultGroup: "g",
+				Key:          httplimit.IPKey(nil),
+			}
+			_, err := httplimit.New(cfg)
+			if c.field == "" {
+				if err != nil {
+					t.Fatalf("%s %+v: %v", name, c, err)
+				}
+				s := newBB(t, cfg)
+				if w := s.get(0); w.Code != http.StatusOK {
+					t.Fatalf("%s %+v: a cost equal to the capacity: %d", name, c, w.Code)
+				}
+				continue
+			}
+			if err == nil || !strings.Contains(err.Error(), c.field) || !strings.Contains(err.Error(), strconv.Quote(name)) {
+				t.Fatalf("%s %+v: New error %v, want one naming %s and limit %q", name, c, err, c.field, name)
+			}
+		}
 	}
 }

@@ -26,7 +26,9 @@ type Group struct {
 	// Limit names the policy in Config.Limits this group's layer uses.
 	// Required unless Exempt.
 	Limit string
-	// Cost is what one request costs in that limit; 0 means 1.
+	// Cost is what one request costs in that limit; 0 means 1. New
+	// refuses a Cost above the limit's capacity (the q of its
+	// RateLimit-Policy item): every request would be refused with 403.
 	Cost int64
 	// CostFunc, if set, prices each request instead of Cost: a request
 	// whose work varies (a GraphQL query by its complexity, an export by
@@ -97,7 +99,9 @@ type Config struct {
 	// on top of its group's, all or nothing: a request the global layer
 	// denies does not consume its group's quota, and the other way round.
 	Global string
-	// GlobalCost is what one request costs in Global; 0 means 1.
+	// GlobalCost is what one request costs in Global; 0 means 1. New
+	// refuses a GlobalCost above Global's capacity (every request would
+	// be refused with 403).
 	GlobalCost int64
 	// ExemptIdentities lists identities (as Key writes them, such as
 	// "tenant:internal") that are never limited. Requests from them are

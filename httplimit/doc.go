@@ -138,8 +138,10 @@
 // A Group's Cost prices each of its requests alike; its CostFunc prices
 // each request, for work that varies: an earlier middleware that computes
 // a GraphQL query's complexity stores it with WithCost, and
-// CostFromContext reads it back. A cost of 0 is free, a cost above the
-// limit's capacity can never pass (403, above), and a CostFunc that fails
+// CostFromContext reads it back. A cost of 0 is free, a CostFunc's price
+// above the limit's capacity can never pass (403, above; New refuses a
+// fixed Cost or GlobalCost above its limit's capacity, which would refuse
+// every request), and a CostFunc that fails
 // or returns a negative cost refuses the request with 400
 // (OutcomeCostInvalid): what cannot be priced is not let through.
 //

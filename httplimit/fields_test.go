@@ -51,7 +51,7 @@ func TestProblemDetails(t *testing.T) {
 		Groups: []Group{
 			{Name: "a", Patterns: []string{"/a"}, Limit: "one"},
 			{Name: "b", Patterns: []string{"/b"}, Limit: "one"},
-			{Name: "huge", Patterns: []string{"/huge"}, Limit: "one", Cost: 2},
+			{Name: "huge", Patterns: []string{"/huge"}, Limit: "one", CostFunc: fixedCost(2)},
 		},
 		DefaultGroup:   "a",
 		Global:         "all",

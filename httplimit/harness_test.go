@@ -148,3 +148,9 @@ func (p plainBackend) Allow(ctx context.Context, layers []Layer) (hotlimit.Decis
 func (p plainBackend) Limiter(name string) *hotlimit.Limiter { return p.l.Limiter(name) }
 
 func (p plainBackend) Close() error { return p.l.Close() }
+
+// fixedCost is a CostFunc pricing every request at c: unlike a fixed
+// Group.Cost, it may exceed the limit's capacity (New refuses such a Cost).
+func fixedCost(c int64) func(*http.Request) (int64, error) {
+	return func(*http.Request) (int64, error) { return c, nil }
+}

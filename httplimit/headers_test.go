@@ -160,7 +160,7 @@ func TestLegacyAndBothHeaders(t *testing.T) {
 func TestNeverPasses(t *testing.T) {
 	hs := newHarness(t, Config{
 		Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}},
-		Groups:       []Group{{Name: "huge", Limit: "l", Cost: 6}},
+		Groups:       []Group{{Name: "huge", Limit: "l", CostFunc: fixedCost(6)}},
 		DefaultGroup: "huge",
 		Key:          TokenKey("Authorization"),
 	})
@@ -315,7 +315,7 @@ func TestRateLimitFieldsStrict(t *testing.T) {
 			for _, cost := range []int64{1, 4} { // 4 exceeds the small ones: never passes
 				hs := newHarness(t, Config{
 					Limits:       policies,
-					Groups:       []Group{{Name: "api", Limit: name, Cost: cost}},
+					Groups:       []Group{{Name: "api", Limit: name, CostFunc: fixedCost(cost)}},
 					DefaultGroup: "api",
 					Global:       global,
 					Key:          TokenKey("Authorization"),

@@ -148,7 +148,7 @@ func TestNeverNotRetried(t *testing.T) {
 	m, err := New(Config{
 		Limits: map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 2, Window: time.Hour}},
 		Groups: []Group{
-			{Name: "big", Patterns: []string{"/big"}, Limit: "l", Cost: 3},
+			{Name: "big", Patterns: []string{"/big"}, Limit: "l", CostFunc: fixedCost(3)},
 			{Name: "small", Limit: "l"},
 		},
 		DefaultGroup: "small",

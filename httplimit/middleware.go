@@ -102,7 +102,28 @@ func New(cfg Config) (*Middleware, error) {
 	if err := m.buildBackend(cfg.Backend, cfg.Limits); err != nil {
 		return nil, err
 	}
+	if err := m.checkCosts(cfg.Groups); err != nil {
+		m.Close()
+		return nil, err
+	}
 	return m, nil
+}
+
+// checkCosts refuses a fixed cost above its limit's capacity (q, which is
+// the largest cost each algorithm can ever admit): every request it
+// prices would be refused with 403 for ever. It runs after the backend
+// has validated the policies, so an invalid policy is reported as such.
+func (m *Middleware) checkCosts(groups []Group) error {
+	for i, g := range groups {
+		gs := &m.groups[i]
+		if !gs.exempt && g.CostFunc == nil && gs.cost > gs.policy.q {
+			return fmt.Errorf("httplimit: group %q: Cost %d is above limit %q's capacity %d: no request could ever pass (a CostFunc may price single requests above it)", g.Name, gs.cost, g.Limit, gs.policy.q)
+		}
+	}
+	if m.global != nil && m.globalCost > m.global.q {
+		return fmt.Errorf("httplimit: Config.GlobalCost %d is above limit %q's capacity %d: no request could ever pass", m.globalCost, m.global.name, m.global.q)
+	}
+	return nil
 }
 
 // newMiddleware copies the settings of a checked cfg that need no

@@ -28,7 +28,7 @@ func TestEventReason(t *testing.T) {
 			Limits: map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Hour}},
 			Groups: []Group{
 				{Name: "one", Patterns: []string{"/one"}, Limit: "l"},
-				{Name: "big", Patterns: []string{"/big"}, Limit: "l", Cost: 2},
+				{Name: "big", Patterns: []string{"/big"}, Limit: "l", CostFunc: fixedCost(2)},
 				{Name: "priced", Patterns: []string{"/priced"}, Limit: "l", CostFunc: CostFromContext(-1)},
 			},
 			DefaultGroup: "one",
