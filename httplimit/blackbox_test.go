@@ -619,3 +619,33 @@ func TestBlackBoxCostAboveCapacity(t *testing.T) {
 		}
 	}
 }
+
+// TestBlackBoxTokenHeaderName: a token header no request can carry is a
+// configuration error: ByToken refuses it (rather than limiting every
+// request by its IP), and TokenKey's and TokenKeyHMAC's every call fails
+// with an error that is not ErrNoKey.
+func TestBlackBoxTokenHeaderName(t *testing.T) {
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header["X Token"] = []string{"abc"}
+	r.Header[""] = []string{"abc"}
+	for _, name := range []string{"", "X Token", "X-Token:", "Tök"} {
+		if m, err := httplimit.ByToken(name, hotlimit.PerMinute(5)); err == nil || !strings.Contains(err.Error(), strconv.Quote(name)) {
+			if m != nil {
+				m.Close()
+			}
+			t.Errorf("ByToken(%q): %v, want an error naming the header", name, err)
+		}
+		for _, kf := range []httplimit.KeyFunc{httplimit.TokenKey(name), httplimit.TokenKeyHMAC(name, []byte("k"))} {
+			if _, err := kf(nil, r); err == nil || errors.Is(err, httplimit.ErrNoKey) {
+				t.Errorf("TokenKey(%q): %v, want a configuration error", name, err)
+			}
+		}
+	}
+	for _, name := range []string{"X-Api-Key", "authorization", "x_key.v2"} {
+		m, err := httplimit.ByToken(name, hotlimit.PerMinute(5))
+		if err != nil {
+			t.Fatalf("ByToken(%q): %v", name, err)
+		}
+		m.Close()
+	}
+}

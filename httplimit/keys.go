@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -33,7 +34,10 @@ type KeyFunc func(dst []byte, r *http.Request) ([]byte, error)
 // named header. For "Authorization" it takes the credential of the Bearer
 // scheme (the scheme name case-insensitively, surrounding spaces
 // trimmed); for any other header, the trimmed value. An empty token, or
-// an Authorization header of another scheme, is ErrNoKey.
+// an Authorization header of another scheme, is ErrNoKey. An invalid
+// header name (empty, or not an HTTP token) fails every call with an
+// error that is not ErrNoKey: it is a configuration error, not a request
+// without a token.
 //
 // TokenKey does not check the token: anyone can send a new made-up token
 // with each request and get a fresh quota each time. Refuse unknown
@@ -77,6 +81,9 @@ func TokenKeyHMAC(header string, secret []byte) KeyFunc {
 }
 
 func tokenKey(header string, secret []byte) KeyFunc {
+	if err := checkHeaderName(header); err != nil {
+		return func(dst []byte, _ *http.Request) ([]byte, error) { return dst, err }
+	}
 	bearer := strings.EqualFold(header, "Authorization")
 	canon := http.CanonicalHeaderKey(header)
 	return func(dst []byte, r *http.Request) ([]byte, error) {
@@ -208,4 +215,18 @@ func LayerKey(identity, group string) string {
 		return keyPrefix + identity
 	}
 	return keyPrefix + identity + ":route:" + group
+}
+
+// checkHeaderName reports a header name that no request can carry (empty,
+// or not an RFC 9110 token): a token read from it would never be found.
+func checkHeaderName(name string) error {
+	ok := name != ""
+	for i := 0; ok && i < len(name); i++ {
+		c := name[i]
+		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+	}
+	if !ok {
+		return fmt.Errorf("httplimit: token header %q is not a valid header name", name)
+	}
+	return nil
 }

@@ -29,10 +29,15 @@ func ByIP(rate hotlimit.Rate) (*Middleware, error) {
 // limit named "per-token". A request without a token is limited by its
 // client IP instead (KeyErrorFallbackIP), under the same rate.
 //
-// As with TokenKey, the token is not checked: authenticate before the
-// middleware, or a client can mint a fresh quota with every made-up
+// An invalid header name (empty, or not an HTTP token) is an error: no
+// request could carry it, and every request would quietly fall back to
+// its IP. As with TokenKey, the token is not checked: authenticate before
+// the middleware, or a client can mint a fresh quota with every made-up
 // token.
 func ByToken(header string, rate hotlimit.Rate) (*Middleware, error) {
+	if err := checkHeaderName(header); err != nil {
+		return nil, err // TokenKey would find no token, and every request would fall back to its IP
+	}
 	return oneLimit("per-token", rate, TokenKey(header), KeyErrorFallbackIP)
 }
 
