@@ -148,3 +148,35 @@ func TestEvictionRetiresOnlyTheScoredWord(t *testing.T) {
 		}
 	}
 }
+
+// TestSmallMaxKeysSamplesDensely checks that a full limiter under a small
+// WithMaxKeys, built with the default shard count, keeps eviction's
+// rejection sample dense (shards × longest table ≤ 32 × keys, the test in
+// sample), so that making room never falls back to scanning every shard;
+// and that WithShards, given explicitly, is kept as given.
+func TestSmallMaxKeysSamplesDensely(t *testing.T) {
+	for _, maxKeys := range []int{1, 2, 3, 4, 7, 8, 16, 100, 1000, 5000} {
+		l, err := New(TokenBucket{Rate: PerSecond(10), Burst: 10}, WithClock(NewManualClock()), WithSweepInterval(0), WithMaxKeys(maxKeys))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 * maxKeys { // fills it, then evicts 9·maxKeys times
+			l.Allow(fmt.Sprint("k", i))
+		}
+		if l.Len() != maxKeys {
+			t.Fatalf("maxKeys %d: Len() = %d", maxKeys, l.Len())
+		}
+		if cost, budget := int64(len(l.shards))*l.slotsMax.Load(), 32*l.keys.Load(); cost > budget {
+			t.Errorf("maxKeys %d: %d shards × %d slots = %d > 32 × %d keys: every eviction scans", maxKeys, len(l.shards), l.slotsMax.Load(), cost, l.keys.Load())
+		}
+		l.Close()
+	}
+	l, err := New(TokenBucket{Rate: PerSecond(10), Burst: 10}, WithSweepInterval(0), WithMaxKeys(1), WithShards(256))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if len(l.shards) != 256 {
+		t.Errorf("WithShards(256), WithMaxKeys(1): %d shards", len(l.shards))
+	}
+}

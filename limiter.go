@@ -56,7 +56,7 @@ type Limiter struct {
 // or that the packed state cannot represent exactly, and for a nil policy
 // or nil pointer.
 func New(policy Policy, opts ...Option) (*Limiter, error) {
-	cfg := config{shards: 256, sweepEvery: time.Minute}
+	cfg := config{sweepEvery: time.Minute}
 	for _, o := range opts {
 		if o == nil {
 			cfg.fail("nil Option")
@@ -77,7 +77,7 @@ func New(policy Policy, opts ...Option) (*Limiter, error) {
 	l := &Limiter{kind: p.kind, seed: rand.Uint64(), maxKeys: int64(cfg.maxKeys), sweepEvery: cfg.sweepEvery, onDeny: cfg.onDeny, tally: newTally()}
 	l.p.Store(p)
 	n := 1
-	for n < cfg.shards {
+	for n < cfg.shardCount() {
 		n <<= 1
 	}
 	l.shards = make([]shard, n)

@@ -26,6 +26,26 @@ func (c *config) fail(format string, args ...any) {
 
 const maxShards = 1 << 16
 
+// defaultShards is the shard count when WithShards is not given, lowered
+// to maxKeys/4 (at least 1) under a smaller WithMaxKeys: eviction draws its
+// sample from slots across every shard (see gc.go), and a full limiter of
+// n keys keeps that draw dense only while shards × table length stays
+// within a small multiple of n. With 256 shards of at least 8 slots and a
+// handful of keys, every eviction would scan all 2,048 slots instead.
+const defaultShards = 256
+
+// shardCount is the shard count to build, before rounding up to a power
+// of two.
+func (c *config) shardCount() int {
+	if c.shards > 0 {
+		return c.shards
+	}
+	if c.maxKeys > 0 {
+		return min(defaultShards, max(1, c.maxKeys/4))
+	}
+	return defaultShards
+}
+
 // WithClock makes the limiter read time from c instead of the default
 // clock. Use a ManualClock in tests.
 func WithClock(c Clock) Option {
@@ -73,8 +93,11 @@ func WithDenyHook(hook func(keyHash uint64, d Decision)) Option {
 // WithShards sets the number of shards the keyed table is split into,
 // rounded up to a power of two. Decisions on existing keys take no lock;
 // inserting and removing keys take their shard's mutex, so more shards
-// let more insertions proceed at once. The default is 256. n must be in
-// [1, 65536].
+// let more insertions proceed at once. The default is 256, or
+// WithMaxKeys' n/4 (at least 1) when that is fewer, so that making room
+// for a new key in a small limiter samples its few keys directly instead
+// of scanning hundreds of nearly empty shards; given explicitly, n is kept
+// as given. n must be in [1, 65536].
 func WithShards(n int) Option {
 	return func(cfg *config) {
 		if n < 1 || n > maxShards {
