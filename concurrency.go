@@ -274,7 +274,7 @@ func (l *Limiter) acquire(key string, n int64) (ok, noRoom bool) {
 			return ok, false
 		}
 	}
-	sl, _ := l.lockSlot(s, h, key, 0, true)
+	sl, _ := l.lockSlot(s, h, key, 0, 1)
 	if sl != nil { // nil: no room under WithMaxKeys
 		ok, _ = acquireAt(&sl.word, n, s.tab.Load().p.limit) // nothing retires while we hold s.mu
 	}
@@ -314,7 +314,7 @@ func (l *Limiter) release(key string, n int64) (uint64, bool) {
 	// Moved by a rebuild, or not yet visible to the lock-free probe. An
 	// entry with operations in flight is never removed, so it is there.
 	idle := false
-	if sl, _ := l.lockSlot(s, h, key, 0, false); sl != nil {
+	if sl, _ := l.lockSlot(s, h, key, 0, 0); sl != nil {
 		idle, _ = releaseAt(&sl.word, n)
 	}
 	s.mu.Unlock()

@@ -154,7 +154,7 @@ func (l *Limiter) allow(key string, cost int64) (verdict, int64, *params) {
 // finds or inserts the slot under the shard's mutex, which it takes and
 // releases itself.
 func (l *Limiter) allowSlow(s *shard, h uint64, key string, now, cost int64) (verdict, int64, *params) {
-	sl, now := l.lockSlot(s, h, key, now, cost > 0)
+	sl, now := l.lockSlot(s, h, key, now, cost)
 	p := s.tab.Load().p // sl's table: nothing rebuilds it while we hold s.mu
 	var v verdict
 	switch {
@@ -231,7 +231,7 @@ func (l *Limiter) word(key string, now int64) (uint64, *params) {
 		}
 	}
 	var w uint64
-	if sl, _ := l.lockSlot(s, h, key, now, false); sl != nil {
+	if sl, _ := l.lockSlot(s, h, key, now, 0); sl != nil {
 		w = sl.word.Load()
 	}
 	p := s.tab.Load().p

@@ -9,12 +9,15 @@ import "runtime"
 const MaxKeyLen = 64 << 10
 
 // lockSlot locks s.mu and returns key's live slot, with s.mu held (the
-// caller unlocks). An absent key is inserted when create is true, after
+// caller unlocks). An absent key is inserted for a request of cost need >
+// 0 that the policy in force under the mutex can admit (need ≤ its limit,
+// which SetPolicy may have lowered since the caller read it), after
 // reserving room under WithMaxKeys, and the instant to decide at is raised
-// to sweptAt for the new entry (see gc.go); otherwise it returns nil.
-func (l *Limiter) lockSlot(s *shard, h uint64, key string, now int64, create bool) (*slot, int64) {
+// to sweptAt for the new entry (see gc.go); otherwise it returns nil, and
+// a request that can never pass neither inserts nor evicts.
+func (l *Limiter) lockSlot(s *shard, h uint64, key string, now, need int64) (*slot, int64) {
 	s.mu.Lock()
-	if sl := s.tab.Load().find(h, key); sl != nil || !create {
+	if sl := s.tab.Load().find(h, key); sl != nil || !s.admits(need) {
 		return sl, now
 	}
 	if !l.tryReserveKey() {
@@ -22,7 +25,7 @@ func (l *Limiter) lockSlot(s *shard, h uint64, key string, now int64, create boo
 		s.mu.Unlock()
 		ok := l.reserveKey(now)
 		s.mu.Lock()
-		if sl := s.tab.Load().find(h, key); sl != nil || !ok {
+		if sl := s.tab.Load().find(h, key); sl != nil || !ok || !s.admits(need) {
 			if ok {
 				l.keys.Add(-1) // inserted meanwhile by someone else
 				if l.onRoom != nil {
@@ -39,6 +42,12 @@ func (l *Limiter) lockSlot(s *shard, h uint64, key string, now int64, create boo
 		t = nt
 	}
 	return t.insert(h, key, t.p.freshWord(now)), now
+}
+
+// admits reports whether a new entry of s can admit a request of cost
+// need > 0 under the policy in force. Requires s.mu.
+func (s *shard) admits(need int64) bool {
+	return need > 0 && need <= s.tab.Load().p.limit
 }
 
 // tryReserveKey reserves room for one more key if the limiter is below

@@ -43,7 +43,7 @@ func (l *Limiter) refund(key string, cost, at int64) {
 		// Retired meanwhile, or the refund leaves the state fresh: then
 		// the entry goes in the same CAS, under the mutex.
 	}
-	if sl, _ := l.lockSlot(s, h, key, now, false); sl != nil {
+	if sl, _ := l.lockSlot(s, h, key, now, 0); sl != nil {
 		l.refundLocked(s, sl, cost, at, now)
 		l.tally.countRefund()
 	}

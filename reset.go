@@ -36,7 +36,7 @@ func (l *Limiter) Reset(key string) {
 	}
 	h := l.hash(key)
 	s := l.shardOf(h)
-	sl, _ := l.lockSlot(s, h, key, 0, false) // locks s.mu
+	sl, _ := l.lockSlot(s, h, key, 0, 0) // locks s.mu
 	defer s.mu.Unlock()
 	if sl == nil {
 		return

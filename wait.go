@@ -106,7 +106,12 @@ func (l *Limiter) reserve(key string, cost, maxWait int64) (wait int64, ok bool)
 			return wait, ok
 		}
 	}
-	sl, now := l.lockSlot(s, h, key, now, true)
+	sl, now := l.lockSlot(s, h, key, now, cost)
+	if sl == nil { // SetPolicy lowered the limit below cost meanwhile
+		s.mu.Unlock()
+		l.tally.count(false)
+		return int64(Never), false
+	}
 	wait, ok, _ = reserveAt(s.tab.Load().p, &sl.word, now, cost, maxWait)
 	if !ok {
 		l.retireFreshLocked(s, sl, now) // nothing was written: leave no entry
