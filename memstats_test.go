@@ -135,7 +135,10 @@ func TestMemStatsConcurrent(t *testing.T) {
 		hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 2},
 	} {
 		clock := hotlimit.NewManualClock()
-		l, err := hotlimit.New(p, hotlimit.WithSweepInterval(0), hotlimit.WithClock(clock), hotlimit.WithShards(4))
+		// One shard: the sliding log's map estimate depends on how many
+		// keys each stripe holds, and two limiters, with their own random
+		// seeds, spread the same keys over several stripes differently.
+		l, err := hotlimit.New(p, hotlimit.WithSweepInterval(0), hotlimit.WithClock(clock), hotlimit.WithShards(1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +170,7 @@ func TestMemStatsConcurrent(t *testing.T) {
 		reader.Wait()
 		full := l.MemStats()
 
-		seq, err := hotlimit.New(p, hotlimit.WithSweepInterval(0), hotlimit.WithClock(clock), hotlimit.WithShards(4))
+		seq, err := hotlimit.New(p, hotlimit.WithSweepInterval(0), hotlimit.WithClock(clock), hotlimit.WithShards(1))
 		if err != nil {
 			t.Fatal(err)
 		}
