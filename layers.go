@@ -25,7 +25,8 @@ const maxStackLayers = 8
 // request may see that and be denied by it, although the consumption is
 // given back a moment later. Nothing is ever admitted beyond any layer's
 // policy, and once every call has returned each layer holds exactly the
-// cost of the requests that were admitted by all layers.
+// cost of the requests that were admitted by all layers (but for a layer
+// whose limiter a Reset changed while the call ran: see Reset).
 //
 // The Decision reports the binding layer: Remaining and Limit are that
 // layer's, in its units. Allowed, the binding layer is the one that would
@@ -70,10 +71,10 @@ func AllowLayersEach(each []Decision, layers ...Layer) (Decision, int) {
 
 // allowLayers is AllowLayersEach, with each nil when no caller wants it.
 func allowLayers(each []Decision, layers []Layer) (Decision, int) {
-	var buf [maxStackLayers]int64
+	var buf [maxStackLayers]taken
 	ats := buf[:0]
 	if len(layers) > maxStackLayers {
-		ats = make([]int64, 0, len(layers))
+		ats = make([]taken, 0, len(layers))
 	}
 	var out Decision
 	var best int64 // the binding layer's requests(Remaining, Cost)
@@ -87,12 +88,13 @@ func allowLayers(each []Decision, layers []Layer) (Decision, int) {
 			}
 			return Decision{RetryAfter: Never}, i
 		}
+		resets := ly.Limiter.resets.Load() // before the admission: see giveBack
 		v, at, p := ly.Limiter.allow(ly.Key, ly.Cost)
 		if !v.ok {
 			refundLayers(layers[:i], ats)
 			return deniedLayers(each, layers, i, p.decision(v, ly.Cost))
 		}
-		ats = append(ats, at)
+		ats = append(ats, taken{at, resets})
 		d := p.decision(v, ly.Cost)
 		if each != nil {
 			each[i] = d
@@ -115,10 +117,17 @@ func requests(remaining, cost int64) int64 {
 	return remaining / cost
 }
 
+// taken is what AllowLayers needs to give back a layer's admission: the
+// instant it was made at, and its limiter's Reset count before it.
+type taken struct {
+	at     int64
+	resets uint64
+}
+
 // refundLayers gives back, latest first, what the admitted layers took.
-func refundLayers(layers []Layer, ats []int64) {
+func refundLayers(layers []Layer, ats []taken) {
 	for j := len(layers) - 1; j >= 0; j-- {
-		layers[j].Limiter.refund(layers[j].Key, layers[j].Cost, ats[j])
+		layers[j].Limiter.giveBack(layers[j].Key, layers[j].Cost, ats[j].at, ats[j].resets)
 	}
 }
 

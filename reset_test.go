@@ -1,10 +1,13 @@
 package hotlimit_test
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
@@ -155,4 +158,63 @@ func TestResetConcurrent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestResetDuringLayersGivesNothingBack: an AllowLayers admitted by the
+// first layer and refused by the second must not give its units back to
+// the state the first layer's key gets after a Reset, or a new request
+// after the reset would have its admission undone. The second layer's
+// deny hook runs after that layer refused and before the first is given
+// back: there it resets the key and a new request takes the fresh key's
+// whole quota. With the clock frozen, one more request must then be
+// denied, for every policy.
+func TestResetDuringLayersGivesNothingBack(t *testing.T) {
+	for name, p := range resetPolicies {
+		t.Run(name, func(t *testing.T) {
+			c := hotlimit.NewManualClock()
+			c.Set(time.Hour)
+			user := newLimiter(t, p, hotlimit.WithClock(c))
+			var during hotlimit.Decision
+			global := newLimiter(t, hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1}, hotlimit.WithClock(c),
+				hotlimit.WithDenyHook(func(uint64, hotlimit.Decision) {
+					user.Reset("u")
+					during = user.AllowN("u", user.Limit())
+				}))
+			global.Allow("g") // drained: the layered request is refused there
+			if d := hotlimit.AllowLayers(hotlimit.Layer{Limiter: user, Key: "u", Cost: 1}, hotlimit.Layer{Limiter: global, Key: "g", Cost: 1}); d.Allowed {
+				t.Fatalf("AllowLayers admitted through a drained layer: %+v", d)
+			}
+			if !during.Allowed {
+				t.Fatalf("the fresh key's whole quota after the reset was denied: %+v", during)
+			}
+			if d := user.Allow("u"); d.Allowed {
+				t.Fatalf("admitted beyond the fresh key's quota: the refused layered request gave its unit back after the reset: %+v", d)
+			}
+		})
+	}
+}
+
+// TestResetDuringWaitGivesNothingBack: a Wait that reserved a slot and
+// sleeps, and whose context ends after a Reset of its key, must not give
+// the slot back to the key's new state.
+func TestResetDuringWaitGivesNothingBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := newManual(t, hotlimit.TokenBucket{Rate: hotlimit.PerSecond(10), Burst: 2})
+		l.AllowN("k", 2)
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error)
+		go func() { errc <- l.Wait(ctx, "k", 1) }()
+		synctest.Wait() // Wait has reserved its slot and sleeps
+		l.Reset("k")
+		if d := l.AllowN("k", 2); !d.Allowed {
+			t.Fatalf("the fresh key's whole quota after the reset was denied: %+v", d)
+		}
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Wait = %v, want context.Canceled", err)
+		}
+		if d := l.Allow("k"); d.Allowed {
+			t.Fatalf("admitted beyond the fresh key's quota: the cancelled Wait gave its slot back after the reset: %+v", d)
+		}
+	})
 }

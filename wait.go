@@ -57,6 +57,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) error {
 	if !l.kind.isBucket() {
 		return l.waitWindow(ctx, key, cost)
 	}
+	resets := l.resets.Load() // before the reservation: see giveBack
 	wait, ok := l.reserve(key, cost, maxWait)
 	if !ok {
 		return fmt.Errorf("%w: would wait %v", ErrDeadline, time.Duration(wait))
@@ -70,7 +71,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) error {
 		return nil
 	case <-ctx.Done():
 		t.Stop()
-		l.refund(key, cost, l.now()) // the slot back; Stats count it as Refunded
+		l.giveBack(key, cost, l.now(), resets) // the slot back; Stats count it as Refunded
 		return ctx.Err()
 	}
 }
