@@ -232,12 +232,22 @@ func (c *ConcurrencyLimiter) Limit() int64 { return c.l.p.Load().limit }
 
 // SetLimit changes the limit while the limiter serves traffic. Operations
 // in flight carry over: where more are in flight than the new limit, new
-// acquisitions are refused until releases bring the count below it.
+// acquisitions are refused until releases bring the count below it. A
+// raised limit frees slots as releases do: it wakes every AcquireN waiting.
 func (c *ConcurrencyLimiter) SetLimit(limit int64) error {
 	if limit <= 0 || limit > maxReserve {
 		return fmt.Errorf("hotlimit: concurrency limit must be in [1, %d], got %d", int64(maxReserve), limit)
 	}
-	return c.l.SetPolicy(concurrencyPolicy{limit})
+	if err := c.l.SetPolicy(concurrencyPolicy{limit}); err != nil {
+		return err
+	}
+	for i := range c.waits {
+		if wl := &c.waits[i]; wl.n.Load() > 0 {
+			wl.wake()
+		}
+	}
+	c.wakeRoom()
+	return nil
 }
 
 // Len returns the number of keys held: those with operations in flight,

@@ -394,3 +394,40 @@ func TestConcurrencyAllocatesNothing(t *testing.T) {
 		t.Fatalf("%v allocations per acquire+release", n)
 	}
 }
+
+// TestConcurrencySetLimitWakesWaiters: an AcquireN waiting on a key whose
+// slots are all held must be woken when SetLimit raises the limit, since
+// that frees slots as a release does; otherwise it would wait for a
+// release that may never come.
+func TestConcurrencySetLimitWakesWaiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newConc(t, 1)
+		held, _ := c.TryAcquire("k")
+		defer held.Release()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		got := make(chan error, 1)
+		go func() {
+			p, err := c.Acquire(ctx, "k")
+			if err == nil && c.InFlight("k") != 2 {
+				err = fmt.Errorf("Acquire returned but InFlight(k) = %d", c.InFlight("k"))
+			}
+			p.Release()
+			got <- err
+		}()
+		synctest.Wait() // the Acquire is blocked: k's one slot is held
+		if err := c.SetLimit(2); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatal(err)
+			}
+		default:
+			cancel()
+			t.Fatalf("Acquire(k) still waiting after SetLimit(2) freed a slot (cancelled, it returned %v)", <-got)
+		}
+	})
+}
