@@ -1,8 +1,13 @@
 package hotlimit_test
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/internal/refmodel"
 )
 
 // TestCheck: Check answers what AllowN would, at every step of a drain
@@ -52,6 +57,82 @@ func TestCheck(t *testing.T) {
 				twin.AllowN("k", 2)
 				c.Advance(300 * time.Millisecond)
 				tc.Advance(300 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestCheckResetDifferential drives each policy through random decisions,
+// refunds, sweeps, Resets and Checks on a few keys, against one reference
+// model per key (a Reset starts the key's model afresh): every AllowN must
+// equal the model's, and every Check must equal what the model's AllowN
+// would decide on a copy (Allowed, RetryAfter, Delay) with the model's
+// current Remaining and ResetAfter, changing neither Len nor Stats.
+func TestCheckResetDifferential(t *testing.T) {
+	for pi, p := range testPolicies() {
+		t.Run(fmt.Sprintf("%d-%T", pi, p), func(t *testing.T) {
+			for seed := range uint64(8) {
+				r := rand.New(rand.NewPCG(uint64(pi), seed))
+				c := hotlimit.NewManualClock()
+				c.Set(time.Duration(r.Int64N(int64(time.Hour))))
+				l, err := hotlimit.New(p, hotlimit.WithClock(c), hotlimit.WithSweepInterval(0), hotlimit.WithShards(2))
+				if err != nil {
+					t.Fatal(err)
+				}
+				keys := []string{"a", "b", "c"}
+				ms := map[string]*refmodel.Model{}
+				for _, k := range keys {
+					ms[k] = refmodel.New(p, c)
+				}
+				scale, limit := policyScale(p)
+				hist := ""
+				for i := 0; i < 300; i++ {
+					c.Advance(randAdvance(r, scale))
+					key := keys[r.IntN(len(keys))]
+					m := ms[key]
+					cost := r.Int64N(limit+3) - 1
+					if r.IntN(3) == 0 {
+						cost = min(1, cost)
+					}
+					switch r.IntN(8) {
+					case 0:
+						hist += fmt.Sprintf("; Reset(%s)@%v", key, c.Now())
+						l.Reset(key)
+						ms[key] = refmodel.New(p, c)
+					case 1:
+						cc := 1 + r.Int64N(limit)
+						hist += fmt.Sprintf("; Refund(%s,%d)@%v", key, cc, c.Now())
+						l.Refund(key, cc)
+						m.Refund(key, cc)
+					case 2:
+						hist += "; Sweep"
+						l.Sweep()
+						for _, m := range ms {
+							m.Sweep()
+						}
+					case 3, 4:
+						st, n := l.Stats(), l.Len()
+						got := l.Check(key, cost)
+						cl := hotlimit.NewManualClock()
+						cl.Set(c.Now())
+						w := m.Clone(cl).AllowN(key, cost)
+						pk := m.Peek(key)
+						want := hotlimit.Decision{Allowed: w.Allowed, Limit: w.Limit, Remaining: pk.Remaining, RetryAfter: w.RetryAfter, ResetAfter: pk.ResetAfter, Delay: w.Delay}
+						if got != want {
+							t.Fatalf("seed %d op %d Check(%s,%d)@%v:\n got %+v\nwant %+v\n%s", seed, i, key, cost, c.Now(), got, want, hist)
+						}
+						if l.Len() != n || l.Stats() != st {
+							t.Fatalf("seed %d op %d: Check(%s,%d) changed Len %d → %d or Stats %+v → %+v", seed, i, key, cost, n, l.Len(), st, l.Stats())
+						}
+					default:
+						hist += fmt.Sprintf("; AllowN(%s,%d)@%v", key, cost, c.Now())
+						got, want := l.AllowN(key, cost), m.AllowN(key, cost)
+						if got != want {
+							t.Fatalf("seed %d op %d AllowN(%s,%d)@%v:\n got %+v\nwant %+v\n%s", seed, i, key, cost, c.Now(), got, want, hist)
+						}
+					}
+				}
+				l.Close()
 			}
 		})
 	}
