@@ -32,6 +32,11 @@
 // operation at its own instant, including the floor sweeps and removals
 // set for keys created later (sweptAt).
 //
+// Sweep removes keys shard by shard, each under its shard's mutex, so it
+// is one step only within a shard: the histories' limiters have one shard
+// (and fewer keys than a sweep examines per lock hold), where the models'
+// one-step Sweep is exact.
+//
 // Not covered: the eviction of WithMaxKeys, whose victim is drawn at
 // random and whose insertion can evict more than once when inserts race,
 // so that no atomic model of "insert, evicting one eligible key" fits every
