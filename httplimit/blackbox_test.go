@@ -649,3 +649,104 @@ func TestBlackBoxTokenHeaderName(t *testing.T) {
 		m.Close()
 	}
 }
+
+// TestBlackBoxRemainingExact: at one instant, a client that trusts r
+// sends exactly r more requests of the item's cost and every one passes,
+// and the next one is refused, for every algorithm, with and without a
+// global layer (r of the binding item, the smallest in cost units).
+func TestBlackBoxRemainingExact(t *testing.T) {
+	policies := map[string]hotlimit.Policy{
+		"tb":  hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 3, Per: 7 * time.Second}, Burst: 9},
+		"lb":  hotlimit.LeakyBucket{Rate: hotlimit.Rate{N: 3, Per: 7 * time.Second}, Capacity: 8},
+		"fw":  hotlimit.FixedWindow{Limit: 9, Window: 7 * time.Second},
+		"sw":  hotlimit.SlidingWindow{Limit: 9, Window: 7 * time.Second},
+		"sl":  hotlimit.SlidingLog{Limit: 9, Window: 7 * time.Second},
+		"glo": hotlimit.FixedWindow{Limit: 6, Window: 11 * time.Second},
+	}
+	for _, name := range []string{"tb", "lb", "fw", "sw", "sl"} {
+		for _, global := range []string{"", "glo", name} {
+			for _, step := range []time.Duration{0, 2 * time.Second, 5500 * time.Millisecond} {
+				s := newBB(t, httplimit.Config{
+					Limits:       policies,
+					Global:       global,
+					Groups:       []httplimit.Group{{Name: "g", Limit: name, CostFunc: headerCost}},
+					DefaultGroup: "g",
+					Key:          httplimit.IPKey(nil),
+				})
+				// Some history, then a look at r.
+				for i := 0; i < 4; i++ {
+					s.get(1)
+					s.clock.Advance(step)
+				}
+				w := s.get(0)
+				if w.Code != http.StatusOK {
+					t.Fatalf("%s/%s: a free request: %d", name, global, w.Code)
+				}
+				minR := int64(1 << 62)
+				for _, ps := range checkFields(t, w.Header()) {
+					r, _ := ps.Get("r")
+					minR = min(minR, r.Int)
+				}
+				for i := int64(0); i < minR; i++ {
+					if w := s.get(1); w.Code != http.StatusOK {
+						t.Fatalf("%s/%s/%v: r=%d, request %d refused: %q", name, global, step, minR, i, w.Header().Values("RateLimit"))
+					}
+				}
+				w = s.get(1)
+				if w.Code != http.StatusTooManyRequests {
+					t.Fatalf("%s/%s/%v: r=%d, request %d: %d", name, global, step, minR, minR, w.Code)
+				}
+				// t is when the item's next unit comes back: waiting it
+				// out, the item holds more than before.
+				before := checkFields(t, w.Header())
+				for item, ps := range before {
+					tt, ok := ps.Get("t")
+					if !ok {
+						continue
+					}
+					r0, _ := ps.Get("r")
+					s.clock.Advance(time.Duration(tt.Int) * time.Second)
+					probe := s.get(0) // free in the group's limit, GlobalCost (1) in the global one
+					spent := int64(0)
+					if item != name && probe.Code == http.StatusOK {
+						spent = 1
+					}
+					after := checkFields(t, probe.Header())
+					if r1, _ := after[item].Get("r"); r1.Int+spent <= r0.Int {
+						t.Fatalf("%s/%s/%v: item %q: r=%d, and still %d after t=%d s", name, global, step, item, r0.Int, r1.Int, tt.Int)
+					}
+					break // the clock has moved: the other items' t no longer apply
+				}
+			}
+		}
+	}
+}
+
+// TestBlackBoxFreeRequest: a price of 0 consumes nothing in the group's
+// limit, and is admitted however empty it is; the global layer charges
+// GlobalCost for it all the same, and refuses it once that is spent.
+func TestBlackBoxFreeRequest(t *testing.T) {
+	s := newBB(t, httplimit.Config{
+		Limits: map[string]hotlimit.Policy{
+			"grp": hotlimit.FixedWindow{Limit: 2, Window: time.Minute},
+			"all": hotlimit.FixedWindow{Limit: 5, Window: time.Minute},
+		},
+		Global:       "all",
+		Groups:       []httplimit.Group{{Name: "g", Limit: "grp", CostFunc: headerCost}},
+		DefaultGroup: "g",
+		Key:          httplimit.IPKey(nil),
+	})
+	s.get(2) // the group's limit is empty; the global one holds 4
+	for i := int64(3); i >= 0; i-- {
+		w := s.get(0)
+		items := checkFields(t, w.Header())
+		g, _ := items["grp"].Get("r")
+		a, _ := items["all"].Get("r")
+		if w.Code != http.StatusOK || g.Int != 0 || a.Int != i {
+			t.Fatalf("free request: %d, grp r=%d, all r=%d; want 200, 0, %d", w.Code, g.Int, a.Int, i)
+		}
+	}
+	if w := s.get(0); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("free request, global layer spent: %d, want 429", w.Code)
+	}
+}

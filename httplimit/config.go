@@ -34,7 +34,10 @@ type Group struct {
 	// whose work varies (a GraphQL query by its complexity, an export by
 	// its size) costs what CostFunc returns, computed from the request
 	// or read from its context (see WithCost and CostFromContext). 0 is
-	// free: admitted without consuming, with headers showing the state.
+	// free in the group's limit: it consumes nothing there and the
+	// headers show the state. The price applies to the group's limit
+	// only: Config.Global charges GlobalCost for every request, a free
+	// one too, and may refuse it.
 	// A cost above the limit's capacity can never pass (403, see the
 	// package documentation). An error, or a cost below 0, refuses the
 	// request with 400 and {"error":"rate_limit_cost_invalid"}

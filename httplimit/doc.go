@@ -138,12 +138,15 @@
 // A Group's Cost prices each of its requests alike; its CostFunc prices
 // each request, for work that varies: an earlier middleware that computes
 // a GraphQL query's complexity stores it with WithCost, and
-// CostFromContext reads it back. A cost of 0 is free, a CostFunc's price
-// above the limit's capacity can never pass (403, above; New refuses a
-// fixed Cost or GlobalCost above its limit's capacity, which would refuse
-// every request), and a CostFunc that fails
-// or returns a negative cost refuses the request with 400
-// (OutcomeCostInvalid): what cannot be priced is not let through.
+// CostFromContext reads it back. The price is what the request costs in
+// its group's limit; the global layer charges Config.GlobalCost for every
+// request whatever its price. A cost of 0 is free in the group's limit
+// (with a global layer it still costs GlobalCost there), a CostFunc's
+// price above the limit's capacity can never pass (403, above; New
+// refuses a fixed Cost or GlobalCost above its limit's capacity, which
+// would refuse every request), and a CostFunc that fails or returns a
+// negative cost refuses the request with 400 (OutcomeCostInvalid): what
+// cannot be priced is not let through.
 //
 // # Operations
 //
