@@ -186,3 +186,32 @@ func TestMemStatsConcurrent(t *testing.T) {
 		seq.Close()
 	}
 }
+
+// TestMemStatsAfterReset: a Reset gives back the bytes of the sliding
+// log's ring as a sweep does.
+func TestMemStatsAfterReset(t *testing.T) {
+	l, err := hotlimit.New(hotlimit.SlidingLog{Limit: 16, Window: time.Hour}, hotlimit.WithSweepInterval(0), hotlimit.WithClock(hotlimit.NewManualClock()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	empty := l.MemStats().Logs
+	for i := range 100 {
+		l.Allow(fmt.Sprint("key-", i))
+	}
+	full := l.MemStats().Logs
+	for i := range 100 {
+		l.Reset(fmt.Sprint("key-", i))
+	}
+	after := l.MemStats().Logs
+	// What stays is the maps' estimate, from their peak of 100 keys.
+	if after >= full/2 || after <= empty {
+		t.Errorf("Logs: %d empty, %d with 100 keys, %d after resetting them all; want only the maps' estimate left", empty, full, after)
+	}
+	for i := range 100 {
+		l.Allow(fmt.Sprint("key-", i))
+	}
+	if again := l.MemStats().Logs; again != full {
+		t.Errorf("Logs %d with the same 100 keys again, %d the first time", again, full)
+	}
+}

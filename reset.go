@@ -89,10 +89,12 @@ func (l *Limiter) resetLog(key string) {
 	ls, _ := l.logShardOf(key)
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if _, ok := ls.m[key]; !ok {
+	r, ok := ls.m[key]
+	if !ok {
 		return
 	}
 	l.raiseSweptAt(l.now()) // as in Reset
+	ls.ringBytes.Add(-ringBytes(len(key), len(r.t)))
 	delete(ls.m, key)
 	l.keys.Add(-1)
 	l.resets.Add(1) // as in Reset
