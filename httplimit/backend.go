@@ -40,7 +40,7 @@ type BindingBackend interface {
 // A StateBackend is a Backend that also reports each layer's own state
 // after its decision. The middleware then writes one RateLimit item per
 // layer, each with that limit's own r and t; without it, one item, for
-// the binding layer. Local implements it.
+// the binding layer. Local and redislimit's backend implement it.
 type StateBackend interface {
 	BindingBackend
 	// AllowStates is AllowBinding that also sets states[i] to layer i's

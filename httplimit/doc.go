@@ -108,13 +108,14 @@
 // named with the suffix "/global" ("l" and "l/global"): the two are
 // different quotas of one policy, and "/" is in no limit's name.
 //
-// r and t per limit come from a StateBackend (Local is one). A backend
-// that reports only the binding layer (the one that refused the request,
-// or that has the fewest requests left), or that reports the layers'
-// states as unknown, gets one RateLimit item, named after that layer's
-// limit (the group's, when a backend that is not a BindingBackend leaves
-// two layers of one capacity indistinguishable), with t only when its
-// Decision tells when the next unit comes back.
+// r and t per limit come from a StateBackend (Local and redislimit's
+// backend are). A backend that reports only the binding layer (the one
+// that refused the request, or that has the fewest requests left), or
+// that reports the layers' states as unknown, gets one RateLimit item,
+// named after that layer's limit (the group's, when a backend that is
+// not a BindingBackend leaves two layers of one capacity
+// indistinguishable), with t only when its Decision tells when the next
+// unit comes back.
 //
 // How each algorithm maps to the draft's quota q and window w:
 //

@@ -14,8 +14,8 @@ import (
 // RedisBackend is an httplimit.Backend whose limits live in Redis: one
 // Limiter per named limit, all on one client and one shared Breaker, and
 // each request's layers decided in one script call. It is also an
-// httplimit.BindingBackend and an httplimit.ResetBackend, so
-// httplimit.Middleware.Reset works with it.
+// httplimit.StateBackend (the RateLimit field then has one item per
+// limit) and an httplimit.ResetBackend (for httplimit.Middleware.Reset).
 type RedisBackend struct {
 	limiters map[string]*Limiter
 	decides  bool // a failure policy was given: answer it instead of an error
@@ -83,6 +83,18 @@ func (b *RedisBackend) Allow(ctx context.Context, layers []httplimit.Layer) (hot
 // AllowBinding implements httplimit.BindingBackend with AllowLayersIndex,
 // so the middleware names the layer that bound.
 func (b *RedisBackend) AllowBinding(ctx context.Context, layers []httplimit.Layer) (hotlimit.Decision, int, error) {
+	return b.AllowStates(ctx, layers, nil)
+}
+
+// AllowStates implements httplimit.StateBackend in the same script call
+// as the decision: each layer's Remaining is its own, as
+// hotlimit.AllowLayersEach reports it (after its admission; when the
+// call is denied, the denying layer's as it decided, every other layer's
+// as it was), and its Window the wait for one unit more on that same
+// state, for every policy. The states are unknown (Remaining -1) when a
+// cached denial (WithLocalDenials) or a failure policy answered. A nil
+// states reads none, and the script computes none.
+func (b *RedisBackend) AllowStates(ctx context.Context, layers []httplimit.Layer, states []httplimit.LayerState) (hotlimit.Decision, int, error) {
 	var buf [8]Layer
 	ls := buf[:0]
 	for _, ly := range layers {
@@ -92,7 +104,7 @@ func (b *RedisBackend) AllowBinding(ctx context.Context, layers []httplimit.Laye
 		}
 		ls = append(ls, Layer{Limiter: l, Key: ly.Key, Cost: ly.Cost})
 	}
-	d, i, err := AllowLayersIndex(ctx, ls...)
+	d, i, err := allowLayers(ctx, ls, states)
 	// A failure policy answers outages, not configuration errors
 	// (ErrCrossSlot, ErrMixedClients): those go to the middleware.
 	if err != nil && (!b.decides || !errors.Is(err, ErrUnavailable)) {

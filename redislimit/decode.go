@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/httplimit"
 )
 
 // requests is how many more requests of cost fit in remaining units, as
@@ -28,13 +29,24 @@ func micros(us int64) time.Duration {
 
 // decode builds the Decision from the script's reply (see script.lua).
 // denied is the index of the denying layer, or -1; binding that of the
-// layer the Decision reports.
-func decode(r []int64, layers []Layer) (d hotlimit.Decision, denied, binding int, err error) {
+// layer the Decision reports. When states is not nil, the reply carries
+// each layer's next unit back (run's next), and decode sets states[i] to
+// layer i's Remaining in the reply and that wait: for an admitted call,
+// the layer's state after its admission; for a denied one, the denying
+// layer's state as it decided and every other layer's as it was.
+func decode(r []int64, layers []Layer, states []httplimit.LayerState) (d hotlimit.Decision, denied, binding int, err error) {
 	n := len(layers)
-	if len(r) == 1+2*n && r[0] == 1 {
+	extra := 0 // the next unit's value per layer, when asked for
+	if states != nil {
+		extra = 1
+	}
+	if a := 2 + extra; len(r) == 1+a*n && r[0] == 1 {
 		var best int64 // the binding layer's requests(Remaining, Cost)
 		for i, ly := range layers {
-			rem, reset := r[1+2*i], micros(r[2+2*i])
+			rem, reset := r[1+a*i], micros(r[2+a*i])
+			if states != nil {
+				states[i] = httplimit.LayerState{Remaining: rem, Window: micros(r[3+a*i])}
+			}
 			if k := requests(rem, ly.Cost); i == 0 || k < best || k == best && rem < d.Remaining {
 				best, d.Remaining, d.Limit, binding = k, rem, ly.Limiter.spec.limit, i
 			}
@@ -48,12 +60,17 @@ func decode(r []int64, layers []Layer) (d hotlimit.Decision, denied, binding int
 		d.Allowed = true
 		return d, -1, binding, nil
 	}
-	if len(r) != 2+4*n || r[0] != 0 || r[1] < 1 || r[1] > int64(n) {
+	a := 4 + extra
+	if len(r) != 2+a*n || r[0] != 0 || r[1] < 1 || r[1] > int64(n) {
 		return d, -1, -1, fmt.Errorf("redislimit: unexpected script reply %v", slices.Clone(r)) // a copy: r stays on the caller's stack
 	}
 	at := func(j int) (ok bool, rem int64, retry, reset time.Duration) {
-		o := 2 + 4*j
+		o := 2 + a*j
 		return r[o] == 1, r[o+1], micros(r[o+2]), micros(r[o+3])
+	}
+	for j := range states {
+		o := 2 + a*j
+		states[j] = httplimit.LayerState{Remaining: r[o+1], Window: micros(r[o+4])}
 	}
 	i := int(r[1] - 1)
 	_, rem, retry, reset := at(i)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -177,17 +178,48 @@ func TestDifferentialLayers(t *testing.T) {
 					local = append(local, hotlimit.Layer{Limiter: p.local, Key: key, Cost: cost})
 					remote = append(remote, Layer{Limiter: p.remote, Key: key, Cost: cost})
 				}
-				want, wantIdx := hotlimit.AllowLayersIndex(local...)
-				got, gotIdx, err := AllowLayersIndex(ctx, remote...)
+				// Half the calls also ask for each layer's state.
+				var states []httplimit.LayerState
+				if rng.IntN(2) == 0 {
+					states = make([]httplimit.LayerState, n)
+				}
+				each := make([]hotlimit.Decision, n)
+				want, wantIdx := hotlimit.AllowLayersEach(each, local...)
+				got, gotIdx, err := allowLayers(ctx, remote, states)
 				if err != nil {
 					t.Fatalf("step %d: %v", step, err)
 				}
 				if !sameDecision(want, got) || gotIdx != wantIdx {
 					t.Fatalf("step %d, layers %v:\n local %+v, binding %d\n redis %+v, binding %d", step, describe(remote), want, wantIdx, got, gotIdx)
 				}
+				for j := range states {
+					if w := wantState(local, j, each[j]); states[j].Remaining != w.Remaining ||
+						w.Window >= 0 && states[j].Window != w.Window {
+						t.Fatalf("step %d, layers %v, layer %d's state:\n local %+v (Window -1: not compared)\n redis %+v", step, describe(remote), j, w, states[j])
+					}
+				}
 			}
 		})
 	}
+}
+
+// wantState is layer j's state as httplimit.Local reports it, from its
+// own Decision c and, after the call, Check(key, Remaining+1), the wait
+// for its next unit (to the µs, as the script gives it): nothing to wait
+// for when the layer is full. For a key that appears in another layer of
+// the call with the same limiter, Check reads the state after both, not
+// after layer j alone: its Window is -1, not to be compared.
+func wantState(ls []hotlimit.Layer, j int, c hotlimit.Decision) httplimit.LayerState {
+	ly := ls[j]
+	if c.Remaining >= c.Limit {
+		return httplimit.LayerState{Remaining: c.Remaining}
+	}
+	for k, o := range ls {
+		if k != j && o.Limiter == ly.Limiter && o.Key == ly.Key {
+			return httplimit.LayerState{Remaining: c.Remaining, Window: -1}
+		}
+	}
+	return httplimit.LayerState{Remaining: c.Remaining, Window: ceilMicro(ly.Limiter.Check(ly.Key, c.Remaining+1).RetryAfter)}
 }
 
 func describe(ls []Layer) []string {

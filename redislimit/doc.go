@@ -137,7 +137,11 @@
 //
 // Backend adapts a set of named limits to httplimit.BackendFactory, so the
 // httplimit middleware can use Redis unchanged; each request's layers are
-// one script call, all or nothing.
+// one script call, all or nothing. The same call reports each layer's
+// state, so the RateLimit field has one item per limit, each with its own
+// r and t (except when a cached denial answers: one item then), and
+// Middleware.Reset unblocks a client in Redis and in this instance's
+// cached denials.
 //
 // # What it does not do
 //

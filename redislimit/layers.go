@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -57,6 +58,17 @@ func AllowLayers(ctx context.Context, layers ...Layer) (hotlimit.Decision, error
 // binding layer among the fallbacks, or 0 when only FailOpen layers were
 // left.
 func AllowLayersIndex(ctx context.Context, layers ...Layer) (hotlimit.Decision, int, error) {
+	return allowLayers(ctx, layers, nil)
+}
+
+// allowLayers is AllowLayersIndex that also sets states[i] to layer i's
+// state after the decision, when Redis decided (see decode); otherwise
+// (a cached denial answered, or Redis did not decide) it sets every
+// Remaining to -1, unknown. states is nil or has len(layers) elements.
+func allowLayers(ctx context.Context, layers []Layer, states []httplimit.LayerState) (hotlimit.Decision, int, error) {
+	for i := range states {
+		states[i] = httplimit.LayerState{Remaining: -1}
+	}
 	if len(layers) == 0 {
 		return hotlimit.Decision{Allowed: true}, -1, nil
 	}
@@ -129,8 +141,8 @@ func AllowLayersIndex(ctx context.Context, layers ...Layer) (hotlimit.Decision, 
 	}
 
 	sent := sentAt(layers)
-	var rbuf [2 + 4*8]int64
-	reply, err := run(cctx, client, node, layers, keys, rbuf[:0])
+	var rbuf [2 + 5*8]int64
+	reply, err := run(cctx, client, node, layers, keys, states != nil, rbuf[:0])
 	failedNode := false
 	for i, c := range cs {
 		failedNode = settle(ctx, c, probes[i], err, first.hooks) || failedNode
@@ -143,7 +155,7 @@ func AllowLayersIndex(ctx context.Context, layers ...Layer) (hotlimit.Decision, 
 		}
 		return failed(layers, node, err)
 	}
-	d, denied, binding, err := decode(reply, layers)
+	d, denied, binding, err := decode(reply, layers, states)
 	if err != nil {
 		return failed(layers, node, err)
 	}
@@ -167,13 +179,14 @@ func failed(layers []Layer, node string, cause error) (hotlimit.Decision, int, e
 
 // run makes the one script call for layers, whose Redis keys are keys, on
 // client (node's, as route returned them), and appends the reply's
-// integers to out.
+// integers to out. With next, the reply reports each layer's next unit
+// back too.
 //
 // The slices handed to go-redis escape to the heap whatever their size:
 // they are made to measure rather than from arrays on the stack, which
 // would move to the heap whole.
-func run(ctx context.Context, client redis.Scripter, node string, layers []Layer, keys []string, out []int64) ([]int64, error) {
-	args := make([]any, 0, 1+5*len(layers))
+func run(ctx context.Context, client redis.Scripter, node string, layers []Layer, keys []string, next bool, out []int64) ([]int64, error) {
+	args := make([]any, 0, 2+5*len(layers))
 	first := layers[0].Limiter
 	if first.testNow != nil {
 		args = append(args, strconv.FormatInt(first.testNow(), 10))
@@ -183,6 +196,9 @@ func run(ctx context.Context, client redis.Scripter, node string, layers []Layer
 	for _, ly := range layers {
 		l := ly.Limiter
 		args = append(args, l.argv[0], l.argv[1], l.argv[2], l.argv[3], ly.Cost)
+	}
+	if next {
+		args = append(args, "1")
 	}
 	vals, err := first.rt.send(ctx, decideScript, client, node, first.hooks, keys, args)
 	if err != nil {

@@ -12,6 +12,7 @@
 --          tau   Burst·T (or (Capacity+1)·T) for kind 1, else 0
 --          limit Burst, Capacity+1 or Limit
 --          cost
+-- ARGV[2+5n] optional: "1" to report each layer's next unit (see Reply).
 --
 -- All arithmetic is on integers held in Lua numbers (doubles), exact below
 -- 2^53: New bounds T, W, Burst·T and Limit by 2^50, and products that can
@@ -32,6 +33,9 @@
 --   consumed, as hotlimit.AllowLayers does), and every other layer j is
 --   checked without consuming against its state as it was. retry -1 means
 --   never (the cost is negative or above the limit). Durations in µs.
+--   With ARGV[2+5n] = "1", each layer's values end with next_i: the wait
+--   for a cost of rem_i+1 on the state rem_i describes (its next unit
+--   back), or 0 when rem_i is the layer's limit (it is full).
 
 if redis.replicate_commands then redis.replicate_commands() end
 
@@ -39,6 +43,7 @@ if redis.replicate_commands then redis.replicate_commands() end
 -- decisions follow the test's: they are stretched by an hour, so that no
 -- key expires during a test that its own clock still needs.
 local now, ttlExtra = nil, 0
+local wantNext = ARGV[2 + 5 * #KEYS] == "1"
 if ARGV[1] ~= "" then
   now = tonumber(ARGV[1])
   ttlExtra = 3600000
@@ -71,7 +76,13 @@ if #KEYS == 1 and ARGV[2] == "1" then
     while r < 0 do rem = rem - 1; r = r + T end
     while r >= T do rem = rem + 1; r = r - T end
   end
-  if retry ~= 0 then return { 0, 1, 0, rem, retry, debt } end
+  -- nxt: the wait for rem+1 units at debt d, or 0 when full.
+  local nxt = 0
+  if wantNext and rem < tonumber(ARGV[5]) then nxt = d + (rem + 1) * T - tau end
+  if retry ~= 0 then
+    if wantNext then return { 0, 1, 0, rem, retry, debt, nxt } end
+    return { 0, 1, 0, rem, retry, debt }
+  end
   if nx then
     -- TTL: d µs rounded up to a millisecond, exactly.
     local ms = math.floor(d / 1000)
@@ -81,6 +92,7 @@ if #KEYS == 1 and ARGV[2] == "1" then
     if r > 0 then ms = ms + 1 end
     redis.call("SET", key, string.format("%.0f", nx), "PX", ms + ttlExtra)
   end
+  if wantNext then return { 1, rem, d, nxt } end
   return { 1, rem, d }
 end
 
@@ -108,7 +120,7 @@ if ARGV[2] == "1" then
       while r >= T do q = q + 1; r = r - T end
       return q
     end
-    local T, TAU, C, DEBT, REP = {}, {}, {}, {}, {}
+    local T, TAU, C, DEBT, REP, LIM = {}, {}, {}, {}, {}, {}
     local deny = 0
     local vals = redis.call("MGET", unpack(KEYS))
     for i = 1, n do
@@ -124,10 +136,18 @@ if ARGV[2] == "1" then
         local x = debt + c * Ti
         if x <= tau then d = x else ok, retry = 0, x - tau end
       end
-      T[i], TAU[i], C[i], DEBT[i] = Ti, tau, c, debt
+      T[i], TAU[i], C[i], DEBT[i], LIM[i] = Ti, tau, c, debt, lim
       local k = 4 * i
       REP[k - 3], REP[k - 2], REP[k - 1], REP[k] = ok, remOf(d, Ti, tau), retry, d
       if ok == 0 and deny == 0 then deny = i end
+    end
+    -- nextOf: layer i's wait for rem+1 units at debt e, or 0 when full.
+    local nextOf
+    if wantNext then
+      nextOf = function(i, rem, e)
+        if rem >= LIM[i] then return 0 end
+        return e + (rem + 1) * T[i] - TAU[i]
+      end
     end
     if deny > 0 then
       -- Every layer reported on its state as it was: an admitting one
@@ -142,6 +162,7 @@ if ARGV[2] == "1" then
         out[#out + 1] = REP[k - 2]
         out[#out + 1] = REP[k - 1]
         out[#out + 1] = REP[k]
+        if wantNext then out[#out + 1] = nextOf(i, REP[k - 2], REP[k]) end
       end
       return out
     end
@@ -158,6 +179,7 @@ if ARGV[2] == "1" then
       end
       out[#out + 1] = REP[k - 2]
       out[#out + 1] = d
+      if wantNext then out[#out + 1] = nextOf(i, REP[k - 2], d) end
     end
     return out
   end
@@ -385,6 +407,14 @@ local function step(i, st, c)
   return windowStep(i, st, c)
 end
 
+-- nextOf returns layer i's wait for rem+1 units on state st, of which rem
+-- is the Remaining, or 0 when rem is its limit (full).
+local function nextOf(i, st, rem)
+  if rem >= LIMIT[i] then return 0 end
+  local _, _, retry = step(i, st, rem + 1)
+  return retry
+end
+
 -- Decide the layers in order, each against the state the earlier layers
 -- of this request would leave (the same key may appear twice).
 local orig, pending, ttl = {}, {}, {}
@@ -400,10 +430,11 @@ for i = 1, n do
     local den = { 0, i }
     for j = 1, n do
       local ok2, rem2, retry2, reset2
+      local sj = st
       if j == i then
         ok2, rem2, retry2, reset2 = ok, rem, retry, reset
       else
-        local sj = orig[KEYS[j]] or load(j)
+        sj = orig[KEYS[j]] or load(j)
         ok2, rem2, retry2, reset2 = step(j, sj, COST[j])
         if ok2 == 1 then
           -- Report the current state, not the state after an admission.
@@ -415,6 +446,7 @@ for i = 1, n do
       den[#den + 1] = rem2
       den[#den + 1] = retry2
       den[#den + 1] = reset2
+      if wantNext then den[#den + 1] = nextOf(j, sj, rem2) end
     end
     return den
   end
@@ -424,6 +456,7 @@ for i = 1, n do
   end
   out[#out + 1] = rem
   out[#out + 1] = reset
+  if wantNext then out[#out + 1] = nextOf(i, nx or st, rem) end
 end
 
 -- Admitted by every layer: write each changed state once.

@@ -13,7 +13,10 @@ import (
 	"github.com/hotlimit/hotlimit/httplimit"
 )
 
-var _ httplimit.ResetBackend = (*RedisBackend)(nil)
+var (
+	_ httplimit.ResetBackend = (*RedisBackend)(nil)
+	_ httplimit.StateBackend = (*RedisBackend)(nil)
+)
 
 // TestBackendResetThroughMiddleware: httplimit's Middleware.Reset, on the
 // Redis backend, unblocks a drained client: its cached denial goes (the
@@ -102,5 +105,52 @@ func TestBackendResetLayered(t *testing.T) {
 	d, i, err := rb.AllowBinding(ctx, ls)
 	if err != nil || d.Allowed || i != 0 || d.RetryAfter > time.Hour {
 		t.Fatalf("after day's Reset: %+v, binding %d, %v; want hour's own wait (at most 1h)", d, i, err)
+	}
+}
+
+// TestBackendStatesThroughMiddleware: with the Redis backend, the
+// RateLimit field has one item per limit, each with its own r and t (a
+// bucket's next token, a sliding log's oldest unit), as with Local.
+func TestBackendStatesThroughMiddleware(t *testing.T) {
+	c := newClient(t, serverAddr(t))
+	m, err := httplimit.New(httplimit.Config{
+		Limits: map[string]hotlimit.Policy{
+			"g":   hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 3},
+			"all": hotlimit.SlidingLog{Limit: 2, Window: time.Minute},
+		},
+		Groups:       []httplimit.Group{{Name: "g", Limit: "g"}},
+		DefaultGroup: "g",
+		Global:       "all",
+		Key:          httplimit.TokenKey("Authorization"),
+		Backend:      Backend(c, WithPrefix(testPrefix(t))),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("Authorization", "Bearer token-0123456789")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if got, want := w.Header().Get("RateLimit"), `"g";r=2;t=3600, "all";r=1;t=60`; w.Code != 200 || got != want {
+		t.Fatalf("%d, RateLimit %q; want 200, %q", w.Code, got, want)
+	}
+}
+
+// TestBackendStatesUnknown: when a cached denial answers, the backend
+// cannot tell the layers' states, and says so (Remaining -1); Redis's
+// own answer reports them.
+func TestBackendStatesUnknown(t *testing.T) {
+	c := newClient(t, serverAddr(t))
+	rb := must(NewBackend(c, map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Hour}},
+		WithPrefix(testPrefix(t)), WithLocalDenials(10)))
+	ctx := context.Background()
+	ls := []httplimit.Layer{{Limit: "l", Key: "k", Cost: 1}}
+	states := make([]httplimit.LayerState, 1)
+	for i, want := range []int64{0, 0, -1} { // admitted, denied by Redis, denied from the cache
+		d, _, err := rb.AllowStates(ctx, ls, states)
+		if err != nil || d.Allowed != (i == 0) || states[0].Remaining != want || want == 0 && states[0].Window <= 0 {
+			t.Fatalf("call %d: %+v, %v, state %+v; want Remaining %d", i, d, err, states[0], want)
+		}
 	}
 }
