@@ -2,6 +2,7 @@ package redisbench
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/hotlimit/hotlimit/redislimit"
 	"github.com/redis/go-redis/v9"
 )
@@ -359,7 +361,7 @@ return {1, 2, 3}`)
 	})
 	b.Run("concurrency", func(b *testing.B) {
 		c, _ := client(b)
-		cl, err := redislimit.NewConcurrency(c, "b", 1_000_000, time.Minute, redislimit.WithPrefix(prefix(b)))
+		cl, err := redislimit.NewConcurrency(c, "b", 1_000_000, time.Minute, redislimit.WithPrefix(prefix(b)), redislimit.WithTimeout(5*time.Second))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -374,4 +376,41 @@ return {1, 2, 3}`)
 			return true
 		})
 	})
+}
+
+// BenchmarkBackendStates: the cost of RedisBackend reporting each layer's
+// state (AllowStates, for one RateLimit item per limit) against the
+// binding layer only (AllowBinding), for two buckets (the script's fast
+// path) and for a sliding window and a sliding log (its general path,
+// where each layer's next unit is one more step of the script).
+func BenchmarkBackendStates(b *testing.B) {
+	for _, tc := range []struct {
+		name       string
+		user, glob hotlimit.Policy
+	}{
+		{"buckets", generous, generous},
+		{"windows", hotlimit.SlidingWindow{Limit: 1_000_000, Window: time.Second}, hotlimit.SlidingLog{Limit: 1024, Window: time.Second}},
+	} {
+		for _, states := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/states=%v", tc.name, states), func(b *testing.B) {
+				c, n := client(b)
+				rb, err := redislimit.NewBackend(c, map[string]hotlimit.Policy{"user": tc.user, "global": tc.glob}, redislimit.WithPrefix(prefix(b)), redislimit.WithTimeout(5*time.Second))
+				if err != nil {
+					b.Fatal(err)
+				}
+				var st []httplimit.LayerState
+				if states {
+					st = make([]httplimit.LayerState, 2)
+				}
+				run(b, c, n, false, false, func(ctx context.Context, key string) bool {
+					ls := []httplimit.Layer{{Limit: "user", Key: key, Cost: 1}, {Limit: "global", Key: key, Cost: 1}}
+					d, _, err := rb.AllowStates(ctx, ls, st)
+					if err != nil {
+						b.Fatal(err)
+					}
+					return d.Allowed
+				})
+			})
+		}
+	}
 }
