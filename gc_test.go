@@ -291,6 +291,29 @@ func TestMaxKeysFloodSparesDrainedKey(t *testing.T) {
 	}
 }
 
+// TestMaxKeysFloodSparesDrainedKeyFewKeys: under WithMaxKeys of 2 or 3
+// (fewer keys than a sample holds, and the default shard count) every
+// eviction compares every key, so the drained key, which no other key is
+// as drained as, is never the one removed.
+func TestMaxKeysFloodSparesDrainedKeyFewKeys(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprint("max ", n), func(t *testing.T) {
+			l, _ := newManual(t, hotlimit.TokenBucket{Rate: hotlimit.PerSecond(100), Burst: 10}, hotlimit.WithMaxKeys(n))
+			for l.Allow("abuser").Allowed {
+			}
+			for i := range 10_000 {
+				l.Allow(fmt.Sprint("flood:", i))
+			}
+			if d := l.AllowN("abuser", 0); d.Remaining != 0 {
+				t.Fatalf("the drained key was evicted by the flood: %+v", d)
+			}
+			if st := l.Stats(); st.Evicted != uint64(10_000-(n-1)) || l.Len() != n {
+				t.Fatalf("Stats %+v, Len %d: want %d evicted, %d held", st, l.Len(), 10_000-(n-1), n)
+			}
+		})
+	}
+}
+
 // TestMaxKeysSixteenDrainedKeys: 16 drained keys among 1,000, a million
 // evictions. An eviction removes a drained key only if its sample of 4 is
 // all drained keys: probability C(16,4)/C(1000,4) ≈ 4.4e-8, so the number
