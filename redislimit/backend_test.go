@@ -23,7 +23,7 @@ func TestBackendMatchesLocal(t *testing.T) {
 		"token": hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 24 * time.Hour}, Burst: 5},
 		"ip":    hotlimit.SlidingWindow{Limit: 8, Window: 24 * time.Hour},
 	}
-	rb := must(Backend(c, WithPrefix(testPrefix(t)))(limits))
+	rb := must(Backend(c, WithPrefix(testPrefix(t)), WithTimeout(5*time.Second))(limits))
 	lb := must(httplimit.LocalBackend()(limits))
 	ctx := context.Background()
 	reqs := [][]httplimit.Layer{

@@ -18,6 +18,9 @@ var (
 	_ httplimit.StateBackend = (*RedisBackend)(nil)
 )
 
+// The tests below give the limiters a timeout of 5s: the default 100ms
+// is exceeded on a loaded machine, which would fail them for no fault.
+
 // TestBackendResetThroughMiddleware: httplimit's Middleware.Reset, on the
 // Redis backend, unblocks a drained client: its cached denial goes (the
 // request after it is not answered locally) and so does its state in
@@ -33,7 +36,7 @@ func TestBackendResetThroughMiddleware(t *testing.T) {
 		DefaultGroup: "g",
 		Key:          httplimit.TokenKey("Authorization"),
 		Backend: func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
-			b, err := NewBackend(c, limits, WithPrefix(testPrefix(t)), WithLocalDenials(100))
+			b, err := NewBackend(c, limits, WithPrefix(testPrefix(t)), WithTimeout(5*time.Second), WithLocalDenials(100))
 			rb = b
 			return b, err
 		},
@@ -88,7 +91,7 @@ func TestBackendResetLayered(t *testing.T) {
 	rb := must(NewBackend(c, map[string]hotlimit.Policy{
 		"hour": hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1},
 		"day":  hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 24 * time.Hour}, Burst: 1},
-	}, WithPrefix(testPrefix(t)), WithLocalDenials(100)))
+	}, WithPrefix(testPrefix(t)), WithTimeout(5*time.Second), WithLocalDenials(100)))
 	ctx := context.Background()
 	ls := []httplimit.Layer{{Limit: "hour", Key: "h", Cost: 1}, {Limit: "day", Key: "d", Cost: 1}}
 	if d := must(rb.Allow(ctx, ls)); !d.Allowed {
@@ -122,7 +125,7 @@ func TestBackendStatesThroughMiddleware(t *testing.T) {
 		DefaultGroup: "g",
 		Global:       "all",
 		Key:          httplimit.TokenKey("Authorization"),
-		Backend:      Backend(c, WithPrefix(testPrefix(t))),
+		Backend:      Backend(c, WithPrefix(testPrefix(t)), WithTimeout(5*time.Second)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +146,7 @@ func TestBackendStatesThroughMiddleware(t *testing.T) {
 func TestBackendStatesUnknown(t *testing.T) {
 	c := newClient(t, serverAddr(t))
 	rb := must(NewBackend(c, map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Hour}},
-		WithPrefix(testPrefix(t)), WithLocalDenials(10)))
+		WithPrefix(testPrefix(t)), WithTimeout(5*time.Second), WithLocalDenials(10)))
 	ctx := context.Background()
 	ls := []httplimit.Layer{{Limit: "l", Key: "k", Cost: 1}}
 	states := make([]httplimit.LayerState, 1)
