@@ -63,10 +63,23 @@ func AllowLayersIndex(layers ...Layer) (Decision, int) {
 // admission; when it was refused, what the layer alone would decide for
 // its cost now, after the other layers were given back (the layer that
 // refused it, or, for a nil Limiter, RetryAfter = Never). Remaining and
-// ResetAfter are then each layer's state after the call. each must have
-// room for every layer: len(each) ≥ len(layers).
+// ResetAfter are then each layer's state after the call. Give each room
+// for every layer (len(each) ≥ len(layers)); a shorter each receives the
+// Decisions of the first len(each) layers, and the request is decided on
+// every layer all the same.
 func AllowLayersEach(each []Decision, layers ...Layer) (Decision, int) {
-	return allowLayers(each[:len(layers)], layers)
+	if len(each) >= len(layers) {
+		return allowLayers(each[:len(layers)], layers)
+	}
+	var buf [maxStackLayers]Decision
+	all := buf[:0]
+	if len(layers) > maxStackLayers {
+		all = make([]Decision, 0, len(layers))
+	}
+	all = all[:len(layers)]
+	d, i := allowLayers(all, layers)
+	copy(each, all)
+	return d, i
 }
 
 // allowLayers is AllowLayersEach, with each nil when no caller wants it.

@@ -2,6 +2,7 @@ package hotlimit_test
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -69,5 +70,42 @@ func TestAllowLayersEach(t *testing.T) {
 	d, idx := hotlimit.AllowLayersEach(each, hotlimit.Layer{Limiter: l, Key: "k", Cost: 1}, hotlimit.Layer{Key: "k", Cost: 1})
 	if d.Allowed || idx != 1 || each[1].RetryAfter != hotlimit.Never || each[0].Remaining != 3 || !each[0].Allowed {
 		t.Fatalf("nil layer: %+v %d, each %+v", d, idx, each)
+	}
+}
+
+// TestAllowLayersEachShort: an each shorter than the layers receives the
+// first layers' Decisions, exactly those a long enough each receives, and
+// the request is decided on every layer all the same (for 3 layers, on
+// the stack, and 10, past it); nil receives nothing and does not panic.
+func TestAllowLayersEachShort(t *testing.T) {
+	for _, n := range []int{3, 10} {
+		for _, short := range []int{0, 1, n - 1} {
+			build := func() []hotlimit.Layer {
+				c := hotlimit.NewManualClock()
+				ls := make([]hotlimit.Layer, n)
+				for i := range ls {
+					ls[i] = hotlimit.Layer{Limiter: newLimiter(t, hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: int64(2 + i)}, hotlimit.WithClock(c)), Key: "k", Cost: 1}
+				}
+				return ls
+			}
+			long, part := build(), build()
+			for range 4 { // admitted twice, then refused by the first layer
+				want := make([]hotlimit.Decision, n)
+				wd, wi := hotlimit.AllowLayersEach(want, long...)
+				var got []hotlimit.Decision
+				if short > 0 {
+					got = make([]hotlimit.Decision, short)
+				}
+				gd, gi := hotlimit.AllowLayersEach(got, part...)
+				if gd != wd || gi != wi || !slices.Equal(got, want[:short]) {
+					t.Fatalf("%d layers, each of %d: %+v %d %+v; want %+v %d %+v", n, short, gd, gi, got, wd, wi, want[:short])
+				}
+				for i := range long {
+					if a, b := long[i].Limiter.Stats(), part[i].Limiter.Stats(); a != b {
+						t.Fatalf("%d layers, each of %d: layer %d Stats %+v, want %+v", n, short, i, b, a)
+					}
+				}
+			}
+		}
 	}
 }
