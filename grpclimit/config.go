@@ -103,6 +103,12 @@ type Config struct {
 	// client is told only the outcome, never the error's text. It must
 	// be fast and safe for concurrent use.
 	OnError func(ctx context.Context, fullMethod string, err error)
+	// Hook, if set, is called synchronously once per call the
+	// interceptor decides (exempt calls included), after the decision and
+	// before the handler runs or the refusal is returned, for metrics and
+	// logs. It must be fast and safe for concurrent use, and must not
+	// keep ev.Context beyond the call. nil costs nothing.
+	Hook func(ev Event)
 	// NoMetadata turns off the rate-limit response metadata (the
 	// ratelimit-* and retry-after entries); the status details of a
 	// denial are still sent. gRPC's handling of the metadata is most of
@@ -156,6 +162,9 @@ type Interceptor struct {
 	globalCost int64
 	onBackend  FailMode
 	onError    func(context.Context, string, error)
+	hook       func(Event)
+	kinds      kinds // Event.IdentityKind's interned values
+	globalAlg  string
 	metadata   bool
 	wait       func(context.Context, time.Duration) error
 }
@@ -165,6 +174,7 @@ type group struct {
 	name   string
 	exempt bool
 	limit  string
+	alg    string // limit's algorithmName
 	cost   int64
 	costs  map[string]int64 // nil when no method overrides cost
 }
@@ -180,6 +190,7 @@ func New(cfg Config) (*Interceptor, error) {
 		globalCost: cfg.GlobalCost,
 		onBackend:  cfg.OnBackendError,
 		onError:    cfg.OnError,
+		hook:       cfg.Hook,
 		metadata:   !cfg.NoMetadata,
 		wait:       cfg.Wait,
 	}
@@ -217,9 +228,11 @@ func New(cfg Config) (*Interceptor, error) {
 		}
 	}
 	if cfg.Global != "" {
-		if _, ok := cfg.Limits[cfg.Global]; !ok {
+		p, ok := cfg.Limits[cfg.Global]
+		if !ok {
 			return nil, fmt.Errorf("grpclimit: Config.Global %q is not in Config.Limits", cfg.Global)
 		}
+		ic.globalAlg = algorithmName(p)
 	}
 	byName := make(map[string]int, len(cfg.Groups))
 	ic.groups = make([]group, len(cfg.Groups))
@@ -227,8 +240,12 @@ func New(cfg Config) (*Interceptor, error) {
 		if err := ic.addGroup(i, g, byName); err != nil {
 			return nil, err
 		}
-		if _, ok := cfg.Limits[g.Limit]; !ok && !g.Exempt {
+		p, ok := cfg.Limits[g.Limit]
+		if !ok && !g.Exempt {
 			return nil, fmt.Errorf("grpclimit: group %q: Limit %q is not in Config.Limits", g.Name, g.Limit)
+		}
+		if ok {
+			ic.groups[i].alg = algorithmName(p)
 		}
 	}
 	var ok bool

@@ -107,7 +107,11 @@
 // # Operations
 //
 // Config.OnError sees every key extraction and backend error (the client
-// is told only the outcome). Interceptor.Reset returns an identity to a
+// is told only the outcome). Config.Hook sees one Event per call: its
+// method and group, its Outcome (admitted, denied for now or for good,
+// exempt, no key, backend failure let through or refused), the binding
+// limit and Decision, and the kind of identity, never the key or the
+// token. Interceptor.Reset returns an identity to a
 // fresh state in every layer, an administrative act for an operator, and
 // Backend gives access to the limiters, for metrics.
 //

@@ -114,10 +114,12 @@ func (ic *Interceptor) admit(ctx context.Context, method string) (metadata.MD, e
 	return md, err
 }
 
-// decide extracts the key, asks the backend, and builds the outcome.
+// decide extracts the key, asks the backend, builds the outcome and
+// reports it to the hook.
 func (ic *Interceptor) decide(ctx context.Context, method string) (metadata.MD, time.Duration, error) {
 	g := &ic.groups[ic.groupOf(method)]
 	if g.exempt {
+		ic.report(ctx, method, g, Event{Outcome: OutcomeExempt})
 		return nil, 0, nil
 	}
 	cost := g.cost
@@ -135,15 +137,22 @@ func (ic *Interceptor) decide(ctx context.Context, method string) (metadata.MD, 
 	if err != nil && ic.onError != nil {
 		ic.onError(ctx, method, err)
 	}
+	fallback := false
 	if err != nil && ic.fallback != nil {
 		key, err = ic.fallback(ctx, append(sc.buf[:0], keyPrefix...))
+		fallback = true
 	}
 	if err != nil {
+		ic.report(ctx, method, g, Event{Outcome: OutcomeKeyDenied, Fallback: fallback})
 		// The KeyFunc's error stays on the server: it may describe the
 		// configuration, which is no business of the client's.
 		return nil, 0, refusal(codes.ResourceExhausted, "grpclimit: the call has no rate-limit key", ReasonKeyMissing)
 	}
 	idEnd := len(key)
+	var kind string
+	if ic.hook != nil {
+		kind = ic.kinds.of(key[len(keyPrefix):idEnd])
+	}
 	key = append(key, ":route:"...)
 	key = append(key, g.name...)
 	full := string(key) // the one allocation of the key
@@ -165,28 +174,47 @@ func (ic *Interceptor) decide(ctx context.Context, method string) (metadata.MD, 
 			ic.onError(ctx, method, err)
 		}
 		if ic.onBackend == FailOpen {
+			ic.report(ctx, method, g, Event{Outcome: OutcomeErrorAllowed, IdentityKind: kind, Fallback: fallback})
 			return nil, 0, nil
 		}
+		ic.report(ctx, method, g, Event{Outcome: OutcomeErrorDenied, IdentityKind: kind, Fallback: fallback})
 		return nil, 0, refusal(codes.Unavailable, "grpclimit: rate limiter unavailable", ReasonUnavailable)
 	}
-	name := "" // unknown for a backend that does not report the binding layer
+	name, alg := "", "" // unknown for a backend that does not report the binding layer
 	switch idx {
 	case 0:
-		name = g.limit
+		name, alg = g.limit, g.alg
 	case 1:
-		name = ic.global
+		name, alg = ic.global, ic.globalAlg
 	}
 	var md metadata.MD
 	if ic.metadata {
 		md = quotaMD(d, name)
 	}
+	ev := Event{Outcome: OutcomeAllowed, IdentityKind: kind, Fallback: fallback, Limit: name, Algorithm: alg, Decision: d}
 	if d.Allowed {
+		ic.report(ctx, method, g, ev)
 		return md, d.Delay, nil
 	}
+	ev.Outcome = OutcomeDenied
+	if d.RetryAfter == hotlimit.Never {
+		ev.Outcome = OutcomeDeniedNever
+	}
+	ic.report(ctx, method, g, ev)
 	if idx == 1 {
 		cost = ic.globalCost
 	}
 	return md, 0, denial(d, name, cost)
+}
+
+// report completes ev with the call's context, method and group, and
+// hands it to the hook, if there is one.
+func (ic *Interceptor) report(ctx context.Context, method string, g *group, ev Event) {
+	if ic.hook == nil {
+		return
+	}
+	ev.Context, ev.FullMethod, ev.Group = ctx, method, g.name
+	ic.hook(ev)
 }
 
 // quotaMD is the response metadata of a decided call. Its values share

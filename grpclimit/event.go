@@ -1,0 +1,139 @@
+package grpclimit
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+// Outcome is what the interceptor did with one call.
+type Outcome uint8
+
+// The outcomes.
+const (
+	OutcomeAllowed      Outcome = iota // the backend admitted it
+	OutcomeDenied                      // the backend denied it for now: RATE_LIMIT_EXCEEDED
+	OutcomeDeniedNever                 // the backend denied it for good: RATE_LIMIT_NEVER
+	OutcomeExempt                      // an exempt group: not limited
+	OutcomeKeyDenied                   // no key could be extracted: RATE_LIMIT_KEY_MISSING
+	OutcomeErrorAllowed                // the backend failed and FailOpen let it through
+	OutcomeErrorDenied                 // the backend failed and FailClosed refused it: Unavailable
+	OutcomeCount                       // the number of outcomes
+)
+
+var outcomeNames = [OutcomeCount]string{"allowed", "denied", "denied_never", "exempt", "key_denied", "error_allowed", "error_denied"}
+
+// String returns the outcome's snake_case name, as used in metrics.
+func (o Outcome) String() string {
+	if o < OutcomeCount {
+		return outcomeNames[o]
+	}
+	return "outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Passed reports whether the interceptor let the call go on to its
+// handler.
+func (o Outcome) Passed() bool {
+	return o == OutcomeAllowed || o == OutcomeExempt || o == OutcomeErrorAllowed
+}
+
+// Event describes the decision on one call, for Config.Hook. It holds no
+// key, identity value or token: only bounded names, so that a hook can
+// label metrics with them.
+type Event struct {
+	// Context is the server-side context of the call (its peer, its
+	// incoming metadata, its span). The metadata carries the client's
+	// credentials: log fields of it, never the metadata wholesale.
+	Context    context.Context
+	FullMethod string  // "/pkg.Service/Method"
+	Group      string  // the method group's name
+	Outcome    Outcome // what the interceptor did
+	// IdentityKind is the kind of identity the call was limited by: "tok"
+	// (MetadataKey), "ip" (PeerKey, or the fallback to the peer), or a
+	// FuncKey kind; "" when no key was extracted and for exempt calls. An
+	// Interceptor reports at most 32 distinct kinds, then "other".
+	IdentityKind string
+	// Fallback reports that the key is the peer's because Config.Key
+	// failed (KeyErrorFallbackPeer).
+	Fallback bool
+	// Limit and Algorithm describe the binding limit: the one that
+	// denied the call or, admitted, the one with the least left. Limit is
+	// its name in Config.Limits and Algorithm its policy's type name
+	// ("TokenBucket", "LeakyBucket", "FixedWindow", "SlidingWindow",
+	// "SlidingLog"). Both are empty when no limit decided (exempt calls,
+	// key and backend failures) or the backend does not report the
+	// binding layer (httplimit.BindingBackend).
+	Limit     string
+	Algorithm string
+	// Decision is the backend's decision; zero when there was none.
+	Decision hotlimit.Decision
+}
+
+// algorithmName is the type name of a policy, for Event.Algorithm.
+func algorithmName(p hotlimit.Policy) string {
+	switch p.(type) {
+	case hotlimit.TokenBucket, *hotlimit.TokenBucket:
+		return "TokenBucket"
+	case hotlimit.LeakyBucket, *hotlimit.LeakyBucket:
+		return "LeakyBucket"
+	case hotlimit.FixedWindow, *hotlimit.FixedWindow:
+		return "FixedWindow"
+	case hotlimit.SlidingWindow, *hotlimit.SlidingWindow:
+		return "SlidingWindow"
+	case hotlimit.SlidingLog, *hotlimit.SlidingLog:
+		return "SlidingLog"
+	}
+	return "other"
+}
+
+// maxKinds bounds the identity kinds an Interceptor names in
+// Event.IdentityKind; a kind beyond them is reported as "other".
+const maxKinds = 32
+
+// kinds interns the identity kinds of one Interceptor, so that
+// Event.IdentityKind neither allocates nor keeps a call's key alive. The
+// zero value is ready to use.
+type kinds struct {
+	mu  sync.Mutex                        // serialises additions
+	set atomic.Pointer[map[string]string] // copy on write
+}
+
+// of returns the kind of identity id ("kind:value"), "" if it has none.
+func (k *kinds) of(id []byte) string {
+	i := 0
+	for i < len(id) && id[i] != ':' {
+		i++
+	}
+	if i == 0 || i == len(id) {
+		return ""
+	}
+	kind := id[:i]
+	if p := k.set.Load(); p != nil {
+		if s, ok := (*p)[string(kind)]; ok {
+			return s
+		}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var old map[string]string
+	if p := k.set.Load(); p != nil {
+		old = *p
+	}
+	if s, ok := old[string(kind)]; ok {
+		return s
+	}
+	if len(old) >= maxKinds {
+		return "other"
+	}
+	m := make(map[string]string, len(old)+1)
+	for a, b := range old {
+		m[a] = b
+	}
+	s := string(kind)
+	m[s] = s
+	k.set.Store(&m)
+	return s
+}
