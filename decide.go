@@ -154,10 +154,11 @@ func (l *Limiter) allow(key string, cost int64) (verdict, int64, *params) {
 // finds or inserts the slot under the shard's mutex, which it takes and
 // releases itself.
 func (l *Limiter) allowSlow(s *shard, h uint64, key string, now, cost int64) (verdict, int64, *params) {
-	sl, now := l.lockSlot(s, h, key, now, cost)
-	p := s.tab.Load().p // sl's table: nothing rebuilds it while we hold s.mu
 	var v verdict
+	sl, now, inserted := l.lockSlotFirst(s, h, key, now, cost, firstAllow(cost, &v))
+	p := s.tab.Load().p // sl's table: nothing rebuilds it while we hold s.mu
 	switch {
+	case inserted: // v is the decision the new entry was published with
 	case cost > p.limit: // SetPolicy lowered the limit meanwhile: can never pass
 		var w uint64
 		if sl != nil {
@@ -173,6 +174,16 @@ func (l *Limiter) allowSlow(s *shard, h uint64, key string, now, cost int64) (ve
 	s.mu.Unlock()
 	l.tally.count(v.ok)
 	return v, now, p
+}
+
+// firstAllow returns the first decision lockSlotFirst publishes a new
+// entry with: an admission of cost on the fresh word, its verdict in *v.
+func firstAllow(cost int64, v *verdict) func(*params, uint64, int64) uint64 {
+	return func(p *params, w uint64, now int64) uint64 {
+		next, d := p.step(w, now, cost)
+		*v = d
+		return next
+	}
 }
 
 // never returns the denial of a request that can never be admitted, with

@@ -16,9 +16,21 @@ const MaxKeyLen = 64 << 10
 // to sweptAt for the new entry (see gc.go); otherwise it returns nil, and
 // a request that can never pass neither inserts nor evicts.
 func (l *Limiter) lockSlot(s *shard, h uint64, key string, now, need int64) (*slot, int64) {
+	sl, now, _ := l.lockSlotFirst(s, h, key, now, need, nil)
+	return sl, now
+}
+
+// lockSlotFirst is lockSlot that, when it inserts key and first is not
+// nil, publishes the entry already holding the inserter's own decision:
+// first maps the fresh word at the instant returned to the word after
+// that decision, and inserted reports that it ran. No other request can
+// then decide on the fresh word before the inserter does: a lock-free one
+// whose reading is older than sweptAt would decide it at that reading, as
+// if the state removed before it had owed nothing (see gc.go).
+func (l *Limiter) lockSlotFirst(s *shard, h uint64, key string, now, need int64, first func(p *params, w uint64, now int64) uint64) (sl *slot, at int64, inserted bool) {
 	s.mu.Lock()
 	if sl := s.tab.Load().find(h, key); sl != nil || !s.admits(need) {
-		return sl, now
+		return sl, now, false
 	}
 	if !l.tryReserveKey() {
 		// Evicting takes other shards' mutexes: never while holding one.
@@ -32,7 +44,7 @@ func (l *Limiter) lockSlot(s *shard, h uint64, key string, now, need int64) (*sl
 					l.onRoom()
 				}
 			}
-			return sl, now
+			return sl, now, false
 		}
 	}
 	now = max(now, l.sweptAt.Load())
@@ -41,7 +53,11 @@ func (l *Limiter) lockSlot(s *shard, h uint64, key string, now, need int64) (*sl
 		l.publish(s, nt)
 		t = nt
 	}
-	return t.insert(h, key, t.p.freshWord(now)), now
+	w := t.p.freshWord(now)
+	if first != nil {
+		w = first(t.p, w, now)
+	}
+	return t.insert(h, key, w), now, first != nil
 }
 
 // admits reports whether a new entry of s can admit a request of cost

@@ -107,13 +107,19 @@ func (l *Limiter) reserve(key string, cost, maxWait int64) (wait int64, ok bool)
 			return wait, ok
 		}
 	}
-	sl, now := l.lockSlot(s, h, key, now, cost)
+	sl, now, inserted := l.lockSlotFirst(s, h, key, now, cost, func(p *params, w uint64, now int64) uint64 {
+		next, fwait, fok := p.g.reserve(w, now, cost, maxWait)
+		wait, ok = fwait, fok
+		return next // w when refused
+	})
 	if sl == nil { // SetPolicy lowered the limit below cost meanwhile
 		s.mu.Unlock()
 		l.tally.count(false)
 		return int64(Never), false
 	}
-	wait, ok, _ = reserveAt(s.tab.Load().p, &sl.word, now, cost, maxWait)
+	if !inserted {
+		wait, ok, _ = reserveAt(s.tab.Load().p, &sl.word, now, cost, maxWait)
+	}
 	if !ok {
 		l.retireFreshLocked(s, sl, now) // nothing was written: leave no entry
 	}
