@@ -111,9 +111,9 @@
 // method and group, its Outcome (admitted, denied for now or for good,
 // exempt, no key, backend failure let through or refused), the binding
 // limit and Decision, and the kind of identity, never the key or the
-// token. Interceptor.Reset returns an identity to a
-// fresh state in every layer, an administrative act for an operator, and
-// Backend gives access to the limiters, for metrics.
+// token; otellimit's GRPC observer counts them. Interceptor.Reset returns
+// an identity to a fresh state in every layer, an administrative act for
+// an operator, and Backend gives access to the limiters, for metrics.
 //
 // # Cost
 //

@@ -1,8 +1,8 @@
-// Package otellimit exports what hotlimit limiters and an httplimit
-// middleware do through OpenTelemetry: metrics through a MeterProvider
-// and traces through a TracerProvider that the application passes in. It
-// lives in a nested module, so that the root module does not depend on
-// OpenTelemetry.
+// Package otellimit exports what hotlimit limiters, an httplimit
+// middleware and a grpclimit interceptor do through OpenTelemetry:
+// metrics through a MeterProvider and traces through a TracerProvider
+// that the application passes in. It lives in a nested module, so that
+// the root module does not depend on OpenTelemetry.
 //
 //	reg, err := otellimit.ObserveLimiters(mp, map[string]*hotlimit.Limiter{"jobs": jobs})
 //	defer reg.Unregister()
@@ -45,6 +45,15 @@
 // The share of 429s of a route group is requests{hotlimit.outcome=denied
 // or key_denied} / requests, by hotlimit.route_group.
 //
+// Recorded by GRPC.Hook, once per call a grpclimit interceptor decides:
+//
+//	hotlimit.grpc.calls  Int64Counter  {call}  hotlimit.method_group, hotlimit.outcome,
+//	                                           hotlimit.algorithm, hotlimit.identity.kind
+//
+// The share of refused calls of a method group is calls{hotlimit.outcome=
+// denied, denied_never, key_denied or error_denied} / calls, by
+// hotlimit.method_group.
+//
 // Recorded by the backend that HTTP.Backend wraps, once per decision the
 // backend makes (exempt requests and key failures never reach it):
 //
@@ -68,11 +77,17 @@
 //	hotlimit.route_group      a group name of httplimit.Config.Groups
 //	hotlimit.outcome          an httplimit.Outcome: "allowed", "denied", "dry_run_denied",
 //	                          "exempt", "key_denied", "error_allowed", "error_denied"
+//	                          on hotlimit.grpc.calls, a grpclimit.Outcome: "allowed",
+//	                          "denied", "denied_never", "exempt", "key_denied",
+//	                          "error_allowed", "error_denied"
+//	hotlimit.method_group     a group name of grpclimit.Config.Groups: at most
+//	                          GRPCOptions.MaxMethodGroups distinct values, then "_OTHER"
 //	hotlimit.algorithm        "token_bucket", "leaky_bucket", "fixed_window",
 //	                          "sliding_window", "sliding_log"; absent when no limit decided
 //	hotlimit.identity.kind    the kind of identity the request was limited by: "tok"
 //	                          (TokenKey), "ip" (IPKey, or the fallback to the client IP),
-//	                          or a ContextKey kind; absent when no key was extracted.
+//	                          or a ContextKey kind (for gRPC: MetadataKey, PeerKey, a
+//	                          FuncKey kind); absent when no key was extracted.
 //	                          At most MaxIdentityKinds distinct kinds, then "_OTHER"
 //	hotlimit.tenant           what HTTPOptions.Tenant returns (a tenant or plan name, never a
 //	                          credential): at most MaxTenants distinct values, then "_OTHER"
@@ -108,9 +123,8 @@
 // grpclimit decides through httplimit's backends, with the same keys, so
 // HTTP.Backend wraps its Config.Backend as it does a middleware's: the
 // backend's duration and remaining capacity, and with SpansAll a
-// "hotlimit.decide" span under the call's span (otelgrpc's). grpclimit has
-// no per-call hook besides Config.OnError, so hotlimit.http.requests has
-// no gRPC counterpart yet.
+// "hotlimit.decide" span under the call's span (otelgrpc's). GRPC.Hook,
+// as grpclimit.Config.Hook, counts the calls (it traces nothing).
 //
 // Redis turns redislimit's Hooks into metrics: each script call's round
 // trip by node, the failure policy's decisions, circuit breaker changes

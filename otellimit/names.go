@@ -18,6 +18,7 @@ const (
 	keyLimit         = attribute.Key("hotlimit.limit")
 	keyDecision      = attribute.Key("hotlimit.decision")
 	keyGroup         = attribute.Key("hotlimit.route_group")
+	keyMethodGroup   = attribute.Key("hotlimit.method_group")
 	keyOutcome       = attribute.Key("hotlimit.outcome")
 	keyAlgorithm     = attribute.Key("hotlimit.algorithm")
 	keyKind          = attribute.Key("hotlimit.identity.kind")

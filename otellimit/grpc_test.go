@@ -1,0 +1,122 @@
+package otellimit
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/grpclimit"
+	"github.com/hotlimit/hotlimit/httplimit"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+)
+
+// failingBackend cannot decide.
+type failingBackend struct{}
+
+func (failingBackend) Allow(context.Context, []httplimit.Layer) (hotlimit.Decision, error) {
+	return hotlimit.Decision{}, errors.New("store down")
+}
+
+// Calls through real grpclimit interceptors, with every outcome, are
+// counted exactly in hotlimit.grpc.calls, by method group, outcome,
+// algorithm and identity kind, with kinds beyond MaxIdentityKinds as
+// "_OTHER" and no token or key in any attribute.
+func TestGRPCCalls(t *testing.T) {
+	rg := newRig()
+	obs, err := NewGRPC(GRPCOptions{MeterProvider: rg.mp, MaxIdentityKinds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := hotlimit.NewManualClock()
+	limits := map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 2, Window: time.Minute}}
+	build := func(cfg grpclimit.Config) grpc.UnaryServerInterceptor {
+		t.Helper()
+		cfg.Limits, cfg.Hook = limits, obs.Hook
+		if cfg.Backend == nil {
+			cfg.Backend = httplimit.LocalBackend(hotlimit.WithClock(clock))
+		}
+		if cfg.Groups == nil {
+			cfg.Groups, cfg.DefaultGroup = []grpclimit.Group{{Name: "g", Limit: "l"}}, "g"
+		}
+		if cfg.Key == nil {
+			cfg.Key = grpclimit.MetadataKey("authorization")
+		}
+		ic, err := grpclimit.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ic.Close() })
+		return ic.Unary()
+	}
+	handler := func(ctx context.Context, req any) (any, error) { return req, nil }
+	tok := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+rawToken))
+	call := func(u grpc.UnaryServerInterceptor, ctx context.Context, method string) {
+		u(ctx, nil, &grpc.UnaryServerInfo{FullMethod: method}, handler)
+	}
+
+	u := build(grpclimit.Config{
+		Groups: []grpclimit.Group{
+			{Name: "check", Methods: []string{"/svc.A/Check"}, Limit: "l"},
+			{Name: "big", Methods: []string{"/svc.A/Big"}, Limit: "l", Cost: 3},
+			{Name: "free", Methods: []string{"/svc.A/Health"}, Exempt: true},
+		},
+		DefaultGroup: "check",
+	})
+	call(u, tok, "/svc.A/Check")                  // allowed
+	call(u, tok, "/svc.A/Check")                  // allowed
+	call(u, tok, "/svc.A/Check")                  // denied
+	call(u, tok, "/svc.A/Big")                    // denied for good
+	call(u, tok, "/svc.A/Health")                 // exempt
+	call(u, context.Background(), "/svc.A/Check") // no key
+	call(build(grpclimit.Config{OnBackendError: grpclimit.FailOpen,
+		Backend: func(map[string]hotlimit.Policy) (httplimit.Backend, error) { return failingBackend{}, nil }}), tok, "/svc.B/X")
+	call(build(grpclimit.Config{OnBackendError: grpclimit.FailClosed,
+		Backend: func(map[string]hotlimit.Policy) (httplimit.Backend, error) { return failingBackend{}, nil }}), tok, "/svc.B/X")
+	call(build(grpclimit.Config{Key: grpclimit.FuncKey("usr", func(context.Context) (string, bool) { return "u1", true })}), tok, "/svc.B/X")
+
+	want := map[string]int64{
+		"hotlimit.grpc.calls{hotlimit.algorithm=fixed_window,hotlimit.identity.kind=tok,hotlimit.method_group=check,hotlimit.outcome=allowed}":    2,
+		"hotlimit.grpc.calls{hotlimit.algorithm=fixed_window,hotlimit.identity.kind=tok,hotlimit.method_group=check,hotlimit.outcome=denied}":     1,
+		"hotlimit.grpc.calls{hotlimit.algorithm=fixed_window,hotlimit.identity.kind=tok,hotlimit.method_group=big,hotlimit.outcome=denied_never}": 1,
+		"hotlimit.grpc.calls{hotlimit.method_group=free,hotlimit.outcome=exempt}":                                                                 1,
+		"hotlimit.grpc.calls{hotlimit.method_group=check,hotlimit.outcome=key_denied}":                                                            1,
+		"hotlimit.grpc.calls{hotlimit.identity.kind=tok,hotlimit.method_group=g,hotlimit.outcome=error_allowed}":                                  1,
+		"hotlimit.grpc.calls{hotlimit.identity.kind=tok,hotlimit.method_group=g,hotlimit.outcome=error_denied}":                                   1,
+		"hotlimit.grpc.calls{hotlimit.algorithm=fixed_window,hotlimit.identity.kind=_OTHER,hotlimit.method_group=g,hotlimit.outcome=allowed}":     1,
+	}
+	got := rg.collect(t)
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %d, want %d", k, got[k], v)
+		}
+	}
+	for k, v := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("unexpected %s = %d", k, v)
+		}
+	}
+}
+
+// Hook allocates nothing once its attributes have been seen.
+func TestGRPCHookAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector drops sync.Pool items: allocation counts vary")
+	}
+	rg := newRig()
+	obs, err := NewGRPC(GRPCOptions{MeterProvider: rg.mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := grpclimit.Event{Context: context.Background(), FullMethod: "/svc.A/Check", Group: "check",
+		Outcome: grpclimit.OutcomeAllowed, IdentityKind: "tok", Limit: "l", Algorithm: "FixedWindow"}
+	if n := testing.AllocsPerRun(100, func() { obs.Hook(ev) }); n != 0 {
+		t.Errorf("Hook allocates %v per call", n)
+	}
+	got := rg.collect(t)["hotlimit.grpc.calls{hotlimit.algorithm=fixed_window,hotlimit.identity.kind=tok,hotlimit.method_group=check,hotlimit.outcome=allowed}"]
+	if got != 101 {
+		t.Errorf("counted %d calls, want 101", got)
+	}
+}
