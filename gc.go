@@ -52,6 +52,11 @@ import (
 // sweepChunk is how many slots the sweeper examines per lock hold.
 const sweepChunk = 512
 
+// sweepJudgedHook, when set (by tests only), runs between the sweep judging
+// a word fresh and its retiring CAS: the window in which a lock-free writer
+// can change the word.
+var sweepJudgedHook func()
+
 func (l *Limiter) sweepLoop() {
 	defer close(l.done)
 	t := time.NewTicker(l.sweepEvery)
@@ -116,17 +121,22 @@ func (l *Limiter) sweepShard(s *shard) int {
 			if sl.hash.Load() == 0 {
 				continue
 			}
-			// retire fails if a decision changed the word since we read
-			// it: the key is then no longer fresh, or will be next time.
-			w := sl.word.Load()
-			if w&deadBit != 0 || t.p.resetAfter(w, now) != 0 {
-				continue
-			}
-			l.raiseSweptAt(t.p.judgedAt(w, now)) // a window word newer than now: its window's start
-			if t.retire(sl, w) {
-				removed++
-				l.keys.Add(-1)
-				s.swept.Add(1)
+			// retire fails if a lock-free writer changed the word since
+			// we read it. An admission leaves it no longer fresh; a
+			// refund on an older reading may leave it fresh still, and
+			// then the entry must go all the same, so judge the new word
+			// again. Each retry follows another writer's successful CAS.
+			for w := sl.word.Load(); w&deadBit == 0 && t.p.resetAfter(w, now) == 0; w = sl.word.Load() {
+				l.raiseSweptAt(t.p.judgedAt(w, now)) // a window word newer than now: its window's start
+				if sweepJudgedHook != nil {
+					sweepJudgedHook()
+				}
+				if t.retire(sl, w) {
+					removed++
+					l.keys.Add(-1)
+					s.swept.Add(1)
+					break
+				}
 			}
 		}
 		finished := pos >= len(t.slots)
