@@ -12,6 +12,7 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/httplimit"
+	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
 // Group is a method group: gRPC methods that cost the same and share one
@@ -163,7 +164,7 @@ type Interceptor struct {
 	onBackend  FailMode
 	onError    func(context.Context, string, error)
 	hook       func(Event)
-	kinds      kinds // Event.IdentityKind's interned values
+	kinds      ident.Kinds // Event.IdentityKind's interned values
 	globalAlg  string
 	metadata   bool
 	wait       func(context.Context, time.Duration) error

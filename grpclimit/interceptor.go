@@ -151,7 +151,7 @@ func (ic *Interceptor) decide(ctx context.Context, method string) (metadata.MD, 
 	idEnd := len(key)
 	var kind string
 	if ic.hook != nil {
-		kind = ic.kinds.of(key[len(keyPrefix):idEnd])
+		kind = ic.kinds.Of(key[len(keyPrefix):idEnd])
 	}
 	key = append(key, ":route:"...)
 	key = append(key, g.name...)

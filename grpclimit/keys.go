@@ -11,9 +11,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hotlimit/hotlimit/httplimit"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+
+	"github.com/hotlimit/hotlimit/httplimit"
+	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
 // ErrNoKey is returned by a KeyFunc when the call does not carry the
@@ -114,25 +116,8 @@ func FuncKey(kind string, f func(ctx context.Context) (id string, ok bool)) KeyF
 		}
 		dst = append(dst, kind...)
 		dst = append(dst, ':')
-		return appendID(dst, id), nil
+		return ident.AppendID(dst, id), nil
 	}
-}
-
-// appendID appends id, or "~" and its hash if it is long or holds
-// characters outside the plain set.
-func appendID(dst []byte, id string) []byte {
-	plain := len(id) <= 128
-	for i := 0; plain && i < len(id); i++ {
-		c := id[i]
-		plain = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '.' || c == '_' || c == '@' || c == '+' || c == '-'
-	}
-	if plain {
-		return append(dst, id...)
-	}
-	sum := sha256.Sum256([]byte(id))
-	dst = append(dst, '~')
-	return hex.AppendEncode(dst, sum[:16])
 }
 
 // PeerKey returns a KeyFunc that limits by the client IP prefix: "ip:"

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
 // ErrNoKey is returned by a KeyFunc when the request does not carry the
@@ -152,25 +154,8 @@ func ContextKey(kind string, ctxKey any) KeyFunc {
 		}
 		dst = append(dst, kind...)
 		dst = append(dst, ':')
-		return appendID(dst, id), nil
+		return ident.AppendID(dst, id), nil
 	}
-}
-
-// appendID appends id, or "~" and its hash if it is long or holds
-// characters outside the plain set.
-func appendID(dst []byte, id string) []byte {
-	plain := len(id) <= 128
-	for i := 0; plain && i < len(id); i++ {
-		c := id[i]
-		plain = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '.' || c == '_' || c == '@' || c == '+' || c == '-'
-	}
-	if plain {
-		return append(dst, id...)
-	}
-	sum := sha256.Sum256([]byte(id))
-	dst = append(dst, '~')
-	return hex.AppendEncode(dst, sum[:16])
 }
 
 // IPKey returns a KeyFunc that limits by the client IP prefix that c

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
 // Middleware is rate-limiting net/http middleware: it puts each request
@@ -51,7 +52,7 @@ type Middleware struct {
 	now        func() time.Time
 	wait       func(context.Context, time.Duration) error
 	seed       maphash.Seed
-	kinds      kinds // Event.IdentityKind's interned values
+	kinds      ident.Kinds // Event.IdentityKind's interned values
 }
 
 // maxKeyBuf is the key length the middleware builds without growing its
@@ -279,7 +280,7 @@ func (m *Middleware) decide(r *http.Request, g *groupState, sc *scratch) Event {
 	var idHash uint64
 	var kind string
 	if m.hook != nil {
-		idHash, kind = maphash.Bytes(m.seed, id), m.kinds.of(id)
+		idHash, kind = maphash.Bytes(m.seed, id), m.kinds.Of(id)
 	}
 	if m.exempt != nil {
 		if _, ok := m.exempt[string(id)]; ok {

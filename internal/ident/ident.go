@@ -1,0 +1,77 @@
+// Package ident holds what httplimit and grpclimit share in building and
+// labelling identities ("kind:value" keys), so that one client limited over
+// HTTP and over gRPC through one backend gets exactly the same key.
+package ident
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"sync"
+	"sync/atomic"
+)
+
+// AppendID appends id, or "~" and its hash if it is long or holds
+// characters outside the plain set.
+func AppendID(dst []byte, id string) []byte {
+	plain := len(id) <= 128
+	for i := 0; plain && i < len(id); i++ {
+		c := id[i]
+		plain = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '.' || c == '_' || c == '@' || c == '+' || c == '-'
+	}
+	if plain {
+		return append(dst, id...)
+	}
+	sum := sha256.Sum256([]byte(id))
+	dst = append(dst, '~')
+	return hex.AppendEncode(dst, sum[:16])
+}
+
+// MaxKinds bounds the identity kinds a Kinds names; a kind beyond them is
+// reported as "other".
+const MaxKinds = 32
+
+// Kinds interns identity kinds ("tok", "ip", a custom kind), so that
+// reporting a request's kind neither allocates nor keeps its key alive.
+// The zero value is ready to use; it is safe for concurrent use and must
+// not be copied after first use.
+type Kinds struct {
+	mu  sync.Mutex                        // serialises additions
+	set atomic.Pointer[map[string]string] // copy on write
+}
+
+// Of returns the kind of identity id ("kind:value"), "" if it has none,
+// and "other" once MaxKinds kinds have been seen.
+func (k *Kinds) Of(id []byte) string {
+	i := bytes.IndexByte(id, ':')
+	if i <= 0 {
+		return ""
+	}
+	kind := id[:i]
+	if p := k.set.Load(); p != nil {
+		if s, ok := (*p)[string(kind)]; ok {
+			return s
+		}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var old map[string]string
+	if p := k.set.Load(); p != nil {
+		old = *p
+	}
+	if s, ok := old[string(kind)]; ok {
+		return s
+	}
+	if len(old) >= MaxKinds {
+		return "other"
+	}
+	m := make(map[string]string, len(old)+1)
+	for a, b := range old {
+		m[a] = b
+	}
+	s := string(kind)
+	m[s] = s
+	k.set.Store(&m)
+	return s
+}
