@@ -224,7 +224,7 @@ func New(cfg Config) (*Interceptor, error) {
 	}
 	sort.Strings(names) // the first error is the same on every run
 	for _, name := range names {
-		if !validName(name) {
+		if !ident.ValidName(name) {
 			return nil, fmt.Errorf("grpclimit: Config.Limits: name %q must be 1 to 64 letters, digits or \"._-\"", name)
 		}
 	}
@@ -281,7 +281,7 @@ func New(cfg Config) (*Interceptor, error) {
 
 // addGroup checks group i and registers its methods.
 func (ic *Interceptor) addGroup(i int, g Group, byName map[string]int) error {
-	if !validName(g.Name) {
+	if !ident.ValidName(g.Name) {
 		return fmt.Errorf("grpclimit: Config.Groups[%d]: name %q must be 1 to 64 letters, digits or \"._-\"", i, g.Name)
 	}
 	if _, dup := byName[g.Name]; dup {
@@ -355,19 +355,6 @@ func (ic *Interceptor) groupOf(fullMethod string) int {
 		}
 	}
 	return ic.defaultIdx
-}
-
-func validName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // Backend returns the backend the interceptor decides through, such as a

@@ -188,22 +188,6 @@ func (cfg *Config) checkFields() error {
 	return nil
 }
 
-// validName reports whether s is a valid group or limit name: 1 to 64
-// letters, digits or "._-". Such a name needs no escaping in a key or
-// in an RFC 9651 String.
-func validName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // waitTimer is the default Config.Wait.
 func waitTimer(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)

@@ -177,7 +177,7 @@ func describeLimits(limits map[string]hotlimit.Policy) (map[string]*policyInfo, 
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if !validName(name) {
+		if !ident.ValidName(name) {
 			return nil, fmt.Errorf("httplimit: Config.Limits: name %q must be 1 to 64 letters, digits or \"._-\"", name)
 		}
 		info, err := describePolicy(name, limits[name])

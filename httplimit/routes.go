@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"sync/atomic"
+
+	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
 // groupState is a group's configuration and counters.
@@ -33,7 +35,7 @@ func (m *Middleware) buildGroups(groups []Group, defaultGroup string, limits map
 	m.byName = make(map[string]int, len(groups))
 	for i, g := range groups {
 		gs := &m.groups[i]
-		if !validName(g.Name) {
+		if !ident.ValidName(g.Name) {
 			return fmt.Errorf("httplimit: Config.Groups[%d]: name %q must be 1 to 64 letters, digits or \"._-\"", i, g.Name)
 		}
 		if _, dup := m.byName[g.Name]; dup {

@@ -1,6 +1,7 @@
 // Package ident holds what httplimit and grpclimit share in building and
-// labelling identities ("kind:value" keys), so that one client limited over
-// HTTP and over gRPC through one backend gets exactly the same key.
+// labelling keys (group and limit names, "kind:value" identities), so
+// that one client limited over HTTP and over gRPC through one backend gets
+// exactly the same key.
 package ident
 
 import (
@@ -10,6 +11,22 @@ import (
 	"sync"
 	"sync/atomic"
 )
+
+// ValidName reports whether s is a valid group or limit name: 1 to 64
+// letters, digits or "._-". Such a name needs no escaping in a key or in an
+// RFC 9651 String.
+func ValidName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // AppendID appends id, or "~" and its hash if it is long or holds
 // characters outside the plain set.
