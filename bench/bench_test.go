@@ -108,7 +108,6 @@ func benchManyKeys(b *testing.B, d distribution, parallel bool) {
 	nk := numKeys(b)
 	keys := keySet(nk)
 	seq := indexSeq(d, nk)
-	const mask = seqLen - 1
 	p := mostlyAllow
 	p.Keys = nk
 
@@ -129,33 +128,7 @@ func benchManyKeys(b *testing.B, d distribution, parallel bool) {
 				}
 				runtime.GC()
 			}
-			var denied int64
-			if parallel {
-				var total, g atomic.Int64
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					// Each goroutine walks the sequence from its own offset.
-					i := int(g.Add(1)) * (seqLen/16 + 7919)
-					var dn int64
-					for pb.Next() {
-						if !k.Allow(keys[seq[i&mask]]) {
-							dn++
-						}
-						i++
-					}
-					total.Add(dn)
-				})
-				b.StopTimer()
-				denied = total.Load()
-			} else {
-				i := 0
-				for b.Loop() {
-					if !k.Allow(keys[seq[i&mask]]) {
-						denied++
-					}
-					i++
-				}
-			}
+			denied := scalingLoop(b, k, keys, seq, parallel)
 			reportDenied(b, denied)
 		})
 		if stop != nil {

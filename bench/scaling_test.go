@@ -101,7 +101,7 @@ func BenchmarkScaling(b *testing.B) {
 	}
 }
 
-// scalingLoop is the many-keys loop: keys picked from a pre-generated
+// scalingLoop is the many-keys loop (ManyKeys and Scaling): keys picked from a pre-generated
 // index sequence, each parallel goroutine from its own offset.
 func scalingLoop(b *testing.B, k keyed, keys []string, seq []int32, parallel bool) (denied int64) {
 	const mask = seqLen - 1
