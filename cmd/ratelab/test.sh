@@ -9,6 +9,13 @@ if [ -n "$unformatted" ]; then
 	echo "$unformatted" >&2
 	exit 1
 fi
+# golang.org/x/image before v0.45.0 has vulnerabilities in packages the
+# charts import (govulncheck found three in v0.30.0, fixed in v0.45.0).
+image=$(go mod edit -print | awk '$1 == "golang.org/x/image" { print $2 }')
+if [ "$(printf '%s\n' v0.45.0 "$image" | sort -V | head -1)" != v0.45.0 ]; then
+	echo "golang.org/x/image is $image: want v0.45.0 or later" >&2
+	exit 1
+fi
 go vet ./...
 GOARCH=386 go vet ./...
 go test -count=1 ./...
