@@ -39,6 +39,18 @@ const maxStackLayers = 8
 // RetryAfter; ResetAfter is the largest of all layers'. A layer with a nil
 // Limiter denies with RetryAfter = Never.
 //
+// A limiter and key that appear in several layers are one limit: they are
+// decided once, at the first of those layers, for the sum of their costs
+// (a negative cost among them makes the sum invalid, denied with Never),
+// and each of those layers reports that decision. Decided one layer after
+// the other, the request would be refused on a state in which the first
+// layer still held its units, reporting neither the state after the call
+// nor a RetryAfter after which the request is admitted.
+//
+// No layers deny with RetryAfter = Never: a request no limit was checked
+// against is not admitted (failing open would turn a caller's empty list,
+// built from configuration, into no limit at all).
+//
 // It allocates nothing for up to 8 layers on keys the limiters hold. A
 // layer's key that was new is inserted as AllowN inserts it, and a refused
 // request that leaves such a key fresh removes it again, so repeating that
@@ -52,7 +64,8 @@ func AllowLayers(layers ...Layer) Decision {
 // binding layer, the one whose Limit and Remaining the Decision reports,
 // for callers that must name it (the RateLimit header names one policy):
 // Limit alone cannot tell two layers of the same capacity apart. A layer
-// with a nil Limiter binds when it is reached; for no layers it is -1.
+// with a nil Limiter binds when it is reached; for no layers, which are
+// denied with Never, it is -1.
 func AllowLayersIndex(layers ...Layer) (Decision, int) {
 	return allowLayers(nil, layers)
 }
@@ -62,7 +75,9 @@ func AllowLayersIndex(layers ...Layer) (Decision, int) {
 // has one item per limit): when the request was admitted, the layer's
 // admission; when it was refused, what the layer alone would decide for
 // its cost now, after the other layers were given back (the layer that
-// refused it, or, for a nil Limiter, RetryAfter = Never). Remaining and
+// refused it, or, for a nil Limiter, RetryAfter = Never). Layers on the same
+// limiter and key report their one decision, for their combined cost
+// (see AllowLayers). Remaining and
 // ResetAfter are then each layer's state after the call. Give each room
 // for every layer (len(each) ≥ len(layers)); a shorter each receives the
 // Decisions of the first len(each) layers, and the request is decided on
@@ -84,6 +99,10 @@ func AllowLayersEach(each []Decision, layers ...Layer) (Decision, int) {
 
 // allowLayers is AllowLayersEach, with each nil when no caller wants it.
 func allowLayers(each []Decision, layers []Layer) (Decision, int) {
+	if len(layers) == 0 {
+		return Decision{RetryAfter: Never}, -1
+	}
+	dup := hasRepeat(layers)
 	var buf [maxStackLayers]taken
 	ats := buf[:0]
 	if len(layers) > maxStackLayers {
@@ -97,22 +116,33 @@ func allowLayers(each []Decision, layers []Layer) (Decision, int) {
 		if ly.Limiter == nil {
 			refundLayers(layers[:i], ats)
 			if each != nil {
-				deniedLayers(each, layers, i, Decision{RetryAfter: Never})
+				deniedLayers(each, layers, i, Decision{RetryAfter: Never}, dup)
 			}
 			return Decision{RetryAfter: Never}, i
 		}
+		cost := ly.Cost
+		if dup {
+			if j := firstOf(layers, i); j < i { // decided there, for both
+				ats = append(ats, taken{})
+				if each != nil {
+					each[i] = each[j]
+				}
+				continue
+			}
+			cost = groupCost(layers, i)
+		}
 		resets := ly.Limiter.resets.Load() // before the admission: see giveBack
-		v, at, p := ly.Limiter.allow(ly.Key, ly.Cost)
+		v, at, p := ly.Limiter.allow(ly.Key, cost)
 		if !v.ok {
 			refundLayers(layers[:i], ats)
-			return deniedLayers(each, layers, i, p.decision(v, ly.Cost))
+			return deniedLayers(each, layers, i, p.decision(v, cost), dup)
 		}
-		ats = append(ats, taken{at, resets})
-		d := p.decision(v, ly.Cost)
+		ats = append(ats, taken{at, resets, cost})
+		d := p.decision(v, cost)
 		if each != nil {
 			each[i] = d
 		}
-		if n := requests(d.Remaining, ly.Cost); i == 0 || n < best || n == best && d.Remaining < out.Remaining {
+		if n := requests(d.Remaining, cost); i == 0 || n < best || n == best && d.Remaining < out.Remaining {
 			best, out.Remaining, out.Limit, binding = n, d.Remaining, d.Limit, i
 		}
 		out.ResetAfter = max(out.ResetAfter, d.ResetAfter)
@@ -130,25 +160,69 @@ func requests(remaining, cost int64) int64 {
 	return remaining / cost
 }
 
+// hasRepeat reports whether two layers name the same limiter and key.
+// Comparing limiters first keeps it to a few pointer comparisons when
+// they differ.
+func hasRepeat(layers []Layer) bool {
+	for i := 1; i < len(layers); i++ {
+		if firstOf(layers, i) < i {
+			return true
+		}
+	}
+	return false
+}
+
+// firstOf returns the index of the first layer on layer i's limiter and
+// key (i itself when none comes before it).
+func firstOf(layers []Layer, i int) int {
+	ly := &layers[i]
+	for j := range i {
+		if layers[j].Limiter == ly.Limiter && ly.Limiter != nil && layers[j].Key == ly.Key {
+			return j
+		}
+	}
+	return i
+}
+
+// groupCost returns the combined cost of every layer on layer i's limiter
+// and key: −1 if one of them is negative (a request that can never pass),
+// saturating at math.MaxInt64, which is above every Limit.
+func groupCost(layers []Layer, i int) int64 {
+	ly := &layers[i]
+	var sum int64
+	for j := range layers {
+		if lj := &layers[j]; lj.Limiter == ly.Limiter && lj.Key == ly.Key {
+			if lj.Cost < 0 {
+				return -1
+			}
+			sum = min(sum, math.MaxInt64-lj.Cost) + lj.Cost
+		}
+	}
+	return sum
+}
+
 // taken is what AllowLayers needs to give back a layer's admission: the
-// instant it was made at, and its limiter's Reset count before it.
+// instant it was made at, its limiter's Reset count before it, and the
+// cost it consumed (0 for a layer decided with an earlier one).
 type taken struct {
 	at     int64
 	resets uint64
+	cost   int64
 }
 
 // refundLayers gives back, latest first, what the admitted layers took.
 func refundLayers(layers []Layer, ats []taken) {
 	for j := len(layers) - 1; j >= 0; j-- {
-		layers[j].Limiter.giveBack(layers[j].Key, layers[j].Cost, ats[j].at, ats[j].resets)
+		layers[j].Limiter.giveBack(layers[j].Key, ats[j].cost, ats[j].at, ats[j].resets)
 	}
 }
 
 // deniedLayers builds the Decision of a layered request that layer i
 // denied with d, after the earlier layers were given back, and returns
 // the binding layer's index. When each is not nil, it also records every
-// layer's own Decision there.
-func deniedLayers(each []Decision, layers []Layer, i int, d Decision) (Decision, int) {
+// layer's own Decision there. dup reports whether layers repeat a limiter
+// and key: each is then checked for its group's combined cost.
+func deniedLayers(each []Decision, layers []Layer, i int, d Decision, dup bool) (Decision, int) {
 	out, binding := d, i
 	nilSeen := false
 	if each != nil {
@@ -169,9 +243,19 @@ func deniedLayers(each []Decision, layers []Layer, i int, d Decision) (Decision,
 			}
 			continue
 		}
-		c := ly.Limiter.check(ly.Key, ly.Cost)
+		cost := ly.Cost
+		if dup {
+			if firstOf(layers, j) == firstOf(layers, i) { // i's own limiter and key
+				if each != nil {
+					each[j] = d
+				}
+				continue
+			}
+			cost = groupCost(layers, j)
+		}
+		c := ly.Limiter.check(ly.Key, cost)
 		if each != nil {
-			each[j] = ly.Limiter.withDelay(c, ly.Cost)
+			each[j] = ly.Limiter.withDelay(c, cost)
 		}
 		if !c.Allowed && c.RetryAfter > out.RetryAfter {
 			out.RetryAfter, out.Limit, out.Remaining, binding = c.RetryAfter, c.Limit, c.Remaining, j
