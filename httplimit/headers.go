@@ -34,7 +34,10 @@ type ResetMode uint8
 
 const (
 	// ResetSeconds writes the number of seconds from now, rounded up
-	// (the default), the same value as the IETF t parameter.
+	// (the default): on a 429, Retry-After's wait; on an admission and on
+	// a 403, the time until every layer the request was checked against
+	// is back to its full quota (0 when it is). That is not the IETF t
+	// parameter, which is the time until a limit's next unit comes back.
 	ResetSeconds ResetMode = iota
 	// ResetEpoch writes the Unix time in seconds, rounded up, at which
 	// the delta in seconds ends, read from Config.Now.
@@ -150,19 +153,16 @@ func ceilSeconds(d time.Duration) int64 {
 	return s
 }
 
-// resetSeconds is X-RateLimit-Reset in seconds for d: on a denial the
-// wait until the same request is admitted, ceil(RetryAfter); on an
-// admission the time until every layer is back to its fresh state,
-// ceil(ResetAfter). ok is false when there is no such time (RetryAfter =
-// Never).
-func resetSeconds(d hotlimit.Decision) (s int64, ok bool) {
-	if d.Allowed {
-		return ceilSeconds(d.ResetAfter), true
+// resetSeconds is X-RateLimit-Reset in seconds for d, rounded up: on a
+// denial that can pass later (429) the wait until the same request is
+// admitted, ceil(RetryAfter), Retry-After's value; otherwise, on an
+// admission and on a request that can never pass (403), the time until
+// every layer is back to its fresh state, ceil(ResetAfter), 0 when it is.
+func resetSeconds(d hotlimit.Decision) int64 {
+	if !d.Allowed && d.RetryAfter != hotlimit.Never {
+		return ceilSeconds(d.RetryAfter)
 	}
-	if d.RetryAfter == hotlimit.Never {
-		return 0, false
-	}
-	return ceilSeconds(d.RetryAfter), true
+	return ceilSeconds(d.ResetAfter)
 }
 
 // retryAfterSeconds is the Retry-After of a denial: the exact wait
@@ -218,20 +218,18 @@ func (m *Middleware) writeHeaders(h http.Header, g *groupState, sc *scratch, d h
 		h["Ratelimit"] = []string{string(b)}
 	}
 	if m.headers == HeadersLegacy || m.headers == HeadersBoth {
-		t, tok := resetSeconds(d)
+		t := resetSeconds(d)
 		h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(d.Limit, 10)}
 		h["X-Ratelimit-Remaining"] = []string{strconv.FormatInt(d.Remaining, 10)}
-		if tok {
-			if m.reset == ResetEpoch {
-				// Round the instant up, so the epoch is never earlier
-				// than the true reset.
-				end := m.now().Add(time.Duration(t) * time.Second)
-				t = end.Unix()
-				if end.Nanosecond() != 0 {
-					t++
-				}
+		if m.reset == ResetEpoch {
+			// Round the instant up, so the epoch is never earlier than
+			// the true reset.
+			end := m.now().Add(time.Duration(t) * time.Second)
+			t = end.Unix()
+			if end.Nanosecond() != 0 {
+				t++
 			}
-			h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(t, 10)}
 		}
+		h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(t, 10)}
 	}
 }

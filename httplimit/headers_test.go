@@ -329,3 +329,47 @@ func TestRateLimitFieldsStrict(t *testing.T) {
 		}
 	}
 }
+
+// TestLegacyResetOnNever: HeaderMode promises the legacy fields on every
+// limited response, a 403 (a cost above the capacity: no Retry-After)
+// included. Its X-RateLimit-Reset is the time until the limit is full
+// again, as on an admission.
+func TestLegacyResetOnNever(t *testing.T) {
+	wall := time.Unix(1_700_000_000, 250_000_000)
+	for _, tt := range []struct {
+		reset       ResetMode
+		fresh, want string
+	}{
+		{ResetSeconds, "0", "20"},                // the window [960 s, 1020 s) ends 20 s after 1000 s
+		{ResetEpoch, "1700000001", "1700000021"}, // ceil(wall), ceil(wall + 20 s)
+	} {
+		var cost int64
+		hs := newHarness(t, Config{
+			Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}},
+			Groups:       []Group{{Name: "g", Limit: "l", CostFunc: func(*http.Request) (int64, error) { return cost, nil }}},
+			DefaultGroup: "g",
+			Key:          TokenKey("Authorization"),
+			Headers:      HeadersLegacy,
+			Reset:        tt.reset,
+			Now:          func() time.Time { return wall },
+		})
+		cost = 6
+		w := hs.do("/", token) // a fresh key: nothing spent, nothing to wait for
+		if w.Code != http.StatusForbidden || w.Header().Get("X-RateLimit-Reset") != tt.fresh {
+			t.Errorf("fresh: status %d, X-RateLimit-Reset %q, want 403 and %s", w.Code, w.Header().Get("X-RateLimit-Reset"), tt.fresh)
+		}
+		cost = 1
+		hs.do("/", token)
+		hs.do("/", token)
+		cost = 6
+		w = hs.do("/", token)
+		h := w.Header()
+		if w.Code != http.StatusForbidden {
+			t.Fatalf("status %d, want 403", w.Code)
+		}
+		if h.Get("X-RateLimit-Limit") != "5" || h.Get("X-RateLimit-Remaining") != "3" || h.Get("X-RateLimit-Reset") != tt.want {
+			t.Errorf("reset mode %d: X-RateLimit-* = %q %q %q, want 5 3 %s", tt.reset,
+				h.Get("X-RateLimit-Limit"), h.Get("X-RateLimit-Remaining"), h.Get("X-RateLimit-Reset"), tt.want)
+		}
+	}
+}
