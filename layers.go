@@ -1,6 +1,9 @@
 package hotlimit
 
-import "math"
+import (
+	"math"
+	"time"
+)
 
 // Layer is one limit of a layered check: a limiter, the key it limits the
 // request by, and the request's cost there. See AllowLayers.
@@ -67,7 +70,7 @@ func AllowLayers(layers ...Layer) Decision {
 // with a nil Limiter binds when it is reached; for no layers, which are
 // denied with Never, it is -1.
 func AllowLayersIndex(layers ...Layer) (Decision, int) {
-	return allowLayers(nil, layers)
+	return allowLayers(nil, nil, layers)
 }
 
 // AllowLayersEach is AllowLayersIndex that also sets each[i] to layer i's
@@ -84,7 +87,7 @@ func AllowLayersIndex(layers ...Layer) (Decision, int) {
 // every layer all the same.
 func AllowLayersEach(each []Decision, layers ...Layer) (Decision, int) {
 	if len(each) >= len(layers) {
-		return allowLayers(each[:len(layers)], layers)
+		return allowLayers(each[:len(layers)], nil, layers)
 	}
 	var buf [maxStackLayers]Decision
 	all := buf[:0]
@@ -92,13 +95,64 @@ func AllowLayersEach(each []Decision, layers ...Layer) (Decision, int) {
 		all = make([]Decision, 0, len(layers))
 	}
 	all = all[:len(layers)]
-	d, i := allowLayers(all, layers)
+	d, i := allowLayers(all, nil, layers)
 	copy(each, all)
 	return d, i
 }
 
-// allowLayers is AllowLayersEach, with each nil when no caller wants it.
-func allowLayers(each []Decision, layers []Layer) (Decision, int) {
+// LayerState is one layer's own state after a layered decision, as
+// AllowLayersState reports it: what a caller shows of each limit (the
+// RateLimit field's r and t, a quota's policy), all from the decision.
+type LayerState struct {
+	// Decision is the layer's own Decision, as AllowLayersEach reports it.
+	Decision Decision
+	// Next is how long Decision.Remaining stays the most the layer
+	// admits: the time until it admits one unit more, what
+	// Check(key, Remaining+1).RetryAfter says on the state Decision
+	// describes, at the instant it describes. 0 when the layer is full
+	// (Remaining ≥ Limit). For the buckets and the fixed window it
+	// follows from Decision alone; for the sliding window and the
+	// sliding log it is read from the key's state right after, at the
+	// decision's instant, and is Never when another request or a
+	// SetPolicy changed that state first. Never for a nil Limiter and a
+	// concurrency limit too.
+	Next time.Duration
+	// Policy describes the policy the layer's Decision was made under,
+	// which SetPolicy may have replaced since.
+	Policy PolicyInfo
+}
+
+// AllowLayersState is AllowLayersEach that reports each layer's state in
+// states[i] (len(states) ≥ len(layers)): its own Decision, how long until
+// it admits a unit more, and the policy it decided under. It allocates
+// nothing for up to 8 layers on keys the limiters hold.
+func AllowLayersState(states []LayerState, layers ...Layer) (Decision, int) {
+	var buf [maxStackLayers]Decision
+	each := buf[:0]
+	if len(layers) > maxStackLayers {
+		each = make([]Decision, 0, len(layers))
+	}
+	each = each[:len(layers)]
+	if len(states) < len(layers) {
+		st := make([]LayerState, len(layers))
+		d, i := allowLayers(each, st, layers)
+		copy(states, st)
+		for j := range states {
+			states[j].Decision = each[j]
+		}
+		return d, i
+	}
+	d, i := allowLayers(each, states, layers)
+	for j := range layers {
+		states[j].Decision = each[j]
+	}
+	return d, i
+}
+
+// allowLayers is AllowLayersState, with each nil when no caller wants the
+// layers' Decisions and st nil when no caller wants their states (st
+// requires each).
+func allowLayers(each []Decision, st []LayerState, layers []Layer) (Decision, int) {
 	if len(layers) == 0 {
 		return Decision{RetryAfter: Never}, -1
 	}
@@ -116,7 +170,7 @@ func allowLayers(each []Decision, layers []Layer) (Decision, int) {
 		if ly.Limiter == nil {
 			refundLayers(layers[:i], ats)
 			if each != nil {
-				deniedLayers(each, layers, i, Decision{RetryAfter: Never}, dup)
+				deniedLayers(each, st, layers, i, Decision{RetryAfter: Never}, dup)
 			}
 			return Decision{RetryAfter: Never}, i
 		}
@@ -127,6 +181,9 @@ func allowLayers(each []Decision, layers []Layer) (Decision, int) {
 				if each != nil {
 					each[i] = each[j]
 				}
+				if st != nil {
+					st[i] = st[j]
+				}
 				continue
 			}
 			cost = groupCost(layers, i)
@@ -135,12 +192,18 @@ func allowLayers(each []Decision, layers []Layer) (Decision, int) {
 		v, at, p := ly.Limiter.allow(ly.Key, cost)
 		if !v.ok {
 			refundLayers(layers[:i], ats)
-			return deniedLayers(each, layers, i, p.decision(v, cost), dup)
+			if st != nil {
+				st[i].Next, st[i].Policy = ly.Limiter.nextUnit(ly.Key, p, v, at), p.describe()
+			}
+			return deniedLayers(each, st, layers, i, p.decision(v, cost), dup)
 		}
 		ats = append(ats, taken{at, resets, cost})
 		d := p.decision(v, cost)
 		if each != nil {
 			each[i] = d
+		}
+		if st != nil {
+			st[i].Next, st[i].Policy = ly.Limiter.nextUnit(ly.Key, p, v, at), p.describe()
 		}
 		if n := requests(d.Remaining, cost); i == 0 || n < best || n == best && d.Remaining < out.Remaining {
 			best, out.Remaining, out.Limit, binding = n, d.Remaining, d.Limit, i
@@ -220,13 +283,18 @@ func refundLayers(layers []Layer, ats []taken) {
 // deniedLayers builds the Decision of a layered request that layer i
 // denied with d, after the earlier layers were given back, and returns
 // the binding layer's index. When each is not nil, it also records every
-// layer's own Decision there. dup reports whether layers repeat a limiter
-// and key: each is then checked for its group's combined cost.
-func deniedLayers(each []Decision, layers []Layer, i int, d Decision, dup bool) (Decision, int) {
+// layer's own Decision there, and when st is not nil the state of every
+// layer but i (whose state the caller has recorded). dup reports whether
+// layers repeat a limiter and key: each is then checked for its group's
+// combined cost.
+func deniedLayers(each []Decision, st []LayerState, layers []Layer, i int, d Decision, dup bool) (Decision, int) {
 	out, binding := d, i
 	nilSeen := false
 	if each != nil {
 		each[i] = d
+	}
+	if st != nil && layers[i].Limiter == nil {
+		st[i] = LayerState{Next: Never}
 	}
 	for j := range layers {
 		ly := &layers[j]
@@ -241,6 +309,9 @@ func deniedLayers(each []Decision, layers []Layer, i int, d Decision, dup bool) 
 			if each != nil {
 				each[j] = Decision{RetryAfter: Never}
 			}
+			if st != nil {
+				st[j] = LayerState{Next: Never}
+			}
 			continue
 		}
 		cost := ly.Cost
@@ -249,13 +320,19 @@ func deniedLayers(each []Decision, layers []Layer, i int, d Decision, dup bool) 
 				if each != nil {
 					each[j] = d
 				}
+				if st != nil {
+					st[j] = st[i]
+				}
 				continue
 			}
 			cost = groupCost(layers, j)
 		}
-		c := ly.Limiter.check(ly.Key, cost)
+		c, cur, at, p := ly.Limiter.checkAt(ly.Key, cost)
 		if each != nil {
 			each[j] = ly.Limiter.withDelay(c, cost)
+		}
+		if st != nil {
+			st[j].Next, st[j].Policy = ly.Limiter.nextUnit(ly.Key, p, cur, at), p.describe()
 		}
 		if !c.Allowed && c.RetryAfter > out.RetryAfter {
 			out.RetryAfter, out.Limit, out.Remaining, binding = c.RetryAfter, c.Limit, c.Remaining, j
@@ -270,9 +347,17 @@ func deniedLayers(each []Decision, layers []Layer, i int, d Decision, dup bool) 
 // counting the decision: what AllowN would answer. Remaining and
 // ResetAfter are those of the current state.
 func (l *Limiter) check(key string, cost int64) Decision {
+	d, _, _, _ := l.checkAt(key, cost)
+	return d
+}
+
+// checkAt is check that also returns the verdict of a peek at the state
+// it read, the instant it read it at and the policy it decided under.
+func (l *Limiter) checkAt(key string, cost int64) (Decision, verdict, int64, *params) {
 	now := l.now()
 	if len(key) > MaxKeyLen {
-		return l.p.Load().decision(verdict{retry: int64(Never)}, 0)
+		p := l.p.Load()
+		return p.decision(verdict{retry: int64(Never)}, 0), verdict{}, now, p
 	}
 	var v, cur verdict
 	var p *params
@@ -289,12 +374,65 @@ func (l *Limiter) check(key string, cost int64) Decision {
 	if cost < 0 || cost > p.limit {
 		v = cur
 		v.ok, v.retry = false, int64(Never)
-		return p.decision(v, 0)
+		return p.decision(v, 0), cur, now, p
 	}
 	if v.ok {
 		// Report the current state, as a denial would, not the state
 		// after an admission that did not happen.
 		v.rem, v.reset = cur.rem, cur.reset
 	}
-	return p.decision(v, cost)
+	return p.decision(v, cost), cur, now, p
+}
+
+// nextUnit returns how long after instant at the state a verdict v made
+// at under p describes (v.rem, v.reset) admits one unit more than v.rem:
+// 0 when v.rem is the whole capacity, Never when it cannot be told. The
+// buckets and the fixed window derive it from v. The sliding window and
+// the sliding log need the counts behind v: nextUnit reads key's state
+// again and uses it only if it is still the one v describes (the same
+// policy, the same Remaining at the same instant); otherwise Never.
+func (l *Limiter) nextUnit(key string, p *params, v verdict, at int64) time.Duration {
+	if v.rem >= p.limit {
+		return 0
+	}
+	switch p.kind {
+	case kindTokenBucket, kindLeakyBucket:
+		// ResetAfter is the debt; unit rem+1 fits once the debt is down
+		// to limit−rem−1 intervals.
+		return time.Duration(v.reset - (p.limit-v.rem-1)*p.g.t)
+	case kindFixedWindow:
+		return time.Duration(v.reset) // everything comes back when the window ends
+	case kindSlidingWindow:
+		if len(key) > MaxKeyLen {
+			return Never
+		}
+		w, tp := l.word(key, at)
+		if tp != p || p.win.judgedAt(w, at) != at {
+			return Never
+		}
+		if _, cur := p.win.step(w, at, 0); cur.rem != v.rem {
+			return Never
+		}
+		if _, n := p.win.step(w, at, v.rem+1); !n.ok {
+			return time.Duration(n.retry)
+		}
+	case kindSlidingLog:
+		if len(key) > MaxKeyLen {
+			return Never
+		}
+		ls, _ := l.logShardOf(key)
+		ls.mu.Lock()
+		defer ls.mu.Unlock()
+		if ls.p != p {
+			return Never
+		}
+		r, now, first := l.logRingLocked(ls, key, at) // now ≥ at: the ring may have been written since
+		if p.logVerdict(r, first, now, 0).rem != v.rem {
+			return Never
+		}
+		if n := p.logVerdict(r, first, now, v.rem+1); !n.ok {
+			return time.Duration(n.retry + now - at)
+		}
+	}
+	return Never
 }

@@ -83,11 +83,18 @@ type LayerState struct {
 	Remaining int64
 	// Window is how long Remaining stays the most the layer admits if
 	// nothing else consumes: the time until its next unit comes back,
-	// hotlimit.Limiter.Check(key, Remaining+1).RetryAfter. The field's t,
-	// rounded up to seconds. 0 when the layer is full (Remaining is its
-	// capacity: nothing comes back), hotlimit.Never when the backend
-	// cannot tell; the middleware omits t in both cases.
+	// what hotlimit.Limiter.Check(key, Remaining+1).RetryAfter says of
+	// the state the decision left (hotlimit.LayerState.Next). The
+	// field's t, rounded up to seconds. 0 when the layer is full
+	// (Remaining is its capacity: nothing comes back), hotlimit.Never
+	// when the backend cannot tell; the middleware omits t in both cases.
 	Window time.Duration
+	// Policy describes the policy the layer was decided under, the
+	// RateLimit-Policy item's q and w: a limit's policy may change at
+	// runtime (Local.Classes().SetPolicy). Its zero value (Algorithm 0)
+	// means the backend cannot tell; the middleware then describes the
+	// policy of Config.Limits.
+	Policy hotlimit.PolicyInfo
 }
 
 // Layer is one limit a request is checked against, as a Backend receives
@@ -155,19 +162,15 @@ func (b *Local) AllowBinding(ctx context.Context, layers []Layer) (hotlimit.Deci
 	return b.AllowStates(ctx, layers, nil)
 }
 
-// AllowStates implements StateBackend with hotlimit.AllowLayersEach:
-// each layer's Remaining is its own after the decision, and its Window
-// follows from the same reading for the buckets and the fixed window; for
-// the sliding window and the sliding log it takes a Check just after the
-// decision, which a concurrent request or the passing time may already
-// have changed: the fields are hints, as the draft says. A nil states
-// reads none.
+// AllowStates implements StateBackend with hotlimit.AllowLayersState:
+// each layer's Remaining, Window and Policy are those of its own
+// decision (see hotlimit.LayerState). A nil states reads none.
 func (b *Local) AllowStates(_ context.Context, layers []Layer, states []LayerState) (hotlimit.Decision, int, error) {
 	var buf [8]hotlimit.Layer
-	var ebuf [8]hotlimit.Decision
-	ls, each := buf[:0], ebuf[:]
+	var sbuf [8]hotlimit.LayerState
+	ls, each := buf[:0], sbuf[:]
 	if len(layers) > len(buf) {
-		ls, each = make([]hotlimit.Layer, 0, len(layers)), make([]hotlimit.Decision, len(layers))
+		ls, each = make([]hotlimit.Layer, 0, len(layers)), make([]hotlimit.LayerState, len(layers))
 	}
 	for _, ly := range layers {
 		lim := b.classes.Class(ly.Limit)
@@ -180,61 +183,12 @@ func (b *Local) AllowStates(_ context.Context, layers []Layer, states []LayerSta
 		d, i := hotlimit.AllowLayersIndex(ls...)
 		return d, i, nil
 	}
-	d, i := hotlimit.AllowLayersEach(each, ls...)
+	d, i := hotlimit.AllowLayersState(each, ls...)
 	for j := range states {
-		states[j] = layerState(ls[j].Limiter, ls[j].Key, each[j])
+		st := &each[j]
+		states[j] = LayerState{Remaining: st.Decision.Remaining, Window: st.Next, Policy: st.Policy}
 	}
 	return d, i, nil
-}
-
-// layerState returns the state of key in lim from c, the layer's own
-// Decision: Remaining r, and how long until the r+1-th unit comes back.
-// For the buckets and the fixed window that follows from c (see
-// unitBack); for the sliding window and the sliding log it takes a
-// reading, Check(key, r+1). If the state moved since c (a concurrent
-// admission or refund, or a unit coming back), it reads again from the
-// newer state, once; then it gives up on the Window.
-func layerState(lim *hotlimit.Limiter, key string, c hotlimit.Decision) LayerState {
-	for range 2 {
-		if c.Remaining >= c.Limit {
-			return LayerState{Remaining: c.Remaining} // full: nothing to wait for
-		}
-		if w, ok := unitBack(lim.Policy(), c); ok {
-			return LayerState{Remaining: c.Remaining, Window: w}
-		}
-		n := lim.Check(key, c.Remaining+1)
-		if !n.Allowed && n.Remaining == c.Remaining {
-			return LayerState{Remaining: c.Remaining, Window: n.RetryAfter}
-		}
-		c = n
-	}
-	return LayerState{Remaining: c.Remaining, Window: hotlimit.Never}
-}
-
-// unitBack returns, for the policies where it follows from one reading c
-// with c.Remaining below c.Limit, the time until the next unit comes back:
-// what Check(key, c.Remaining+1).RetryAfter would say. A fixed window
-// gives everything back when it ends, which is c.ResetAfter. A bucket's
-// ResetAfter is its debt, and its r+1-th unit fits once the debt is down
-// to (Limit−r−1) intervals (for the leaky bucket too, where Limit is
-// Capacity+1).
-func unitBack(p hotlimit.Policy, c hotlimit.Decision) (time.Duration, bool) {
-	var interval time.Duration
-	switch v := p.(type) {
-	case hotlimit.FixedWindow, *hotlimit.FixedWindow:
-		return c.ResetAfter, true
-	case hotlimit.TokenBucket:
-		interval = v.Rate.Interval()
-	case *hotlimit.TokenBucket:
-		interval = v.Rate.Interval()
-	case hotlimit.LeakyBucket:
-		interval = v.Rate.Interval()
-	case *hotlimit.LeakyBucket:
-		interval = v.Rate.Interval()
-	default:
-		return 0, false
-	}
-	return c.ResetAfter - time.Duration(c.Limit-c.Remaining-1)*interval, true
 }
 
 // Close stops every limiter's sweeper.

@@ -8,10 +8,10 @@ import (
 	"github.com/hotlimit/hotlimit"
 )
 
-// TestLayerState: for every policy, at random states, the Window that
-// layerState reports is to the nanosecond what a second reading,
-// Check(key, r+1).RetryAfter, says: for the buckets and the fixed window
-// it follows from the first reading alone (unitBack), and must agree.
+// TestLayerState: for every policy, at random states, Local's
+// AllowStates reports the layer's state after its own decision: with no
+// other request running, Remaining is what Check says next and Window to
+// the nanosecond Check(key, r+1).RetryAfter, and Policy the limit's.
 func TestLayerState(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, p := range []hotlimit.Policy{
@@ -25,15 +25,22 @@ func TestLayerState(t *testing.T) {
 	} {
 		clock := hotlimit.NewManualClock()
 		clock.Set(1000*time.Second + 123456789)
-		lim, err := hotlimit.New(p, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
+		b, err := NewLocal(map[string]hotlimit.Policy{"l": p}, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer lim.Close()
+		defer b.Close()
+		lim := b.Limiter("l")
+		states := make([]LayerState, 1)
 		for step := range 300 {
-			lim.AllowN("k", int64(rng.IntN(3)))
 			clock.Advance(time.Duration(rng.Int64N(int64(2 * time.Second))))
-			st := layerState(lim, "k", lim.Check("k", 0))
+			if _, _, err := b.AllowStates(t.Context(), []Layer{{Limit: "l", Key: "k", Cost: int64(rng.IntN(3))}}, states); err != nil {
+				t.Fatal(err)
+			}
+			st := states[0]
+			if st.Policy != lim.Describe() {
+				t.Fatalf("%T step %d: Policy %+v", p, step, st.Policy)
+			}
 			c := lim.Check("k", 0)
 			if st.Remaining != c.Remaining {
 				t.Fatalf("%T step %d: Remaining %d, Check says %d", p, step, st.Remaining, c.Remaining)

@@ -93,10 +93,25 @@
 // (hotlimit.Limiter.Check(key, r+1).RetryAfter), rounded up, so that
 // after t seconds the limit holds at least r+1 units if nothing else
 // spent them. For a fixed window that is the end of the window, for the
-// buckets the refill of one unit, for the sliding window and the sliding
-// log the moment enough of the past stops counting (docs/semantics.md in
-// the repository defines Remaining and RetryAfter for each algorithm
-// exactly). An item without t is a full limit: nothing to wait for.
+// buckets the refill of one unit, for the sliding log the moment the
+// oldest counted request leaves the window (at most w), and for the
+// sliding window the moment enough of the past stops counting, which can
+// be up to two windows away: the current window's count becomes the
+// previous window's when it ends, and its weight then fades over the
+// whole next window. A client that spent its quota 27 s into a 60 s
+// sliding window is told t=93 (33 s to the window's end, and most of the
+// next window before one unit's weight has gone); later requests see t
+// shrink with the clock (63, 53, ...). docs/semantics.md in the
+// repository defines Remaining and RetryAfter for each algorithm exactly.
+// An item without t is a full limit: nothing to wait for.
+//
+// r and t come from the decision itself: r is the Remaining its layer
+// reported and t is computed from the state it left, at its instant
+// (hotlimit.AllowLayersState), never from a second reading that another
+// request could have changed; when a sliding window's or log's state
+// changed before t could be computed, the item has no t. q and w in
+// RateLimit-Policy describe the policy the request was decided under, so
+// a policy changed at runtime (Local.Classes().SetPolicy) shows at once.
 // Retry-After is never earlier than the t of an item whose r is below
 // the request's cost there (a limit it exceeded); an item the request did
 // not exceed may have a later t, which then bounds only what the client
@@ -131,8 +146,9 @@
 //
 // Config.Headers also offers the de-facto X-RateLimit-Limit, -Remaining
 // and -Reset, which describe the binding layer only: its capacity, its
-// remaining, and the time until every layer is full again (or, on a 429,
-// Retry-After's wait), as seconds or, with Config.Reset, a Unix time.
+// remaining, and the time until every layer is full again (on an
+// admission and on a 403; on a 429, Retry-After's wait), as seconds or,
+// with Config.Reset, a Unix time. They go on every limited response.
 //
 // # Cost
 //

@@ -44,9 +44,15 @@ const (
 	ResetEpoch
 )
 
-// policyInfo describes one named limit for the headers and the hook.
-//
-// The mapping of each algorithm to the draft's quota q and window w:
+// policyInfo describes one named limit for the headers and the hook, as
+// Config.Limits configures it.
+type policyInfo struct {
+	name string
+	hotlimit.PolicyInfo
+}
+
+// policyItem returns the RateLimit-Policy item of pi under an item name:
+// "name";q=…;w=…, with
 //
 //   - FixedWindow, SlidingWindow and SlidingLog: q = Limit, w = Window.
 //   - TokenBucket: it has no window. q = Burst, the most a client can
@@ -58,67 +64,22 @@ const (
 //     at once and Capacity wait their turn) and w = q × the interval, the
 //     time the queue takes to drain.
 //
-// w is in whole seconds, rounded up, and at least 1 (the draft allows no
-// sub-second window).
-type policyInfo struct {
-	name      string
-	algorithm string // "TokenBucket", "LeakyBucket", "FixedWindow", "SlidingWindow", "SlidingLog"
-	q         int64
-	w         int64 // seconds, ≥ 1
+// That is q = pi.Limit and w = pi.Period(), in whole seconds, rounded up,
+// and at least 1 (the draft allows no sub-second window).
+func policyItem(name string, pi hotlimit.PolicyInfo) string {
+	return `"` + name + `";q=` + strconv.FormatInt(min(pi.Limit, maxSFInt), 10) + ";w=" + strconv.FormatInt(max(1, ceilSeconds(pi.Period())), 10)
 }
 
-// policyItem returns the RateLimit-Policy item of info under an item
-// name: "name";q=…;w=….
-func policyItem(name string, info *policyInfo) string {
-	return `"` + name + `";q=` + strconv.FormatInt(min(info.q, maxSFInt), 10) + ";w=" + strconv.FormatInt(info.w, 10)
-}
-
-func describePolicy(name string, p any) (policyInfo, error) {
-	info := policyInfo{name: name}
-	var w time.Duration
-	switch v := p.(type) {
-	case *hotlimit.TokenBucket:
-		if v == nil {
-			return info, fmt.Errorf("httplimit: limit %q: nil *TokenBucket", name)
-		}
-		return describePolicy(name, *v)
-	case *hotlimit.LeakyBucket:
-		if v == nil {
-			return info, fmt.Errorf("httplimit: limit %q: nil *LeakyBucket", name)
-		}
-		return describePolicy(name, *v)
-	case *hotlimit.FixedWindow:
-		if v == nil {
-			return info, fmt.Errorf("httplimit: limit %q: nil *FixedWindow", name)
-		}
-		return describePolicy(name, *v)
-	case *hotlimit.SlidingWindow:
-		if v == nil {
-			return info, fmt.Errorf("httplimit: limit %q: nil *SlidingWindow", name)
-		}
-		return describePolicy(name, *v)
-	case hotlimit.TokenBucket:
-		info.algorithm, info.q = "TokenBucket", v.Burst
-		w = mulDur(v.Rate.Interval(), v.Burst)
-	case hotlimit.LeakyBucket:
-		info.algorithm, info.q = "LeakyBucket", v.Capacity+1
-		w = mulDur(v.Rate.Interval(), v.Capacity+1)
-	case hotlimit.FixedWindow:
-		info.algorithm, info.q, w = "FixedWindow", v.Limit, v.Window
-	case hotlimit.SlidingWindow:
-		info.algorithm, info.q, w = "SlidingWindow", v.Limit, v.Window
-	case *hotlimit.SlidingLog:
-		if v == nil {
-			return info, fmt.Errorf("httplimit: limit %q: nil *SlidingLog", name)
-		}
-		return describePolicy(name, *v)
-	case hotlimit.SlidingLog:
-		info.algorithm, info.q, w = "SlidingLog", v.Limit, v.Window
-	default:
-		return info, fmt.Errorf("httplimit: limit %q: unsupported policy type %T", name, p)
+// describePolicy checks p as hotlimit.New does and describes it.
+func describePolicy(name string, p hotlimit.Policy) (policyInfo, error) {
+	if p == nil {
+		return policyInfo{}, fmt.Errorf("httplimit: limit %q: unsupported policy type <nil>", name)
 	}
-	info.w = max(1, ceilSeconds(w))
-	return info, nil
+	pi, err := hotlimit.Describe(p)
+	if err != nil {
+		return policyInfo{}, fmt.Errorf("httplimit: limit %q: %w", name, err)
+	}
+	return policyInfo{name: name, PolicyInfo: pi}, nil
 }
 
 // maxSFInt is the largest RFC 9651 Integer (15 digits). hotlimit accepts
@@ -128,17 +89,6 @@ func describePolicy(name string, p any) (policyInfo, error) {
 // strict parser rejects together with the whole field. w and t, in
 // seconds, always fit.
 const maxSFInt = 999_999_999_999_999
-
-// mulDur returns d·n, saturating instead of overflowing.
-func mulDur(d time.Duration, n int64) time.Duration {
-	if d <= 0 || n <= 0 {
-		return 0
-	}
-	if n > int64(hotlimit.Never)/int64(d) {
-		return hotlimit.Never
-	}
-	return d * time.Duration(n)
-}
 
 // ceilSeconds rounds d up to whole seconds: a wait is never reported
 // shorter than it is.
@@ -190,9 +140,10 @@ func appendServiceLimit(b []byte, name string, r int64, window time.Duration) []
 }
 
 // writeHeaders sets the rate-limit fields of a decided request on h. The
-// RateLimit-Policy value is the group's, precomputed and shared by every
-// response of the group (a handler may replace it or append to it, which
-// copies, but must not write into its elements).
+// RateLimit-Policy value describes the policies the request was decided
+// under; it is shared by every response decided under the same ones (a
+// handler may replace it or append to it, which copies, but must not
+// write into its elements).
 func (m *Middleware) writeHeaders(h http.Header, g *groupState, sc *scratch, d hotlimit.Decision) {
 	if m.headers == HeadersIETF || m.headers == HeadersBoth {
 		var buf [160]byte
@@ -214,7 +165,7 @@ func (m *Middleware) writeHeaders(h http.Header, g *groupState, sc *scratch, d h
 			}
 			b = appendServiceLimit(b, g.names[sc.bind], d.Remaining, window)
 		}
-		h["Ratelimit-Policy"] = g.policies
+		h["Ratelimit-Policy"] = g.policyValue(sc)
 		h["Ratelimit"] = []string{string(b)}
 	}
 	if m.headers == HeadersLegacy || m.headers == HeadersBoth {

@@ -117,12 +117,12 @@ func New(cfg Config) (*Middleware, error) {
 func (m *Middleware) checkCosts(groups []Group) error {
 	for i, g := range groups {
 		gs := &m.groups[i]
-		if !gs.exempt && g.CostFunc == nil && gs.cost > gs.policy.q {
-			return fmt.Errorf("httplimit: group %q: Cost %d is above limit %q's capacity %d: no request could ever pass (a CostFunc may price single requests above it)", g.Name, gs.cost, g.Limit, gs.policy.q)
+		if !gs.exempt && g.CostFunc == nil && gs.cost > gs.policy.Limit {
+			return fmt.Errorf("httplimit: group %q: Cost %d is above limit %q's capacity %d: no request could ever pass (a CostFunc may price single requests above it)", g.Name, gs.cost, g.Limit, gs.policy.Limit)
 		}
 	}
-	if m.global != nil && m.globalCost > m.global.q {
-		return fmt.Errorf("httplimit: Config.GlobalCost %d is above limit %q's capacity %d: no request could ever pass", m.globalCost, m.global.name, m.global.q)
+	if m.global != nil && m.globalCost > m.global.Limit {
+		return fmt.Errorf("httplimit: Config.GlobalCost %d is above limit %q's capacity %d: no request could ever pass", m.globalCost, m.global.name, m.global.Limit)
 	}
 	return nil
 }
@@ -334,7 +334,10 @@ func (m *Middleware) decide(r *http.Request, g *groupState, sc *scratch) Event {
 	if sc.bind == 1 {
 		binding = m.global
 	}
-	ev.Algorithm, ev.Limit = binding.algorithm, binding.name
+	ev.Algorithm, ev.Limit = binding.Algorithm.String(), binding.name
+	if sc.nstates > 0 && sc.states[sc.bind].Policy.Algorithm != 0 {
+		ev.Algorithm = sc.states[sc.bind].Policy.Algorithm.String() // in force at the decision
+	}
 	return ev
 }
 
@@ -357,7 +360,7 @@ func (m *Middleware) binding(g *groupState, d hotlimit.Decision, idx int) int {
 		return 1
 	case idx == 0:
 		return 0
-	case m.global != nil && d.Limit != g.policy.q && d.Limit == m.global.q:
+	case m.global != nil && d.Limit != g.policy.Limit && d.Limit == m.global.Limit:
 		return 1
 	}
 	return 0

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync/atomic"
 
+	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
@@ -18,8 +19,42 @@ type groupState struct {
 	costFunc func(*http.Request) (int64, error) // nil: cost
 	policy   *policyInfo
 	names    [2]string // the RateLimit items' names: the group's layer, then the global one
-	policies []string  // RateLimit-Policy value: the group's item, then the global one
-	counts   [OutcomeCount]atomic.Uint64
+	policies []string  // RateLimit-Policy value of Config.Limits: the group's item, then the global one
+	// live is the RateLimit-Policy value of the policies the latest
+	// decisions were made under, which differ from Config.Limits after a
+	// runtime change (Local.Classes().SetPolicy); built again only when
+	// they change.
+	live   atomic.Pointer[livePolicies]
+	counts [OutcomeCount]atomic.Uint64
+}
+
+// livePolicies is a RateLimit-Policy value and the policies it describes.
+type livePolicies struct {
+	infos [2]hotlimit.PolicyInfo
+	value []string
+}
+
+// policyValue returns the RateLimit-Policy value for the policies the
+// layers in sc were decided under, as their states report them, or those
+// of Config.Limits for a state that does not say.
+func (g *groupState) policyValue(sc *scratch) []string {
+	cur := g.live.Load()
+	infos := cur.infos
+	for i := range sc.nstates {
+		if pi := sc.states[i].Policy; pi.Algorithm != 0 {
+			infos[i] = pi
+		}
+	}
+	if infos == cur.infos {
+		return cur.value
+	}
+	v := policyItem(g.names[0], infos[0])
+	if g.names[1] != "" {
+		v += ", " + policyItem(g.names[1], infos[1])
+	}
+	next := &livePolicies{infos: infos, value: []string{v}}
+	g.live.Store(next) // racing stores each hold a value true of some decision
+	return next.value
 }
 
 // globalSuffix tells the global layer's item from the group's when both
@@ -56,15 +91,19 @@ func (m *Middleware) buildGroups(groups []Group, defaultGroup string, limits map
 			return fmt.Errorf("httplimit: group %q: Limit %q is not in Config.Limits", g.Name, g.Limit)
 		}
 		gs.names[0] = gs.policy.name
-		v := policyItem(gs.names[0], gs.policy)
+		v := policyItem(gs.names[0], gs.policy.PolicyInfo)
+		live := &livePolicies{infos: [2]hotlimit.PolicyInfo{gs.policy.PolicyInfo}}
 		if m.global != nil {
 			gs.names[1] = m.global.name
 			if gs.names[1] == gs.names[0] {
 				gs.names[1] += globalSuffix
 			}
-			v += ", " + policyItem(gs.names[1], m.global)
+			v += ", " + policyItem(gs.names[1], m.global.PolicyInfo)
+			live.infos[1] = m.global.PolicyInfo
 		}
 		gs.policies = []string{v}
+		live.value = gs.policies
+		gs.live.Store(live)
 	}
 	var ok bool
 	if m.defaultIdx, ok = m.byName[defaultGroup]; !ok {
