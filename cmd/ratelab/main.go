@@ -70,6 +70,10 @@ Columns, per algorithm and shape:
   most in any W     the most units admitted to one key with start times in one
                     interval [t, t+W), W the policy's duration, over every t
                     (the fixed window's 2× boundary burst shows here).
+  its bound         the most the algorithm can admit in any W by its own
+                    definition: Burst + ⌈W/T⌉ − 1 (token bucket, T = ⌈W/N⌉),
+                    2N (fixed window), 2N − 1 (sliding window), N (sliding
+                    log), ⌈W/T⌉ starts (leaky bucket).
   over log          admitted units that an exact sliding log of N per W would
                     deny if fed only this algorithm's admitted requests, in
                     order of start time: 0 means "never more than N in any W".
@@ -79,14 +83,19 @@ Columns, per algorithm and shape:
                     10000 keys each sent min(N, 100) unit requests.
   ns/decision       a timed loop of AllowN on those keys; varies run to run.
 
+Which to pick: after the tables, one line per algorithm says what it admits
+(its bound: the most it can admit to one key in any W by its own definition,
+such as the token bucket's Burst + W/T − 1) and which need it fits.
+
 Charts (-out folder): ratelab-overview.png puts the algorithms side by side:
 one row per shape, one column per algorithm, each panel the units sent to and
 admitted for the shape's busiest key (the client, the zipf shape's top key,
-the flood shape's abuser) in the last W, beside the limit N as a red line: a
-line above it is more than the policy allows. ratelab-SHAPE.png shows one
+the flood shape's abuser) in the last W, beside the algorithm's own bound as
+a red line (reached, never crossed) and the policy's N as a black dotted
+one; the which-to-pick lines are under the grid. ratelab-SHAPE.png shows one
 shape in detail: requests sent and admitted per W/20, all keys, the busiest
-key's admissions in black when there are several keys, and the limit per key
-(N/20 per bucket) in red.
+key's admissions in black when there are several keys, and the policy's
+average rate per key (N/20 per bucket) dotted.
 
 Shapes: steady, burst, boundary, ignore-retry, backoff, zipf, flood (each lasts
 3 windows; the table describes each). They take a limit of at most 10000 and a
@@ -224,6 +233,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		results = append(results, r)
 	}
 	lab.WriteTable(stdout, policy, results)
+	lab.WriteGuide(stdout, policy, algos)
 
 	if o.measure {
 		var costs []lab.Cost
@@ -239,7 +249,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	if o.charts {
-		fmt.Fprintln(stdout, "\ncharts: the overview (one row per shape, one column per algorithm: the busiest key's units in the last window, beside the limit),")
+		fmt.Fprintln(stdout, "\ncharts: the overview (one row per shape, one column per algorithm: the busiest key's units in the last window, beside each algorithm's bound),")
 		fmt.Fprintln(stdout, "then one per shape (requests sent and admitted per bucket, one panel per algorithm):")
 		paths, err := lab.WriteCharts(dir, results, policy)
 		if err != nil {

@@ -146,8 +146,8 @@ func TestTrace(t *testing.T) {
 	if !strings.Contains(out, "236 requests from 3 keys") {
 		t.Errorf("trace summary missing:\n%s", out)
 	}
-	if r := rows["sliding log"]; !strings.HasPrefix(r, "143 93 60 0") {
-		t.Errorf("sliding log row %q: want 143 admitted, 93 denied, at most 60 in a window, 0 over", r)
+	if r := rows["sliding log"]; !strings.HasPrefix(r, "143 93 60 60 0") {
+		t.Errorf("sliding log row %q: want 143 admitted, 93 denied, at most 60 in a window, its bound 60, 0 over", r)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ratelab-trace.png")); err != nil {
 		t.Error(err)

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
@@ -104,6 +105,62 @@ func Algorithms(p Policy) []Algorithm {
 		l.Close()
 	}
 	return as
+}
+
+// Bound returns the most units a can admit to one key with start times in
+// any interval of length window (what MaxInWindow measures), by the
+// algorithm's own definition: the line its outcomes can reach and never
+// cross, as long as the key's state is not removed (WithMaxKeys evicting
+// it). It is computed from a.Capacity, the limiter's Decision.Limit
+// (Burst, Limit or Capacity+1), and the emission interval T of the
+// buckets, and saturates at math.MaxInt64. With c = a.Capacity:
+//
+//   - token bucket: c + ⌈window/T⌉ − 1. A full bucket admits c at once,
+//     then one unit per T; an interval shorter than window holds fewer
+//     than window/T of those.
+//   - fixed window: 2c. An interval of length window overlaps two
+//     windows, each admitting c (the boundary burst).
+//   - sliding-window counter: 2c − 1. It weighs the previous window's
+//     count as if spread evenly; all of it just before the edge and nearly
+//     c more just before the next edge fall in one interval.
+//   - sliding log: c, exactly.
+//   - leaky bucket: ⌈window/T⌉, counted at start times: admitted units
+//     start at least T apart, however many wait.
+//
+// It returns 0 when a cannot run (a.NA set).
+func Bound(a Algorithm, window time.Duration) int64 {
+	if a.NA != "" || window <= 0 {
+		return 0
+	}
+	c := a.Capacity
+	switch p := a.Policy.(type) {
+	case hotlimit.TokenBucket:
+		return addSat64(c, ceilDiv(window, p.Rate.Interval())-1)
+	case hotlimit.FixedWindow:
+		return addSat64(c, c)
+	case hotlimit.SlidingWindow:
+		return addSat64(c, c-1)
+	case hotlimit.LeakyBucket:
+		return ceilDiv(window, p.Rate.Interval())
+	}
+	return c // the sliding log
+}
+
+// ceilDiv returns ⌈a/b⌉ for a ≥ 0 and b > 0, without overflow.
+func ceilDiv(a, b time.Duration) int64 {
+	q := int64(a / b)
+	if a%b != 0 {
+		q++
+	}
+	return q
+}
+
+// addSat64 returns a+b for a, b ≥ 0, or math.MaxInt64 if that overflows.
+func addSat64(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // decider is what ratelab needs from a limiter.

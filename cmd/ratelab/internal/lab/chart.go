@@ -85,22 +85,10 @@ var (
 // into a PNG at path.
 func writeFigure(path string, f Figure, width, panelH vg.Length) error {
 	unit, unitName := timeUnit(f.End)
-	// The y scale: per row, or over the whole figure.
-	ymax := make([]float64, len(f.Rows))
-	var all float64
-	for i, row := range f.Rows {
-		for _, p := range row {
-			ymax[i] = max(ymax[i], panelMax(p))
-		}
-		all = max(all, ymax[i])
-	}
+	tops := yTops(f)
 	rows := make([][]*plot.Plot, len(f.Rows))
 	for i, row := range f.Rows {
-		top := all
-		if f.ShareRows {
-			top = ymax[i]
-		}
-		top = max(top, 1) * 1.15 // headroom above the highest line
+		top := tops[i]
 		for _, panel := range row {
 			p, err := drawPanel(panel, top, f.Bucket, f.End, unit, f.Window)
 			if err != nil {
@@ -126,11 +114,28 @@ func writeFigure(path string, f Figure, width, panelH vg.Length) error {
 	sty.Font.Size = vg.Points(12)
 	sty.XAlign, sty.YAlign = draw.XCenter, draw.YTop
 	titleH := vg.Length(strings.Count(f.Title, "\n")+1)*sty.Font.Size*1.3 + 3*vg.Millimeter
-	height := vg.Length(len(rows))*panelH + 0.3*vg.Inch + titleH
+	// The notes, left-aligned under the grid, one line each.
+	nsty := sty
+	nsty.Font.Size = vg.Points(11)
+	nsty.XAlign, nsty.YAlign = draw.XLeft, draw.YTop
+	lineH := nsty.Font.Size * 1.35
+	notesH := vg.Length(0)
+	if len(f.Notes) > 0 {
+		notesH = vg.Length(len(f.Notes))*lineH + 4*vg.Millimeter
+	}
+	height := vg.Length(len(rows))*panelH + 0.3*vg.Inch + titleH + notesH
 	img := vgimg.New(width, height)
 	full := draw.New(img)
 	full.FillText(sty, vg.Point{X: width / 2, Y: height - 2*vg.Millimeter}, f.Title)
-	dc := draw.Crop(full, 0, 0, 0, -titleH)
+	for k, n := range f.Notes {
+		c := color.Color(focusColor)
+		if n.Algo >= 0 {
+			c = algoColors[n.Algo%len(algoColors)]
+		}
+		nsty.Color = c
+		full.FillText(nsty, vg.Point{X: 4 * vg.Millimeter, Y: notesH - 2*vg.Millimeter - vg.Length(k)*lineH}, n.Text)
+	}
+	dc := draw.Crop(full, 0, 0, notesH, -titleH)
 	tiles := draw.Tiles{Rows: len(rows), Cols: cols, PadX: 3 * vg.Millimeter, PadY: 2 * vg.Millimeter,
 		PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter, PadLeft: 2 * vg.Millimeter, PadRight: 4 * vg.Millimeter}
 	canvases := plot.Align(rows, tiles, dc)
@@ -155,21 +160,36 @@ func writeFigure(path string, f Figure, width, panelH vg.Length) error {
 	return fh.Close()
 }
 
-// panelMax returns the highest value a panel draws: the sent series
-// counts only up to twice the rest, so that a client sending far more
-// than is admitted (ignore-retry) does not flatten what is admitted; it
-// is clipped at the top instead.
+// panelMax returns the highest value a panel draws, over every series:
+// the y scale covers all of it, so no line is cut off (a client sending
+// far more than is admitted, as on ignore-retry, makes what is admitted
+// look small, and that is the truth of it).
 func panelMax(p Panel) float64 {
-	var rest, sent float64
+	var m float64
 	for _, s := range p.Series {
-		m := slices.Max(append([]float64{0}, s.Y...))
-		if s.Kind == Sent {
-			sent = m
-		} else {
-			rest = max(rest, m)
-		}
+		m = max(m, slices.Max(append([]float64{0}, s.Y...)))
 	}
-	return max(rest, min(sent, 2*rest))
+	return m
+}
+
+// yTops returns the top of each row's y scale: per row when f.ShareRows,
+// else one over the figure; above every value drawn, with headroom.
+func yTops(f Figure) []float64 {
+	tops := make([]float64, len(f.Rows))
+	var all float64
+	for i, row := range f.Rows {
+		for _, p := range row {
+			tops[i] = max(tops[i], panelMax(p))
+		}
+		all = max(all, tops[i])
+	}
+	for i := range tops {
+		if !f.ShareRows {
+			tops[i] = all
+		}
+		tops[i] = max(tops[i], 1) * 1.15 // headroom above the highest line
+	}
+	return tops
 }
 
 // drawPanel returns the plot of one panel with y from 0 to top.
@@ -204,10 +224,14 @@ func drawPanel(panel Panel, top float64, bucket, end, unit, window time.Duration
 		case Focus:
 			line.Color = focusColor
 			line.Width = vg.Points(1.5)
-		case Limit:
+		case Envelope:
 			line.Color = limitColor
 			line.Width = vg.Points(1.5)
 			line.Dashes = []vg.Length{vg.Points(7), vg.Points(3)}
+		case Reference:
+			line.Color = focusColor
+			line.Width = vg.Points(0.8)
+			line.Dashes = []vg.Length{vg.Points(1), vg.Points(2)}
 		}
 		p.Add(line)
 	}

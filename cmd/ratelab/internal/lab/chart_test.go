@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"image/color"
 	"image/png"
 	"math/rand/v2"
 	"os"
@@ -133,29 +134,42 @@ func TestWriteOverview(t *testing.T) {
 	if err != nil {
 		t.Fatalf("not a PNG: %v", err)
 	}
-	// 3 inches per column and 1.9 per row, at 96 pixels per inch, and a
-	// title of three lines.
+	// 3 inches per column and 1.9 per row, at 96 pixels per inch, a title
+	// of four lines and six lines of notes.
 	b := img.Bounds()
-	if b.Dx() != 5*3*96 || b.Dy() < 7*19*96/10 || b.Dy() > 7*19*96/10+150 {
-		t.Errorf("overview is %dx%d, want 1440 wide and about %d high (7 rows)", b.Dx(), b.Dy(), 7*19*96/10)
+	grid := 7 * 19 * 96 / 10
+	if b.Dx() != 5*3*96 || b.Dy() < grid+150 || b.Dy() > grid+350 {
+		t.Errorf("overview is %dx%d, want 1440 wide and about %d high (7 rows, title and notes)", b.Dx(), b.Dy(), grid+250)
 	}
-	red := 0
-	for y := b.Min.Y; y < b.Max.Y; y++ {
-		for x := b.Min.X; x < b.Max.X; x++ {
-			if r, g, bl, _ := img.At(x, y).RGBA(); r>>8 == uint32(limitColor.R) && g>>8 == uint32(limitColor.G) && bl>>8 == uint32(limitColor.B) {
-				red++
+	// count returns the pixels of colour c in rows [y0, y1).
+	count := func(c color.RGBA, y0, y1 int) int {
+		n := 0
+		for y := y0; y < y1; y++ {
+			for x := b.Min.X; x < b.Max.X; x++ {
+				if r, g, bl, _ := img.At(x, y).RGBA(); r>>8 == uint32(c.R) && g>>8 == uint32(c.G) && bl>>8 == uint32(c.B) {
+					n++
+				}
 			}
 		}
+		return n
 	}
-	// Each of the 35 panels draws a dashed limit line across ~250 pixels.
-	if red < 35*100 {
-		t.Errorf("%d pixels of the limit's red: the limit lines are missing", red)
+	// Each of the 35 panels draws a dashed red line across ~250 pixels.
+	if red := count(limitColor, b.Min.Y, b.Max.Y); red < 35*100 {
+		t.Errorf("%d pixels of the bounds' red: the bound lines are missing", red)
+	}
+	// The notes, under the grid, one line in each algorithm's colour.
+	notes := b.Max.Y - 120
+	for i, c := range algoColors {
+		if n := count(c, notes, b.Max.Y); n < 50 {
+			t.Errorf("%d pixels of algorithm %d's colour under the grid: its note is missing", n, i)
+		}
 	}
 }
 
-// Every panel of the overview holds the limit as a series at the policy's
-// Limit (units in the last window), and the busiest key's admitted units
-// in the last window, whose highest point is MaxInWindow of that key.
+// Every panel of the overview holds its algorithm's own bound (Bound) as
+// the red line, the policy's Limit as the reference, and the busiest key's
+// admitted units in the last window, whose highest point is MaxInWindow
+// of that key and never above the red line.
 func TestOverviewModel(t *testing.T) {
 	p := Policy{Limit: 10, Window: time.Second, LeakyCapacity: 2}
 	rs := runShapes(t, p)
@@ -172,11 +186,19 @@ func TestOverviewModel(t *testing.T) {
 		}
 		for j, panel := range row {
 			o := r.Outcomes[j]
-			lim := panel.Find(Limit)
-			if lim == nil || len(lim.Y) != nb || slices.Min(lim.Y) != 10 || slices.Max(lim.Y) != 10 {
-				t.Errorf("%s %s: limit series %+v, want %d points at 10", r.Shape.Name, o.Algo.Name, lim, nb)
+			bound := float64(Bound(o.Algo, p.Window))
+			env := panel.Find(Envelope)
+			if env == nil || len(env.Y) != nb || slices.Min(env.Y) != bound || slices.Max(env.Y) != bound {
+				t.Errorf("%s %s: envelope series %+v, want %d points at its bound %v", r.Shape.Name, o.Algo.Name, env, nb, bound)
+			}
+			ref := panel.Find(Reference)
+			if ref == nil || len(ref.Y) != nb || slices.Min(ref.Y) != 10 || slices.Max(ref.Y) != 10 {
+				t.Errorf("%s %s: reference series %+v, want %d points at the policy's 10", r.Shape.Name, o.Algo.Name, ref, nb)
 			}
 			adm := panel.Find(Admitted)
+			if adm != nil && env != nil && slices.Max(adm.Y) > slices.Max(env.Y) {
+				t.Errorf("%s %s: admitted peaks at %v, above the red line at %v", r.Shape.Name, o.Algo.Name, slices.Max(adm.Y), slices.Max(env.Y))
+			}
 			var mine []Event
 			for _, e := range o.Events {
 				if e.Allowed && e.Key == focus {
@@ -189,13 +211,60 @@ func TestOverviewModel(t *testing.T) {
 			}
 		}
 	}
-	if got := f.Rows[2][1].Title; got != "fixed window: 20/20, peak 20 (2.00×)" {
-		t.Errorf("boundary, fixed window: title %q", got)
+	for j, want := range []string{"token bucket: 10/20, peak 10 of 19", "fixed window: 20/20, peak 20 of 20"} {
+		if got := f.Rows[2][j].Title; got != want {
+			t.Errorf("boundary, column %d: title %q, want %q", j, got, want)
+		}
+	}
+	// The notes say which algorithm fits which need, one line each, from
+	// Guide.
+	if len(f.Notes) != 1+len(rs[0].Outcomes) || f.Notes[0].Algo != -1 {
+		t.Fatalf("notes %+v: want a heading and one line per algorithm", f.Notes)
+	}
+	for i, o := range rs[0].Outcomes {
+		if n := f.Notes[1+i]; n.Algo != i || n.Text != Guide(o.Algo, p) {
+			t.Errorf("note %d = %+v, want Guide of %s", i, n, o.Algo.Name)
+		}
+	}
+}
+
+// Nothing is cut off: every row's y scale reaches above every series it
+// draws, the sent one included (ignore-retry sends far more than is
+// admitted), in the overview and in each shape's chart.
+func TestNothingIsCutOff(t *testing.T) {
+	p := Policy{Limit: 10, Window: time.Second, LeakyCapacity: 2}
+	rs := runShapes(t, p)
+	figs := []Figure{Overview(rs, p)}
+	for _, r := range rs {
+		figs = append(figs, ShapeFigure(r, p))
+	}
+	clipped := 0
+	for _, f := range figs {
+		tops := yTops(f)
+		for i, row := range f.Rows {
+			for _, panel := range row {
+				for _, s := range panel.Series {
+					if m := slices.Max(s.Y); m >= tops[i] {
+						clipped++
+						t.Errorf("%.30q, %s: series %q reaches %v, above the y scale's top %v", f.Title, panel.Title, s.Label, m, tops[i])
+					}
+				}
+			}
+		}
+	}
+	if clipped == 0 {
+		// The sent line of ignore-retry must be the row's highest: the
+		// check above has something to check.
+		f := figs[0]
+		sent := f.Rows[3][0].Find(Sent)
+		if m := slices.Max(sent.Y); m < 2*slices.Max(f.Rows[3][0].Find(Admitted).Y) {
+			t.Errorf("ignore-retry sends only %v: the test no longer covers a sent line far above the rest", m)
+		}
 	}
 }
 
 // The flood shape's chart shows the abuser's own admitted requests beside
-// the total, and every chart the limit per bucket.
+// the total, and every chart the policy's average rate per bucket.
 func TestShapeFigureAbuserAndLimit(t *testing.T) {
 	p := Policy{Limit: 10, Window: time.Second, LeakyCapacity: 2}
 	rs := runShapes(t, p)
@@ -216,9 +285,11 @@ func TestShapeFigureAbuserAndLimit(t *testing.T) {
 		if foc == nil || foc.Label != `admitted to "abuser"` || !slices.Equal(foc.Y, want) {
 			t.Errorf("flood, %s: abuser series %+v, want %v", o.Algo.Name, foc, want)
 		}
-		lim := row[0].Find(Limit)
-		if lim == nil || lim.Y[0] != 0.5 || lim.Label != "limit: 0.5 per 50ms per key" { // 10 per second, 50 ms buckets
-			t.Errorf("flood, %s: limit series %+v", o.Algo.Name, lim)
+		// The policy's average rate, a reference, not a limit: no
+		// algorithm's own bound is 0.5 per 50 ms.
+		ref := row[0].Find(Reference)
+		if ref == nil || ref.Y[0] != 0.5 || ref.Label != "rate: 0.5 per 50ms per key" || row[0].Find(Envelope) != nil { // 10 per second, 50 ms buckets
+			t.Errorf("flood, %s: reference series %+v, envelope %+v", o.Algo.Name, ref, row[0].Find(Envelope))
 		}
 	}
 	// A shape of one key has no separate focus series.

@@ -18,7 +18,14 @@ const (
 	Sent     SeriesKind = iota // requests sent: a grey dashed step line
 	Admitted                   // requests admitted: a filled step line in the algorithm's colour
 	Focus                      // admitted to the focus key alone: a black step line
-	Limit                      // the policy's limit in the panel's units: a red horizontal line
+	// Envelope is the algorithm's own bound in the panel's measure
+	// (Bound): a red dashed line that its admitted series can reach,
+	// never cross.
+	Envelope
+	// Reference is the policy's own number in the panel's units (N per
+	// window, or its average rate per bucket): a thin black dotted line,
+	// the same in every panel, to compare the algorithms against.
+	Reference
 )
 
 // Series is one line of a panel: Y[b] is the value over bucket b, from
@@ -59,6 +66,15 @@ type Figure struct {
 	// ShareRows gives each row one y scale; otherwise the whole figure
 	// shares one.
 	ShareRows bool
+	// Notes are lines of text under the grid, each in the colour of the
+	// algorithm Algo (or black when Algo < 0).
+	Notes []Note
+}
+
+// Note is a line of text under a figure.
+type Note struct {
+	Text string
+	Algo int
 }
 
 // chartEnd returns when a shape's chart ends: its duration, or later if
@@ -111,8 +127,9 @@ func keyCount(r ShapeResult) int {
 // algorithm, stacked, each with the requests sent and admitted per
 // bucket (all keys; admitted requests counted at their start time), the
 // focus key's admitted requests when the shape has several keys, and the
-// policy's limit per key in requests per bucket. All panels share one y
-// scale.
+// policy's average rate for one key in requests per bucket (a reference:
+// every algorithm admits bursts above it, up to its own Bound). All
+// panels share one y scale.
 func ShapeFigure(r ShapeResult, policy Policy) Figure {
 	end := chartEnd(r)
 	bucket := chartBucket(policy.Window, end)
@@ -128,7 +145,7 @@ func ShapeFigure(r ShapeResult, policy Policy) Figure {
 	}
 	f := Figure{
 		Title: fmt.Sprintf("shape %q, policy %d per %v per key: requests per %v bucket, all keys\n"+
-			"grey dashed: sent; filled: admitted (leaky bucket: at start time)%s; red dashed: the limit for one key, %s",
+			"grey dashed: sent; filled: admitted (leaky bucket: at start time)%s; black dotted: the policy's average rate for one key, %s",
 			r.Shape.Name, policy.Limit, policy.Window, bucket, key, perBucketText(perBucket, bucket)),
 		End: end, Bucket: bucket, Window: policy.Window,
 	}
@@ -153,7 +170,7 @@ func ShapeFigure(r ShapeResult, policy Policy) Figure {
 			if focus != "" {
 				p.Series = append(p.Series, Series{Kind: Focus, Label: fmt.Sprintf("admitted to %q", focus), Y: foc})
 			}
-			p.Series = append(p.Series, Series{Kind: Limit, Label: fmt.Sprintf("limit: %s per key", perBucketText(perBucket, bucket)), Y: constant(perBucket, nb)})
+			p.Series = append(p.Series, Series{Kind: Reference, Label: fmt.Sprintf("rate: %s per key", perBucketText(perBucket, bucket)), Y: constant(perBucket, nb)})
 		}
 		f.Rows = append(f.Rows, []Panel{p})
 	}
@@ -175,10 +192,13 @@ func constant(v float64, n int) []float64 {
 
 // Overview returns the model of the overview: one row per shape, one
 // column per algorithm. Each panel shows the focus key's units sent and
-// admitted in the last Window (the policy's own measure: the highest
-// point within each bucket), beside the limit, so that a line above the
-// limit is an algorithm letting more through than the policy says. Each
-// row has its own y scale, shared by its panels.
+// admitted in the last Window (the highest point within each bucket),
+// beside the algorithm's own Bound in that measure and the policy's Limit
+// for reference: an admitted series that reaches its bound is the
+// algorithm doing what it promises, and how far its bound sits above the
+// policy's Limit is what it allows beyond "Limit per Window". Each row has
+// its own y scale, shared by its panels. Its notes are Guide's line for
+// each algorithm.
 func Overview(results []ShapeResult, policy Policy) Figure {
 	var end time.Duration
 	for _, r := range results {
@@ -188,9 +208,16 @@ func Overview(results []ShapeResult, policy Policy) Figure {
 	nb := int((end + bucket - 1) / bucket)
 	f := Figure{
 		Title: fmt.Sprintf("ratelab: policy %d per %v per key; every shape (rows) through every algorithm (columns)\n"+
-			"units sent (grey dashed) and admitted (filled; leaky bucket at start time) to the shape's busiest key in the last %v, beside the limit (red dashed)\n"+
-			"panel titles: units admitted of units sent, and the peak in any %v", policy.Limit, policy.Window, policy.Window, policy.Window),
+			"units sent (grey dashed) and admitted (filled; leaky bucket at start time) to the shape's busiest key in the last %v\n"+
+			"red dashed: the most the algorithm itself can admit in any %v (its bound); black dotted: the policy's %d\n"+
+			"panel titles: units admitted of units sent, and the peak in any %v of the bound", policy.Limit, policy.Window, policy.Window, policy.Window, policy.Limit, policy.Window),
 		End: end, Bucket: bucket, Window: policy.Window, ShareRows: true,
+	}
+	if len(results) > 0 {
+		f.Notes = append(f.Notes, Note{Text: guideHeading(policy.Window), Algo: -1})
+		for i, o := range results[0].Outcomes {
+			f.Notes = append(f.Notes, Note{Text: Guide(o.Algo, policy), Algo: i})
+		}
 	}
 	for _, r := range results {
 		focus := FocusKey(r)
@@ -220,14 +247,13 @@ func Overview(results []ShapeResult, policy Policy) Figure {
 				sentY := Trailing(sent, func(e Event) time.Duration { return e.At }, policy.Window, bucket, nb)
 				admY := Trailing(adm, Event.Start, policy.Window, bucket, nb)
 				peak := slices.Max(append([]float64{0}, admY...))
-				p.Title = fmt.Sprintf("%s: %d/%d, peak %g", o.Algo.Name, nAdm, nSent, peak)
-				if peak > float64(policy.Limit) {
-					p.Title += fmt.Sprintf(" (%.2f×)", peak/float64(policy.Limit))
-				}
+				bound := Bound(o.Algo, policy.Window)
+				p.Title = fmt.Sprintf("%s: %d/%d, peak %g of %d", o.Algo.Name, nAdm, nSent, peak, bound)
 				p.Series = []Series{
 					{Kind: Sent, Label: "sent", Y: sentY},
 					{Kind: Admitted, Label: "admitted (at start time)", Y: admY},
-					{Kind: Limit, Label: fmt.Sprintf("limit %d", policy.Limit), Y: constant(float64(policy.Limit), nb)},
+					{Kind: Envelope, Label: fmt.Sprintf("its bound %d", bound), Y: constant(float64(bound), nb)},
+					{Kind: Reference, Label: fmt.Sprintf("policy %d", policy.Limit), Y: constant(float64(policy.Limit), nb)},
 				}
 			}
 			row = append(row, p)

@@ -36,11 +36,11 @@ func WriteTable(w io.Writer, policy Policy, results []ShapeResult) error {
 		} else {
 			fmt.Fprintf(tw, "  the client reacts to decisions, so each algorithm sees its own requests, over %v\n", r.Shape.Duration)
 		}
-		fmt.Fprintf(tw, "%-14s\tadmitted\tdenied\tmost in any %s\tover log\tdelay max\tdelay mean\t\n", "algorithm", win)
+		fmt.Fprintf(tw, "%-14s\tadmitted\tdenied\tmost in any %s\tits bound\tover log\tdelay max\tdelay mean\t\n", "algorithm", win)
 		var notes []string
 		for _, o := range r.Outcomes {
 			if o.Algo.NA != "" {
-				fmt.Fprintf(tw, "%-14s\tn/a\tn/a\tn/a\tn/a\tn/a\tn/a\t\n", o.Algo.Name)
+				fmt.Fprintf(tw, "%-14s\tn/a\tn/a\tn/a\tn/a\tn/a\tn/a\tn/a\t\n", o.Algo.Name)
 				notes = append(notes, fmt.Sprintf("  %s: %s\n", o.Algo.Name, o.Algo.NA))
 				continue
 			}
@@ -53,16 +53,28 @@ func WriteTable(w io.Writer, policy Policy, results []ShapeResult) error {
 			if o.Algo.Name == LeakyBucket {
 				dmax, dmean = roundDur(s.MaxDelay), roundDur(s.MeanDelay)
 			}
-			fmt.Fprintf(tw, "%-14s\t%d\t%d\t%s\t%d\t%s\t%s\t\n", o.Algo.Name, s.Admitted, s.Denied, most, s.OverLog, dmax, dmean)
+			fmt.Fprintf(tw, "%-14s\t%d\t%d\t%s\t%d\t%d\t%s\t%s\t\n", o.Algo.Name, s.Admitted, s.Denied, most, Bound(o.Algo, policy.Window), s.OverLog, dmax, dmean)
 		}
 		for _, n := range notes {
 			fmt.Fprint(tw, n)
 		}
 	}
-	fmt.Fprintf(tw, "\nmost in any %s: the most units admitted to one key whose start times fall in one interval [t, t+%s), any t (limit %d).\n", win, win, policy.Limit)
+	fmt.Fprintf(tw, "\nmost in any %s: the most units admitted to one key whose start times fall in one interval [t, t+%s), any t (× the policy's %d).\n", win, win, policy.Limit)
+	fmt.Fprintf(tw, "its bound: the most the algorithm itself can admit to one key in any %s (below); reaching it is the algorithm doing what it promises.\n", win)
 	fmt.Fprintf(tw, "over log: admitted units that an exact sliding log (%d per %s) would deny, fed only this algorithm's admitted requests.\n", policy.Limit, win)
 	fmt.Fprintln(tw, "delay: the leaky bucket's queueing delay (an admitted request starts at arrival + delay).")
 	return tw.Flush()
+}
+
+// WriteGuide writes Guide's line for each algorithm, under a heading.
+func WriteGuide(w io.Writer, policy Policy, algos []Algorithm) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%s\n", guideHeading(policy.Window))
+	for _, a := range algos {
+		fmt.Fprintf(&b, "  %s\n", Guide(a, policy))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // WriteCosts writes each algorithm's measured cost.
