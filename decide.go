@@ -155,10 +155,10 @@ func (l *Limiter) allow(key string, cost int64) (verdict, int64, *params) {
 // releases itself.
 func (l *Limiter) allowSlow(s *shard, h uint64, key string, now, cost int64) (verdict, int64, *params) {
 	var v verdict
-	sl, now, inserted := l.lockSlotFirst(s, h, key, now, cost, firstAllow(cost, &v))
+	sl, now, decided := l.lockSlotFirst(s, h, key, now, cost, firstAllow(cost, &v))
 	p := s.tab.Load().p // sl's table: nothing rebuilds it while we hold s.mu
 	switch {
-	case inserted: // v is the decision the new entry was published with
+	case decided: // v is the decision the new entry was published with (or, refused, not inserted)
 	case cost > p.limit: // SetPolicy lowered the limit meanwhile: can never pass
 		var w uint64
 		if sl != nil {
@@ -178,11 +178,11 @@ func (l *Limiter) allowSlow(s *shard, h uint64, key string, now, cost int64) (ve
 
 // firstAllow returns the first decision lockSlotFirst publishes a new
 // entry with: an admission of cost on the fresh word, its verdict in *v.
-func firstAllow(cost int64, v *verdict) func(*params, uint64, int64) uint64 {
-	return func(p *params, w uint64, now int64) uint64 {
+func firstAllow(cost int64, v *verdict) func(*params, uint64, int64) (uint64, bool) {
+	return func(p *params, w uint64, now int64) (uint64, bool) {
 		next, d := p.step(w, now, cost)
 		*v = d
-		return next
+		return next, d.ok
 	}
 }
 

@@ -20,14 +20,18 @@ func (l *Limiter) lockSlot(s *shard, h uint64, key string, now, need int64) (*sl
 	return sl, now
 }
 
-// lockSlotFirst is lockSlot that, when it inserts key and first is not
-// nil, publishes the entry already holding the inserter's own decision:
-// first maps the fresh word at the instant returned to the word after
-// that decision, and inserted reports that it ran. No other request can
-// then decide on the fresh word before the inserter does: a lock-free one
-// whose reading is older than sweptAt would decide it at that reading, as
-// if the state removed before it had owed nothing (see gc.go).
-func (l *Limiter) lockSlotFirst(s *shard, h uint64, key string, now, need int64, first func(p *params, w uint64, now int64) uint64) (sl *slot, at int64, inserted bool) {
+// lockSlotFirst is lockSlot that, when it would insert key and first is
+// not nil, runs the inserter's own decision on the fresh word first: first
+// maps the fresh word at the instant returned to the word after that
+// decision and reports whether it admitted, and decided reports that it
+// ran. An admission is published already holding it; a refusal inserts
+// nothing (sl is nil), and the room reserved for the key is released. So
+// no published word is ever fresh: a lock-free request whose reading is
+// older than sweptAt would decide a fresh word at that reading, as if the
+// state removed before it had owed nothing (see gc.go). Publishing the
+// fresh word and retiring it after a refusal leaves it findable in
+// between.
+func (l *Limiter) lockSlotFirst(s *shard, h uint64, key string, now, need int64, first func(p *params, w uint64, now int64) (uint64, bool)) (sl *slot, at int64, decided bool) {
 	s.mu.Lock()
 	if sl := s.tab.Load().find(h, key); sl != nil || !s.admits(need) {
 		return sl, now, false
@@ -55,10 +59,29 @@ func (l *Limiter) lockSlotFirst(s *shard, h uint64, key string, now, need int64,
 	}
 	w := t.p.freshWord(now)
 	if first != nil {
-		w = first(t.p, w, now)
+		var ok bool
+		if w, ok = first(t.p, w, now); !ok {
+			l.keys.Add(-1) // the room reserved above
+			if l.onRoom != nil {
+				l.onRoom()
+			}
+			if firstDecidedHook != nil {
+				firstDecidedHook()
+			}
+			return nil, now, true
+		}
 	}
-	return t.insert(h, key, w), now, first != nil
+	sl = t.insert(h, key, w)
+	if firstDecidedHook != nil {
+		firstDecidedHook()
+	}
+	return sl, now, first != nil
 }
+
+// firstDecidedHook, when set (by tests only), runs in lockSlotFirst after
+// the inserter's first decision, with the shard's mutex held: where a
+// lock-free request can find what the insertion published.
+var firstDecidedHook func()
 
 // admits reports whether a new entry of s can admit a request of cost
 // need > 0 under the policy in force. Requires s.mu.

@@ -107,17 +107,20 @@ func (l *Limiter) reserve(key string, cost, maxWait int64) (wait int64, ok bool)
 			return wait, ok
 		}
 	}
-	sl, now, inserted := l.lockSlotFirst(s, h, key, now, cost, func(p *params, w uint64, now int64) uint64 {
+	sl, now, decided := l.lockSlotFirst(s, h, key, now, cost, func(p *params, w uint64, now int64) (uint64, bool) {
 		next, fwait, fok := p.g.reserve(w, now, cost, maxWait)
 		wait, ok = fwait, fok
-		return next // w when refused
+		return next, fok
 	})
-	if sl == nil { // SetPolicy lowered the limit below cost meanwhile
+	if sl == nil { // refused on a new key, or SetPolicy lowered the limit below cost meanwhile
 		s.mu.Unlock()
+		if !decided {
+			wait = int64(Never)
+		}
 		l.tally.count(false)
-		return int64(Never), false
+		return wait, false
 	}
-	if !inserted {
+	if !decided {
 		wait, ok, _ = reserveAt(s.tab.Load().p, &sl.word, now, cost, maxWait)
 	}
 	if !ok {
