@@ -193,6 +193,23 @@ const evictMin = 4
 // stripes are favoured; it breaks ties at random and re-scores a ring
 // before removing it.
 
+// A short sample.
+//
+// keys counts the entries held and the room reserved by insertions in
+// flight, so a full limiter can hold fewer than min(evictMin, keys) live
+// entries for a moment: with WithMaxKeys(2) holding one drained key, the
+// other unit of room may be reserved by a new key not yet inserted.
+// Evicting from such a sample would compare a drained key with fewer
+// others than the guarantee above counts on (with itself alone, it would
+// remove it), so eviction removes nothing then and reports that it found
+// nothing: the caller yields and tries again, by which time the insertions
+// in flight have become entries (they never wait for an eviction) or given
+// their room back. Each entry in the sample was live when drawn; one
+// evicted or moved since fails its retiring CAS. A limiter that is no
+// longer full when an eviction starts evicts nothing: the room freed is
+// the caller's to reserve. The concurrency limiter, which only ever
+// removes an idle entry, keeps the short sample.
+
 // maxTries bounds the draws of one rejection sample before it falls back
 // to a scan.
 const maxTries = 64 * evictMin
@@ -287,7 +304,7 @@ func (l *Limiter) sample(c []candidate, now int64, rnd func(int) int) int {
 				continue
 			}
 			sl := &t.slots[j]
-			if sl.hash.Load() == 0 || drawn(c[:n], sl) {
+			if sl.hash.Load() == 0 || drawn(c[:n], t, sl) {
 				continue
 			}
 			if w := sl.word.Load(); w&deadBit == 0 {
@@ -332,14 +349,32 @@ func (l *Limiter) sample(c []candidate, now int64, rnd func(int) int) int {
 	return n
 }
 
-// drawn reports whether sl is among the candidates c.
-func drawn(c []candidate, sl *slot) bool {
+// drawn reports whether sl, a slot of t, or another slot of the same key
+// is among the candidates c. A rebuild copies a key's entry into a new
+// table before it publishes it, so draws that straddle the publication
+// can find the same key in the old table and in the new one: counted
+// twice, a drained key would be compared with itself.
+func drawn(c []candidate, t *table, sl *slot) bool {
+	h := sl.hash.Load()
 	for i := range c {
-		if c[i].sl == sl {
+		if c[i].sl == sl || c[i].sl.hash.Load() == h && sameKey(c[i].t, c[i].sl, t, sl) {
 			return true
 		}
 	}
 	return false
+}
+
+// sameKey reports whether slot a of table ta and slot b of table tb hold
+// the same key. Both must be filled.
+func sameKey(ta *table, a *slot, tb *table, b *slot) bool {
+	if a.k1 != b.k1 {
+		return false // the length byte, and an inline key's last bytes
+	}
+	if a.k1>>56 != longKey {
+		return a.k0 == b.k0
+	}
+	n := uint64(uint32(a.k1))
+	return string(ta.arena[a.k0:a.k0+n]) == string(tb.arena[b.k0:b.k0+n])
 }
 
 // evictOne removes the entry closest to fresh among a uniform sample of
@@ -356,10 +391,14 @@ func (l *Limiter) evictOne(now int64) bool {
 }
 
 func (l *Limiter) evictFrom(now int64, rnd func(int) int) bool {
+	full := l.keys.Load()
+	if full < l.maxKeys {
+		return true // room was freed meanwhile: the caller reserves it
+	}
 	var c [evictMin]candidate
 	n := l.sample(c[:], now, rnd)
-	if n == 0 {
-		return false
+	if n == 0 || n < min(evictMin, int(full)) && l.kind != kindConcurrency {
+		return false // a short sample: see "A short sample"
 	}
 	b := c[closest(c[:n], func(x *candidate) score { return x.score }, rnd)]
 	if l.kind == kindConcurrency && b.score.used > 0 {

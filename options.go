@@ -115,7 +115,8 @@ func WithShards(n int) Option {
 // exist: a key with A others at least as drained is removed by one
 // eviction with probability at most C(A, 3)/C(n, 4), and never when A < 3
 // while the limiter holds 4 keys or more; with fewer, every key is
-// compared, and a key with no other as drained is never removed.
+// compared, and a key with no other as drained is never removed. Both
+// hold however many goroutines insert new keys at once.
 // (The sliding log draws its 4 keys stripe by stripe, less uniformly.)
 // 0 means unbounded.
 func WithMaxKeys(n int) Option {

@@ -321,6 +321,11 @@ func (l *Limiter) evictLog(now int64) bool {
 		r     *logRing
 		score score
 	}
+	full := l.keys.Load()
+	if full < l.maxKeys {
+		return true // room was freed meanwhile: the caller reserves it
+	}
+	want := min(evictMin, int(full))
 	var c [evictMin]cand
 	n := 0
 	nsh := len(l.logs)
@@ -328,7 +333,7 @@ func (l *Limiter) evictLog(now int64) bool {
 		at := max(now, r.last)
 		return ls.p.scoreOf(ls.p.logVerdict(r, r.live(at, ls.p.logW), at, 0))
 	}
-	for tries := 0; n < min(evictMin, int(l.keys.Load())) && tries < maxTries; tries++ {
+	for tries := 0; n < want && tries < maxTries; tries++ {
 		i := rand.IntN(nsh)
 		ls := &l.logs[i]
 		ls.mu.Lock()
@@ -353,8 +358,8 @@ func (l *Limiter) evictLog(now int64) bool {
 		}
 		ls.mu.Unlock()
 	}
-	if n == 0 {
-		return false
+	if n < want {
+		return false // a short sample: see gc.go, "A short sample"
 	}
 	b := c[closest(c[:n], func(x *cand) score { return x.score }, rand.IntN)]
 	ls, s := &l.logs[b.i], &l.shards[b.i]
