@@ -106,8 +106,9 @@ timestamp is seconds from the trace's start with up to 9 fractional digits
 (12.5) or an RFC 3339 time (2026-11-29T23:00:00.25Z), one form per file;
 cost defaults to 1; a header line starting "timestamp", "time" or "ts" and
 lines starting with # are skipped; lines may be out of order (they are
-sorted); a UTF-8 byte-order mark is skipped. A malformed line is reported as
-file:line: reason, exit status 1. A request costing more than an algorithm's
+sorted); a UTF-8 byte-order mark is skipped. Every malformed line is
+reported as file:line: reason (the first 20, then how many in all), exit
+status 1. A request costing more than an algorithm's
 capacity (Burst, Limit, or -queue + 1) is denied every time: ratelab warns.
 Under "go -C cmd/ratelab run .", relative paths (-trace, -out) are taken
 from cmd/ratelab: pass -trace "$PWD/access.csv" from the repository root.
@@ -190,7 +191,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		trace, err = lab.ReadTrace(f, o.trace)
 		f.Close()
 		if err != nil {
-			fmt.Fprintf(stderr, "ratelab: %v\n", err)
+			// One line of the error per bad line of the trace.
+			for _, l := range strings.Split(err.Error(), "\n") {
+				fmt.Fprintf(stderr, "ratelab: %s\n", l)
+			}
 			return 1
 		}
 		shapes = []lab.Shape{lab.TraceShape(filepath.Base(o.trace), trace)}

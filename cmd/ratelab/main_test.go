@@ -156,9 +156,13 @@ func TestTrace(t *testing.T) {
 
 func TestBadTrace(t *testing.T) {
 	code, out, errOut := runCmd("-trace", filepath.Join("testdata", "bad.csv"), "-charts=false")
-	want := `ratelab: ` + filepath.Join("testdata", "bad.csv") + `:4: cost "two": want a whole number ≥ 0`
-	if code != 1 || out != "" || strings.TrimSpace(errOut) != want {
-		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errOut, want)
+	bad := "ratelab: " + filepath.Join("testdata", "bad.csv")
+	// Every bad line, each on a line of its own, not only the first.
+	want := bad + `:4: cost "two": want a whole number ≥ 0` + "\n" +
+		bad + ":5: empty key\n" +
+		bad + `:6: timestamp "-3": negative time` + "\n"
+	if code != 1 || out != "" || errOut != want {
+		t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 1 and:\n%s", code, out, errOut, want)
 	}
 	if code, _, errOut := runCmd("-trace", filepath.Join("testdata", "missing.csv")); code != 1 || !strings.Contains(errOut, "no such file") {
 		t.Errorf("missing trace: exit %d, %q", code, errOut)

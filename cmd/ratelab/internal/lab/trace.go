@@ -19,6 +19,36 @@ import (
 // file fails clearly instead of exhausting memory.
 const MaxTraceRequests = 5_000_000
 
+// MaxReported bounds the bad lines a TraceError lists; it still counts
+// them all.
+const MaxReported = 20
+
+// TraceError is a trace's bad lines: every one of them up to MaxReported,
+// each as "name:line: reason", and how many there are in all.
+type TraceError struct {
+	Name  string
+	Lines []string
+	Bad   int
+}
+
+// add records one bad line.
+func (e *TraceError) add(line int, format string, args ...any) {
+	e.Bad++
+	if len(e.Lines) < MaxReported {
+		e.Lines = append(e.Lines, fmt.Sprintf("%s:%d: %s", e.Name, line, fmt.Sprintf(format, args...)))
+	}
+}
+
+// Error returns the reported lines, one per line of text, and a last one
+// counting those left out.
+func (e *TraceError) Error() string {
+	s := strings.Join(e.Lines, "\n")
+	if e.Bad > len(e.Lines) {
+		s += fmt.Sprintf("\n%s: %d bad lines in all; the first %d are above", e.Name, e.Bad, len(e.Lines))
+	}
+	return s
+}
+
 // ReadTrace reads a CSV trace of requests, one per line:
 //
 //	timestamp,key[,cost]
@@ -34,6 +64,9 @@ const MaxTraceRequests = 5_000_000
 // in time order: requests are sorted by time, stably.
 //
 // name is used in error messages, which have the form "name:line: reason".
+// Every bad line is reported, up to MaxReported, in a *TraceError; a file
+// that cannot be read as a whole (UTF-16 text, more than MaxTraceRequests
+// requests, an I/O error) fails with a plain error.
 func ReadTrace(r io.Reader, name string) ([]Request, error) {
 	br := bufio.NewReader(r)
 	switch bom, _ := br.Peek(3); {
@@ -49,26 +82,31 @@ func ReadTrace(r io.Reader, name string) ([]Request, error) {
 	cr.ReuseRecord = true
 	var reqs []Request
 	var stamps []time.Time // RFC 3339 form, parallel to reqs
+	var lines []int        // each request's line, parallel to reqs
 	form := 0              // 0 unknown, 1 seconds, 2 RFC 3339
 	first := true
+	bads := &TraceError{Name: name}
 	for {
 		rec, err := cr.Read()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
+			// A syntax error spoils its own record only: the reader goes
+			// on at the next line (after an unclosed quote, that is the
+			// end of the file).
 			var pe *csv.ParseError
 			if errors.As(err, &pe) {
-				return nil, fmt.Errorf("%s:%d: %v", name, pe.Line, pe.Err)
+				bads.add(pe.Line, "%v", pe.Err)
+				first = false
+				continue
 			}
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		// Only after a successful Read: FieldPos panics when the record
 		// it would describe has no fields, as after a syntax error.
 		line, _ := cr.FieldPos(0)
-		bad := func(format string, args ...any) error {
-			return fmt.Errorf("%s:%d: %s", name, line, fmt.Sprintf(format, args...))
-		}
+		bad := func(format string, args ...any) { bads.add(line, format, args...) }
 		ts := strings.TrimSpace(rec[0])
 		if first {
 			first = false
@@ -78,19 +116,23 @@ func ReadTrace(r io.Reader, name string) ([]Request, error) {
 			}
 		}
 		if len(rec) < 2 || len(rec) > 3 {
-			return nil, bad("want timestamp,key[,cost], got %d fields", len(rec))
+			bad("want timestamp,key[,cost], got %d fields", len(rec))
+			continue
 		}
 		req := Request{Key: strings.TrimSpace(rec[1]), Cost: 1}
 		if req.Key == "" {
-			return nil, bad("empty key")
+			bad("empty key")
+			continue
 		}
 		if len(req.Key) > hotlimit.MaxKeyLen {
-			return nil, bad("key is %d bytes, longer than %d", len(req.Key), hotlimit.MaxKeyLen)
+			bad("key is %d bytes, longer than %d", len(req.Key), hotlimit.MaxKeyLen)
+			continue
 		}
 		if len(rec) == 3 {
 			c, err := strconv.ParseInt(strings.TrimSpace(rec[2]), 10, 64)
 			if err != nil || c < 0 {
-				return nil, bad("cost %q: want a whole number ≥ 0", rec[2])
+				bad("cost %q: want a whole number ≥ 0", rec[2])
+				continue
 			}
 			req.Cost = c
 		}
@@ -99,39 +141,46 @@ func ReadTrace(r io.Reader, name string) ([]Request, error) {
 			f = 2
 		}
 		if form != 0 && f != form {
-			return nil, bad("timestamp %q mixes RFC 3339 times and seconds in one file", ts)
+			bad("timestamp %q mixes RFC 3339 times and seconds in one file", ts)
+			continue
 		}
-		form = f
 		if f == 1 {
 			d, err := parseSeconds(ts)
 			if err != nil {
-				return nil, bad("timestamp %q: %v", ts, err)
+				bad("timestamp %q: %v", ts, err)
+				continue
 			}
 			req.At = d
 		} else {
 			t, err := time.Parse(time.RFC3339Nano, ts)
 			if err != nil {
-				return nil, bad("timestamp %q: want RFC 3339, such as 2026-11-29T23:00:00.25Z", ts)
+				bad("timestamp %q: want RFC 3339, such as 2026-11-29T23:00:00.25Z", ts)
+				continue
 			}
 			stamps = append(stamps, t)
 		}
+		form = f // the first good line's form is the file's
 		if len(reqs) >= MaxTraceRequests {
-			return nil, bad("more than %d requests", MaxTraceRequests)
+			return nil, fmt.Errorf("%s:%d: more than %d requests", name, line, MaxTraceRequests)
 		}
 		reqs = append(reqs, req)
+		lines = append(lines, line)
 	}
-	if len(reqs) == 0 {
-		return nil, fmt.Errorf("%s: no requests", name)
-	}
-	if form == 2 {
+	if form == 2 && len(stamps) > 0 {
 		t0 := slices.MinFunc(stamps, func(a, b time.Time) int { return a.Compare(b) })
 		for i, t := range stamps {
 			d := t.Sub(t0) // saturates at 292 years
 			if d > maxTraceSeconds*time.Second {
-				return nil, fmt.Errorf("%s: request %d (%s) is more than %d seconds after the first", name, i+1, t.Format(time.RFC3339Nano), int64(maxTraceSeconds))
+				bads.add(lines[i], "%s is more than %d seconds after the earliest time, %s", t.Format(time.RFC3339Nano), int64(maxTraceSeconds), t0.Format(time.RFC3339Nano))
 			}
 			reqs[i].At = d
 		}
+	}
+	if bads.Bad > 0 {
+		return nil, bads
+	}
+	if len(reqs) == 0 {
+		return nil, fmt.Errorf("%s: no requests", name)
 	}
 	slices.SortStableFunc(reqs, func(a, b Request) int { return compareDur(a.At, b.At) })
 	return reqs, nil

@@ -1,6 +1,8 @@
 package lab
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -76,8 +78,8 @@ func TestReadTraceErrors(t *testing.T) {
 		// Spans beyond 100 years, in either form: the manual clock ends at
 		// 146, and time.Duration wraps at 292.
 		{"3155760001,a\n", `t.csv:1: timestamp "3155760001": more than 3153600000 seconds`},
-		{"1900-01-01T00:00:00Z,a\n2026-01-01T00:00:00Z,b\n", "t.csv: request 2 (2026-01-01T00:00:00Z) is more than 3153600000 seconds after the first"},
-		{"1700-01-01T00:00:00Z,a\n2026-01-01T00:00:00Z,b\n", "t.csv: request 2 (2026-01-01T00:00:00Z) is more than"},
+		{"1900-01-01T00:00:00Z,a\n2026-01-01T00:00:00Z,b\n", "t.csv:2: 2026-01-01T00:00:00Z is more than 3153600000 seconds after the earliest time, 1900-01-01T00:00:00Z"},
+		{"1700-01-01T00:00:00Z,a\n2026-01-01T00:00:00Z,b\n", "t.csv:2: 2026-01-01T00:00:00Z is more than"},
 		{"\xFF\xFEt\x00s\x00", "t.csv: the file is UTF-16 text: save it as CSV in UTF-8"},
 		{"\xEF\xBB\xBF", "t.csv: no requests"},
 	}
@@ -113,5 +115,40 @@ func TestReadTraceByteOrderMark(t *testing.T) {
 	// Only at the start: elsewhere it is part of a field.
 	if _, err := ReadTrace(strings.NewReader("0,a\n\xEF\xBB\xBF1,b\n"), "t.csv"); err == nil {
 		t.Error("a byte-order mark inside the file was accepted")
+	}
+}
+
+// Every bad line is reported, not only the first, up to MaxReported, and
+// the rest are counted; the good lines around them change nothing.
+func TestReadTraceReportsEveryBadLine(t *testing.T) {
+	in := "timestamp,key,cost\n0,a\n1,\n2,b,two\n\"x\"y,c\n3,d\n-4,e\n5,f,1,1\n"
+	_, err := ReadTrace(strings.NewReader(in), "t.csv")
+	want := []string{
+		"t.csv:3: empty key",
+		`t.csv:4: cost "two": want a whole number ≥ 0`,
+		`t.csv:5: extraneous or missing " in quoted-field`,
+		`t.csv:7: timestamp "-4": negative time`,
+		"t.csv:8: want timestamp,key[,cost], got 4 fields",
+	}
+	var te *TraceError
+	if !errors.As(err, &te) || te.Bad != len(want) || err.Error() != strings.Join(want, "\n") {
+		t.Fatalf("ReadTrace = %v, want every bad line:\n%s", err, strings.Join(want, "\n"))
+	}
+	// Past the cap: the first MaxReported, then how many in all.
+	var b strings.Builder
+	for i := range MaxReported + 7 {
+		fmt.Fprintf(&b, "%d,k,x\n", i)
+	}
+	_, err = ReadTrace(strings.NewReader(b.String()), "t.csv")
+	lines := strings.Split(fmt.Sprint(err), "\n")
+	if !errors.As(err, &te) || te.Bad != MaxReported+7 || len(lines) != MaxReported+1 ||
+		lines[MaxReported-1] != fmt.Sprintf(`t.csv:%d: cost "x": want a whole number ≥ 0`, MaxReported) ||
+		lines[MaxReported] != fmt.Sprintf("t.csv: %d bad lines in all; the first %d are above", MaxReported+7, MaxReported) {
+		t.Errorf("%d bad lines: %d lines reported:\n%v", MaxReported+7, len(lines), err)
+	}
+	// A form mismatch is judged against the first good line: a bad first
+	// timestamp does not decide the file's form.
+	if _, err := ReadTrace(strings.NewReader("abc,a\n2026-11-29T23:00:00Z,b\n2026-11-29T23:00:01Z,b\n"), "t.csv"); err == nil || err.Error() != `t.csv:1: timestamp "abc": want seconds, such as 12 or 12.5, or an RFC 3339 time` {
+		t.Errorf("bad first line then RFC 3339: %v", err)
 	}
 }
