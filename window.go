@@ -33,7 +33,7 @@ import (
 //
 // Ring mode, otherwise: the word holds the index modulo 2^eb, and the full
 // index is recovered relative to the reading as the nearest index at or
-// before it, unless it lies less than half the ring (2^(eb−1) windows)
+// before it, unless it lies at most half the ring (2^(eb−1) windows)
 // after it, in which case the reading is stale and is treated as above.
 // Two cases can then be misread. A key untouched for half the ring or more
 // may have its state read as newer than it is, and be decided at the start
