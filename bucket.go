@@ -83,14 +83,16 @@ func (g *gcra) reserve(w uint64, now, c, maxWait int64) (next uint64, wait int64
 	return packTAT(n), wait, true
 }
 
-// refund gives back cost c (an admission AllowLayers or Refund undoes, or
-// a slot Wait reserved and abandons): it moves TAT back by c·T, but never
-// below now (a bucket cannot be fuller than full).
-func (g *gcra) refund(w uint64, now, c int64) uint64 {
-	t := tat(w) - c*g.t
-	if t < now {
-		t = now
+// refund gives back what an admission of cost c that left TAT end still
+// owes at now: the part of its c·T that has not drained, min(c·T, end −
+// now). TAT moves back by that much, but never below now (a bucket is
+// never fuller than full). See refund.go.
+func (g *gcra) refund(w uint64, now, c, end int64) uint64 {
+	owed := min(c*g.t, end-now)
+	if owed <= 0 {
+		return w
 	}
+	t := max(tat(w)-owed, now)
 	if t >= tat(w) {
 		return w
 	}

@@ -110,39 +110,43 @@ func (l *Limiter) Allow(key string) Decision { return l.AllowN(key, 1) }
 // RetryAfter = Never. A denial never changes any state, and a peek or a
 // denial for an unknown key creates no entry.
 func (l *Limiter) AllowN(key string, cost int64) (d Decision) {
-	v, _, p := l.allow(key, cost)
+	v, _, p := l.allow(key, cost, nil)
 	d.setFrom(v, p.limit, p.delay(v, cost))
 	return d
 }
 
 // allow is AllowN before its Decision is built. It also returns the
-// instant the decision was made at (Refund needs it for the windows) and
-// the policy it was made under.
-func (l *Limiter) allow(key string, cost int64) (verdict, int64, *params) {
+// instant the decision was made at and the policy it was made under and,
+// when a is not nil and the request is admitted, sets *a to what a
+// give-back of it needs (refund.go).
+func (l *Limiter) allow(key string, cost int64, a *admission) (verdict, int64, *params) {
 	now := l.now()
 	if len(key) > MaxKeyLen {
-		return l.never(key, now, cost)
+		return l.never(key, now, cost, a)
 	}
 	if l.isSlidingLog() {
-		return l.allowLog(key, now, cost)
+		return l.allowLog(key, now, cost, a)
 	}
 	h := l.hash(key)
 	s := l.shardOf(h)
 	t := s.tab.Load()
 	p := t.p // the table's words are in its policy's format
 	if cost < 0 || cost > p.limit {
-		return l.never(key, now, cost)
+		return l.never(key, now, cost, a)
 	}
 	if sl := t.find(h, key); sl != nil {
 		if v, at, ok := l.decide(p, &sl.word, now, cost); ok {
 			l.tally.count(v.ok)
+			if a != nil && v.ok {
+				*a = admission{s.incarnation(sl), at, at + v.reset}
+			}
 			if !v.ok && l.onDeny != nil {
 				l.onDeny(h, p.decision(v, cost))
 			}
 			return v, at, p
 		}
 	}
-	v, at, p := l.allowSlow(s, h, key, now, cost)
+	v, at, p := l.allowSlow(s, h, key, now, cost, a)
 	if !v.ok && l.onDeny != nil {
 		l.onDeny(h, p.decision(v, cost))
 	}
@@ -152,8 +156,8 @@ func (l *Limiter) allow(key string, cost int64) (verdict, int64, *params) {
 // allowSlow is AllowN's path for a key whose live slot the lock-free
 // probe did not find (new, being inserted, or moved by a rebuild): it
 // finds or inserts the slot under the shard's mutex, which it takes and
-// releases itself.
-func (l *Limiter) allowSlow(s *shard, h uint64, key string, now, cost int64) (verdict, int64, *params) {
+// releases itself. It sets *a as allow does.
+func (l *Limiter) allowSlow(s *shard, h uint64, key string, now, cost int64, a *admission) (verdict, int64, *params) {
 	var v verdict
 	sl, now, decided := l.lockSlotFirst(s, h, key, now, cost, firstAllow(cost, &v))
 	p := s.tab.Load().p // sl's table: nothing rebuilds it while we hold s.mu
@@ -170,6 +174,9 @@ func (l *Limiter) allowSlow(s *shard, h uint64, key string, now, cost int64) (ve
 		_, v = p.step(0, now, 0) // a peek at an unknown key: fresh, no entry
 	default:
 		v, now, _ = l.decide(p, &sl.word, now, cost) // nothing retires while we hold s.mu
+	}
+	if a != nil && v.ok && sl != nil {
+		*a = admission{s.incarnation(sl), now, now + v.reset}
 	}
 	s.mu.Unlock()
 	l.tally.count(v.ok)
@@ -195,14 +202,14 @@ func firstAllow(cost int64, v *verdict) func(*params, uint64, int64) (uint64, bo
 // key's table, the request is decided under that policy instead (denying
 // it with Never while reporting a Limit it fits in would be a decision
 // under neither policy).
-func (l *Limiter) never(key string, now, cost int64) (verdict, int64, *params) {
+func (l *Limiter) never(key string, now, cost int64, a *admission) (verdict, int64, *params) {
 	var v verdict
 	p := l.p.Load()
 	if len(key) <= MaxKeyLen {
 		v, p = l.peek(key, now)
 		if 0 <= cost && cost <= p.limit && !l.isSlidingLog() {
 			h := l.hash(key)
-			v, at, p := l.allowSlow(l.shardOf(h), h, key, now, cost)
+			v, at, p := l.allowSlow(l.shardOf(h), h, key, now, cost, a)
 			if !v.ok && l.onDeny != nil {
 				l.onDeny(h, p.decision(v, cost))
 			}

@@ -31,7 +31,7 @@ func TestDenialAfterSetPolicyCreatesNoEntry(t *testing.T) {
 		if err := l.SetPolicy(lower); err != nil {
 			t.Fatal(err)
 		}
-		v, _, _ := l.allowSlow(s, h, "k", l.now(), 8) // as AllowN("k", 8) that read the old table
+		v, _, _ := l.allowSlow(s, h, "k", l.now(), 8, nil) // as AllowN("k", 8) that read the old table
 		if v.ok || v.retry != int64(Never) {
 			t.Errorf("%T: cost 8 over limit 4 decided %+v, want a denial with Never", p, v)
 		}

@@ -71,7 +71,7 @@ func (l *Limiter) lockSlotFirst(s *shard, h uint64, key string, now, need int64,
 			return nil, now, true
 		}
 	}
-	sl = t.insert(h, key, w)
+	sl = t.insert(h, key, w, s.inserted.Add(1))
 	if firstDecidedHook != nil {
 		firstDecidedHook()
 	}

@@ -28,8 +28,11 @@ const maxStackLayers = 8
 // request may see that and be denied by it, although the consumption is
 // given back a moment later. Nothing is ever admitted beyond any layer's
 // policy, and once every call has returned each layer holds exactly the
-// cost of the requests that were admitted by all layers (but for a layer
-// whose limiter a Reset changed while the call ran: see Reset).
+// cost of the requests that were admitted by all layers. A layer gives
+// back only what its state still owes to its own admission (refund.go):
+// nothing if the key's entry was removed meanwhile (Reset, eviction under
+// WithMaxKeys), and for the buckets not the units that refilled while the
+// call ran.
 //
 // The Decision reports the binding layer: Remaining and Limit are that
 // layer's, in its units. Allowed, the binding layer is the one that would
@@ -188,8 +191,8 @@ func allowLayers(each []Decision, st []LayerState, layers []Layer) (Decision, in
 			}
 			cost = groupCost(layers, i)
 		}
-		resets := ly.Limiter.resets.Load() // before the admission: see giveBack
-		v, at, p := ly.Limiter.allow(ly.Key, cost)
+		ats = append(ats, taken{cost: cost})
+		v, at, p := ly.Limiter.allow(ly.Key, cost, &ats[i].admission)
 		if !v.ok {
 			refundLayers(layers[:i], ats)
 			if st != nil {
@@ -197,7 +200,6 @@ func allowLayers(each []Decision, st []LayerState, layers []Layer) (Decision, in
 			}
 			return deniedLayers(each, st, layers, i, p.decision(v, cost), dup)
 		}
-		ats = append(ats, taken{at, resets, cost})
 		d := p.decision(v, cost)
 		if each != nil {
 			each[i] = d
@@ -265,18 +267,18 @@ func groupCost(layers []Layer, i int) int64 {
 }
 
 // taken is what AllowLayers needs to give back a layer's admission: the
-// instant it was made at, its limiter's Reset count before it, and the
-// cost it consumed (0 for a layer decided with an earlier one).
+// admission (refund.go) and the cost it consumed (0 for a layer decided
+// with an earlier one).
 type taken struct {
-	at     int64
-	resets uint64
-	cost   int64
+	admission
+	cost int64
 }
 
-// refundLayers gives back, latest first, what the admitted layers took.
+// refundLayers gives back, latest first, what the admitted layers took:
+// each layer's own admission.
 func refundLayers(layers []Layer, ats []taken) {
 	for j := len(layers) - 1; j >= 0; j-- {
-		layers[j].Limiter.giveBack(layers[j].Key, ats[j].cost, ats[j].at, ats[j].resets)
+		layers[j].Limiter.giveBack(layers[j].Key, ats[j].cost, ats[j].admission)
 	}
 }
 

@@ -34,10 +34,9 @@ type Limiter struct {
 	coarse *CoarseClock // non-nil: the clock is this CoarseClock
 	owned  bool         // the limiter started coarse and stops it
 
-	maxKeys int64         // 0: unbounded
-	keys    atomic.Int64  // entries held plus insertions in flight; ≤ maxKeys
-	sweptAt atomic.Int64  // latest instant at which a fresh entry was removed
-	resets  atomic.Uint64 // Resets that removed an entry (see Reset and giveBack)
+	maxKeys int64        // 0: unbounded
+	keys    atomic.Int64 // entries held plus insertions in flight; ≤ maxKeys
+	sweptAt atomic.Int64 // latest instant at which a fresh entry was removed
 
 	slotsMax atomic.Int64 // at least every published table's length (eviction's sample, gc.go)
 	onRoom   func()       // called when a reservation is given back unused (ConcurrencyLimiter)

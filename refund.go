@@ -2,6 +2,43 @@ package hotlimit
 
 import "sync/atomic"
 
+// Give-backs.
+//
+// A give-back undoes one admission: a layer of AllowLayers admitted before
+// a later layer refused, a slot Wait reserved and abandons, or an
+// Admission given back with Refund. It refers to that admission, never to
+// the key alone: to the entry the admission was made on, as an
+// incarnation (shard.go, step 8), and to what it consumed (its instant and
+// cost, and for the buckets the TAT it left). It gives back only what the
+// state still owes to that admission, so the key is never left able to
+// admit more than it could had the admission never happened:
+//
+//   - nothing once the entry is gone (swept, evicted, reset, possibly
+//     re-created since): what it held went with it;
+//   - token and leaky bucket: the part of the admission's cost·T that has
+//     not drained by the give-back's instant, min(cost·T, end − now), where
+//     end is the TAT it left; TAT moves back by that much but never below
+//     now. The instant is read after the word, so it is no older than any
+//     decision the word reflects. Proof: if the admission's units have not
+//     all drained (end > now), no later admission found the bucket full,
+//     so TAT = end + (later costs)·T, and TAT − owed ≥ now + (later costs)·T,
+//     which is at least what every later admission alone would have left;
+//   - fixed window: cost from the count of the window the admission was
+//     counted in, while the state is still in that window; sliding window:
+//     also from the previous-window count, once the window has turned;
+//   - sliding log: up to cost of the newest instants no later than the
+//     admission's that still count.
+//
+// Each admission is given back at most once: AllowLayers and Wait give
+// back their own, and an Admission is spent by its first Refund.
+
+// admission is what a give-back needs to know of the admission it undoes.
+type admission struct {
+	inc uint64 // the entry's incarnation: shard.incarnation, logRing.inc
+	at  int64  // the instant it was decided at
+	end int64  // token and leaky bucket: the TAT it left
+}
+
 // Refund gives back cost that an admission for key consumed, as if it had
 // not happened: the token and leaky buckets move the key's TAT back by
 // cost·T (never making a bucket fuller than full); the windows lower the
@@ -15,51 +52,60 @@ func (l *Limiter) Refund(key string, cost int64) {
 	if cost <= 0 || cost > l.Limit() || len(key) > MaxKeyLen {
 		return
 	}
+	at := l.now()
 	if l.isSlidingLog() {
-		l.refundLog(key, cost, maxTime) // the newest instants
-		return
+		at = maxTime // the newest instants
 	}
-	l.refund(key, cost, l.now())
+	l.giveBack(key, cost, admission{inc: anyIncarnation, at: at, end: maxTime + maxReserve + maxTau})
 }
 
-// refund gives back cost admitted at instant at.
-func (l *Limiter) refund(key string, cost, at int64) {
+// anyIncarnation is the incarnation of Refund's give-backs, which name no
+// admission.
+const anyIncarnation = ^uint64(0)
+
+// giveBack gives back cost of admission a on key: what the state still
+// owes to it (see above).
+func (l *Limiter) giveBack(key string, cost int64, a admission) {
 	if cost <= 0 {
 		return
 	}
 	if l.isSlidingLog() {
-		l.refundLog(key, cost, at)
+		l.refundLog(key, cost, a)
 		return
 	}
-	now := l.now()
 	h := l.hash(key)
 	s := l.shardOf(h)
 	t := s.tab.Load()
 	if sl := t.find(h, key); sl != nil {
-		if done, live := refundAt(t.p, &sl.word, cost, at, now); live && done {
+		if !s.holds(sl, a.inc) {
+			return // another entry than the admission's
+		}
+		if done, live := l.refundAt(t.p, &sl.word, cost, a); live && done {
 			l.tally.countRefund()
 			return
 		}
 		// Retired meanwhile, or the refund leaves the state fresh: then
 		// the entry goes in the same CAS, under the mutex.
 	}
-	if sl, _ := l.lockSlot(s, h, key, now, 0); sl != nil {
-		l.refundLocked(s, sl, cost, at, now)
+	s.mu.Lock()
+	if sl := s.tab.Load().find(h, key); sl != nil && s.holds(sl, a.inc) {
+		l.refundLocked(s, sl, cost, a)
 		l.tally.countRefund()
 	}
 	s.mu.Unlock()
 }
 
-// refundLocked gives back cost admitted at instant at from sl, which is
-// live, and removes the entry if that leaves its state fresh (a request
-// refused by a later layer then leaves no state behind), in one CAS: no
-// decision can come between the refund and the removal. Requires s.mu.
-func (l *Limiter) refundLocked(s *shard, sl *slot, cost, at, now int64) {
+// refundLocked gives back cost of admission a from sl, which is live, and
+// removes the entry if that leaves its state fresh (a request refused by a
+// later layer then leaves no state behind), in one CAS: no decision can
+// come between the refund and the removal. Requires s.mu.
+func (l *Limiter) refundLocked(s *shard, sl *slot, cost int64, a admission) {
 	t := s.tab.Load()
 	p := t.p
 	for {
 		old := sl.word.Load() // live: nothing retires it while we hold s.mu
-		next := p.refundWord(old, cost, at, now)
+		now := l.now()        // after the word: see above
+		next := p.refundWord(old, cost, a, now)
 		if p.resetAfter(next, now) != 0 {
 			if next == old || sl.word.CompareAndSwap(old, next) {
 				return
@@ -92,13 +138,14 @@ func (l *Limiter) retireFreshLocked(s *shard, sl *slot, now int64) {
 // word is retired; done is false, with nothing written, if the refund
 // would leave the state fresh (the caller then refunds under the mutex,
 // removing the entry in the same CAS).
-func refundAt(p *params, w *atomic.Uint64, cost, at, now int64) (done, live bool) {
+func (l *Limiter) refundAt(p *params, w *atomic.Uint64, cost int64, a admission) (done, live bool) {
 	for {
 		old := w.Load()
 		if old&deadBit != 0 {
 			return false, false
 		}
-		next := p.refundWord(old, cost, at, now)
+		now := l.now() // after the word: see above
+		next := p.refundWord(old, cost, a, now)
 		if p.resetAfter(next, now) == 0 {
 			return false, true
 		}
@@ -108,10 +155,10 @@ func refundAt(p *params, w *atomic.Uint64, cost, at, now int64) (done, live bool
 	}
 }
 
-// refundWord is w after giving back cost admitted at instant at, at now.
-func (p *params) refundWord(w uint64, cost, at, now int64) uint64 {
+// refundWord is w after giving back cost of admission a at now.
+func (p *params) refundWord(w uint64, cost int64, a admission, now int64) uint64 {
 	if p.kind.isBucket() {
-		return p.g.refund(w, now, cost)
+		return p.g.refund(w, now, cost, a.end)
 	}
-	return p.win.refund(w, cost, at)
+	return p.win.refund(w, cost, a.at)
 }

@@ -20,13 +20,11 @@ package hotlimit
 // Denied keep the decisions already made; Swept and Evicted do not count a
 // reset.
 //
-// An AllowLayers refused by a later layer, or a Wait whose context ends
-// while it sleeps, gives back nothing to this limiter if a Reset removed
-// any key's entry since it was admitted here: the reset may have forgotten
-// that admission, and giving it back to the state created after the reset
-// would admit more than the policy allows. Such a request keeps its units
-// in this limiter until they come back with time, as after a normal
-// admission; only requests in flight during a reset are affected.
+// A give-back of an admission on key made before the reset (a later layer
+// of AllowLayers refusing, a Wait whose context ends while it sleeps, an
+// Admission's Refund) gives back nothing: the reset forgot that admission
+// with the rest, and the state after it owes that admission nothing.
+// Give-backs on other keys are not affected.
 //
 // Reset is safe for concurrent use with every other method. It takes
 // effect at one instant: a decision on key that completes before it is
@@ -66,21 +64,8 @@ func (l *Limiter) Reset(key string) {
 		}
 		if t.retire(sl, w) {
 			l.keys.Add(-1)
-			l.resets.Add(1) // after the retire, before anyone re-creates key: see giveBack
 			return
 		}
-	}
-}
-
-// giveBack is refund for an admission made when the limiter had counted
-// resets Resets: it does nothing if a Reset removed an entry since. Reset
-// counts a removal after retiring the entry and before releasing the
-// mutex that re-creating the key takes, so an admission made in an entry
-// that a Reset then removed was made before the count moved, and is never
-// given back to the key's new entry.
-func (l *Limiter) giveBack(key string, cost, at int64, resets uint64) {
-	if l.resets.Load() == resets {
-		l.refund(key, cost, at)
 	}
 }
 
@@ -97,5 +82,4 @@ func (l *Limiter) resetLog(key string) {
 	ls.ringBytes.Add(-ringBytes(len(key), len(r.t)))
 	delete(ls.m, key)
 	l.keys.Add(-1)
-	l.resets.Add(1) // as in Reset
 }

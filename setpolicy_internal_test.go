@@ -33,7 +33,7 @@ func TestNeverAfterSetPolicyRaisedLimit(t *testing.T) {
 	now := int64(clk.Now())
 
 	// An unknown key: cost 4 fits a fresh key under Limit 4.
-	v, at, p := l.never("new", now, 4)
+	v, at, p := l.never("new", now, 4, nil)
 	if d := p.decision(v, 4); !d.Allowed || d.Limit != 4 || d.Remaining != 0 || at != now {
 		t.Fatalf("cost 4 on an unknown key after SetPolicy(Limit 4): %+v at %v, want admitted with Limit 4, Remaining 0 at %v", d, at, now)
 	}
@@ -43,7 +43,7 @@ func TestNeverAfterSetPolicyRaisedLimit(t *testing.T) {
 
 	// A key holding 1 unit: cost 4 is denied under Limit 4, until its
 	// window turns, and not with Never.
-	v, _, p = l.never("used", now, 4)
+	v, _, p = l.never("used", now, 4, nil)
 	if d := p.decision(v, 4); d.Allowed || d.Limit != 4 || d.Remaining != 3 || d.RetryAfter != time.Second {
 		t.Fatalf("cost 4 on a key holding 1 after SetPolicy(Limit 4): %+v, want denied with Limit 4, Remaining 3, RetryAfter 1s", d)
 	}

@@ -59,10 +59,11 @@ type shard struct {
 	tab atomic.Pointer[table] // written under mu
 	_   [cacheLineSize]byte
 
-	mu      sync.Mutex    // serialises insert, retire, rebuild
-	swept   atomic.Uint64 // fresh entries removed (written under mu)
-	evicted atomic.Uint64 // non-fresh entries evicted (written under mu)
-	_       [cacheLineSize]byte
+	mu       sync.Mutex    // serialises insert, retire, rebuild
+	swept    atomic.Uint64 // fresh entries removed (written under mu)
+	evicted  atomic.Uint64 // non-fresh entries evicted (written under mu)
+	inserted atomic.Uint64 // entries ever inserted: the last incarnation (written under mu)
+	_        [cacheLineSize]byte
 }
 
 // deadBit marks a retired state word. No live state uses it: GCRA times
@@ -71,9 +72,15 @@ const deadBit = 1 << 63
 
 // slot is one table cell.
 //
+// The hash word holds the low 32 bits of the key's hash (bit 0 always set:
+// see Limiter.hash) and, above them, the low 32 bits of the entry's
+// incarnation: its shard's insertion count when it was inserted (see
+// incarnation). The home slot needs only the low 32 bits, and keys are
+// compared in full, so the upper half is free for it.
+//
 // Invariants:
-//   - hash == 0 iff the slot was never filled; a stored hash is never 0
-//     (see Limiter.hash). hash is stored once, after k0, k1 and word.
+//   - hash == 0 iff the slot was never filled; a stored hash is never 0.
+//     hash is stored once, after k0, k1 and word.
 //   - k0 and k1 never change after hash is stored. k1's top byte is the
 //     key's length when ≤ 15 (the bytes are in k0 and the low 7 bytes of
 //     k1, little-endian), or longKey, in which case k0 is the key's offset
@@ -121,6 +128,23 @@ func load64(s string, i int) uint64 {
 func load32(s string, i int) uint32 {
 	s = s[i : i+4]
 	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
+}
+
+// incarnation returns the incarnation of sl, a slot that s's table held
+// live when the caller found it: the entry's insertion count, recovered
+// from its low 32 bits as the latest count they fit (step 8).
+func (s *shard) incarnation(sl *slot) uint64 {
+	c := s.inserted.Load() // after the hash, which was published after it moved
+	return c - uint64(uint32(c)-uint32(sl.hash.Load()>>32))
+}
+
+// holds reports whether sl, the live slot of a key found in s's table, is
+// the entry of incarnation inc of that key (step 8).
+func (s *shard) holds(sl *slot, inc uint64) bool {
+	if inc == anyIncarnation {
+		return true
+	}
+	return uint32(sl.hash.Load()>>32) == uint32(inc) && s.inserted.Load()-inc < 1<<32
 }
 
 // table is an open-addressing, linear-probing hash table.
@@ -186,7 +210,7 @@ func (t *table) find(h uint64, key string) *slot {
 		if sh == 0 {
 			return nil
 		}
-		if sh == h && t.keyEqual(s, key, k0, k1, inline) && s.word.Load()&deadBit == 0 {
+		if uint32(sh) == uint32(h) && t.keyEqual(s, key, k0, k1, inline) && s.word.Load()&deadBit == 0 {
 			return s
 		}
 		if i++; i == n {
@@ -203,10 +227,10 @@ func (t *table) fits(key string) bool {
 	return len(key) <= inlineKeyLen || t.used+len(key) <= len(t.arena)
 }
 
-// insert adds key, which must be absent, with state word w (a fresh
-// state), and publishes it. The key's bytes are copied. Requires the
-// shard's mutex and fits(key).
-func (t *table) insert(h uint64, key string, w uint64) *slot {
+// insert adds key, which must be absent, with state word w and
+// incarnation inc, and publishes it. The key's bytes are copied. Requires
+// the shard's mutex and fits(key).
+func (t *table) insert(h uint64, key string, w uint64, inc uint64) *slot {
 	var k0, k1 uint64
 	if len(key) <= inlineKeyLen {
 		k0, k1 = packKey(key)
@@ -225,7 +249,7 @@ func (t *table) insert(h uint64, key string, w uint64) *slot {
 	s := &t.slots[i]
 	s.k0, s.k1 = k0, k1
 	s.word.Store(w)
-	s.hash.Store(h) // publish
+	s.hash.Store(uint64(uint32(h)) | inc<<32) // publish
 	t.count++
 	return s
 }

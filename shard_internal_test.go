@@ -47,7 +47,7 @@ func TestTableRetireRebuild(t *testing.T) {
 			h := (seed*2654435761+uint64(i%3)*0x9E3779B97F4A7C15)<<32 | uint64(i%4)<<30 | 1
 			keys[k] = h
 			tb = tb.grown(k)
-			tb.insert(h, k, 0).word.Store(uint64(i + 1))
+			tb.insert(h, k, 0, uint64(i+1)).word.Store(uint64(i + 1))
 		}
 		order := 0
 		for k, h := range keys {

@@ -37,7 +37,8 @@ type logShard struct {
 	// peak the most keys m has held, for MemStats. Written under mu.
 	ringBytes atomic.Int64
 	peak      atomic.Int64
-	_         [cacheLineSize - 40]byte
+	inserted  uint64 // rings ever inserted: the last incarnation (guarded by mu)
+	_         [cacheLineSize - 48]byte
 }
 
 // logRing holds a key's admitted instants.
@@ -51,7 +52,8 @@ type logRing struct {
 	t    []int64
 	head int
 	n    int
-	last int64 // the latest instant the ring was written at
+	last int64  // the latest instant the ring was written at
+	inc  uint64 // incarnation: its stripe's insertion count when inserted
 }
 
 func (r *logRing) at(i int) int64 {
@@ -179,7 +181,7 @@ func (l *Limiter) logRingLocked(ls *logShard, key string, now int64) (*logRing, 
 }
 
 // allowLog is allow for the sliding log.
-func (l *Limiter) allowLog(key string, now, cost int64) (verdict, int64, *params) {
+func (l *Limiter) allowLog(key string, now, cost int64, a *admission) (verdict, int64, *params) {
 	ls, _ := l.logShardOf(key)
 	ls.mu.Lock()
 	var v verdict
@@ -209,6 +211,9 @@ func (l *Limiter) allowLog(key string, now, cost int64) (verdict, int64, *params
 			r.grow(int(p.limit)) // SetPolicy raised the limit
 		}
 		r.push(at, cost)
+		if a != nil {
+			*a = admission{r.inc, at, at + v.reset}
+		}
 		break
 	}
 	ls.mu.Unlock()
@@ -232,7 +237,8 @@ func (l *Limiter) newLogOrMakeRoom(ls *logShard, key string, now int64) *logRing
 		ls.mu.Lock()
 		return nil
 	}
-	r := &logRing{t: make([]int64, ls.p.limit)}
+	ls.inserted++
+	r := &logRing{t: make([]int64, ls.p.limit), inc: ls.inserted}
 	ls.m[string([]byte(key))] = r // copy: the key may be a view of a []byte
 	ls.ringBytes.Add(ringBytes(len(key), len(r.t)))
 	if n := int64(len(ls.m)); n > ls.peak.Load() {
@@ -257,19 +263,20 @@ func (l *Limiter) peekLog(key string, now, cost int64) (cur, v verdict, p *param
 	return cur, v, p
 }
 
-// refundLog removes up to cost of key's newest instants that are ≤ at,
-// and the key's entry if it is then fresh.
-func (l *Limiter) refundLog(key string, cost, at int64) {
+// refundLog gives back cost of admission a on key: it removes up to cost
+// of key's newest instants that are ≤ a.at and still count, if key's ring
+// is the one a was admitted into, and the ring if it is then empty.
+func (l *Limiter) refundLog(key string, cost int64, a admission) {
 	ls, s := l.logShardOf(key)
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	r, now, first := l.logRingLocked(ls, key, l.now())
-	if r == nil {
-		return
+	if r == nil || r.inc != a.inc && a.inc != anyIncarnation {
+		return // another ring than the admission's
 	}
 	r.expire(first)
 	r.last = now
-	r.drop(cost, at)
+	r.drop(cost, a.at)
 	l.tally.countRefund()
 	if r.n == 0 {
 		l.removeLogLocked(ls, s, key, now, true)

@@ -57,8 +57,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) error {
 	if !l.kind.isBucket() {
 		return l.waitWindow(ctx, key, cost)
 	}
-	resets := l.resets.Load() // before the reservation: see giveBack
-	wait, ok := l.reserve(key, cost, maxWait)
+	wait, a, ok := l.reserve(key, cost, maxWait)
 	if !ok {
 		return fmt.Errorf("%w: would wait %v", ErrDeadline, time.Duration(wait))
 	}
@@ -71,7 +70,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) error {
 		return nil
 	case <-ctx.Done():
 		t.Stop()
-		l.giveBack(key, cost, l.now(), resets) // the slot back; Stats count it as Refunded
+		l.giveBack(key, cost, a) // the slot back; Stats count it as Refunded
 		return ctx.Err()
 	}
 }
@@ -95,21 +94,26 @@ func (l *Limiter) waitWindow(ctx context.Context, key string, cost int64) error 
 	}
 }
 
-// reserve takes a slot for Wait; see gcra.reserve.
-func (l *Limiter) reserve(key string, cost, maxWait int64) (wait int64, ok bool) {
+// reserve takes a slot for Wait (see gcra.reserve) and returns, when it
+// did, what giving it back needs (refund.go).
+func (l *Limiter) reserve(key string, cost, maxWait int64) (wait int64, a admission, ok bool) {
 	now := l.now()
 	h := l.hash(key)
 	s := l.shardOf(h)
 	t := s.tab.Load()
 	if sl := t.find(h, key); sl != nil {
-		if wait, ok, live := reserveAt(t.p, &sl.word, now, cost, maxWait); live {
+		if wait, end, ok, live := reserveAt(t.p, &sl.word, now, cost, maxWait); live {
 			l.tally.count(ok)
-			return wait, ok
+			if ok {
+				a = admission{s.incarnation(sl), now, end}
+			}
+			return wait, a, ok
 		}
 	}
+	var end int64
 	sl, now, decided := l.lockSlotFirst(s, h, key, now, cost, func(p *params, w uint64, now int64) (uint64, bool) {
 		next, fwait, fok := p.g.reserve(w, now, cost, maxWait)
-		wait, ok = fwait, fok
+		wait, ok, end = fwait, fok, tat(next)
 		return next, fok
 	})
 	if sl == nil { // refused on a new key, or SetPolicy lowered the limit below cost meanwhile
@@ -118,36 +122,39 @@ func (l *Limiter) reserve(key string, cost, maxWait int64) (wait int64, ok bool)
 			wait = int64(Never)
 		}
 		l.tally.count(false)
-		return wait, false
+		return wait, a, false
 	}
 	if !decided {
-		wait, ok, _ = reserveAt(s.tab.Load().p, &sl.word, now, cost, maxWait)
+		wait, end, ok, _ = reserveAt(s.tab.Load().p, &sl.word, now, cost, maxWait)
 	}
-	if !ok {
+	if ok {
+		a = admission{s.incarnation(sl), now, end}
+	} else {
 		l.retireFreshLocked(s, sl, now) // nothing was written: leave no entry
 	}
 	s.mu.Unlock()
 	l.tally.count(ok)
-	return wait, ok
+	return wait, a, ok
 }
 
 // reserveAt runs reserve's CAS loop; live is false if the word is retired.
-// A cost above the policy's limit (lowered by SetPolicy) never fits.
-func reserveAt(p *params, w *atomic.Uint64, now, cost, maxWait int64) (wait int64, ok, live bool) {
+// end is the TAT the reservation left. A cost above the policy's limit
+// (lowered by SetPolicy) never fits.
+func reserveAt(p *params, w *atomic.Uint64, now, cost, maxWait int64) (wait, end int64, ok, live bool) {
 	if cost > p.limit {
-		return int64(Never), false, true
+		return int64(Never), 0, false, true
 	}
 	for {
 		old := w.Load()
 		if old&deadBit != 0 {
-			return 0, false, false
+			return 0, 0, false, false
 		}
 		next, wait, ok := p.g.reserve(old, now, cost, maxWait)
 		if !ok {
-			return wait, false, true
+			return wait, 0, false, true
 		}
 		if next == old || w.CompareAndSwap(old, next) {
-			return wait, true, true
+			return wait, tat(next), true, true
 		}
 	}
 }

@@ -51,7 +51,7 @@ func TestRefusedReservationPublishesNothing(t *testing.T) {
 				}
 			}
 			defer func() { firstDecidedHook = nil }()
-			if _, ok := l.reserve("k", 1, -1); ok {
+			if _, _, ok := l.reserve("k", 1, -1); ok {
 				t.Fatal("a reservation with a deadline already past was granted")
 			}
 			if !staleRan { // nothing was published: the stale request takes the mutex
