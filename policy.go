@@ -54,7 +54,7 @@ func newParams(policy Policy) (*params, error) {
 
 // TokenBucket admits Burst requests at once and refills at Rate, as the
 // generic cell rate algorithm (GCRA): the key's state is its theoretical
-// arrival time (TAT). Limit is Burst.
+// arrival time (TAT). A Decision's Limit is Burst.
 type TokenBucket struct {
 	Rate  Rate
 	Burst int64

@@ -1,5 +1,10 @@
 // Package expvarlimit publishes a hotlimit.Limiter's Stats through the
-// standard library's expvar, so they appear at /debug/vars.
+// standard library's expvar, so they appear at /debug/vars:
+//
+//	if err := expvarlimit.Publish("api_limiter", lim); err != nil { // lim is a *hotlimit.Limiter
+//		log.Fatal(err)
+//	}
+//	http.ListenAndServe(addr, nil) // GET /debug/vars: "api_limiter": {"Allowed": 2, "Denied": 1, …}
 //
 // It is a separate package because importing expvar registers a handler on
 // http.DefaultServeMux; the core package stays free of that side effect.

@@ -1,5 +1,12 @@
 // Package redislimit runs hotlimit's policies on Redis, so that several
 // processes (replicas behind a load balancer) share one quota per key.
+// A start (Example adds a timeout, a failure policy and a cache of
+// denials):
+//
+//	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", MaxRetries: -1}) // a retry could consume twice
+//	lim, err := redislimit.New(client, "api", hotlimit.TokenBucket{Rate: hotlimit.PerSecond(100), Burst: 20})
+//	// err names a bad policy, as hotlimit.New does; defer lim.Close()
+//	d, err := lim.Allow(ctx, apiToken) // d is a hotlimit.Decision; err: Redis failed, the failure policy answered
 //
 // It implements the token bucket (GCRA), the leaky bucket (with Delay),
 // the fixed window, the sliding-window counter and the exact sliding log
