@@ -27,17 +27,47 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/cmd/ratelab/internal/lab"
 )
 
 func main() {
+	goRun = inLabModule()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
+
+// goRun reports whether the command runs as the README's
+// "go -C cmd/ratelab run ." does, with ratelab's own module folder as the
+// working folder, rather than as an installed binary run from anywhere:
+// only then do the usage and the hints speak of go -C.
+var goRun bool
+
+// inLabModule reports whether the working folder is ratelab's module
+// folder (its go.mod names this module). That is what go -C changes, and
+// why a relative path is not read from where the user typed it.
+func inLabModule() bool {
+	b, err := os.ReadFile("go.mod")
+	if err != nil {
+		return false
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimSpace(first) == "module github.com/hotlimit/hotlimit/cmd/ratelab"
+}
+
+// goRunUsage replaces the usage line under go run.
+const goRunUsage = `usage: go -C cmd/ratelab run . [flags]      (from the repository root)
+       ratelab [flags]                        (installed)
+
+Under "go -C cmd/ratelab run .", relative paths (-trace, -out) are taken
+from cmd/ratelab: pass -trace "$PWD/access.csv" from the repository root.
+`
 
 type options struct {
 	policy  string
@@ -54,8 +84,7 @@ type options struct {
 
 const usageHead = `ratelab runs traffic shapes through hotlimit's algorithms and shows what each admits.
 
-usage: go -C cmd/ratelab run . [flags]      (from the repository root)
-       ratelab [flags]
+usage: ratelab [flags]
 
 The policy (-policy N/duration: N units per key per duration) is mapped onto
   token bucket    TokenBucket{Rate: N/duration, Burst: N}
@@ -110,8 +139,6 @@ sorted); a UTF-8 byte-order mark is skipped. Every malformed line is
 reported as file:line: reason (the first 20, then how many in all), exit
 status 1. A request costing more than an algorithm's
 capacity (Burst, Limit, or -queue + 1) is denied every time: ratelab warns.
-Under "go -C cmd/ratelab run .", relative paths (-trace, -out) are taken
-from cmd/ratelab: pass -trace "$PWD/access.csv" from the repository root.
 
 Exit status: 0 on success, 1 on a run error (a trace or -out that cannot be
 used), 2 on bad flags (including a policy that no algorithm accepts). Every
@@ -134,7 +161,11 @@ func newFlags(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.measure, "measure", true, "measure state bytes per key and ns per decision (false: deterministic output)")
 	fs.BoolVar(&o.charts, "charts", true, "write the PNG charts")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, usageHead)
+		head := usageHead
+		if goRun {
+			head = strings.Replace(head, "usage: ratelab [flags]\n", goRunUsage, 1)
+		}
+		fmt.Fprint(stderr, head)
 		fs.PrintDefaults()
 	}
 	return fs
@@ -158,9 +189,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		return usageErr("unexpected argument %q: every setting is a flag", fs.Arg(0))
 	}
-	rate, err := hotlimit.ParseRate(o.policy)
+	rate, err := parsePolicy(o.policy)
 	if err != nil {
-		return usageErr("-policy: %v", strings.TrimPrefix(err.Error(), "hotlimit: "))
+		return usageErr("-policy %s: %v", o.policy, err)
 	}
 	policy := lab.Policy{Limit: rate.N, Window: rate.Per, LeakyCapacity: o.queue}
 	switch {
@@ -183,7 +214,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		f, err := os.Open(o.trace)
 		if err != nil {
 			fmt.Fprintf(stderr, "ratelab: %v\n", err)
-			if wd, werr := os.Getwd(); werr == nil && !filepath.IsAbs(o.trace) {
+			if wd, werr := os.Getwd(); werr == nil && goRun && !filepath.IsAbs(o.trace) {
 				fmt.Fprintf(stderr, "ratelab: relative paths are read from %s (go -C changes folder: pass an absolute path, such as \"$PWD/%s\")\n", wd, o.trace)
 			}
 			return 1
@@ -265,6 +296,50 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// policyForm says how to write a policy, for the messages.
+const policyForm = "write N/duration: a whole number of requests per key, a slash and a duration, such as 100/1m, 10/s or 5/250ms"
+
+// parsePolicy parses the -policy flag with hotlimit.ParseRate, and says
+// what is wrong in the words of the flag (the count, the slash, the
+// duration), not in those of ParseRate's fields or of time.ParseDuration.
+func parsePolicy(s string) (hotlimit.Rate, error) {
+	rate, err := hotlimit.ParseRate(s)
+	if err == nil {
+		return rate, nil
+	}
+	num, per, ok := strings.Cut(strings.TrimSpace(s), "/")
+	num, per = strings.TrimSpace(num), strings.TrimSpace(per)
+	switch {
+	case !ok:
+		return rate, errors.New(policyForm)
+	case strings.Contains(per, "/"):
+		return rate, fmt.Errorf("one slash only: %s", policyForm)
+	}
+	if n, nerr := strconv.ParseInt(num, 10, 64); nerr != nil || n < 1 {
+		if errors.Is(nerr, strconv.ErrRange) && !strings.HasPrefix(num, "-") {
+			return rate, fmt.Errorf("the count %s is too large (at most %d)", num, int64(math.MaxInt64))
+		}
+		return rate, fmt.Errorf("the count before the slash must be a whole number of at least 1, got %q", num)
+	}
+	d, derr := time.ParseDuration(per)
+	if derr != nil {
+		d, derr = time.ParseDuration("1" + per) // a bare unit, as in 10/s
+	}
+	const durationForm = "write a number and a unit (ns, us, ms, s, m, h), such as 1m, 250ms or 24h (a day), or a unit alone (10/s)"
+	switch {
+	case per == "":
+		return rate, fmt.Errorf("the duration after the slash is missing: %s", durationForm)
+	case derr != nil:
+		return rate, fmt.Errorf("%q after the slash is not a duration: %s", per, durationForm)
+	case d <= 0:
+		return rate, fmt.Errorf("the duration after the slash must be positive, got %q", per)
+	}
+	if n, _ := strconv.ParseInt(num, 10, 64); int64(d) < n {
+		return rate, fmt.Errorf("%s per %v is faster than one request per nanosecond, the finest step of the clock", num, d)
+	}
+	return rate, errors.New(strings.TrimPrefix(err.Error(), "hotlimit: "))
 }
 
 // chartDir returns out as an absolute path, after creating the folder if

@@ -104,10 +104,9 @@ func TestBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-policy", "fast"}, "ratelab: -policy: rate \"fast\""},
-		{[]string{"-policy", "0/1m"}, "ratelab: -policy:"},
+		{[]string{"-policy", "fast"}, "ratelab: -policy fast: write N/duration: a whole number of requests per key, a slash and a duration, such as 100/1m, 10/s or 5/250ms\n"},
 		{[]string{"-policy", "20000/1m"}, "at most 10000"},
-		{[]string{"-policy", "100/-1m"}, `ratelab: -policy: rate "100/-1m": the duration must be positive, got -1m0s`},
+		{[]string{"-policy", "100/-1m"}, `ratelab: -policy 100/-1m: the duration after the slash must be positive, got "-1m"`},
 		{[]string{"-policy", "1/1ns"}, "-policy 1/1ns: the built-in shapes need a window of at least 100ns"},
 		{[]string{"-policy", "1/1000000h", "-shape", "boundary"}, "-policy 1/1000000h: the built-in shapes need a window of at most 8760h0m0s"},
 		{[]string{"-queue", "-1"}, "ratelab: -queue must be ≥ 0"},
@@ -288,5 +287,67 @@ func TestExtremesPrintNoNegativeDuration(t *testing.T) {
 		if code != 0 && out != "" {
 			t.Errorf("%q: exit %d after printing a report", args, code)
 		}
+	}
+}
+
+// A bad -policy is explained in the flag's own words (the count, the
+// slash, the duration), never with hotlimit's field names (rate.N) or
+// the text of strconv or time.ParseDuration.
+func TestPolicyMessagesInTheUsersWords(t *testing.T) {
+	for policy, want := range map[string]string{
+		"0/1m":                    `the count before the slash must be a whole number of at least 1, got "0"`,
+		"-5/1m":                   `the count before the slash must be a whole number of at least 1, got "-5"`,
+		"1.5/1m":                  `the count before the slash must be a whole number of at least 1, got "1.5"`,
+		"99999999999999999999/1m": "the count 99999999999999999999 is too large (at most 9223372036854775807)",
+		"100":                     "write N/duration: a whole number of requests per key, a slash and a duration, such as 100/1m, 10/s or 5/250ms",
+		"100/1m/2":                "one slash only: write N/duration",
+		"100/":                    "the duration after the slash is missing: write a number and a unit (ns, us, ms, s, m, h)",
+		"100/1y":                  `"1y" after the slash is not a duration: write a number and a unit (ns, us, ms, s, m, h), such as 1m, 250ms or 24h (a day), or a unit alone (10/s)`,
+		"100/0s":                  `the duration after the slash must be positive, got "0s"`,
+		"1001/1us":                "1001 per 1µs is faster than one request per nanosecond, the finest step of the clock",
+	} {
+		code, out, errOut := runCmd("-policy", policy, "-charts=false", "-measure=false")
+		if code != 2 || out != "" || !strings.HasPrefix(errOut, "ratelab: -policy "+policy+": "+want) {
+			t.Errorf("-policy %s: exit %d, stderr %q; want exit 2 and %q", policy, code, errOut, want)
+		}
+		for _, internal := range []string{"rate.N", "rate.Per", "time:", "strconv", "ParseInt", "hotlimit:"} {
+			if strings.Contains(errOut, internal) {
+				t.Errorf("-policy %s: the message names %q: %s", policy, internal, errOut)
+			}
+		}
+	}
+	// What is fine runs, bare units and spaces included.
+	for _, policy := range []string{"10/s", " 10 / 1m ", "1000/1us", "5/250ms"} {
+		if code, _, errOut := runCmd("-policy", policy, "-charts=false", "-measure=false", "-shape", "steady"); code != 0 {
+			t.Errorf("-policy %q: exit %d: %s", policy, code, errOut)
+		}
+	}
+}
+
+// An installed binary, run from anywhere, never speaks of go -C: not in
+// -h, not in the hint for a relative -trace that is missing. Run as the
+// README's "go -C cmd/ratelab run .", both explain it.
+func TestGoCOnlyUnderGoRun(t *testing.T) {
+	defer func(old bool) { goRun = old }(goRun)
+	for _, under := range []bool{false, true} {
+		goRun = under
+		_, _, help := runCmd("-h")
+		code, _, missing := runCmd("-trace", "no-such-trace.csv")
+		if code != 1 || !strings.HasPrefix(missing, "ratelab: open no-such-trace.csv: no such file") {
+			t.Fatalf("missing trace: exit %d, %q", code, missing)
+		}
+		for what, text := range map[string]string{"-h": help, "the missing-trace hint": missing} {
+			if got := strings.Contains(text, "go -C"); got != under {
+				t.Errorf("under go run %v, %s mentions go -C: %v:\n%s", under, what, got, text)
+			}
+		}
+	}
+	// The test runs in ratelab's module folder, as go -C leaves it.
+	if !inLabModule() {
+		t.Error("inLabModule is false in cmd/ratelab")
+	}
+	t.Chdir(t.TempDir())
+	if inLabModule() {
+		t.Error("inLabModule is true outside cmd/ratelab")
 	}
 }
