@@ -88,8 +88,8 @@ func TestGoGRPCMiddlewareAdapter(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.Recv()
-	md, _ := s.Header()
+	md := s.Trailer() // a refusal's metadata is in the trailers
 	if status.Code(err) != codes.ResourceExhausted || one(t, md, grpclimit.MDName) != "watch" || one(t, md, grpclimit.MDRetryAfter) != "60" {
-		t.Errorf("second stream: %v, header %v", err, md)
+		t.Errorf("second stream: %v, trailer %v", err, md)
 	}
 }

@@ -29,12 +29,14 @@ type Group struct {
 	// Limit names the policy in Config.Limits this group's layer uses.
 	// Required unless Exempt.
 	Limit string
-	// Cost is what one call costs in Limit; 0 means 1.
+	// Cost is what one call costs in Limit; 0 means 1. New refuses a
+	// Cost above the limit's capacity: no call could ever pass.
 	Cost int64
 	// Costs, if set, overrides Cost for single methods of the group, by
-	// full method name; each cost is at least 1, and each method must be
-	// one that Methods lists, by its name or its service (a method that
-	// is only in the default group cannot be named here).
+	// full method name; each cost is at least 1 and at most the limit's
+	// capacity, and each method must be one that Methods lists, by its
+	// name or its service (a method that is only in the default group
+	// cannot be named here).
 	Costs map[string]int64
 	// Exempt marks a group that is not limited at all (health checks,
 	// reflection). It is the only way a method bypasses the limits.
@@ -89,7 +91,8 @@ type Config struct {
 	// top of its group's, all or nothing: a call the global layer denies
 	// does not consume its group's quota, and the other way round.
 	Global string
-	// GlobalCost is what one call costs in Global; 0 means 1.
+	// GlobalCost is what one call costs in Global; 0 means 1. New
+	// refuses a GlobalCost above Global's capacity.
 	GlobalCost int64
 	// ClientIP finds the client address for KeyErrorFallbackPeer. nil:
 	// the peer address only.
@@ -229,11 +232,9 @@ func New(cfg Config) (*Interceptor, error) {
 		}
 	}
 	if cfg.Global != "" {
-		p, ok := cfg.Limits[cfg.Global]
-		if !ok {
+		if _, ok := cfg.Limits[cfg.Global]; !ok {
 			return nil, fmt.Errorf("grpclimit: Config.Global %q is not in Config.Limits", cfg.Global)
 		}
-		ic.globalAlg = algorithmName(p)
 	}
 	byName := make(map[string]int, len(cfg.Groups))
 	ic.groups = make([]group, len(cfg.Groups))
@@ -241,12 +242,8 @@ func New(cfg Config) (*Interceptor, error) {
 		if err := ic.addGroup(i, g, byName); err != nil {
 			return nil, err
 		}
-		p, ok := cfg.Limits[g.Limit]
-		if !ok && !g.Exempt {
+		if _, ok := cfg.Limits[g.Limit]; !ok && !g.Exempt {
 			return nil, fmt.Errorf("grpclimit: group %q: Limit %q is not in Config.Limits", g.Name, g.Limit)
-		}
-		if ok {
-			ic.groups[i].alg = algorithmName(p)
 		}
 	}
 	var ok bool
@@ -276,7 +273,66 @@ func New(cfg Config) (*Interceptor, error) {
 	}
 	ic.backend = b
 	ic.binder, _ = b.(httplimit.BindingBackend)
+	if err := ic.checkCosts(cfg); err != nil {
+		ic.Close()
+		return nil, err
+	}
 	return ic, nil
+}
+
+// checkCosts describes the limits the groups use and refuses a cost above
+// its limit's capacity (a Cost, a Costs entry or GlobalCost): every call
+// it prices would be refused for good. It runs after the backend has
+// validated the policies, so that an invalid policy is reported as such.
+func (ic *Interceptor) checkCosts(cfg Config) error {
+	describe := func(name string) (hotlimit.PolicyInfo, error) {
+		pi, err := hotlimit.Describe(cfg.Limits[name])
+		if err != nil {
+			return pi, fmt.Errorf("grpclimit: limit %q: %w", name, err)
+		}
+		return pi, nil
+	}
+	for i := range ic.groups {
+		g := &ic.groups[i]
+		if g.exempt {
+			continue
+		}
+		pi, err := describe(g.limit)
+		if err != nil {
+			return err
+		}
+		g.alg = pi.Algorithm.String()
+		if g.cost > pi.Limit {
+			return fmt.Errorf("grpclimit: group %q: Cost %d is above limit %q's capacity %d: no call could ever pass", g.name, g.cost, g.limit, pi.Limit)
+		}
+		for _, m := range sortedKeys(g.costs) {
+			if c := g.costs[m]; c > pi.Limit {
+				return fmt.Errorf("grpclimit: group %q: Costs[%q] %d is above limit %q's capacity %d: no call of it could ever pass", g.name, m, c, g.limit, pi.Limit)
+			}
+		}
+	}
+	if ic.global != "" {
+		pi, err := describe(ic.global)
+		if err != nil {
+			return err
+		}
+		ic.globalAlg = pi.Algorithm.String()
+		if ic.globalCost > pi.Limit {
+			return fmt.Errorf("grpclimit: Config.GlobalCost %d is above limit %q's capacity %d: no call could ever pass", ic.globalCost, ic.global, pi.Limit)
+		}
+	}
+	return nil
+}
+
+// sortedKeys returns m's keys in order, so that the first error is the
+// same on every run.
+func sortedKeys(m map[string]int64) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
 }
 
 // addGroup checks group i and registers its methods.

@@ -57,6 +57,9 @@ func TestConfigErrors(t *testing.T) {
 		{`Costs names "/pkg.Svc/N", which is not a method of the group`, func(c *grpclimit.Config) {
 			c.Groups[0].Costs = map[string]int64{"/pkg.Svc/N": 2}
 		}},
+		{`group "g": Cost 6 is above limit "l"'s capacity 5`, func(c *grpclimit.Config) { c.Groups[0].Cost = 6 }},
+		{`group "g": Costs["/pkg.Svc/M"] 9 is above limit "l"'s capacity 5`, func(c *grpclimit.Config) { c.Groups[0].Costs = map[string]int64{"/pkg.Svc/M": 9} }},
+		{`Config.GlobalCost 6 is above limit "l"'s capacity 5`, func(c *grpclimit.Config) { c.Global, c.GlobalCost = "l", 6 }},
 		{`Config.Backend: hotlimit`, func(c *grpclimit.Config) { c.Limits["l"] = hotlimit.FixedWindow{Limit: 0, Window: time.Minute} }},
 		{`Config.Backend: no`, func(c *grpclimit.Config) {
 			c.Backend = func(map[string]hotlimit.Policy) (httplimit.Backend, error) { return nil, errors.New("no") }

@@ -71,7 +71,9 @@
 //     exactly (protobuf Durations hold nanoseconds): retrying the same
 //     call one nanosecond earlier is denied, retrying then is admitted, if
 //     nothing else consumed meanwhile.
-//   - Can never pass (its cost exceeds the limit's capacity):
+//   - Can never pass (its cost exceeds the limit's capacity, which New
+//     refuses for a configured cost, but a policy changed at runtime can
+//     still cause):
 //     codes.ResourceExhausted, reason RATE_LIMIT_NEVER, a QuotaFailure,
 //     and no RetryInfo. A client must retry a ResourceExhausted status
 //     only when it carries a RetryInfo.
@@ -87,7 +89,8 @@
 // # Metadata
 //
 // Every call the backend decided, admitted or refused, gets these
-// response header entries (unless Config.NoMetadata), describing the
+// entries (unless Config.NoMetadata), in the response header of an
+// admitted call and in the trailer of a refused one, describing the
 // binding layer (the one with the fewest calls left, or the one that
 // denied, as hotlimit.AllowLayersIndex defines it):
 //
@@ -103,6 +106,15 @@
 // redislimit's backend do). There is no reset time: with two layers one
 // Decision cannot tell when each refills, and a number standing for both
 // would mislead; a denial's exact wait is in RetryInfo.
+//
+// A refused call also gets the trailer grpc-retry-pushback-ms (MDPushback,
+// NoMetadata or not), which grpc-go's own retries obey (gRPC's retry
+// design, A6): the wait in milliseconds, rounded up, for a call that can
+// pass later, and -1, "do not retry", for one that never can or that has
+// no key. A client whose retry policy covers RESOURCE_EXHAUSTED then
+// retries exactly when the call can pass, and not at all when it cannot.
+// That is why a refusal sends no header: gRPC clients retry only a
+// response made of trailers alone.
 //
 // # Operations
 //
@@ -144,5 +156,6 @@
 //	grpc.ChainUnaryInterceptor(ratelimit.UnaryServerInterceptor(ic))
 //
 // That interceptor builds its own ResourceExhausted status from the
-// error's text, so the details above are lost; the metadata is not.
+// error's text, so the details above are lost; the metadata (in the
+// trailer of a refusal) is not.
 package grpclimit

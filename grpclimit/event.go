@@ -69,20 +69,3 @@ type Event struct {
 	// Decision is the backend's decision; zero when there was none.
 	Decision hotlimit.Decision
 }
-
-// algorithmName is the type name of a policy, for Event.Algorithm.
-func algorithmName(p hotlimit.Policy) string {
-	switch p.(type) {
-	case hotlimit.TokenBucket, *hotlimit.TokenBucket:
-		return "TokenBucket"
-	case hotlimit.LeakyBucket, *hotlimit.LeakyBucket:
-		return "LeakyBucket"
-	case hotlimit.FixedWindow, *hotlimit.FixedWindow:
-		return "FixedWindow"
-	case hotlimit.SlidingWindow, *hotlimit.SlidingWindow:
-		return "SlidingWindow"
-	case hotlimit.SlidingLog, *hotlimit.SlidingLog:
-		return "SlidingLog"
-	}
-	return "other"
-}

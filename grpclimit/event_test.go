@@ -60,13 +60,15 @@ func TestHookEvents(t *testing.T) {
 		c.List(ctx, &healthpb.HealthListRequest{})
 	}
 	limits := map[string]hotlimit.Policy{
-		"l": hotlimit.FixedWindow{Limit: 2, Window: time.Minute},
+		"l": hotlimit.FixedWindow{Limit: 3, Window: time.Minute},
 		"t": hotlimit.TokenBucket{Rate: hotlimit.PerMinute(1), Burst: 10},
 	}
 
 	// Limited by token, falling back to the peer; List costs more than
-	// the capacity. The global layer has more left, so "l" binds.
-	c := serveIC(t, newIC(t, clock, grpclimit.Config{
+	// the capacity once it is lowered to 2 (New refuses a cost above the
+	// capacity, a runtime change can still make one). The global layer
+	// has more left, so "l" binds.
+	ic := newIC(t, clock, grpclimit.Config{
 		Limits: limits,
 		Groups: []grpclimit.Group{
 			{Name: "check", Methods: []string{mCheck}, Limit: "l"},
@@ -77,7 +79,11 @@ func TestHookEvents(t *testing.T) {
 		Key:          grpclimit.MetadataKey("authorization"),
 		OnKeyError:   grpclimit.KeyErrorFallbackPeer,
 		Hook:         rec.hook,
-	}))
+	})
+	if err := ic.Backend().(*httplimit.Local).Classes().SetPolicy("l", hotlimit.FixedWindow{Limit: 2, Window: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	c := serveIC(t, ic)
 	check(c, bearer(ctx, "a"))
 	check(c, bearer(ctx, "a"))
 	check(c, bearer(ctx, "a"))

@@ -61,8 +61,14 @@ func Example() {
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer my-api-token")
 
 	for range 3 {
-		var md metadata.MD
-		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&md))
+		// An admitted call's metadata is in the header, a refused one's
+		// in the trailer.
+		var hdr, trl metadata.MD
+		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&hdr), grpc.Trailer(&trl))
+		md := hdr
+		if err != nil {
+			md = trl
+		}
 		fmt.Println(status.Code(err), "remaining", md.Get("ratelimit-remaining"), "retry-after", md.Get("retry-after"))
 		for _, d := range status.Convert(err).Details() {
 			if ri, ok := d.(*errdetails.RetryInfo); ok {

@@ -118,11 +118,20 @@ func bearer(ctx context.Context, token string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
 }
 
-// call runs one Check and returns its error and response header.
+// call runs one Check and returns its error and rate-limit metadata: the
+// response header of an admitted call, the trailer of a refused one
+// (which must then have no header: a trailers-only response, the only
+// kind gRPC clients retry).
 func call(ctx context.Context, c healthpb.HealthClient) (metadata.MD, error) {
-	var md metadata.MD
-	_, err := c.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&md))
-	return md, err
+	var hdr, trl metadata.MD
+	_, err := c.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&hdr), grpc.Trailer(&trl))
+	if err != nil {
+		if len(hdr) > 0 {
+			return metadata.Pairs("test-error", "a refused call sent a header"), err
+		}
+		return trl, err
+	}
+	return hdr, err
 }
 
 // details unpacks a status's ErrorInfo, RetryInfo and QuotaFailure.

@@ -23,6 +23,11 @@ const (
 	MDRemaining  = "ratelimit-remaining" // Decision.Remaining
 	MDName       = "ratelimit-name"      // the binding limit's name in Config.Limits
 	MDRetryAfter = "retry-after"         // whole seconds, rounded up, on a denial that can pass later
+	// MDPushback is the trailer grpc-go's own retries obey (gRPC's
+	// retry design, A6): on a refusal that can pass later, the wait in
+	// milliseconds, rounded up; on one that never can, "-1", which tells
+	// the client not to retry.
+	MDPushback = "grpc-retry-pushback-ms"
 )
 
 // The errdetails.ErrorInfo reasons of the calls the interceptor refuses,
@@ -56,7 +61,11 @@ func (ic *Interceptor) Unary() grpc.UnaryServerInterceptor {
 		if md != nil {
 			// It fails only if an earlier interceptor already sent the
 			// headers; the metadata is then lost, not the decision.
-			_ = grpc.SetHeader(ctx, md)
+			if err != nil {
+				_ = grpc.SetTrailer(ctx, md)
+			} else {
+				_ = grpc.SetHeader(ctx, md)
+			}
 		}
 		if err != nil {
 			return nil, err
@@ -71,7 +80,11 @@ func (ic *Interceptor) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		md, err := ic.admit(ss.Context(), info.FullMethod)
 		if md != nil {
-			_ = ss.SetHeader(md)
+			if err != nil {
+				ss.SetTrailer(md)
+			} else {
+				_ = ss.SetHeader(md)
+			}
 		}
 		if err != nil {
 			return err
@@ -96,14 +109,20 @@ func (ic *Interceptor) Limit(ctx context.Context) error {
 	method, _ := grpc.Method(ctx)
 	md, err := ic.admit(ctx, method)
 	if md != nil {
-		_ = grpc.SetHeader(ctx, md)
+		if err != nil {
+			_ = grpc.SetTrailer(ctx, md)
+		} else {
+			_ = grpc.SetHeader(ctx, md)
+		}
 	}
 	return err
 }
 
 // admit decides the call and, when a LeakyBucket admitted it with a
 // Delay, waits it out. It returns the response metadata (nil for none)
-// and the status error to refuse the call with.
+// and the status error to refuse the call with. The metadata of a
+// refusal goes in the trailers: a response that sends headers is not
+// retried by gRPC clients, whatever their retry policy.
 func (ic *Interceptor) admit(ctx context.Context, method string) (metadata.MD, error) {
 	md, delay, err := ic.decide(ctx, method)
 	if err == nil && delay > 0 {
@@ -146,7 +165,7 @@ func (ic *Interceptor) decide(ctx context.Context, method string) (metadata.MD, 
 		ic.report(ctx, method, g, Event{Outcome: OutcomeKeyDenied, Fallback: fallback})
 		// The KeyFunc's error stays on the server: it may describe the
 		// configuration, which is no business of the client's.
-		return nil, 0, refusal(codes.ResourceExhausted, "grpclimit: the call has no rate-limit key", ReasonKeyMissing)
+		return pushback(nil, hotlimit.Never), 0, refusal(codes.ResourceExhausted, "grpclimit: the call has no rate-limit key", ReasonKeyMissing)
 	}
 	idEnd := len(key)
 	var kind string
@@ -204,7 +223,27 @@ func (ic *Interceptor) decide(ctx context.Context, method string) (metadata.MD, 
 	if idx == 1 {
 		cost = ic.globalCost
 	}
-	return md, 0, denial(d, name, cost)
+	return pushback(md, d.RetryAfter), 0, denial(d, name, cost)
+}
+
+// pushback adds to md (nil: a new MD) the MDPushback entry of a refusal
+// whose wait is retryAfter: the milliseconds rounded up, or -1 for Never.
+func pushback(md metadata.MD, retryAfter time.Duration) metadata.MD {
+	v := "-1"
+	if retryAfter != hotlimit.Never {
+		ms := int64(retryAfter / time.Millisecond)
+		if retryAfter%time.Millisecond != 0 {
+			ms++
+		}
+		// grpc-go reads the value with strconv.Atoi: an int, which a wait
+		// of up to 2^31-1 ms (24 days) fits everywhere.
+		v = strconv.FormatInt(min(ms, 1<<31-1), 10)
+	}
+	if md == nil {
+		md = make(metadata.MD, 1)
+	}
+	md[MDPushback] = []string{v}
+	return md
 }
 
 // report completes ev with the call's context, method and group, and

@@ -107,6 +107,7 @@ func checkDenial(t testing.TB, md metadata.MD, err error, wantDelay time.Duratio
 		grpclimit.MDRemaining:  "0",
 		grpclimit.MDName:       name,
 		grpclimit.MDRetryAfter: fmt.Sprint(int64((wantDelay + time.Second - 1) / time.Second)),
+		grpclimit.MDPushback:   fmt.Sprint(int64((wantDelay + time.Millisecond - 1) / time.Millisecond)),
 	}
 	for k, v := range wantMD {
 		if got := md.Get(k); len(got) != 1 || got[0] != v {
@@ -160,12 +161,17 @@ func TestRetryInfoExact(t *testing.T) {
 func TestNeverDistinguished(t *testing.T) {
 	clock := hotlimit.NewManualClock()
 	ic := newIC(t, clock, grpclimit.Config{
-		Limits: map[string]hotlimit.Policy{"small": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 3}},
+		Limits: map[string]hotlimit.Policy{"small": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 4}},
 		Groups: []grpclimit.Group{{Name: "health", Methods: []string{"/grpc.health.v1.Health/*"}, Limit: "small",
 			Costs: map[string]int64{mCheck: 4}}},
 		DefaultGroup: "health",
 		Key:          grpclimit.MetadataKey("authorization"),
 	})
+	// New refuses a cost above the capacity; a policy changed at runtime
+	// can still leave a method's cost above it.
+	if err := ic.Backend().(*httplimit.Local).Classes().SetPolicy("small", hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 3}); err != nil {
+		t.Fatal(err)
+	}
 	c := serveIC(t, ic)
 	ctx := bearer(testCtx(t), "t")
 	md, err := call(ctx, c)
@@ -175,6 +181,9 @@ func TestNeverDistinguished(t *testing.T) {
 	}
 	if got := one(t, md, grpclimit.MDRetryAfter); got != "" {
 		t.Errorf("never: retry-after %q", got)
+	}
+	if got := one(t, md, grpclimit.MDPushback); got != "-1" {
+		t.Errorf("never: %s %q, want -1 (do not retry)", grpclimit.MDPushback, got)
 	}
 	if v := d.quota.Violations; len(v) != 1 || v[0].Subject != "limit:small" || v[0].Description != "cost 4 exceeds the capacity 3" {
 		t.Errorf("QuotaFailure %v", d.quota)
@@ -187,7 +196,7 @@ func TestNeverDistinguished(t *testing.T) {
 	ic = newIC(t, clock, grpclimit.Config{
 		Limits: map[string]hotlimit.Policy{
 			"small":  hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 3},
-			"global": hotlimit.FixedWindow{Limit: 2, Window: time.Minute},
+			"global": hotlimit.FixedWindow{Limit: 3, Window: time.Minute},
 		},
 		Groups:       []grpclimit.Group{{Name: "health", Limit: "small"}},
 		DefaultGroup: "health",
@@ -195,6 +204,9 @@ func TestNeverDistinguished(t *testing.T) {
 		GlobalCost:   3,
 		Key:          grpclimit.MetadataKey("authorization"),
 	})
+	if err := ic.Backend().(*httplimit.Local).Classes().SetPolicy("global", hotlimit.FixedWindow{Limit: 2, Window: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
 	md, err = call(ctx, serveIC(t, ic))
 	d = detailsOf(t, err)
 	if d.reason() != grpclimit.ReasonNever || d.retry != nil || one(t, md, grpclimit.MDName) != "global" {
@@ -248,9 +260,12 @@ func TestGlobalLayerAllOrNothing(t *testing.T) {
 		t.Fatalf("global after a group denial: Remaining %d, want 2 (nothing consumed)", r)
 	}
 	list := func() (metadata.MD, error) {
-		var md metadata.MD
-		_, err := c.List(ctx, &healthpb.HealthListRequest{}, grpc.Header(&md))
-		return md, err
+		var hdr, trl metadata.MD
+		_, err := c.List(ctx, &healthpb.HealthListRequest{}, grpc.Header(&hdr), grpc.Trailer(&trl))
+		if err != nil {
+			return trl, err // a refusal's metadata is in the trailers
+		}
+		return hdr, err
 	}
 	for i := range 2 {
 		if _, err := list(); err != nil {
@@ -297,7 +312,7 @@ func TestStreamInterceptor(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.Recv()
-	md, _ := s.Header()
+	md := s.Trailer() // a refusal's metadata is in the trailers
 	if p := checkDenial(t, md, err, 500*time.Millisecond, "watch", 2); p != "" {
 		t.Fatalf("third stream: %s", p)
 	}
@@ -571,7 +586,7 @@ func TestStreamExactBudgetUnderConcurrency(t *testing.T) {
 			}
 			var md metadata.MD
 			if s != nil {
-				md, _ = s.Header()
+				md = s.Trailer() // a refusal's metadata is in the trailers
 			}
 			mu.Lock()
 			defer mu.Unlock()

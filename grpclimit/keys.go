@@ -122,8 +122,8 @@ func FuncKey(kind string, f func(ctx context.Context) (id string, ok bool)) KeyF
 
 // PeerKey returns a KeyFunc that limits by the client IP prefix: "ip:"
 // and the address, with "/bits" when it is grouped ("ip:192.0.2.1",
-// "ip:2001:db8:1:2::/64"), as httplimit.IPKey writes it. See ClientAddr
-// for how the address is found; it fails with httplimit.ErrNoClientIP
+// "ip:2001:db8:1:2::/64"), as httplimit.IPKey writes it. See
+// ClientPrefix for how the address is found; it fails with httplimit.ErrNoClientIP
 // when the peer is not an IP address (a Unix socket, an in-memory
 // listener).
 func PeerKey(c *httplimit.ClientIP) KeyFunc {
