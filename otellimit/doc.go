@@ -76,7 +76,8 @@
 //	hotlimit.decision         "allowed" or "denied"
 //	hotlimit.route_group      a group name of httplimit.Config.Groups
 //	hotlimit.outcome          an httplimit.Outcome: "allowed", "denied", "dry_run_denied",
-//	                          "exempt", "key_denied", "error_allowed", "error_denied"
+//	                          "exempt", "key_denied", "error_allowed", "error_denied",
+//	                          "cost_invalid"
 //	                          on hotlimit.grpc.calls, a grpclimit.Outcome: "allowed",
 //	                          "denied", "denied_never", "exempt", "key_denied",
 //	                          "error_allowed", "error_denied"

@@ -31,8 +31,8 @@ func TestGRPCCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := hotlimit.NewManualClock()
-	limits := map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 2, Window: time.Minute}}
-	build := func(cfg grpclimit.Config) grpc.UnaryServerInterceptor {
+	limits := map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 3, Window: time.Minute}}
+	build := func(cfg grpclimit.Config) *grpclimit.Interceptor {
 		t.Helper()
 		cfg.Limits, cfg.Hook = limits, obs.Hook
 		if cfg.Backend == nil {
@@ -49,7 +49,7 @@ func TestGRPCCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { ic.Close() })
-		return ic.Unary()
+		return ic
 	}
 	handler := func(ctx context.Context, req any) (any, error) { return req, nil }
 	tok := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+rawToken))
@@ -57,7 +57,7 @@ func TestGRPCCalls(t *testing.T) {
 		u(ctx, nil, &grpc.UnaryServerInfo{FullMethod: method}, handler)
 	}
 
-	u := build(grpclimit.Config{
+	ic := build(grpclimit.Config{
 		Groups: []grpclimit.Group{
 			{Name: "check", Methods: []string{"/svc.A/Check"}, Limit: "l"},
 			{Name: "big", Methods: []string{"/svc.A/Big"}, Limit: "l", Cost: 3},
@@ -65,6 +65,12 @@ func TestGRPCCalls(t *testing.T) {
 		},
 		DefaultGroup: "check",
 	})
+	// New refuses a cost above the capacity; lowered at runtime, the
+	// capacity leaves Big's cost above it.
+	if err := ic.Backend().(*httplimit.Local).Classes().SetPolicy("l", hotlimit.FixedWindow{Limit: 2, Window: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	u := ic.Unary()
 	call(u, tok, "/svc.A/Check")                  // allowed
 	call(u, tok, "/svc.A/Check")                  // allowed
 	call(u, tok, "/svc.A/Check")                  // denied
@@ -72,10 +78,10 @@ func TestGRPCCalls(t *testing.T) {
 	call(u, tok, "/svc.A/Health")                 // exempt
 	call(u, context.Background(), "/svc.A/Check") // no key
 	call(build(grpclimit.Config{OnBackendError: grpclimit.FailOpen,
-		Backend: func(map[string]hotlimit.Policy) (httplimit.Backend, error) { return failingBackend{}, nil }}), tok, "/svc.B/X")
+		Backend: func(map[string]hotlimit.Policy) (httplimit.Backend, error) { return failingBackend{}, nil }}).Unary(), tok, "/svc.B/X")
 	call(build(grpclimit.Config{OnBackendError: grpclimit.FailClosed,
-		Backend: func(map[string]hotlimit.Policy) (httplimit.Backend, error) { return failingBackend{}, nil }}), tok, "/svc.B/X")
-	call(build(grpclimit.Config{Key: grpclimit.FuncKey("usr", func(context.Context) (string, bool) { return "u1", true })}), tok, "/svc.B/X")
+		Backend: func(map[string]hotlimit.Policy) (httplimit.Backend, error) { return failingBackend{}, nil }}).Unary(), tok, "/svc.B/X")
+	call(build(grpclimit.Config{Key: grpclimit.FuncKey("usr", func(context.Context) (string, bool) { return "u1", true })}).Unary(), tok, "/svc.B/X")
 
 	want := map[string]int64{
 		"hotlimit.grpc.calls{hotlimit.algorithm=fixed_window,hotlimit.identity.kind=tok,hotlimit.method_group=check,hotlimit.outcome=allowed}":    2,

@@ -35,21 +35,14 @@ const (
 
 // algorithm returns the attribute value of p's algorithm, "" for nil.
 func algorithm(p hotlimit.Policy) string {
-	switch p.(type) {
-	case hotlimit.TokenBucket, *hotlimit.TokenBucket:
-		return "token_bucket"
-	case hotlimit.LeakyBucket, *hotlimit.LeakyBucket:
-		return "leaky_bucket"
-	case hotlimit.FixedWindow, *hotlimit.FixedWindow:
-		return "fixed_window"
-	case hotlimit.SlidingWindow, *hotlimit.SlidingWindow:
-		return "sliding_window"
-	case hotlimit.SlidingLog, *hotlimit.SlidingLog:
-		return "sliding_log"
-	case nil:
+	if p == nil {
 		return ""
 	}
-	return otherValue
+	pi, err := hotlimit.Describe(p)
+	if err != nil {
+		return otherValue // the backend refuses it: no decision will name it
+	}
+	return eventAlgorithm(pi.Algorithm.String())
 }
 
 // eventAlgorithm maps httplimit.Event.Algorithm to the attribute value.

@@ -96,7 +96,7 @@ func (r *rig) collect(t *testing.T) map[string]int64 {
 func attrString(kvs []attribute.KeyValue) string {
 	s := make([]string, len(kvs))
 	for i, kv := range kvs {
-		s[i] = string(kv.Key) + "=" + kv.Value.Emit()
+		s[i] = string(kv.Key) + "=" + kv.Value.String()
 	}
 	sort.Strings(s)
 	return strings.Join(s, ",")
@@ -106,8 +106,8 @@ func checkAttrs(t *testing.T, where string, kvs []attribute.KeyValue) {
 	t.Helper()
 	for _, kv := range kvs {
 		for _, s := range secrets() {
-			if strings.Contains(kv.Value.Emit(), s) {
-				t.Errorf("%s: attribute %s = %q holds a secret", where, kv.Key, kv.Value.Emit())
+			if strings.Contains(kv.Value.String(), s) {
+				t.Errorf("%s: attribute %s = %q holds a secret", where, kv.Key, kv.Value.String())
 			}
 		}
 	}

@@ -31,7 +31,7 @@
 //
 // where outcome is an httplimit.Outcome ("allowed", "denied",
 // "dry_run_denied", "exempt", "key_denied", "error_allowed",
-// "error_denied"): error_allowed and error_denied count the failure
+// "error_denied", "cost_invalid"): error_allowed and error_denied count the failure
 // policy's decisions, fail-open and fail-closed, when the backend could
 // not decide. BackendMetrics adds the backend's latency and the
 // distribution of remaining capacity. The share of 429s per route group is
