@@ -1,6 +1,6 @@
 module github.com/hotlimit/hotlimit/grpclimit
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4

@@ -1,6 +1,6 @@
 module github.com/hotlimit/hotlimit/otellimit
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/hotlimit/hotlimit v0.1.0

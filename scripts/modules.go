@@ -21,7 +21,18 @@
 //     Such replaces serve `go mod tidy` inside the module, which ignores go.work;
 //     the go command ignores them when the module is a dependency;
 //   - a module under cmd/ has no replace directives, which `go install
-//     PKG@VERSION` refuses.
+//     PKG@VERSION` refuses;
+//   - a module's go directive is the oldest Go it needs, in x.y.0 form,
+//     because it is a promise to consumers (`go get` raises a consumer's
+//     go line to it): never lower than a requirement's go line (the go
+//     command would refuse the module), and higher only with a comment on
+//     the line above it that says which language feature or standard
+//     library API needs it (go vet's stdversion analysis, which scripts/test
+//     runs, then holds the module's code to that version); no toolchain
+//     line, which would make a development machine with an older Go fetch
+//     a toolchain; docs/modules.md's table states every module's minimum Go
+//     as its go.mod does, and README.md the root module's ("needs Go 1.25
+//     or later").
 //
 // It uses only the standard library and the go command.
 package main
@@ -48,8 +59,10 @@ type module struct {
 
 // goMod is the part of `go mod edit -json`'s output used here.
 type goMod struct {
-	Module  struct{ Path string }
-	Require []struct {
+	Module    struct{ Path string }
+	Go        string
+	Toolchain string
+	Require   []struct {
 		Path    string
 		Version string
 	}
@@ -210,6 +223,8 @@ func check(mods []module) []string {
 		}
 	}
 
+	problems = append(problems, checkGo(mods, byPath)...)
+
 	// Replaces of siblings point at them; commands have none.
 	for _, m := range mods {
 		if (m.Dir == "cmd" || strings.HasPrefix(m.Dir, "cmd/")) && len(m.Mod.Replace) > 0 {
@@ -227,6 +242,137 @@ func check(mods []module) []string {
 		}
 	}
 	return problems
+}
+
+// goVersion is an x.y.0 go directive.
+var goVersion = regexp.MustCompile(`^1\.(0|[1-9][0-9]*)\.0$`)
+
+// modulesDoc is the page whose table states each module's minimum Go.
+const modulesDoc = "docs/modules.md"
+
+// checkGo returns the breaks of the go-directive rules in the package
+// comment. A requirement's go line comes from `go list -m` (the module
+// cache, or the configured proxy), a sibling's from its go.mod in the tree.
+func checkGo(mods []module, byPath map[string]module) []string {
+	var problems []string
+	doc, err := os.ReadFile(modulesDoc)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	for _, m := range mods {
+		gomod := filepath.Join(m.Dir, "go.mod")
+		if !goVersion.MatchString(m.Mod.Go) {
+			problems = append(problems, fmt.Sprintf("%s: go %s: the go directive must be an x.y.0 version, the oldest Go the module needs (a patch release only says which Go built it)", gomod, m.Mod.Go))
+			continue
+		}
+		if m.Mod.Toolchain != "" {
+			problems = append(problems, fmt.Sprintf("%s: toolchain %s: drop it (go mod edit -toolchain=none); the go directive alone says which Go the module needs", gomod, m.Mod.Toolchain))
+		}
+		// The requirements' go lines, and which one is the highest.
+		need, from := "1.0.0", ""
+		var query []string
+		for _, r := range m.Mod.Require {
+			if sib, ok := byPath[r.Path]; ok {
+				if compareGo(sib.Mod.Go, need) > 0 {
+					need, from = sib.Mod.Go, r.Path
+				}
+				continue
+			}
+			query = append(query, r.Path+"@"+r.Version)
+		}
+		if len(query) > 0 {
+			out, err := goOutput(os.TempDir(), append([]string{"list", "-m", "-f", "{{.Path}} {{.GoVersion}}"}, query...)...)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("%s: reading its requirements' go lines: %v", gomod, err))
+				continue
+			}
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				path, v, _ := strings.Cut(line, " ")
+				if v != "" && compareGo(v, need) > 0 {
+					need, from = v, path
+				}
+			}
+		}
+		switch c := compareGo(m.Mod.Go, need); {
+		case c < 0:
+			problems = append(problems, fmt.Sprintf("%s: go %s, but it requires %s, whose go line is %s: raise it to %s (go mod edit -go=%s)", gomod, m.Mod.Go, from, need, roundGo(need), roundGo(need)))
+		case c > 0 && compareGo(m.Mod.Go, roundGo(need)) > 0:
+			if why := goComment(gomod); why == "" {
+				problems = append(problems, fmt.Sprintf("%s: go %s, above the %s its requirements need: lower it, or say on the line above it which language feature or API needs it", gomod, m.Mod.Go, roundGo(need)))
+			}
+		}
+		if m.Dir == "." {
+			readme, err := os.ReadFile("README.md")
+			want := "needs Go " + strings.TrimSuffix(m.Mod.Go, ".0") + " or\nlater"
+			if err != nil || !bytes.Contains(bytes.ReplaceAll(readme, []byte(" "), []byte("\n")), []byte(strings.ReplaceAll(want, " ", "\n"))) {
+				problems = append(problems, fmt.Sprintf("README.md does not say that the root module %q (its go.mod says go %s)", strings.ReplaceAll(want, "\n", " "), m.Mod.Go))
+			}
+		}
+		// docs/modules.md: | `DIR/` | `PATH` | needs | Go |, found by PATH
+		if doc != nil {
+			row := regexp.MustCompile("(?m)^\\| [^|]* \\| `" + regexp.QuoteMeta(m.Path) + "` \\|.*\\| ([0-9.]+) \\|$").FindSubmatch(doc)
+			switch {
+			case row == nil:
+				problems = append(problems, fmt.Sprintf("%s has no row for %s/ ending in its minimum Go (%s)", modulesDoc, m.Dir, m.Mod.Go))
+			case string(row[1]) != m.Mod.Go:
+				problems = append(problems, fmt.Sprintf("%s says %s/ needs Go %s; its go.mod says go %s", modulesDoc, m.Dir, row[1], m.Mod.Go))
+			}
+		}
+	}
+	return problems
+}
+
+// compareGo compares two Go versions (1.22, 1.22.0, 1.26.8) numerically.
+func compareGo(a, b string) int {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < 3; i++ {
+		var x, y int
+		if i < len(as) {
+			fmt.Sscan(as[i], &x)
+		}
+		if i < len(bs) {
+			fmt.Sscan(bs[i], &y)
+		}
+		if x != y {
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+// roundGo is the x.y.0 release at or above v (1.24 -> 1.24.0, 1.24.3 -> 1.25.0).
+func roundGo(v string) string {
+	p := strings.Split(v, ".")
+	for len(p) < 3 {
+		p = append(p, "0")
+	}
+	if p[2] != "0" {
+		var minor int
+		fmt.Sscan(p[1], &minor)
+		p[1] = fmt.Sprint(minor + 1)
+	}
+	return p[0] + "." + p[1] + ".0"
+}
+
+// goComment returns the comment on the line above gomod's go directive.
+func goComment(gomod string) string {
+	data, err := os.ReadFile(gomod)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(string(data), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "go ") && i > 0 {
+			if c, ok := strings.CutPrefix(strings.TrimSpace(lines[i-1]), "//"); ok {
+				return strings.TrimSpace(c)
+			}
+			return ""
+		}
+	}
+	return ""
 }
 
 // require makes every module's requirements on its siblings name version.
@@ -257,6 +403,20 @@ func require(mods []module, version string) error {
 		fmt.Printf("%s/go.mod: siblings required at %s\n", m.Dir, version)
 	}
 	return nil
+}
+
+// goOutput runs the go command in dir with GOWORK=off and returns its
+// standard output.
+func goOutput(dir string, args ...string) (string, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
 }
 
 // goJSON runs the go command with args and decodes its JSON output into v.
