@@ -12,9 +12,10 @@ import (
 // then.
 //
 // This is sound because a denial's RetryAfter, counted from when the
-// request was sent, is a lower bound: other requests can only consume more
-// and push it later, and a request of a larger cost needs at least as
-// long. Refund and Reset, which give quota back, drop the key's entry on
+// request was sent, is a lower bound for the same request: other requests
+// can only consume more and push it later. It answers only that request
+// (the same cost): a larger cost needs longer, by an amount only Redis
+// knows, and a smaller one may be admitted sooner. Refund and Reset, which give quota back, drop the key's entry on
 // this instance; on other instances the entry stays until its RetryAfter.
 // A lost Redis state (a flush, a failover, a restart) can only make the
 // cache deny longer than Redis would, never admit more; a call that finds
@@ -47,8 +48,8 @@ type denyShard struct {
 	_   [64]byte          // keep neighbouring stripes' locks off one cache line
 }
 
-// denial is a cached denial of a call: until until, the same call with a
-// cost of at least cost in the layer that denied is denied, with the
+// denial is a cached denial of a call: until until, the same call (cost
+// cost in the layer that denied) is denied, with the
 // Decision's other fields as recorded (rem, limit, the reset instant and
 // the binding layer). shape identifies the call's other layers (their
 // limiters, keys and costs, see shapeOf); 0 for a call of one layer.

@@ -78,8 +78,9 @@ func sentAt(layers []Layer) time.Duration {
 }
 
 // localDenial answers a call from the two-tier caches: a layer holding a
-// live denial of the same call, with a cost at least that layer's then,
-// denies it without a round trip. A call in which some layer could never
+// live denial of the same call (the same layers, keys and costs) denies it
+// without a round trip. A larger cost is not the same call: it needs
+// longer than the cached RetryAfter, which Redis alone can say. A call in which some layer could never
 // be admitted (a cost above its limit) is never answered here: Redis
 // answers it with RetryAfter = Never, which no cached denial records.
 func localDenial(layers []Layer) (hotlimit.Decision, int, bool) {
@@ -95,7 +96,7 @@ func localDenial(layers []Layer) (hotlimit.Decision, int, bool) {
 		}
 		now := c.now()
 		den, ok := c.get(ly.Key, now)
-		if !ok || ly.Cost < den.cost || den.shape != shapeOf(c.seed, layers, i) {
+		if !ok || ly.Cost != den.cost || den.shape != shapeOf(c.seed, layers, i) {
 			continue
 		}
 		if h := layers[0].Limiter.hooks; h != nil && h.LocalDenial != nil {

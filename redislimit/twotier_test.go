@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -245,5 +246,50 @@ func TestTwoTierForgottenAfterOutage(t *testing.T) {
 	startRedis(t, srv.port)
 	if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed {
 		t.Fatalf("k after the restart: %+v, %v; want the empty server's admission", d, err)
+	}
+}
+
+// TestTwoTierLargerCost: a cached denial answers only the same call. A
+// larger cost than the one denied needs longer than the cached RetryAfter,
+// so Redis must answer it: TokenBucket {1 per 2s, Burst 3} after a cost
+// of 3, a cost of 1 waits 2s but a cost of 2 waits 4s. The same holds for
+// a layered call whose denying layer's cost grew.
+func TestTwoTierLargerCost(t *testing.T) {
+	c := newClient(t, serverAddr(t))
+	ctx := context.Background()
+	prefix := testPrefix(t)
+	var ft fakeTime
+	ft.t = time.Hour
+	now := int64(baseMicros)
+	pol := hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 2 * time.Second}, Burst: 3}
+	l := must(New(c, "lc", pol, WithPrefix(prefix), WithLocalDenials(100)))
+	other := must(New(c, "lo", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 100}, WithPrefix(prefix)))
+	for _, x := range []*Limiter{l, other} {
+		x.testNow = func() int64 { return now }
+	}
+	l.cache.now = ft.now
+	for _, layered := range []bool{false, true} {
+		key := fmt.Sprintf("k%v", layered)
+		call := func(cost int64) hotlimit.Decision {
+			if layered {
+				return must(AllowLayers(ctx, Layer{l, key, cost}, Layer{other, key, 1}))
+			}
+			return must(l.AllowN(ctx, key, cost))
+		}
+		if d := call(3); !d.Allowed {
+			t.Fatalf("layered %v: cost 3 on a full bucket: %+v", layered, d)
+		}
+		if d := call(1); d.Allowed || d.RetryAfter != 2*time.Second {
+			t.Fatalf("layered %v: cost 1 on an empty bucket: %+v; want denied, RetryAfter 2s", layered, d)
+		}
+		if d := call(2); d.Allowed || d.RetryAfter != 4*time.Second {
+			t.Fatalf("layered %v: cost 2 after a cached denial of cost 1: %+v; want Redis's RetryAfter 4s", layered, d)
+		}
+		// The same call as the cached one is still answered locally.
+		var sent counter
+		c.AddHook(&sent)
+		if d := call(2); d.Allowed || d.RetryAfter != 4*time.Second || sent.n.Load() != 0 {
+			t.Fatalf("layered %v: the same call again: %+v, %d commands; want the cached 4s, locally", layered, d, sent.n.Load())
+		}
 	}
 }
