@@ -142,7 +142,7 @@ func (p Permit) Release(ctx context.Context) (bool, error) {
 	if p.member == "" {
 		return false, nil
 	}
-	r, err := p.c.l.call1(ctx, leaseScript, p.c.l.RedisKey(p.key), "release", "", p.member, 0, p.c.argv[0], p.c.argv[1])
+	r, err := p.c.l.call1(ctx, leaseScript, p.c.l.RedisKey(p.key), "release", p.c.now(), p.member, 0, p.c.argv[0], p.c.argv[1])
 	if err != nil {
 		return false, err
 	}

@@ -129,3 +129,30 @@ func TestConcurrencyRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrencyReleaseEnded: a permit whose lease ended reports false on
+// Release, also when no call removed it from the key's set in the
+// meantime (limit 2: the second permit never had to wait for the first's
+// units).
+func TestConcurrencyReleaseEnded(t *testing.T) {
+	c := must(NewConcurrency(newClient(t, serverAddr(t)), "ended", 2, time.Second, WithPrefix(testPrefix(t))))
+	now := int64(baseMicros)
+	c.l.testNow = func() int64 { return now }
+	ctx := context.Background()
+	p1, ok1, err1 := c.TryAcquire(ctx, "k")
+	now += 500_000
+	p2, ok2, err2 := c.TryAcquire(ctx, "k")
+	if !ok1 || !ok2 || err1 != nil || err2 != nil {
+		t.Fatal(ok1, ok2, err1, err2)
+	}
+	now += 700_000 // 1.2s after p1, 0.7s after p2
+	if ok := must(p1.Release(ctx)); ok {
+		t.Fatal("Release of a permit whose lease ended 200ms ago reported true")
+	}
+	if ok := must(p2.Release(ctx)); !ok {
+		t.Fatal("Release of a live permit reported false")
+	}
+	if n := must(c.InFlight(ctx, "k")); n != 0 {
+		t.Fatalf("InFlight %d after both permits ended, want 0", n)
+	}
+}

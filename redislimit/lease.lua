@@ -15,9 +15,6 @@
 if redis.replicate_commands then redis.replicate_commands() end
 
 local key, op, member = KEYS[1], ARGV[1], ARGV[3]
-if op == "release" then
-  return { redis.call("ZREM", key, member) }
-end
 
 local now, ttlExtra = nil, 0
 if ARGV[2] ~= "" then
@@ -29,7 +26,13 @@ else
 end
 local n, limit, lease = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 
+-- Ended leases go first, so that neither "release" nor "renew" finds a
+-- permit whose lease has ended (its units may be another holder's now).
 redis.call("ZREMRANGEBYSCORE", key, "-inf", string.format("%.0f", now))
+
+if op == "release" then
+  return { redis.call("ZREM", key, member) }
+end
 
 -- keep makes the set live as long as its longest lease.
 local function keep()
