@@ -88,7 +88,8 @@ func TestClusterCrossSlot(t *testing.T) {
 	ctx := context.Background()
 	prefix := testPrefix(t)
 	p := hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 3}
-	user := must(New(c, "user", p, WithPrefix(prefix), WithFailurePolicy(FailOpen)))
+	var rec recorder
+	user := must(New(c, "user", p, WithPrefix(prefix), WithFailurePolicy(FailOpen), WithHooks(rec.hooks())))
 	ip := must(New(c, "ip", p, WithPrefix(prefix), WithFailurePolicy(FailOpen)))
 	// Find two keys in different slots.
 	k2 := ""
@@ -102,6 +103,9 @@ func TestClusterCrossSlot(t *testing.T) {
 	}
 	if sent.n.Load() != before {
 		t.Fatal("a cross-slot call went to Redis")
+	}
+	if len(rec.config) != 1 || rec.config[0] != err || len(rec.failures) != 0 {
+		t.Fatalf("the hooks saw %v (failures %v); want the returned error in Misconfigured", rec.config, rec.failures)
 	}
 	// The same layers with one hash tag work.
 	tu := must(New(c, "user", p, WithPrefix(prefix), WithHashTag("t")))

@@ -137,7 +137,8 @@
 // WithHooks installs functions that see, synchronously, each call's node,
 // round-trip time and error (IsTimeout tells timeouts apart), every
 // decision a failure policy made with its error, every change of a node's
-// circuit, and every request the two-tier cache answered. With a failure
+// circuit, every call refused as misconfigured (ErrCrossSlot,
+// ErrMixedClients), and every request the two-tier cache answered. With a failure
 // policy set the caller may see no error; the hooks see all of them.
 //
 // # HTTP

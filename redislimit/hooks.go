@@ -20,9 +20,9 @@ import (
 // Prometheus counter or histogram). A layered call reports to the hooks of
 // its first layer's limiter.
 //
-// Every error a call returns has been reported to Call or Failure first:
-// with a failure policy set, the Decision hides the outage from the
-// caller, the hooks do not.
+// Every error a call returns has been reported to Call, Failure or
+// Misconfigured first: with a failure policy set, the Decision hides the
+// outage from the caller, the hooks do not.
 type Hooks struct {
 	// Call follows every script call sent to a node: the node's address
 	// ("" for a client that does not name nodes), the time from sending
@@ -35,6 +35,13 @@ type Hooks struct {
 	// of Redis: the limiter (the first layer's), the Decision returned
 	// and the error returned with it (which wraps ErrUnavailable).
 	Failure func(limiter string, d hotlimit.Decision, err error)
+
+	// Misconfigured follows every call refused, with a denial, because
+	// it cannot work as configured, before any round trip and whatever the
+	// failure policy: its keys span Redis Cluster slots (ErrCrossSlot) or
+	// its limiters use different clients (ErrMixedClients). limiter is the
+	// first layer's.
+	Misconfigured func(limiter string, d hotlimit.Decision, err error)
 
 	// Breaker follows every change of a node's circuit (see Breaker).
 	Breaker func(node string, from, to BreakerState)

@@ -19,6 +19,7 @@ type recorder struct {
 	failures []error
 	states   []string
 	local    int
+	config   []error // Misconfigured
 }
 
 func (r *recorder) hooks() Hooks {
@@ -38,6 +39,11 @@ func (r *recorder) hooks() Hooks {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			r.states = append(r.states, node+" "+from.String()+"->"+to.String())
+		},
+		Misconfigured: func(limiter string, d hotlimit.Decision, err error) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.config = append(r.config, err)
 		},
 		LocalDenial: func(string) {
 			r.mu.Lock()
@@ -143,5 +149,19 @@ func TestHooksMayUseTheBreaker(t *testing.T) {
 	}
 	if len(seen) != 1 || !seen[0] {
 		t.Fatalf("the hook saw Open() = %v; want one call seeing the open circuit", seen)
+	}
+}
+
+// TestHooksMisconfigured: a layered call refused as misconfigured (here
+// its limiters use different clients) reaches the first layer's hooks
+// with the error it returns. TestClusterCrossSlot checks ErrCrossSlot.
+func TestHooksMisconfigured(t *testing.T) {
+	var rec recorder
+	p := hotlimit.FixedWindow{Limit: 5, Window: time.Hour}
+	a := must(New(newClient(t, "127.0.0.1:1"), "a", p, WithHooks(rec.hooks())))
+	b := must(New(newClient(t, "127.0.0.1:1"), "b", p))
+	_, err := AllowLayers(context.Background(), Layer{a, "k", 1}, Layer{b, "k", 1})
+	if !errors.Is(err, ErrMixedClients) || len(rec.config) != 1 || rec.config[0] != err || len(rec.failures) != 0 {
+		t.Fatalf("mixed clients: %v; hooks saw %v (failures %v); want the returned error in Misconfigured", err, rec.config, rec.failures)
 	}
 }

@@ -82,7 +82,7 @@ func allowLayers(ctx context.Context, layers []Layer, states []httplimit.LayerSt
 			return hotlimit.Decision{Limit: ly.Limiter.spec.limit, RetryAfter: hotlimit.Never}, i, nil
 		}
 		if ly.Limiter.client != first.client {
-			return hotlimit.Decision{RetryAfter: hotlimit.Never}, -1, ErrMixedClients
+			return misconfigured(first, -1, ErrMixedClients)
 		}
 		if i == 0 || ly.Limiter.timeout < timeout {
 			timeout = ly.Limiter.timeout
@@ -99,7 +99,7 @@ func allowLayers(ctx context.Context, layers []Layer, states []httplimit.LayerSt
 	}
 	if first.rt.cluster != nil {
 		if err := sameSlot(layers, keys); err != nil {
-			return hotlimit.Decision{RetryAfter: hotlimit.Never}, -1, err
+			return misconfigured(first, -1, err)
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -173,6 +173,17 @@ func failed(layers []Layer, node string, cause error) (hotlimit.Decision, int, e
 	err := fmt.Errorf("%w: %w", ErrUnavailable, cause)
 	if h := layers[0].Limiter.hooks; h != nil && h.Failure != nil {
 		h.Failure(layers[0].Limiter.name, d, err)
+	}
+	return d, i, err
+}
+
+// misconfigured returns the denial of a call that cannot work as
+// configured, with binding index i and err, and reports both to the
+// hooks of first, the first layer's limiter.
+func misconfigured(first *Limiter, i int, err error) (hotlimit.Decision, int, error) {
+	d := hotlimit.Decision{RetryAfter: hotlimit.Never}
+	if h := first.hooks; h != nil && h.Misconfigured != nil {
+		h.Misconfigured(first.name, d, err)
 	}
 	return d, i, err
 }

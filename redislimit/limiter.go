@@ -39,9 +39,10 @@ var (
 
 // Limiter is a keyed rate limiter whose state lives in Redis, so that
 // every process that uses the same Redis, name and policy shares one
-// quota per key. It implements hotlimit's token bucket (GCRA), fixed
-// window and sliding-window counter with the same Decision semantics, in
-// integer microseconds of the Redis server's clock (see the package doc).
+// quota per key. It implements every hotlimit rate policy (token bucket
+// as GCRA, leaky bucket, fixed window, sliding-window counter, sliding
+// log) with the same Decision semantics, in integer microseconds of the
+// Redis server's clock (see the package doc).
 //
 // Each decision is one round trip: one script that reads the server's
 // time, decides, and writes the key's new state with a TTL. A Limiter is
@@ -72,8 +73,8 @@ type Limiter struct {
 	testNow func() int64
 }
 
-// New returns a Limiter for policy (hotlimit.TokenBucket, FixedWindow or
-// SlidingWindow, or a pointer to one) whose state lives in Redis through
+// New returns a Limiter for policy (hotlimit.TokenBucket, LeakyBucket,
+// FixedWindow, SlidingWindow or SlidingLog, or a pointer to one) whose state lives in Redis through
 // client, under name: limiters in other processes share a quota with it
 // when they use the same Redis, prefix, name and policy.
 //
@@ -154,7 +155,9 @@ func New(client redis.Scripter, name string, policy hotlimit.Policy, opts ...Opt
 // Name returns the limiter's name.
 func (l *Limiter) Name() string { return l.name }
 
-// Limit returns the policy's capacity: Burst or Limit.
+// Limit returns the policy's capacity, the Decision's Limit: Burst
+// (token bucket), Capacity+1 (leaky bucket) or Limit (the windows and the
+// sliding log).
 func (l *Limiter) Limit() int64 { return l.spec.limit }
 
 // RedisKey returns the Redis key that holds key's state: prefix + name +
