@@ -211,18 +211,30 @@ func run(ctx context.Context, client redis.Scripter, node string, layers []Layer
 	if next {
 		args = append(args, "1")
 	}
-	vals, err := first.rt.send(ctx, decideScript, client, node, first.hooks, keys, args)
+	var vals []any
+	var err error
+	if b := first.rt.batch; b != nil && first.testNow == nil {
+		dl, _ := ctx.Deadline() // bounded set one
+		vals, err = b.do(ctx, &batchCall{keys: keys, args: args, next: next, deadline: dl, hooks: first.hooks})
+	} else {
+		vals, err = first.rt.send(ctx, decideScript, client, node, first.hooks, keys, args)
+	}
 	if err != nil {
 		return nil, err
 	}
 	for _, v := range vals {
 		n, ok := v.(int64)
 		if !ok {
-			return nil, fmt.Errorf("redislimit: unexpected script reply %v", vals)
+			return nil, errBadReply(vals)
 		}
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// errBadReply is the error of a reply that is not what the script returns.
+func errBadReply(reply any) error {
+	return fmt.Errorf("redislimit: unexpected script reply %v", reply)
 }
 
 // bounded returns ctx bounded by timeout from now, and the function that

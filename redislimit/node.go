@@ -34,6 +34,7 @@ type router struct {
 	single  *redis.Client        // the client, if it is one
 	cluster *redis.ClusterClient // the client, if it is one
 	addr    string               // single's address
+	batch   *batcher             // single's decisions (see batch.go), or nil
 
 	mu     sync.Mutex
 	spares map[string]*redis.Client // guarded by mu; never closed
@@ -50,6 +51,7 @@ func routerFor(client redis.Scripter) *router {
 	switch c := client.(type) {
 	case *redis.Client:
 		r.single, r.addr = c, c.Options().Addr
+		r.batch = &batcher{r: r}
 	case *redis.ClusterClient:
 		r.cluster = c
 	}

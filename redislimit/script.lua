@@ -43,7 +43,6 @@ if redis.replicate_commands then redis.replicate_commands() end
 -- decisions follow the test's: they are stretched by an hour, so that no
 -- key expires during a test that its own clock still needs.
 local now, ttlExtra = nil, 0
-local wantNext = ARGV[2 + 5 * #KEYS] == "1"
 if ARGV[1] ~= "" then
   now = tonumber(ARGV[1])
   ttlExtra = 3600000
@@ -51,6 +50,11 @@ else
   local t = redis.call("TIME")
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
+
+-- decide: from here to the end is one decision for KEYS and ARGV at now.
+-- batch.lua wraps it in a function of KEYS and ARGV, called once per
+-- decision of a batch (see batch.go).
+local wantNext = ARGV[2 + 5 * #KEYS] == "1"
 
 -- Fast path: a single token-bucket layer, the common call. It is step
 -- and the write below for that case, written out without closures or

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -412,5 +413,83 @@ func BenchmarkBackendStates(b *testing.B) {
 				})
 			})
 		}
+	}
+}
+
+// callers is how many goroutines decide at once in BenchmarkThroughput.
+const callers = 64
+
+// serverCPU returns the server's CPU time so far (used_cpu_sys +
+// used_cpu_user in INFO cpu), in µs.
+func serverCPU(b *testing.B, c *redis.Client) float64 {
+	info, err := c.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		name, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if name == "used_cpu_sys" || name == "used_cpu_user" {
+			s, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			total += s * 1e6
+		}
+	}
+	return total
+}
+
+// BenchmarkThroughput: 64 goroutines decide at once on one client (a pool
+// of 64 connections, so that none waits for a connection) over 1024 keys,
+// every decision admitted (so each writes). It reports decisions per
+// second, the server's CPU per decision (used_cpu_sys + used_cpu_user of
+// INFO cpu: everything the server did, network included), the time the
+// server spent in the script commands per decision (INFO commandstats)
+// and round trips per decision. The server must serve nothing else
+// meanwhile.
+func BenchmarkThroughput(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		mk   func(b *testing.B, c *redis.Client) decider
+	}{
+		{"redislimit", func(b *testing.B, c *redis.Client) decider { return hotlimitRedis(b, c, generous) }},
+		{"redis_rate", func(b *testing.B, c *redis.Client) decider { return redisRate(b, c, generousRate, time.Second) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			addr := os.Getenv("HOTLIMIT_REDIS_ADDR")
+			if addr == "" {
+				b.Skip("HOTLIMIT_REDIS_ADDR is not set: run redislimit/test.sh or start a redis-server and set it")
+			}
+			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true, PoolSize: callers})
+			b.Cleanup(func() { c.Close() })
+			n := &counter{}
+			c.AddHook(n)
+			d := tc.mk(b, c)
+			ctx := context.Background()
+			d(ctx, keys[0]) // loads the script
+			var next atomic.Int64
+			b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+			cpu0, us0, rt0 := serverCPU(b, c), scriptMicros(b, c), n.n.Load()
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(next.Add(1)) * 7919
+				for pb.Next() {
+					d(ctx, keys[i%nKeys])
+					i++
+				}
+			})
+			elapsed := time.Since(start)
+			b.StopTimer()
+			// The INFO calls after the loop are not decisions: they are
+			// read before being counted.
+			rt := n.n.Load() - rt0
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
+			b.ReportMetric((serverCPU(b, c)-cpu0)/float64(b.N), "server-cpu-µs/op")
+			b.ReportMetric((scriptMicros(b, c)-us0)/float64(b.N), "script-µs/op")
+			b.ReportMetric(float64(rt)/float64(b.N), "roundtrips/op")
+		})
 	}
 }

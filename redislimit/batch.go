@@ -1,0 +1,199 @@
+package redislimit
+
+import (
+	"context"
+	_ "embed"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Batching: decisions bound for one server that arrive while earlier ones
+// are in flight go out together, as one script call that decides them in
+// order (batch.lua). Redis runs one command at a time, and most of what a
+// small script costs it is the command around it (reading, parsing and
+// dispatching the call, starting the script, writing the reply); a batch
+// pays that once for many decisions, so under many concurrent callers a
+// server decides several times more per second and per CPU second
+// (bench/redisbench/RESULTS.md).
+//
+// A call that finds fewer than maxBatchesInFlight batches in flight is
+// sent at once, alone as before when nothing waits (a serial caller never
+// waits for a batch); otherwise it queues, and the next batch to finish
+// hands every queued call to the first of them, which sends them as one
+// batch. A batch is one call: it succeeds or fails as a whole, each of its
+// decisions is reported to its own limiter's hooks, and a call that left
+// the queue before it was sent (its context ended) sent nothing. The batch
+// carries the earliest deadline of its calls.
+//
+// Only a *redis.Client is batched: on a Redis Cluster a script's keys must
+// share a slot, and decisions with a test instant go alone.
+
+// maxBatchesInFlight bounds the batches one server has in flight from one
+// client: enough to keep the server busy while replies travel, few enough
+// that the calls waiting meanwhile form large batches.
+const maxBatchesInFlight = 2
+
+// maxBatch bounds the decisions in one batch, so that one script call
+// stays short (a few hundred µs) and other clients are not held up.
+const maxBatch = 64
+
+//go:embed batch.lua
+var batchTail string
+
+// batchScript is script.lua's clock, then its decision as a function
+// called once per decision of a batch.
+var batchScript = newScript(func() string {
+	head, body, ok := strings.Cut(decideSource, "\n-- decide:")
+	if !ok {
+		panic("redislimit: script.lua has no decide: marker")
+	}
+	return head + "\nlocal function decide(KEYS, ARGV)\n-- decide:" + body + "\nend\n" + batchTail
+}())
+
+// batchCall is one decision waiting for, or in, a batch.
+type batchCall struct {
+	keys     []string
+	args     []any // script.lua's arguments for the call alone: "", 5 per layer, the next flag if next
+	next     bool
+	deadline time.Time
+	hooks    *Hooks
+
+	wake  chan struct{} // receives once: the reply is in, or lead is set
+	lead  []*batchCall  // set before wake: the batch this call sends
+	reply []any
+	err   error
+}
+
+// batcher batches the decisions sent to one server (see above).
+type batcher struct {
+	r *router
+
+	mu       sync.Mutex
+	queue    []*batchCall // guarded by mu: calls waiting for a batch
+	inFlight int          // guarded by mu: batches being sent
+}
+
+// do sends bc, alone or in a batch, and returns its reply.
+func (b *batcher) do(ctx context.Context, bc *batchCall) ([]any, error) {
+	b.mu.Lock()
+	if b.inFlight < maxBatchesInFlight {
+		b.inFlight++
+		var batch []*batchCall // nil: bc alone, the serial caller's case
+		if len(b.queue) > 0 {
+			batch = b.takeLocked(bc)
+		}
+		b.mu.Unlock()
+		b.send(ctx, batch, bc)
+		return bc.reply, bc.err
+	}
+	bc.wake = make(chan struct{}, 1)
+	b.queue = append(b.queue, bc)
+	b.mu.Unlock()
+	select {
+	case <-bc.wake:
+	case <-ctx.Done():
+		b.mu.Lock()
+		if i := slices.Index(b.queue, bc); i >= 0 {
+			b.queue = slices.Delete(b.queue, i, i+1)
+			b.mu.Unlock()
+			return nil, ctx.Err() // not sent
+		}
+		b.mu.Unlock()
+		<-bc.wake // taken into a batch: its outcome is that batch's
+	}
+	if bc.lead != nil {
+		b.send(ctx, bc.lead, bc)
+	}
+	return bc.reply, bc.err
+}
+
+// takeLocked returns the queued calls, up to maxBatch, then self when it
+// is not nil and fits; it requires that b.mu is held.
+func (b *batcher) takeLocked(self *batchCall) []*batchCall {
+	n := min(len(b.queue), maxBatch)
+	batch := make([]*batchCall, 0, n+1)
+	batch = append(batch, b.queue[:n]...)
+	b.queue = slices.Delete(b.queue, 0, n)
+	if self != nil {
+		batch = append(batch, self)
+	}
+	return batch
+}
+
+// send sends batch, which holds self, the call whose goroutine sends it
+// (ctx is self's), or self alone when batch is nil; wakes its other calls
+// with their replies, then hands the calls queued meanwhile to the first
+// of them, or ends its turn.
+func (b *batcher) send(ctx context.Context, batch []*batchCall, self *batchCall) {
+	if len(batch) <= 1 {
+		self.reply, self.err = b.r.send(ctx, decideScript, b.r.single, b.r.addr, self.hooks, self.keys, self.args)
+	} else {
+		b.sendMany(batch, "")
+	}
+	for _, c := range batch {
+		if c != self {
+			c.wake <- struct{}{}
+		}
+	}
+	b.mu.Lock()
+	if len(b.queue) == 0 {
+		b.inFlight--
+		b.mu.Unlock()
+		return
+	}
+	next := b.takeLocked(nil)
+	b.mu.Unlock()
+	next[0].lead = next
+	next[0].wake <- struct{}{}
+}
+
+// sendMany sends the calls of batch as one call of batchScript, under the
+// earliest of their deadlines, and sets each call's reply or error. now is
+// the instant to decide at, "" for the server's (only tests pass another).
+func (b *batcher) sendMany(batch []*batchCall, now string) {
+	nk, na := 0, 2
+	dl := batch[0].deadline
+	for _, c := range batch {
+		nk += len(c.keys)
+		na += 2 + 5*len(c.keys)
+		if c.deadline.Before(dl) {
+			dl = c.deadline
+		}
+	}
+	keys := make([]string, 0, nk)
+	args := make([]any, 0, na)
+	args = append(args, now, len(batch))
+	for _, c := range batch {
+		keys = append(keys, c.keys...)
+		flag := ""
+		if c.next {
+			flag = "1"
+		}
+		args = append(args, len(c.keys), flag)
+		args = append(args, c.args[1:1+5*len(c.keys)]...)
+	}
+	hooks := &Hooks{Call: func(node string, took time.Duration, err error) {
+		for _, c := range batch {
+			reportCall(c.hooks, node, took, err)
+		}
+	}}
+	ctx, cancel := context.WithDeadline(context.Background(), dl)
+	vals, err := b.r.send(ctx, batchScript, b.r.single, b.r.addr, hooks, keys, args)
+	cancel()
+	if err == nil && len(vals) != len(batch) {
+		err = errBadReply(vals)
+	}
+	for i, c := range batch {
+		if err != nil {
+			c.err = err
+			continue
+		}
+		if r, ok := vals[i].([]any); ok {
+			c.reply = r
+		} else {
+			c.err = errBadReply(vals[i])
+		}
+	}
+}

@@ -1,0 +1,30 @@
+
+-- redislimit: several decisions in one script call, decided in order at
+-- one instant of the server's clock. batch.go puts this after script.lua's
+-- clock and its decision wrapped as decide(KEYS, ARGV).
+--
+-- KEYS     every decision's keys, one decision after the other.
+-- ARGV[1]  "" to decide at the server's TIME, else an instant in µs
+--          (only the package's tests pass one), as in script.lua.
+-- ARGV[2]  m, the number of decisions; then for each decision: its
+--          number of layers n, its next flag ("1" or ""), then its 5n
+--          layer arguments as in script.lua.
+--
+-- Reply: m replies, each script.lua's reply to that decision.
+local out, ki, ai = {}, 1, 3
+for c = 1, tonumber(ARGV[2]) do
+  local n, flag = tonumber(ARGV[ai]), ARGV[ai + 1]
+  ai = ai + 2
+  local ks, as = {}, { "" }
+  for i = 1, n do
+    ks[i] = KEYS[ki]
+    ki = ki + 1
+  end
+  for i = 1, 5 * n do
+    as[i + 1] = ARGV[ai]
+    ai = ai + 1
+  end
+  as[5 * n + 2] = flag
+  out[c] = decide(ks, as)
+end
+return out

@@ -1,0 +1,143 @@
+package redislimit
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+// TestBatchMatchesOneByOne: a batch decides its calls in order, each as
+// the same call alone at the same instant would be decided: every policy,
+// one or two layers, the same key several times in one batch, costs
+// from -1 to limit+1, with and without each layer's next unit. The
+// replies are compared value for value.
+func TestBatchMatchesOneByOne(t *testing.T) {
+	c := newClient(t, serverAddr(t))
+	ctx := context.Background()
+	b := routerFor(c).batch
+	second := hotlimit.SlidingWindow{Limit: 7, Window: time.Second}
+	for pi, policy := range policiesForDiff {
+		t.Run(fmt.Sprintf("%d_%T", pi, policy), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(pi), 7))
+			now := int64(baseMicros)
+			mk := func(p string) (*Limiter, *Limiter) {
+				a := must(New(c, "p", policy, WithPrefix(p), WithTimeout(5*time.Second)))
+				s := must(New(c, "s", second, WithPrefix(p), WithTimeout(5*time.Second)))
+				a.testNow = func() int64 { return now }
+				s.testNow = a.testNow
+				return a, s
+			}
+			batched, batched2 := mk(testPrefix(t))
+			alone, alone2 := mk(testPrefix(t))
+			limit, per := batched.Limit(), period(policy)
+			for round := range 30 {
+				now += rng.Int64N(per + 1)
+				n := 1 + rng.IntN(20)
+				var calls []*batchCall
+				var want [][]int64
+				for range n {
+					key := []string{"a", "b"}[rng.IntN(2)]
+					cost := rng.Int64N(limit+3) - 1
+					next := rng.IntN(2) == 0
+					ls := []Layer{{batched, key, cost}}
+					la := []Layer{{alone, key, cost}}
+					if rng.IntN(2) == 0 {
+						ls = append(ls, Layer{batched2, key, 1})
+						la = append(la, Layer{alone2, key, 1})
+					}
+					var keys, akeys []string
+					for i := range ls {
+						keys = append(keys, ls[i].Limiter.RedisKey(key))
+						akeys = append(akeys, la[i].Limiter.RedisKey(key))
+					}
+					args := []any{""}
+					for _, ly := range ls {
+						l := ly.Limiter
+						args = append(args, l.argv[0], l.argv[1], l.argv[2], l.argv[3], ly.Cost)
+					}
+					if next {
+						args = append(args, "1")
+					}
+					calls = append(calls, &batchCall{keys: keys, args: args, next: next, deadline: time.Now().Add(5 * time.Second)})
+					w, err := run(ctx, c, routerFor(c).addr, la, akeys, next, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want = append(want, w)
+				}
+				b.sendMany(calls, strconv.FormatInt(now, 10))
+				for i, bc := range calls {
+					if bc.err != nil {
+						t.Fatalf("round %d: batch: %v", round, bc.err)
+					}
+					got := make([]int64, len(bc.reply))
+					for j, v := range bc.reply {
+						got[j] = v.(int64)
+					}
+					if !slices.Equal(got, want[i]) {
+						t.Fatalf("round %d, call %d of %d (%d layers, cost %v, next %v): batched %v, alone %v",
+							round, i, n, len(bc.keys), bc.args[5], bc.next, got, want[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestBatchExactTotals: 4 instances (clients) × 16 goroutines decide 3,200
+// requests on 4 keys of a fixed window of 100 through batches (whatever
+// the schedule makes of them), alone and in two layers: each key admits
+// exactly its limit, never more, and no call fails.
+func TestBatchExactTotals(t *testing.T) {
+	addr := serverAddr(t)
+	prefix := testPrefix(t)
+	ctx := context.Background()
+	var admitted [4]atomic.Int64
+	var wg sync.WaitGroup
+	var sent counter
+	for range 4 {
+		c := newClient(t, addr)
+		c.AddHook(&sent)
+		l := must(New(c, "x", hotlimit.FixedWindow{Limit: 100, Window: time.Hour}, WithPrefix(prefix), WithTimeout(10*time.Second)))
+		g := must(New(c, "g", hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1_000_000}, WithPrefix(prefix), WithTimeout(10*time.Second)))
+		for w := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 50 {
+					k := (w + i) % 4
+					key := strconv.Itoa(k)
+					var d hotlimit.Decision
+					var err error
+					if i%2 == 0 {
+						d, err = l.Allow(ctx, key)
+					} else {
+						d, err = AllowLayers(ctx, Layer{g, key, 1}, Layer{l, key, 1})
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if d.Allowed {
+						admitted[k].Add(1)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	for k := range admitted {
+		if n := admitted[k].Load(); n != 100 {
+			t.Errorf("key %d: %d admitted, want exactly 100", k, n)
+		}
+	}
+	t.Logf("3200 decisions in %d commands", sent.n.Load())
+}
