@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -36,7 +37,9 @@ var ErrMixedClients = errors.New("redislimit: the layers' limiters use different
 // one with the largest RetryAfter among the layers that deny, each layer
 // checked on its state as it was. A layer with a nil Limiter, or a key
 // longer than hotlimit.MaxKeyLen, denies with RetryAfter = Never without
-// a call.
+// a call, and so do no layers. A limiter and key that appear in several
+// layers are one limit, decided once for the sum of their costs, as
+// hotlimit.AllowLayers decides them.
 //
 // Every limiter must use the same client (else ErrMixedClients). The call
 // takes the smallest of their timeouts and goes through the circuit of
@@ -70,7 +73,12 @@ func allowLayers(ctx context.Context, layers []Layer, states []httplimit.LayerSt
 		states[i] = httplimit.LayerState{Remaining: -1}
 	}
 	if len(layers) == 0 {
-		return hotlimit.Decision{Allowed: true}, -1, nil
+		// Checked against no limit, a request is not admitted, as
+		// hotlimit.AllowLayers decides.
+		return hotlimit.Decision{RetryAfter: hotlimit.Never}, -1, nil
+	}
+	if hasRepeat(layers) {
+		return allowGrouped(ctx, layers, states)
 	}
 	first := layers[0].Limiter
 	timeout := time.Duration(0)
@@ -163,6 +171,70 @@ func allowLayers(ctx context.Context, layers []Layer, states []httplimit.LayerSt
 		remember(layers, denied, binding, d, sent)
 	}
 	return d, binding, nil
+}
+
+// hasRepeat reports whether two layers name the same limiter and key.
+func hasRepeat(layers []Layer) bool {
+	for i := 1; i < len(layers); i++ {
+		if firstOf(layers, i) < i {
+			return true
+		}
+	}
+	return false
+}
+
+// firstOf returns the index of the first layer on layer i's limiter and
+// key (i itself when none comes before it; a nil Limiter is never
+// repeated).
+func firstOf(layers []Layer, i int) int {
+	ly := &layers[i]
+	for j := range i {
+		if layers[j].Limiter == ly.Limiter && ly.Limiter != nil && layers[j].Key == ly.Key {
+			return j
+		}
+	}
+	return i
+}
+
+// allowGrouped decides layers in which a limiter and key repeat as
+// hotlimit.AllowLayers does: they are one limit, decided once at the first
+// of those layers for the sum of their costs (−1, never admitted, when one
+// of them is negative; saturating above every limit), and each of them
+// reports that decision. The binding index is the group's first layer.
+func allowGrouped(ctx context.Context, layers []Layer, states []httplimit.LayerState) (hotlimit.Decision, int, error) {
+	group := make([]int, len(layers)) // layer j is decided as grouped[group[j]]
+	var grouped []Layer
+	var at []int // at[k]: the first layer of grouped[k]
+	for j, ly := range layers {
+		f := firstOf(layers, j)
+		if f < j {
+			k := group[f]
+			group[j] = k
+			if g := &grouped[k]; g.Cost >= 0 {
+				if ly.Cost < 0 {
+					g.Cost = -1
+				} else {
+					g.Cost = min(g.Cost, math.MaxInt64-ly.Cost) + ly.Cost
+				}
+			}
+			continue
+		}
+		group[j] = len(grouped)
+		grouped = append(grouped, ly)
+		at = append(at, j)
+	}
+	var st []httplimit.LayerState
+	if states != nil {
+		st = make([]httplimit.LayerState, len(grouped))
+	}
+	d, i, err := allowLayers(ctx, grouped, st)
+	for j := range states {
+		states[j] = st[group[j]]
+	}
+	if i >= 0 {
+		i = at[i]
+	}
+	return d, i, err
 }
 
 // failed returns the layers' failure policies' Decision for a call that

@@ -189,8 +189,8 @@ func TestLayersEdgeCases(t *testing.T) {
 	p := hotlimit.FixedWindow{Limit: 5, Window: time.Hour}
 	a := must(New(c, "a", p, WithPrefix(testPrefix(t))))
 	b := must(New(other, "b", p, WithPrefix(testPrefix(t))))
-	if d, err := AllowLayers(ctx); err != nil || !d.Allowed {
-		t.Errorf("no layers: %+v, %v; want allowed", d, err)
+	if d, i, err := AllowLayersIndex(ctx); err != nil || d.Allowed || d.RetryAfter != hotlimit.Never || i != -1 {
+		t.Errorf("no layers: %+v, %d, %v; want denied with Never, binding -1 (as hotlimit.AllowLayers)", d, i, err)
 	}
 	if d, err := AllowLayers(ctx, Layer{Limiter: a, Key: "k", Cost: 1}, Layer{Key: "k", Cost: 1}); err != nil || d.Allowed || d.RetryAfter != hotlimit.Never {
 		t.Errorf("nil limiter: %+v, %v; want denied, Never", d, err)
