@@ -44,12 +44,14 @@ print(" ".join(map(str, out)))
 EOF
 }
 
+# wait_ping PORT LOG: waits until the server on PORT answers; if it does
+# not, shows its log (why it did not start) and fails.
 wait_ping() {
 	for _ in $(seq 200); do
 		redis-cli -p "$1" ping >/dev/null 2>&1 && return 0
 		sleep 0.05
 	done
-	redis-cli -p "$1" ping >/dev/null
+	redis-cli -p "$1" ping >/dev/null || { echo "redis-server on port $1 did not answer; its log:"; cat "$2"; return 1; }
 }
 
 read -r port c1 c2 c3 < <(free_ports 4)
@@ -61,7 +63,8 @@ for p in $c1 $c2 $c3; do
 		--cluster-node-timeout 2000 --cluster-require-full-coverage no >"$tmp/cluster-$p.log" 2>&1 &
 	pids+=($!)
 done
-for p in $port $c1 $c2 $c3; do wait_ping "$p"; done
+wait_ping "$port" "$tmp/single.log"
+for p in $c1 $c2 $c3; do wait_ping "$p" "$tmp/cluster-$p.log"; done
 redis-cli --cluster create "127.0.0.1:$c1" "127.0.0.1:$c2" "127.0.0.1:$c3" --cluster-replicas 0 --cluster-yes >"$tmp/create.log"
 for _ in $(seq 200); do
 	ok=1
