@@ -121,19 +121,6 @@ func (l *Limiter) refundLocked(s *shard, sl *slot, cost int64, a admission) {
 	}
 }
 
-// retireFreshLocked retires sl if its state is fresh at now. Requires s.mu.
-func (l *Limiter) retireFreshLocked(s *shard, sl *slot, now int64) {
-	w := sl.word.Load()
-	if w&deadBit != 0 || s.tab.Load().p.resetAfter(w, now) != 0 {
-		return
-	}
-	l.raiseSweptAt(s.tab.Load().p.judgedAt(w, now)) // before the entry goes: see gc.go
-	if s.tab.Load().retire(sl, w) {
-		l.keys.Add(-1)
-		s.swept.Add(1)
-	}
-}
-
 // refundAt runs refund's CAS loop without a lock. live is false if the
 // word is retired; done is false, with nothing written, if the refund
 // would leave the state fresh (the caller then refunds under the mutex,

@@ -129,9 +129,9 @@ func (l *Limiter) reserve(key string, cost, maxWait int64) (wait int64, a admiss
 	}
 	if ok {
 		a = admission{s.incarnation(sl), now, end}
-	} else {
-		l.retireFreshLocked(s, sl, now) // nothing was written: leave no entry
 	}
+	// Refused, an entry found here existed before this reservation, which
+	// changed nothing: it stays, as after any denial.
 	s.mu.Unlock()
 	l.tally.count(ok)
 	return wait, a, ok

@@ -34,7 +34,7 @@ type Recorder struct {
 }
 
 type running struct {
-	now   int64
+	nows  []int64 // the instant of each clock read; the last repeats
 	reads []clockRead
 }
 
@@ -56,9 +56,10 @@ type opClock struct {
 	lim int
 }
 
-// Now returns the instant of the operation the calling goroutine runs. A
-// goroutine running none (a background sweeper, which the histories turn
-// off) reads 0.
+// Now returns the instant of the operation the calling goroutine runs:
+// for its i-th clock read, the i-th of the operation's instants (the last
+// one for every read after). A goroutine running none (a background
+// sweeper, which the histories turn off) reads 0.
 func (c *opClock) Now() time.Duration {
 	id := goid()
 	c.r.mu.Lock()
@@ -67,15 +68,18 @@ func (c *opClock) Now() time.Duration {
 	if op == nil {
 		return 0
 	}
+	now := op.nows[min(len(op.reads), len(op.nows)-1)]
 	op.reads = append(op.reads, clockRead{c.lim, c.r.tick.Add(1)})
-	return time.Duration(op.now)
+	return time.Duration(now)
 }
 
-// do runs f as one operation at instant now on the calling goroutine and
-// returns its call and return ticks and its clock reads.
-func (r *Recorder) do(now int64, f func()) (call, ret int64, reads []clockRead) {
+// do runs f as one operation on the calling goroutine, its clock reads
+// returning the instants nows in turn (a clock that moves while the
+// operation runs; see opClock.Now), and returns its call and return
+// ticks and its clock reads.
+func (r *Recorder) do(nows []int64, f func()) (call, ret int64, reads []clockRead) {
 	id := goid()
-	op := &running{now: now}
+	op := &running{nows: nows}
 	r.mu.Lock()
 	r.ops[id] = op
 	r.mu.Unlock()

@@ -11,14 +11,29 @@
 //
 //   - AllowN with costs from −1 to Limit+1 (peeks and invalid costs too);
 //     its whole Decision is compared with the model's,
-//   - Refund, SetPolicy (between policies of the same algorithm), Wait
-//     (the buckets, without a deadline), Sweep (its count compared),
-//   - AllowLayers(A, B), cut into the steps it takes on each layer (A's
-//     admission, B's, A's give-back when B refuses), each checked for
-//     Allowed: AllowLayers as a whole is documented not to be atomic,
-//   - and for a ConcurrencyLimiter: TryAcquireN, AcquireN (a failure of a
-//     waiter whose context ended is always legal), Release (also twice),
-//     InFlight and Sweep.
+//   - Refund, SetPolicy (between policies of the same algorithm), Sweep
+//     (its count compared), Reset,
+//   - Wait (the buckets): without a deadline; with a deadline that passed
+//     between Wait's checks (refused at once, changing nothing); and with
+//     a context that ends as soon as it sleeps, cut into its reservation
+//     and the give-back of its slot, on a clock that may have moved
+//     between the two,
+//   - AllowLayers(A, B), and a third of the time with A's key in two
+//     layers (one limit, decided for the two costs together), cut into
+//     the steps it takes on each layer (A's admission, B's, A's give-back
+//     when B refuses), each checked for Allowed: AllowLayers as a whole is
+//     documented not to be atomic. The clock may move between the layers:
+//     B, and the give-back, read later instants than A.
+//
+// A give-back refers to its admission: the model gives back, as the
+// limiter does (see refund.go), what the state still owes to it (for the
+// buckets, min(cost·T, end − now)), and nothing once the model has removed
+// the key since (Sweep, Reset, a refund that left it fresh), whether or
+// not a later request created it again.
+//
+// For a ConcurrencyLimiter: TryAcquireN, AcquireN (a failure of a waiter
+// whose context ended is always legal), Release (also twice), InFlight and
+// Sweep.
 //
 // Time. A shared clock is not linearizable as such: a goroutine reads the
 // clock, is preempted, and decides on that reading after others decided
@@ -41,7 +56,9 @@
 // random and whose insertion can evict more than once when inserts race,
 // so that no atomic model of "insert, evicting one eligible key" fits every
 // legal history; its guarantee is a statistical property, tested in the
-// root package (TestEvictionSampleUniform and the flood tests). The
+// root package (TestEvictionSampleUniform and the flood tests, concurrent
+// ones included). A give-back after an eviction takes the path of one
+// after a Reset (the entry's incarnation), which the histories cover. The
 // sliding log, whose every operation holds a mutex, is covered by the
 // differential tests and fuzzers of the root module.
 //

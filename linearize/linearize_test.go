@@ -69,13 +69,17 @@ func TestRateLinearizable(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg.Keys, cfg.Workers, cfg.Ops, cfg.Step = 2, workers, ops, 20*us
 			total := 0
+			steps := map[string]int{}
 			for i := range histories {
 				cfg.Seed = uint64(seed + i)
-				n, res, info, err := CheckRate(cfg, time.Minute)
+				n, res, info, kinds, err := checkRate(cfg, time.Minute)
 				if err != nil {
 					t.Fatal(err)
 				}
 				total += n
+				for k, c := range kinds {
+					steps[k] += c
+				}
 				switch res {
 				case porcupine.Illegal:
 					path := filepath.Join(t.TempDir(), fmt.Sprintf("%s-seed%d.html", name, cfg.Seed))
@@ -90,7 +94,7 @@ func TestRateLinearizable(t *testing.T) {
 					t.Fatalf("seed %d: porcupine gave up on a history of %d operations", cfg.Seed, n)
 				}
 			}
-			t.Logf("%d histories, %d operations, all linearizable", histories, total)
+			t.Logf("%d histories, %d operations, all linearizable; steps: %v", histories, total, steps)
 		})
 	}
 }

@@ -2,9 +2,11 @@ package linearize
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -20,7 +22,7 @@ import (
 )
 
 // RateConfig describes one history of a rate limiter ("A") and a second
-// limiter ("B") that AllowLayers uses as its second layer.
+// limiter ("B") that AllowLayers uses as its last layer.
 type RateConfig struct {
 	Policies []hotlimit.Policy // A's policy at New, then the ones SetPolicy picks from (one algorithm)
 	Gate     hotlimit.Policy   // B's policy
@@ -38,38 +40,52 @@ const (
 	opAllowN      rateOp = iota // A.AllowN: the whole Decision is compared
 	opRefund                    // A.Refund
 	opSetPolicy                 // A.SetPolicy(Policies[arg])
-	opWait                      // A.Wait without a deadline (buckets)
+	opWait                      // A.Wait, admitted or refused at once (buckets): compared
 	opSweep                     // A.Sweep: the count is compared
+	opReset                     // A.Reset
 	opLayerAllow                // one layer's admission step of AllowLayers: Allowed is compared
-	opLayerRefund               // AllowLayers giving back layer A's admission
+	opWaitReserve               // the reservation of a Wait that is given back later (buckets)
+	opGiveBack                  // AllowLayers or a cancelled Wait giving back admission arg on A
 )
 
-var rateOpNames = [...]string{"AllowN", "Refund", "SetPolicy", "Wait", "Sweep", "LayerAllow", "LayerRefund"}
+var rateOpNames = [...]string{"AllowN", "Refund", "SetPolicy", "Wait", "Sweep", "Reset", "LayerAllow", "WaitReserve", "GiveBack"}
 
 // rateIn is an operation's input: what it did, on which limiter (0 is A,
 // 1 is B), and the instant it read.
 type rateIn struct {
-	op   rateOp
-	lim  int
-	key  string
-	cost int64
-	arg  int   // opSetPolicy: policy index; opLayer*: the AllowLayers call's id
-	at   int64 // the instant the operation read
-	back bool  // opLayerAllow on A: a later step gives it back
+	op      rateOp
+	lim     int
+	key     string
+	cost    int64
+	arg     int   // opSetPolicy: policy index; opLayerAllow, opWaitReserve, opGiveBack: the admission's id
+	at      int64 // the instant the operation read
+	maxWait int64 // opWait: the most it may wait (negative: its deadline has passed)
+	back    bool  // opLayerAllow on A, opWaitReserve: a later opGiveBack gives it back
 }
 
 // rateOut is an operation's output.
 type rateOut struct {
 	d       hotlimit.Decision // opAllowN
-	allowed bool              // opLayerAllow, opWait
+	allowed bool              // opLayerAllow, opWait, opWaitReserve
 	n       int               // opSweep
 }
 
-// rateState is the models' state: A's, B's, and the instants at which
-// layered admissions on A that are given back later were made.
+// pending is an admission on A that a later step gives back: what the
+// give-back needs (rateIn.arg names it), and whether the entry it was made
+// on is still the key's. Once the model no longer holds the key (swept,
+// reset, left fresh by a refund), the admission went with the entry: the
+// limiter gives nothing back to the entry that may replace it.
+type pending struct {
+	key           string
+	cost, at, end int64 // end: the TAT the admission left (buckets)
+	live          bool
+}
+
+// rateState is the models' state: A's, B's, and the admissions on A that
+// later steps give back.
 type rateState struct {
 	a, b    *refmodel.Model
-	pending map[int]int64
+	pending map[int]pending
 	desc    string // canonical description, computed once
 }
 
@@ -80,7 +96,8 @@ func (s *rateState) String() string {
 		b.WriteString(" | ")
 		b.WriteString(s.b.String())
 		for _, k := range slices.Sorted(maps.Keys(s.pending)) {
-			fmt.Fprintf(&b, " pending%d@%d", k, s.pending[k])
+			p := s.pending[k]
+			fmt.Fprintf(&b, " pending%d:%s/%d@%d-%d/%v", k, p.key, p.cost, p.at, p.end, p.live)
 		}
 		s.desc = b.String()
 	}
@@ -102,7 +119,7 @@ func rateModel(cfg RateConfig) porcupine.Model {
 			return &rateState{
 				a:       refmodel.New(cfg.Policies[0], hotlimit.NewManualClock()),
 				b:       refmodel.New(cfg.Gate, hotlimit.NewManualClock()),
-				pending: map[int]int64{},
+				pending: map[int]pending{},
 			}
 		},
 		Step: func(state, input, output any) (bool, any) {
@@ -128,22 +145,42 @@ func rateModel(cfg RateConfig) porcupine.Model {
 			case opSetPolicy:
 				m.SetPolicy(cfg.Policies[in.arg])
 			case opWait:
-				ok = m.Reserve(in.key, in.cost) == out.allowed
+				admitted, _, _ := m.ReserveWithin(in.key, in.cost, in.maxWait)
+				ok = admitted == out.allowed
 			case opSweep:
 				ok = m.Sweep() == out.n
+			case opReset:
+				m.Reset(in.key)
 			case opLayerAllow:
 				d, at := m.AllowNAt(in.key, in.cost)
 				ok = d.Allowed == out.allowed
 				if ok && d.Allowed && in.back {
-					s.pending[in.arg] = at
+					s.pending[in.arg] = pending{in.key, in.cost, at, at + int64(d.ResetAfter), true}
 				}
-			case opLayerRefund:
-				at, held := s.pending[in.arg]
+			case opWaitReserve:
+				admitted, at, end := m.ReserveWithin(in.key, in.cost, math.MaxInt64)
+				ok = admitted == out.allowed
+				if ok && admitted && in.back {
+					s.pending[in.arg] = pending{in.key, in.cost, at, end, true}
+				}
+			case opGiveBack:
+				p, held := s.pending[in.arg]
 				if !held {
 					return false, s
 				}
 				delete(s.pending, in.arg)
-				m.RefundAt(in.key, in.cost, at)
+				if p.live {
+					m.GiveBackAt(p.key, p.cost, p.at, p.end)
+				}
+			}
+			if in.lim == 0 {
+				// An admission whose entry is gone gives nothing back.
+				for id, p := range s.pending {
+					if p.live && !s.a.Holds(p.key) {
+						p.live = false
+						s.pending[id] = p
+					}
+				}
 			}
 			return ok, s
 		},
@@ -159,8 +196,16 @@ func rateModel(cfg RateConfig) porcupine.Model {
 			switch in.op {
 			case opAllowN:
 				s += fmt.Sprintf(" → %+v", out.d)
-			case opLayerAllow, opWait:
+			case opLayerAllow, opWait, opWaitReserve:
+				if in.op == opWait && in.maxWait < 0 {
+					s += " (deadline passed)"
+				}
+				if in.back {
+					s += fmt.Sprintf(" (given back: #%d)", in.arg)
+				}
 				s += fmt.Sprintf(" → %v", out.allowed)
+			case opGiveBack:
+				s += fmt.Sprintf(" #%d", in.arg)
 			case opSweep:
 				s += fmt.Sprintf(" → %d", out.n)
 			case opSetPolicy:
@@ -170,6 +215,30 @@ func rateModel(cfg RateConfig) porcupine.Model {
 		},
 		DescribeState: func(state any) string { return state.(*rateState).String() },
 	}
+}
+
+// deadlinePassed is a context whose deadline passes between Wait's checks:
+// Err reports nothing, and the deadline is already behind.
+type deadlinePassed struct{ context.Context }
+
+func (deadlinePassed) Deadline() (time.Time, bool) { return time.Now().Add(-time.Second), true }
+
+// cancelledWhileWaiting is a context that ends right after Wait's first
+// check: Err reports nothing on its first call and Canceled after, and
+// Done is closed, so a Wait that has to sleep gives its slot back.
+type cancelledWhileWaiting struct {
+	context.Context
+	checked atomic.Bool
+}
+
+var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (c *cancelledWhileWaiting) Done() <-chan struct{} { return closedDone }
+func (c *cancelledWhileWaiting) Err() error {
+	if c.checked.Swap(true) {
+		return context.Canceled
+	}
+	return nil
 }
 
 // RunRate runs one history of cfg and returns it.
@@ -209,10 +278,16 @@ func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 		wg     sync.WaitGroup
 	)
 	base.Store(int64(time.Millisecond))
-	add := func(client int, in rateIn, out rateOut, call, ret int64) {
+	add := func(client int, ops ...porcupine.Operation) {
 		mu.Lock()
-		hist = append(hist, porcupine.Operation{ClientId: client, Input: in, Output: out, Call: call, Return: ret})
+		for _, op := range ops {
+			op.ClientId = client
+			hist = append(hist, op)
+		}
 		mu.Unlock()
+	}
+	one := func(in rateIn, out rateOut, call, ret int64) porcupine.Operation {
+		return porcupine.Operation{Input: in, Output: out, Call: call, Return: ret}
 	}
 	start := make(chan struct{}) // every worker starts at once
 	for g := range cfg.Workers {
@@ -221,6 +296,20 @@ func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(cfg.Seed, uint64(g)))
 			<-start
+			// later returns nows[0] followed by n instants, each the one
+			// before it or later: a clock that moves while one operation
+			// runs (between the layers of AllowLayers, or while a Wait
+			// sleeps).
+			later := func(at int64, n int) []int64 {
+				nows := []int64{at}
+				for range n {
+					if r.IntN(2) == 0 {
+						at += r.Int64N(int64(cfg.Step) + 1)
+					}
+					nows = append(nows, at)
+				}
+				return nows
+			}
 			for range cfg.Ops {
 				if r.IntN(4) == 0 {
 					runtime.Gosched() // vary the interleaving
@@ -234,53 +323,70 @@ func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 				if r.IntN(3) == 0 {
 					at = max(0, at-r.Int64N(2*int64(cfg.Step)+1))
 				}
+				now := []int64{at}
 				key := fmt.Sprint("k", r.IntN(cfg.Keys))
 				in := rateIn{lim: 0, key: key, at: at}
 				var out rateOut
-				switch x := r.IntN(20); {
+				x := r.IntN(24)
+				if !bucket && 12 <= x && x < 15 {
+					x = 0 // no Wait: an AllowN instead
+				}
+				switch {
 				case x < 8:
 					in.op, in.cost = opAllowN, r.Int64N(minLimit+3)-1 // −1 … Limit+1
-					call, ret, _ := rec.do(at, func() { out.d = a.AllowN(key, in.cost) })
-					add(g, in, out, call, ret)
+					call, ret, _ := rec.do(now, func() { out.d = a.AllowN(key, in.cost) })
+					add(g, one(in, out, call, ret))
 				case x < 10:
 					in.op, in.cost = opRefund, 1+r.Int64N(minLimit)
-					call, ret, _ := rec.do(at, func() { a.Refund(key, in.cost) })
-					add(g, in, out, call, ret)
-				case x < 12:
+					call, ret, _ := rec.do(now, func() { a.Refund(key, in.cost) })
+					add(g, one(in, out, call, ret))
+				case x < 11:
 					in.op, in.arg = opSetPolicy, r.IntN(len(cfg.Policies))
 					var err error
-					call, ret, _ := rec.do(at, func() { err = a.SetPolicy(cfg.Policies[in.arg]) })
+					call, ret, _ := rec.do(now, func() { err = a.SetPolicy(cfg.Policies[in.arg]) })
 					if err != nil {
 						errs <- err
 						return
 					}
-					add(g, in, out, call, ret)
-				case x < 13 && bucket:
-					in.op, in.cost = opWait, 1+r.Int64N(minLimit)
-					call, ret, _ := rec.do(at, func() { out.allowed = a.Wait(context.Background(), key, in.cost) == nil })
-					add(g, in, out, call, ret)
-				case x < 14:
+					add(g, one(in, out, call, ret))
+				case x < 12:
+					in.op = opReset
+					call, ret, _ := rec.do(now, func() { a.Reset(key) })
+					add(g, one(in, out, call, ret))
+				case x < 15:
+					in.cost = 1 + r.Int64N(minLimit)
+					ops, err := runWait(rec, a, r.IntN(3), in, int(nextID.Add(1)), later(at, 1))
+					if err != nil {
+						errs <- err
+						return
+					}
+					add(g, ops...)
+				case x < 16:
 					in.op = opSweep
-					call, ret, _ := rec.do(at, func() { out.n = a.Sweep() })
-					add(g, in, out, call, ret)
+					call, ret, _ := rec.do(now, func() { out.n = a.Sweep() })
+					add(g, one(in, out, call, ret))
 				default:
 					id := int(nextID.Add(1))
-					cost := 1 + r.Int64N(minLimit)
+					ly := []hotlimit.Layer{{Limiter: a, Key: key, Cost: 1 + r.Int64N(minLimit)}, {Limiter: b, Key: "g", Cost: 1}}
+					if r.IntN(3) == 0 { // A's key twice: one limit, for the two costs together
+						second := hotlimit.Layer{Limiter: a, Key: key, Cost: 1 + r.Int64N(minLimit)}
+						ly = slices.Insert(ly, 1+r.IntN(2), second)
+					}
+					cost := int64(0)
+					for _, l := range ly {
+						if l.Limiter == a {
+							cost += l.Cost
+						}
+					}
+					nows := later(at, 2)
 					var d hotlimit.Decision
-					_, ret, reads := rec.do(at, func() {
-						d = hotlimit.AllowLayers(hotlimit.Layer{Limiter: a, Key: key, Cost: cost}, hotlimit.Layer{Limiter: b, Key: "g", Cost: 1})
-					})
-					ops, err := splitLayers(id, key, cost, at, d.Allowed, ret, reads)
+					_, ret, reads := rec.do(nows, func() { d = hotlimit.AllowLayers(ly...) })
+					ops, err := splitLayers(id, key, cost, nows, d.Allowed, ret, reads)
 					if err != nil {
 						errs <- err
 						return
 					}
-					for _, op := range ops {
-						op.ClientId = g
-						mu.Lock()
-						hist = append(hist, op)
-						mu.Unlock()
-					}
+					add(g, ops...)
 				}
 			}
 		}()
@@ -294,43 +400,83 @@ func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 	return hist, nil
 }
 
-// splitLayers cuts AllowLayers(A key cost, B "g" 1) into the steps it
-// takes, each between two of its clock reads (each layer's step reads the
-// clock first): A's admission step, B's, and A's give-back when B refused.
-// The checks that build a denied Decision read the clock too and change
-// nothing; they are left out. The reads tell the cases apart:
+// runWait runs A.Wait(in.key, in.cost) with a context of the given kind
+// (0: none; 1: its deadline passed between Wait's checks; 2: cancelled as
+// soon as Wait sleeps) on the instants nows (the first for the
+// reservation, the second for a give-back), and returns its steps: one
+// operation when it was admitted or refused at once; when it gave its slot
+// back, the reservation and the give-back, cut at the give-back's first
+// clock read (the reservation reads the clock once, first).
+func runWait(rec *Recorder, a *hotlimit.Limiter, kind int, in rateIn, id int, nows []int64) ([]porcupine.Operation, error) {
+	var ctx context.Context = context.Background()
+	in.op, in.maxWait = opWait, math.MaxInt64
+	switch kind {
+	case 1:
+		ctx, in.maxWait = deadlinePassed{ctx}, -1
+	case 2:
+		ctx = &cancelledWhileWaiting{Context: ctx}
+	}
+	var err error
+	call, ret, reads := rec.do(nows, func() { err = a.Wait(ctx, in.key, in.cost) })
+	if err == nil || len(reads) <= 1 || kind != 2 {
+		return []porcupine.Operation{{Input: in, Output: rateOut{allowed: err == nil}, Call: call, Return: ret}}, nil
+	}
+	if !errors.Is(err, context.Canceled) {
+		return nil, fmt.Errorf("linearize: a Wait that read the clock %d times returned %v", len(reads), err)
+	}
+	res, gb := in, in
+	res.op, res.arg, res.back = opWaitReserve, id, true
+	gb.op, gb.arg, gb.at = opGiveBack, id, nows[1]
+	return []porcupine.Operation{
+		{Input: res, Output: rateOut{allowed: true}, Call: call, Return: reads[1].tick},
+		{Input: gb, Output: rateOut{}, Call: reads[1].tick, Return: ret},
+	}, nil
+}
+
+// splitLayers cuts AllowLayers(A key …, B "g" 1) into the steps it takes,
+// each between two of its clock reads (each layer's step reads the clock
+// first): A's admission step (for cost, the costs of every layer on A's
+// key together, which AllowLayers decides as one), B's, and A's give-back
+// when B refused. The reads return nows in turn: A's admission reads
+// nows[0], B's nows[1], and everything after nows[2]. The checks that
+// build a denied Decision read the clock too and change nothing. The
+// reads tell the cases apart:
 //
-//	allowed:             A B       → A admits, B admits
-//	denied, A refused:   A B       → A refuses (B only checked)
-//	denied, B refused:   A B A A   → A admits, B refuses, A gives back (A checked)
-func splitLayers(id int, key string, cost, at int64, allowed bool, ret int64, reads []clockRead) ([]porcupine.Operation, error) {
+//	allowed:             A B          → A admits, B admits
+//	denied, A refused:   A B          → A refuses (B only checked)
+//	denied, B refused:   A B A…       → A admits, B refuses, A gives back (and A is checked)
+//
+// The give-back reads the clock only when it finds the admission's entry,
+// so it is placed between B's read and the call's return.
+func splitLayers(id int, key string, cost int64, nows []int64, allowed bool, ret int64, reads []clockRead) ([]porcupine.Operation, error) {
 	lims := make([]int, len(reads))
 	for i, r := range reads {
 		lims[i] = r.lim
 	}
-	step := func(lim int, k string, c int64, ok, back bool, from, to int64) porcupine.Operation {
+	step := func(lim int, k string, c int64, ok, back bool, at, from, to int64) porcupine.Operation {
 		return porcupine.Operation{
 			Input:  rateIn{op: opLayerAllow, lim: lim, key: k, cost: c, arg: id, at: at, back: back},
 			Output: rateOut{allowed: ok},
 			Call:   from, Return: to,
 		}
 	}
+	bRefused := len(lims) > 2 && slices.Equal(lims[:2], []int{0, 1}) && !slices.Contains(lims[2:], 1)
 	switch {
 	case allowed && slices.Equal(lims, []int{0, 1}):
 		return []porcupine.Operation{
-			step(0, key, cost, true, false, reads[0].tick, reads[1].tick),
-			step(1, "g", 1, true, false, reads[1].tick, ret),
+			step(0, key, cost, true, false, nows[0], reads[0].tick, reads[1].tick),
+			step(1, "g", 1, true, false, nows[1], reads[1].tick, ret),
 		}, nil
 	case !allowed && slices.Equal(lims, []int{0, 1}):
-		return []porcupine.Operation{step(0, key, cost, false, false, reads[0].tick, reads[1].tick)}, nil
-	case !allowed && slices.Equal(lims, []int{0, 1, 0, 0}):
+		return []porcupine.Operation{step(0, key, cost, false, false, nows[0], reads[0].tick, reads[1].tick)}, nil
+	case !allowed && bRefused:
 		return []porcupine.Operation{
-			step(0, key, cost, true, true, reads[0].tick, reads[1].tick),
-			step(1, "g", 1, false, false, reads[1].tick, reads[2].tick),
+			step(0, key, cost, true, true, nows[0], reads[0].tick, reads[1].tick),
+			step(1, "g", 1, false, false, nows[1], reads[1].tick, reads[2].tick),
 			{
-				Input:  rateIn{op: opLayerRefund, lim: 0, key: key, cost: cost, arg: id, at: at},
+				Input:  rateIn{op: opGiveBack, lim: 0, key: key, cost: cost, arg: id, at: nows[2]},
 				Output: rateOut{},
-				Call:   reads[2].tick, Return: reads[3].tick,
+				Call:   reads[1].tick, Return: ret,
 			},
 		}, nil
 	}
@@ -341,12 +487,39 @@ func splitLayers(id int, key string, cost, at int64, allowed bool, ret int64, re
 // model, giving up after timeout (porcupine's search is exponential in the
 // worst case). It returns the history's length and the verdict.
 func CheckRate(cfg RateConfig, timeout time.Duration) (int, porcupine.CheckResult, porcupine.LinearizationInfo, error) {
+	n, res, info, _, err := checkRate(cfg, timeout)
+	return n, res, info, err
+}
+
+// checkRate is CheckRate that also counts the history's steps by kind
+// (see describeKinds).
+func checkRate(cfg RateConfig, timeout time.Duration) (int, porcupine.CheckResult, porcupine.LinearizationInfo, map[string]int, error) {
 	hist, err := RunRate(cfg)
 	if err != nil {
-		return 0, porcupine.Unknown, porcupine.LinearizationInfo{}, err
+		return 0, porcupine.Unknown, porcupine.LinearizationInfo{}, nil, err
 	}
 	res, info := porcupine.CheckOperationsVerbose(rateModel(cfg), hist, timeout)
-	return len(hist), res, info, nil
+	return len(hist), res, info, stepKinds(hist), nil
+}
+
+// stepKinds counts a history's steps by what they exercise: each
+// operation by name, and the cases the harness sets out to reach (a Wait
+// refused by a passed deadline, a give-back, one whose admission's entry
+// was gone, AllowLayers with A's key twice, a clock that moved between
+// layers).
+func stepKinds(hist []porcupine.Operation) map[string]int {
+	k := map[string]int{}
+	for _, op := range hist {
+		in, out := op.Input.(rateIn), op.Output.(rateOut)
+		k[rateOpNames[in.op]]++
+		switch {
+		case in.op == opWait && in.maxWait < 0:
+			k["Wait past its deadline"]++
+		case in.op == opLayerAllow && in.lim == 0 && out.allowed && in.back:
+			k["layer given back"]++
+		}
+	}
+	return k
 }
 
 // Model returns the porcupine model CheckRate uses, for a visualization of

@@ -456,6 +456,88 @@ func (m *Model) Sweep() int {
 	return n
 }
 
+// Holds reports whether the model holds state for key: whether the
+// limiter holds an entry for it.
+func (m *Model) Holds(key string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.holds(key)
+}
+
+// Reset forgets key's state as Limiter.Reset does: the next request for it
+// is decided as a new key's, no earlier than now.
+func (m *Model) Reset(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.holds(key) {
+		m.remove(key, m.now())
+	}
+}
+
+// ReserveWithin is Reserve with Wait's deadline on a bucket: the request
+// is refused, changing nothing, when the instant it may start is more than
+// maxWait after now (for the token bucket, when it fits; for the leaky
+// bucket, when its turn starts). Admitted, it also returns the instant it
+// was decided at and the TAT it left, what giving it back needs (see
+// GiveBackAt).
+func (m *Model) ReserveWithin(key string, cost, maxWait int64) (ok bool, at, end int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cost <= 0 || cost > m.limit || (m.kind != "tb" && m.kind != "leaky") {
+		return false, 0, 0
+	}
+	now := m.now()
+	if !m.holds(key) {
+		now = max(now, m.sweptAt)
+	}
+	base := max(m.tat[key], now)
+	n := base + cost*m.t
+	wait := base - now
+	if m.kind == "tb" {
+		wait = max(0, n-m.limit*m.t-now)
+	}
+	if wait > maxWait {
+		return false, 0, 0
+	}
+	m.tat[key] = n
+	return true, now, n
+}
+
+// GiveBackAt gives back cost of an admission decided at instant at that
+// left TAT end (buckets), as AllowLayers gives back an earlier layer's
+// admission and a cancelled Wait its slot, on the entry that admission was
+// made on (the caller checks that the key was not removed since): the
+// buckets move TAT back by what the admission still owes now, min(cost·T,
+// end − now), never below now; windows and the log as RefundAt. A key
+// left fresh is removed.
+func (m *Model) GiveBackAt(key string, cost, at, end int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cost <= 0 {
+		return
+	}
+	switch m.kind {
+	case "log":
+		m.refundLog(key, cost, at)
+		return
+	case "tb", "leaky":
+	default:
+		m.refundAt(key, cost, at, m.now())
+		return
+	}
+	tat, ok := m.tat[key]
+	if !ok {
+		return
+	}
+	now := m.now()
+	if owed := min(cost*m.t, end-now); owed > 0 && tat > now {
+		m.tat[key] = max(tat-owed, now)
+	}
+	if fresh, judged := m.freshAt(key, now); fresh {
+		m.remove(key, judged)
+	}
+}
+
 // Reserve takes cost for key as Wait does on a bucket with no deadline: at
 // once, pushing TAT past the burst if need be. It reports false, changing
 // nothing, for a cost outside [1, Limit] or a window or log policy.
