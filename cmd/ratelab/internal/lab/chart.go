@@ -31,7 +31,22 @@ const MaxChartBuckets = 2000
 // per algorithm, stacked on a shared time axis and one y scale.
 func WriteChart(path string, r ShapeResult, policy Policy) error {
 	f := ShapeFigure(r, policy)
-	return writeFigure(path, f, 10*vg.Inch, 2*vg.Inch)
+	width, panelH := figureSize(f)
+	return writeFigure(path, f, width, panelH)
+}
+
+// figureSize returns the width of f's image and the height of each of its
+// rows: the overview (f.Grid) has 3 inches per column and 1.9 per row, a
+// shape's chart 10 inches and 2 per panel.
+func figureSize(f Figure) (width, panelH vg.Length) {
+	if !f.Grid {
+		return 10 * vg.Inch, 2 * vg.Inch
+	}
+	cols := 1
+	for _, row := range f.Rows {
+		cols = max(cols, len(row))
+	}
+	return vg.Length(cols) * 3 * vg.Inch, 1.9 * vg.Inch
 }
 
 // WriteOverview writes a PNG of Overview(results, policy) to path: one
@@ -41,11 +56,8 @@ func WriteOverview(path string, results []ShapeResult, policy Policy) error {
 	if len(f.Rows) == 0 {
 		return fmt.Errorf("overview %s: no shapes", path)
 	}
-	cols := 1
-	for _, row := range f.Rows {
-		cols = max(cols, len(row))
-	}
-	return writeFigure(path, f, vg.Length(cols)*3*vg.Inch, 1.9*vg.Inch)
+	width, panelH := figureSize(f)
+	return writeFigure(path, f, width, panelH)
 }
 
 // WriteCharts writes the overview of results and one chart per shape
@@ -86,11 +98,12 @@ var (
 func writeFigure(path string, f Figure, width, panelH vg.Length) error {
 	unit, unitName := timeUnit(f.End)
 	tops := yTops(f)
+	tl := layoutText(f, width)
 	rows := make([][]*plot.Plot, len(f.Rows))
 	for i, row := range f.Rows {
 		top := tops[i]
 		for _, panel := range row {
-			p, err := drawPanel(panel, top, f.Bucket, f.End, unit, f.Window)
+			p, err := drawPanel(panel, top, f.Bucket, f.End, unit, f.Window, tl.panelWidth)
 			if err != nil {
 				return err
 			}
@@ -109,31 +122,25 @@ func writeFigure(path string, f Figure, width, panelH vg.Length) error {
 			return fmt.Errorf("chart rows of %d and %d panels", cols, len(r))
 		}
 	}
-	// The title spans the figure, above the grid.
-	sty := plot.New().Title.TextStyle
-	sty.Font.Size = vg.Points(12)
-	sty.XAlign, sty.YAlign = draw.XCenter, draw.YTop
-	titleH := vg.Length(strings.Count(f.Title, "\n")+1)*sty.Font.Size*1.3 + 3*vg.Millimeter
-	// The notes, left-aligned under the grid, one line each.
-	nsty := sty
-	nsty.Font.Size = vg.Points(11)
-	nsty.XAlign, nsty.YAlign = draw.XLeft, draw.YTop
-	lineH := nsty.Font.Size * 1.35
+	// The title spans the figure, above the grid; the notes are left-aligned
+	// under it, a line each.
+	titleH := vg.Length(strings.Count(tl.title, "\n")+1)*tl.titleStyle.Font.Size*1.3 + 3*vg.Millimeter
+	lineH := tl.noteStyle.Font.Size * 1.35
 	notesH := vg.Length(0)
-	if len(f.Notes) > 0 {
-		notesH = vg.Length(len(f.Notes))*lineH + 4*vg.Millimeter
+	if len(tl.notes) > 0 {
+		notesH = vg.Length(len(tl.notes))*lineH + 4*vg.Millimeter
 	}
 	height := vg.Length(len(rows))*panelH + 0.3*vg.Inch + titleH + notesH
 	img := vgimg.New(width, height)
 	full := draw.New(img)
-	full.FillText(sty, vg.Point{X: width / 2, Y: height - 2*vg.Millimeter}, f.Title)
-	for k, n := range f.Notes {
-		c := color.Color(focusColor)
+	full.FillText(tl.titleStyle, vg.Point{X: width / 2, Y: height - 2*vg.Millimeter}, tl.title)
+	for k, n := range tl.notes {
+		sty := tl.noteStyle
+		sty.Color = focusColor
 		if n.Algo >= 0 {
-			c = algoColors[n.Algo%len(algoColors)]
+			sty.Color = algoColors[n.Algo%len(algoColors)]
 		}
-		nsty.Color = c
-		full.FillText(nsty, vg.Point{X: 4 * vg.Millimeter, Y: notesH - 2*vg.Millimeter - vg.Length(k)*lineH}, n.Text)
+		full.FillText(sty, vg.Point{X: textMargin, Y: notesH - 2*vg.Millimeter - vg.Length(k)*lineH}, n.Text)
 	}
 	dc := draw.Crop(full, 0, 0, notesH, -titleH)
 	tiles := draw.Tiles{Rows: len(rows), Cols: cols, PadX: 3 * vg.Millimeter, PadY: 2 * vg.Millimeter,
@@ -158,6 +165,69 @@ func writeFigure(path string, f Figure, width, panelH vg.Length) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return fh.Close()
+}
+
+// textMargin is the space kept between text and the figure's sides.
+const textMargin = 4 * vg.Millimeter
+
+// textLayout is a figure's text fitted to its width: no line of the
+// title, of a note or of a panel title is wider than the space it has.
+type textLayout struct {
+	title      string // f.Title, its lines broken to fit
+	titleStyle draw.TextStyle
+	notes      []Note // f.Notes, one per line, broken to fit
+	noteStyle  draw.TextStyle
+	panelWidth vg.Length // room for a panel's title
+	panelStyle draw.TextStyle
+}
+
+// layoutText fits f's text to a figure width wide.
+func layoutText(f Figure, width vg.Length) textLayout {
+	cols := 1
+	for _, row := range f.Rows {
+		cols = max(cols, len(row))
+	}
+	tl := textLayout{
+		titleStyle: plot.New().Title.TextStyle,
+		panelWidth: width/vg.Length(cols) - 2*textMargin,
+	}
+	tl.titleStyle.Font.Size = vg.Points(12)
+	tl.titleStyle.XAlign, tl.titleStyle.YAlign = draw.XCenter, draw.YTop
+	tl.noteStyle = tl.titleStyle
+	tl.noteStyle.Font.Size = vg.Points(11)
+	tl.noteStyle.XAlign = draw.XLeft
+	tl.panelStyle = tl.titleStyle
+	tl.panelStyle.Font.Size = vg.Points(10)
+	tl.title = fit(tl.titleStyle, f.Title, width-2*textMargin)
+	for _, n := range f.Notes {
+		for _, line := range strings.Split(fit(tl.noteStyle, n.Text, width-2*textMargin), "\n") {
+			tl.notes = append(tl.notes, Note{Text: line, Algo: n.Algo})
+		}
+	}
+	return tl
+}
+
+// fit breaks each line of s wider than width, in sty, at spaces: as many
+// words on a line as fit. A single word wider than width stays whole (the
+// figures shorten the one such text they print, a key: see shortKey).
+func fit(sty draw.TextStyle, s string, width vg.Length) string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		cur := ""
+		for _, w := range strings.Split(line, " ") {
+			switch {
+			case cur == "":
+				cur = w
+			case sty.Width(cur+" "+w) > width:
+				out = append(out, cur)
+				cur = w
+			default:
+				cur += " " + w
+			}
+		}
+		out = append(out, cur)
+	}
+	return strings.Join(out, "\n")
 }
 
 // panelMax returns the highest value a panel draws, over every series:
@@ -193,17 +263,14 @@ func yTops(f Figure) []float64 {
 }
 
 // drawPanel returns the plot of one panel with y from 0 to top.
-func drawPanel(panel Panel, top float64, bucket, end, unit, window time.Duration) (*plot.Plot, error) {
+func drawPanel(panel Panel, top float64, bucket, end, unit, window time.Duration, titleWidth vg.Length) (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = panel.Title
 	p.Title.TextStyle.Font.Size = vg.Points(10)
+	p.Title.Text = panelTitle(panel, p.Title.TextStyle, titleWidth)
 	p.Y.Label.Text = panel.YLabel
 	p.X.Tick.Marker = windowTicks(window, unit)
 	p.Y.Tick.Marker = countTicks{}
 	p.Add(plotter.NewGrid())
-	if panel.NA != "" {
-		p.Title.Text += ":\n" + wrap(strings.TrimPrefix(panel.NA, "hotlimit: "), 45)
-	}
 	for _, s := range panel.Series {
 		line, err := stepLine(s.Y, bucket, unit)
 		if err != nil {
@@ -242,6 +309,16 @@ func drawPanel(panel Panel, top float64, bucket, end, unit, window time.Duration
 	return p, nil
 }
 
+// panelTitle returns panel's title, with why it did not run when it did
+// not, fitted to width in sty.
+func panelTitle(panel Panel, sty draw.TextStyle, width vg.Length) string {
+	t := panel.Title
+	if panel.NA != "" {
+		t += ":\n" + strings.TrimPrefix(panel.NA, "hotlimit: ")
+	}
+	return fit(sty, t, width)
+}
+
 // chartBucket returns the width of a chart bucket for a chart from 0 to
 // end: Window/Buckets, or the smallest multiple of it that keeps the
 // chart within MaxChartBuckets buckets.
@@ -273,24 +350,6 @@ func stepLine(counts []float64, bucket, unit time.Duration) (*plotter.Line, erro
 	}
 	l.StepStyle = plotter.PostStep
 	return l, nil
-}
-
-// wrap breaks s into lines of about width characters, at spaces.
-func wrap(s string, width int) string {
-	var b strings.Builder
-	n := 0
-	for i, w := range strings.Fields(s) {
-		if i > 0 && n+1+len([]rune(w)) > width {
-			b.WriteByte('\n')
-			n = 0
-		} else if i > 0 {
-			b.WriteByte(' ')
-			n++
-		}
-		b.WriteString(w)
-		n += len([]rune(w))
-	}
-	return b.String()
 }
 
 // countTicks marks a count axis at round steps (1, 2 or 5 × 10^k), about

@@ -10,6 +10,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 func TestWriteChart(t *testing.T) {
@@ -339,13 +343,6 @@ func TestTrailingMatchesBruteForce(t *testing.T) {
 	}
 }
 
-func TestWrap(t *testing.T) {
-	got := wrap("n/a (limit too large; SlidingLog.Limit ≤ 1024)", 20)
-	if want := "n/a (limit too\nlarge;\nSlidingLog.Limit ≤\n1024)"; got != want {
-		t.Errorf("wrap = %q, want %q", got, want)
-	}
-}
-
 func TestWriteCharts(t *testing.T) {
 	p := Policy{Limit: 10, Window: time.Second, LeakyCapacity: 2}
 	rs := runShapes(t, p)
@@ -373,5 +370,53 @@ func TestWriteCharts(t *testing.T) {
 	}
 	if _, err := WriteCharts(filepath.Join(dir, "missing"), rs, p); err == nil || !strings.Contains(err.Error(), "ratelab-overview.png") {
 		t.Errorf("into a missing folder: %v, want the overview's error first", err)
+	}
+}
+
+// No text is cut off: every line of a figure's title, of its notes and of
+// each panel's title fits the width it is drawn in, and a y label fits its
+// row, for the overview and every shape's chart (the flood shape's names
+// its abuser), a policy that one algorithm cannot run, and a trace whose
+// busiest key is 1000 bytes long.
+func TestTextFits(t *testing.T) {
+	p := Policy{Limit: 100, Window: time.Minute, LeakyCapacity: 10}
+	rs := runShapes(t, p)
+	big := Policy{Limit: 2000, Window: time.Minute, LeakyCapacity: 10} // sliding log n/a
+	long := strings.Repeat("k", 1000)
+	tr, err := Run(TraceShape("long.csv", []Request{{0, long, 1}, {1, long, 1}, {2, "b", 1}}), Algorithms(big), big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	figs := []Figure{Overview(rs, p), Overview([]ShapeResult{tr}, big), ShapeFigure(tr, big)}
+	for _, r := range rs {
+		figs = append(figs, ShapeFigure(r, p))
+	}
+	checked := 0
+	for _, f := range figs {
+		width, panelH := figureSize(f)
+		tl := layoutText(f, width)
+		fits := func(what string, sty draw.TextStyle, text string, room vg.Length) {
+			t.Helper()
+			for _, line := range strings.Split(text, "\n") {
+				checked++
+				if w := sty.Width(line); w > room {
+					t.Errorf("%.40q: %s line %q is %.0f pt wide, room for %.0f", f.Title, what, line, w, room)
+				}
+			}
+		}
+		fits("title", tl.titleStyle, tl.title, width-2*textMargin)
+		for _, n := range tl.notes {
+			fits("note", tl.noteStyle, n.Text, width-2*textMargin)
+		}
+		ysty := plot.New().Y.Label.TextStyle
+		for _, row := range f.Rows {
+			for _, panel := range row {
+				fits("panel title", tl.panelStyle, panelTitle(panel, tl.panelStyle, tl.panelWidth), tl.panelWidth)
+				fits("y label", ysty, panel.YLabel, panelH-vg.Inch/2)
+			}
+		}
+	}
+	if checked < 100 {
+		t.Errorf("only %d lines checked", checked)
 	}
 }

@@ -66,6 +66,9 @@ type Figure struct {
 	// ShareRows gives each row one y scale; otherwise the whole figure
 	// shares one.
 	ShareRows bool
+	// Grid marks the overview, drawn 3 inches a column and 1.9 a row;
+	// other figures are 10 inches wide and 2 a row.
+	Grid bool
 	// Notes are lines of text under the grid, each in the colour of the
 	// algorithm Algo (or black when Algo < 0).
 	Notes []Note
@@ -115,6 +118,15 @@ func FocusKey(r ShapeResult) string {
 	return best
 }
 
+// shortKey returns key as a chart prints it: whole up to n characters,
+// else its first n−1 and "…" (a trace's key may be 64 KiB long).
+func shortKey(key string, n int) string {
+	if r := []rune(key); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return key
+}
+
 // keyCount returns the number of distinct keys of a shape's requests.
 func keyCount(r ShapeResult) int {
 	if r.Offered != nil {
@@ -141,7 +153,7 @@ func ShapeFigure(r ShapeResult, policy Policy) Figure {
 	perBucket := float64(policy.Limit) * float64(bucket) / float64(policy.Window)
 	key := ""
 	if focus != "" {
-		key = fmt.Sprintf("; black: admitted to %q", focus)
+		key = fmt.Sprintf("; black: admitted to %q", shortKey(focus, 24))
 	}
 	f := Figure{
 		Title: fmt.Sprintf("shape %q, policy %d per %v per key: requests per %v bucket, all keys\n"+
@@ -168,7 +180,7 @@ func ShapeFigure(r ShapeResult, policy Policy) Figure {
 			}
 			p.Series = []Series{{Kind: Sent, Label: "sent", Y: sent}, {Kind: Admitted, Label: label, Y: adm}}
 			if focus != "" {
-				p.Series = append(p.Series, Series{Kind: Focus, Label: fmt.Sprintf("admitted to %q", focus), Y: foc})
+				p.Series = append(p.Series, Series{Kind: Focus, Label: fmt.Sprintf("admitted to %q", shortKey(focus, 24)), Y: foc})
 			}
 			p.Series = append(p.Series, Series{Kind: Reference, Label: fmt.Sprintf("rate: %s per key", perBucketText(perBucket, bucket)), Y: constant(perBucket, nb)})
 		}
@@ -211,7 +223,7 @@ func Overview(results []ShapeResult, policy Policy) Figure {
 			"units sent (grey dashed) and admitted (filled; leaky bucket at start time) to the shape's busiest key in the last %v\n"+
 			"red dashed: the most the algorithm itself can admit in any %v (its bound); black dotted: the policy's %d\n"+
 			"panel titles: units admitted of units sent, and the peak in any %v of the bound", policy.Limit, policy.Window, policy.Window, policy.Window, policy.Limit, policy.Window),
-		End: end, Bucket: bucket, Window: policy.Window, ShareRows: true,
+		End: end, Bucket: bucket, Window: policy.Window, ShareRows: true, Grid: true,
 	}
 	if len(results) > 0 {
 		f.Notes = append(f.Notes, Note{Text: guideHeading(policy.Window), Algo: -1})
@@ -227,7 +239,7 @@ func Overview(results []ShapeResult, policy Policy) Figure {
 			if i == 0 {
 				p.YLabel = r.Shape.Name
 				if keyCount(r) > 1 {
-					p.YLabel += fmt.Sprintf(" (key %s)", focus)
+					p.YLabel += fmt.Sprintf("\n(key %s)", shortKey(focus, 10))
 				}
 			}
 			if o.Algo.NA == "" {
