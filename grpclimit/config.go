@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/hotlimit/hotlimit/internal/ident"
 )
@@ -44,34 +43,34 @@ type Group struct {
 }
 
 // KeyErrorMode is what the interceptor does when Config.Key cannot
-// extract a key from a call.
-type KeyErrorMode uint8
+// extract a key from a call: admission.KeyErrorMode, shared with
+// httplimit.
+type KeyErrorMode = admission.KeyErrorMode
 
 const (
 	// KeyErrorDeny refuses the call with codes.ResourceExhausted and an
 	// errdetails.ErrorInfo of reason "RATE_LIMIT_KEY_MISSING", without
 	// RetryInfo (the call can never pass as it is). It is the default.
-	KeyErrorDeny KeyErrorMode = iota
+	KeyErrorDeny = admission.KeyErrorDeny
 	// KeyErrorFallbackPeer limits the call by its client IP instead
 	// (PeerKey(Config.ClientIP)), under the same layers. If even that
 	// fails, the call is denied as with KeyErrorDeny.
-	KeyErrorFallbackPeer
+	KeyErrorFallbackPeer = admission.KeyErrorFallback
 )
 
 // FailMode is what the interceptor does when the Backend cannot decide
-// (Allow returns an error: a shared store down, a timeout).
-type FailMode uint8
+// (Allow returns an error: a shared store down, a timeout):
+// admission.FailMode, shared with httplimit.
+type FailMode = admission.FailMode
 
 const (
 	// FailClosed refuses the call with codes.Unavailable and no rate-limit
-	// metadata. It is the default: the limit protects something, and when
-	// it cannot be checked the safe answer is not to do the work. It is
-	// Unavailable, not ResourceExhausted, because the client has no quota
-	// to wait for and did nothing wrong; gRPC clients retry Unavailable
-	// with backoff.
-	FailClosed FailMode = iota
+	// metadata. It is the default: Unavailable, not ResourceExhausted,
+	// because the client has no quota to wait for and did nothing wrong;
+	// gRPC clients retry Unavailable with backoff.
+	FailClosed = admission.FailClosed
 	// FailOpen lets the call through without rate-limit metadata.
-	FailOpen
+	FailOpen = admission.FailOpen
 )
 
 // Config configures an Interceptor. Limits, Groups, DefaultGroup and Key
@@ -94,6 +93,13 @@ type Config struct {
 	// GlobalCost is what one call costs in Global; 0 means 1. New
 	// refuses a GlobalCost above Global's capacity.
 	GlobalCost int64
+	// Identities are limits by identities of their own, checked on every
+	// call of every limited group together with its group's layer and
+	// the global one, all or nothing: a per-peer limit next to a
+	// per-token one, a per-tenant one (see IdentityLimit). At most 6.
+	// With them, every decided call's metadata also describes each layer
+	// (see the package documentation).
+	Identities []IdentityLimit
 	// ClientIP finds the client address for KeyErrorFallbackPeer. nil:
 	// the peer address only.
 	ClientIP *httplimit.ClientIP
@@ -131,6 +137,27 @@ type Config struct {
 	Wait func(ctx context.Context, d time.Duration) error
 }
 
+// IdentityLimit limits every call by an identity of its own, as a layer
+// of the same all-or-nothing decision as the group's layer and
+// Config.Global: a call one of them refuses consumes nothing in the
+// others. Its key is "rl:v1:" + the identity (httplimit.LayerKey(identity,
+// "")), one quota per identity across all groups, shared with
+// httplimit's Config.Identities of the same limit through one backend.
+type IdentityLimit struct {
+	// Limit names its policy in Config.Limits, which no other layer may
+	// use.
+	Limit string
+	// Key extracts the identity: PeerKey, MetadataKey, FuncKey, ...
+	Key KeyFunc
+	// Cost is what one call costs there; 0 means 1. New refuses a Cost
+	// above the limit's capacity.
+	Cost int64
+	// OnKeyError is what to do when Key finds no identity: KeyErrorDeny
+	// (the default) refuses the call, KeyErrorFallbackPeer keys the
+	// layer by the peer's address instead.
+	OnKeyError KeyErrorMode
+}
+
 // waitTimer is the default Config.Wait.
 func waitTimer(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
@@ -154,22 +181,15 @@ func waitTimer(ctx context.Context, d time.Duration) error {
 // Limit method makes it a go-grpc-middleware ratelimit.Limiter. Close
 // releases the backend.
 type Interceptor struct {
-	backend    httplimit.Backend
-	binder     httplimit.BindingBackend // backend, when it reports the binding layer
+	pipe       *admission.Pipeline[context.Context]
 	groups     []group
 	exact      map[string]int // full method → group
 	services   map[string]int // "/pkg.Service/" → group
 	defaultIdx int
-	key        KeyFunc
-	fallback   KeyFunc // nil unless KeyErrorFallbackPeer
-	global     string
-	globalCost int64
-	onBackend  FailMode
 	onError    func(context.Context, string, error)
 	hook       func(Event)
-	kinds      ident.Kinds // Event.IdentityKind's interned values
-	globalAlg  string
 	metadata   bool
+	layerMD    bool // per-layer metadata: Config.Identities is set
 	wait       func(context.Context, time.Duration) error
 }
 
@@ -178,7 +198,6 @@ type group struct {
 	name   string
 	exempt bool
 	limit  string
-	alg    string // limit's algorithmName
 	cost   int64
 	costs  map[string]int64 // nil when no method overrides cost
 }
@@ -187,16 +206,13 @@ type group struct {
 // error names the offending field.
 func New(cfg Config) (*Interceptor, error) {
 	ic := &Interceptor{
-		exact:      make(map[string]int),
-		services:   make(map[string]int),
-		key:        cfg.Key,
-		global:     cfg.Global,
-		globalCost: cfg.GlobalCost,
-		onBackend:  cfg.OnBackendError,
-		onError:    cfg.OnError,
-		hook:       cfg.Hook,
-		metadata:   !cfg.NoMetadata,
-		wait:       cfg.Wait,
+		exact:    make(map[string]int),
+		services: make(map[string]int),
+		onError:  cfg.OnError,
+		hook:     cfg.Hook,
+		metadata: !cfg.NoMetadata,
+		layerMD:  !cfg.NoMetadata && len(cfg.Identities) > 0,
+		wait:     cfg.Wait,
 	}
 	if ic.wait == nil {
 		ic.wait = waitTimer
@@ -210,40 +226,12 @@ func New(cfg Config) (*Interceptor, error) {
 		return nil, fmt.Errorf("grpclimit: Config.OnKeyError %d is not a KeyErrorMode", cfg.OnKeyError)
 	case cfg.OnBackendError > FailOpen:
 		return nil, fmt.Errorf("grpclimit: Config.OnBackendError %d is not a FailMode", cfg.OnBackendError)
-	case cfg.GlobalCost < 0:
-		return nil, fmt.Errorf("grpclimit: Config.GlobalCost must be ≥ 0, got %d", cfg.GlobalCost)
-	case len(cfg.Limits) == 0:
-		return nil, errors.New("grpclimit: Config.Limits is empty")
-	}
-	if ic.globalCost == 0 {
-		ic.globalCost = 1
-	}
-	if cfg.OnKeyError == KeyErrorFallbackPeer {
-		ic.fallback = PeerKey(cfg.ClientIP)
-	}
-	names := make([]string, 0, len(cfg.Limits))
-	for name := range cfg.Limits {
-		names = append(names, name)
-	}
-	sort.Strings(names) // the first error is the same on every run
-	for _, name := range names {
-		if !ident.ValidName(name) {
-			return nil, fmt.Errorf("grpclimit: Config.Limits: name %q must be 1 to 64 letters, digits or \"._-\"", name)
-		}
-	}
-	if cfg.Global != "" {
-		if _, ok := cfg.Limits[cfg.Global]; !ok {
-			return nil, fmt.Errorf("grpclimit: Config.Global %q is not in Config.Limits", cfg.Global)
-		}
 	}
 	byName := make(map[string]int, len(cfg.Groups))
 	ic.groups = make([]group, len(cfg.Groups))
 	for i, g := range cfg.Groups {
 		if err := ic.addGroup(i, g, byName); err != nil {
 			return nil, err
-		}
-		if _, ok := cfg.Limits[g.Limit]; !ok && !g.Exempt {
-			return nil, fmt.Errorf("grpclimit: group %q: Limit %q is not in Config.Limits", g.Name, g.Limit)
 		}
 	}
 	var ok bool
@@ -260,65 +248,69 @@ func New(cfg Config) (*Interceptor, error) {
 			}
 		}
 	}
-	factory := cfg.Backend
-	if factory == nil {
-		factory = httplimit.LocalBackend()
+	pc := admission.Config[context.Context]{
+		Prefix:         "grpclimit",
+		Noun:           "call",
+		Limits:         cfg.Limits,
+		Groups:         make([]admission.Group[context.Context], len(cfg.Groups)),
+		Key:            keyFunc(cfg.Key),
+		Global:         cfg.Global,
+		GlobalCost:     cfg.GlobalCost,
+		Backend:        cfg.Backend,
+		OnBackendError: cfg.OnBackendError,
+		States:         ic.layerMD,
+		Identify:       cfg.Hook != nil,
 	}
-	b, err := factory(cfg.Limits)
+	if cfg.OnKeyError == KeyErrorFallbackPeer {
+		pc.Fallback = keyFunc(PeerKey(cfg.ClientIP))
+	}
+	for i, g := range cfg.Groups {
+		pc.Groups[i] = admission.Group[context.Context]{Name: g.Name, Limit: g.Limit, Cost: g.Cost, Exempt: g.Exempt}
+	}
+	for i, il := range cfg.Identities {
+		if il.OnKeyError > KeyErrorFallbackPeer {
+			return nil, fmt.Errorf("grpclimit: Config.Identities[%d]: OnKeyError %d is not a KeyErrorMode", i, il.OnKeyError)
+		}
+		if il.Key == nil {
+			return nil, fmt.Errorf("grpclimit: Config.Identities[%d]: Key is required", i)
+		}
+		layer := admission.IdentityLayer[context.Context]{Limit: il.Limit, Key: keyFunc(il.Key), Cost: il.Cost}
+		if il.OnKeyError == KeyErrorFallbackPeer {
+			layer.Fallback = keyFunc(PeerKey(cfg.ClientIP))
+		}
+		pc.Identities = append(pc.Identities, layer)
+	}
+	p, err := admission.New(pc)
 	if err != nil {
-		return nil, fmt.Errorf("grpclimit: Config.Backend: %w", err)
+		return nil, err
 	}
-	if b == nil {
-		return nil, errors.New("grpclimit: Config.Backend returned a nil Backend")
-	}
-	ic.backend = b
-	ic.binder, _ = b.(httplimit.BindingBackend)
-	if err := ic.checkCosts(cfg); err != nil {
-		ic.Close()
+	ic.pipe = p
+	if err := ic.checkCosts(); err != nil {
+		p.Close()
 		return nil, err
 	}
 	return ic, nil
 }
 
-// checkCosts describes the limits the groups use and refuses a cost above
-// its limit's capacity (a Cost, a Costs entry or GlobalCost): every call
-// it prices would be refused for good. It runs after the backend has
-// validated the policies, so that an invalid policy is reported as such.
-func (ic *Interceptor) checkCosts(cfg Config) error {
-	describe := func(name string) (hotlimit.PolicyInfo, error) {
-		pi, err := hotlimit.Describe(cfg.Limits[name])
-		if err != nil {
-			return pi, fmt.Errorf("grpclimit: limit %q: %w", name, err)
-		}
-		return pi, nil
-	}
+// keyFunc adapts a KeyFunc to the pipeline's argument order.
+func keyFunc(k KeyFunc) admission.KeyFunc[context.Context] {
+	return func(dst []byte, ctx context.Context) ([]byte, error) { return k(ctx, dst) }
+}
+
+// checkCosts refuses a Costs entry above its group's limit's capacity:
+// every call of the method would be refused for good. (The pipeline
+// checks Cost and GlobalCost.)
+func (ic *Interceptor) checkCosts() error {
 	for i := range ic.groups {
 		g := &ic.groups[i]
-		if g.exempt {
+		if g.exempt || len(g.costs) == 0 {
 			continue
 		}
-		pi, err := describe(g.limit)
-		if err != nil {
-			return err
-		}
-		g.alg = pi.Algorithm.String()
-		if g.cost > pi.Limit {
-			return fmt.Errorf("grpclimit: group %q: Cost %d is above limit %q's capacity %d: no call could ever pass", g.name, g.cost, g.limit, pi.Limit)
-		}
+		capacity, _ := ic.pipe.Capacity(g.limit)
 		for _, m := range sortedKeys(g.costs) {
-			if c := g.costs[m]; c > pi.Limit {
-				return fmt.Errorf("grpclimit: group %q: Costs[%q] %d is above limit %q's capacity %d: no call of it could ever pass", g.name, m, c, g.limit, pi.Limit)
+			if c := g.costs[m]; c > capacity {
+				return fmt.Errorf("grpclimit: group %q: Costs[%q] %d is above limit %q's capacity %d: no call of it could ever pass", g.name, m, c, g.limit, capacity)
 			}
-		}
-	}
-	if ic.global != "" {
-		pi, err := describe(ic.global)
-		if err != nil {
-			return err
-		}
-		ic.globalAlg = pi.Algorithm.String()
-		if ic.globalCost > pi.Limit {
-			return fmt.Errorf("grpclimit: Config.GlobalCost %d is above limit %q's capacity %d: no call could ever pass", ic.globalCost, ic.global, pi.Limit)
 		}
 	}
 	return nil
@@ -415,29 +407,7 @@ func (ic *Interceptor) groupOf(fullMethod string) int {
 
 // Backend returns the backend the interceptor decides through, such as a
 // *httplimit.Local whose limiters a test or an operator can inspect.
-func (ic *Interceptor) Backend() httplimit.Backend { return ic.backend }
+func (ic *Interceptor) Backend() httplimit.Backend { return ic.pipe.Backend() }
 
 // Close closes the backend if it has a Close method.
-func (ic *Interceptor) Close() error {
-	switch b := ic.backend.(type) {
-	case io.Closer:
-		return b.Close()
-	case interface{ Close() }:
-		b.Close()
-	}
-	return nil
-}
-
-// maxKeyBuf is the key length the interceptor builds without growing its
-// buffer.
-const maxKeyBuf = 160
-
-// scratch is a call's reusable buffers: the key under construction and
-// the layers handed to the Backend (which must not retain them). Both
-// would escape to the heap through the KeyFunc and Backend calls.
-type scratch struct {
-	buf    [maxKeyBuf]byte
-	layers [2]httplimit.Layer
-}
-
-var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+func (ic *Interceptor) Close() error { return ic.pipe.Close() }

@@ -31,9 +31,14 @@
 // global layer per identity. A call the global layer denies consumes
 // nothing in its group, and the other way round.
 //
+// Config.Identities adds layers keyed by identities of their own (the
+// peer next to the token, a tenant), in the same all-or-nothing decision.
+//
 // Keys have httplimit's format (httplimit.LayerKey), and the interceptor
-// decides through an httplimit.Backend: in-process limiters by default,
-// or a shared store such as redislimit's. With one shared backend, an
+// decides through package admission's Pipeline, the decision httplimit's
+// middleware shares, and its Backend (httplimit.Backend is the same
+// type): in-process limiters by default, or a shared store such as
+// redislimit's. With one shared backend, an
 // identity's global layer is the same over HTTP and gRPC, and so is a
 // method group and an HTTP route group of the same name; name them apart
 // if they should not share a quota.
@@ -105,7 +110,14 @@
 // when the backend does not report which layer bound (Local and
 // redislimit's backend do). There is no reset time: with two layers one
 // Decision cannot tell when each refills, and a number standing for both
-// would mislead; a denial's exact wait is in RetryInfo.
+// would mislead; a denial's exact wait is in RetryInfo. With
+// Config.Identities, every decided call also gets the entries
+// ratelimit-policy and ratelimit (MDPolicy, MDLayers), one item per layer
+// in the syntax of HTTP's RateLimit-Policy and RateLimit fields, so that
+// each limit the call is checked against has its own quota metadata:
+//
+//	ratelimit-policy: "per-token";q=1000;w=60, "per-ip";q=100;w=60
+//	ratelimit: "per-token";r=993;t=12, "per-ip";r=41;t=12
 //
 // A refused call also gets the trailer grpc-retry-pushback-ms (MDPushback,
 // NoMetadata or not), which grpc-go's own retries obey (gRPC's retry

@@ -2,12 +2,11 @@ package grpclimit
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
-	"github.com/hotlimit/hotlimit/httplimit"
+	"github.com/hotlimit/hotlimit/admission"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -23,6 +22,14 @@ const (
 	MDRemaining  = "ratelimit-remaining" // Decision.Remaining
 	MDName       = "ratelimit-name"      // the binding limit's name in Config.Limits
 	MDRetryAfter = "retry-after"         // whole seconds, rounded up, on a denial that can pass later
+	// MDPolicy and MDLayers describe every layer of a call, with
+	// Config.Identities: one item per layer, exactly as the HTTP
+	// RateLimit-Policy and RateLimit fields write them
+	// (`"per-token";q=1000;w=60, "per-ip";q=100;w=60` and
+	// `"per-token";r=993;t=12, "per-ip";r=41;t=12`), so that each limit
+	// a call is checked against has its own quota metadata.
+	MDPolicy = "ratelimit-policy"
+	MDLayers = "ratelimit"
 	// MDPushback is the trailer grpc-go's own retries obey (gRPC's
 	// retry design, A6): on a refusal that can pass later, the wait in
 	// milliseconds, rounded up; on one that never can, "-1", which tells
@@ -46,11 +53,6 @@ const (
 	// codes.Unavailable.
 	ReasonUnavailable = "RATE_LIMITER_UNAVAILABLE"
 )
-
-const keyPrefix = "rl:v1:"
-
-// errBadKeyFunc reports a KeyFunc that did not append to its dst.
-var errBadKeyFunc = errors.New("grpclimit: KeyFunc returned no identity appended to dst")
 
 // Unary returns the unary server interceptor. Install it with
 // grpc.ChainUnaryInterceptor, after authentication if Key reads a
@@ -133,97 +135,70 @@ func (ic *Interceptor) admit(ctx context.Context, method string) (metadata.MD, e
 	return md, err
 }
 
-// decide extracts the key, asks the backend, builds the outcome and
-// reports it to the hook.
+// outcomes maps the pipeline's outcomes to the interceptor's. A call is
+// never priced nor dry-run, so the other two cannot happen.
+var outcomes = [admission.OutcomeCount]Outcome{
+	admission.OutcomeAllowed:      OutcomeAllowed,
+	admission.OutcomeDenied:       OutcomeDenied,
+	admission.OutcomeDeniedNever:  OutcomeDeniedNever,
+	admission.OutcomeExempt:       OutcomeExempt,
+	admission.OutcomeKeyDenied:    OutcomeKeyDenied,
+	admission.OutcomeErrorAllowed: OutcomeErrorAllowed,
+	admission.OutcomeErrorDenied:  OutcomeErrorDenied,
+}
+
+// decide asks the pipeline, builds the answer and reports it to the
+// hook.
 func (ic *Interceptor) decide(ctx context.Context, method string) (metadata.MD, time.Duration, error) {
-	g := &ic.groups[ic.groupOf(method)]
-	if g.exempt {
-		ic.report(ctx, method, g, Event{Outcome: OutcomeExempt})
-		return nil, 0, nil
-	}
+	gi := ic.groupOf(method)
+	g := &ic.groups[gi]
 	cost := g.cost
 	if g.costs != nil {
 		if c, ok := g.costs[method]; ok {
 			cost = c
 		}
 	}
-	sc := scratchPool.Get().(*scratch)
-	defer scratchPool.Put(sc)
-	key, err := ic.key(ctx, append(sc.buf[:0], keyPrefix...))
-	if err == nil && (len(key) <= len(keyPrefix) || string(key[:len(keyPrefix)]) != keyPrefix) {
-		err = errBadKeyFunc
+	res := ic.pipe.Decide(ctx, ctx, gi, cost)
+	defer ic.pipe.Release(res)
+	if res.KeyErr != nil && ic.onError != nil {
+		ic.onError(ctx, method, res.KeyErr)
 	}
-	if err != nil && ic.onError != nil {
-		ic.onError(ctx, method, err)
-	}
-	fallback := false
-	if err != nil && ic.fallback != nil {
-		key, err = ic.fallback(ctx, append(sc.buf[:0], keyPrefix...))
-		fallback = true
-	}
-	if err != nil {
-		ic.report(ctx, method, g, Event{Outcome: OutcomeKeyDenied, Fallback: fallback})
+	ev := Event{Outcome: outcomes[res.Outcome], IdentityKind: res.IdentityKind, Fallback: res.Fallback}
+	switch res.Outcome {
+	case admission.OutcomeExempt:
+		ic.report(ctx, method, g, ev)
+		return nil, 0, nil
+	case admission.OutcomeKeyDenied:
+		ic.report(ctx, method, g, ev)
 		// The KeyFunc's error stays on the server: it may describe the
 		// configuration, which is no business of the client's.
 		return pushback(nil, hotlimit.Never), 0, refusal(codes.ResourceExhausted, "grpclimit: the call has no rate-limit key", ReasonKeyMissing)
-	}
-	idEnd := len(key)
-	var kind string
-	if ic.hook != nil {
-		kind = ic.kinds.Of(key[len(keyPrefix):idEnd])
-	}
-	key = append(key, ":route:"...)
-	key = append(key, g.name...)
-	full := string(key) // the one allocation of the key
-	layers := sc.layers[:1]
-	layers[0] = httplimit.Layer{Limit: g.limit, Key: full, Cost: cost}
-	if ic.global != "" {
-		layers = append(layers, httplimit.Layer{Limit: ic.global, Key: full[:idEnd], Cost: ic.globalCost})
-	}
-	idx := -1
-	var d hotlimit.Decision
-	if ic.binder != nil {
-		d, idx, err = ic.binder.AllowBinding(ctx, layers)
-	} else {
-		d, err = ic.backend.Allow(ctx, layers)
-	}
-	sc.layers = [2]httplimit.Layer{} // keep no key alive in the pool
-	if err != nil {
+	case admission.OutcomeErrorAllowed, admission.OutcomeErrorDenied:
 		if ic.onError != nil {
-			ic.onError(ctx, method, err)
+			ic.onError(ctx, method, res.Err)
 		}
-		if ic.onBackend == FailOpen {
-			ic.report(ctx, method, g, Event{Outcome: OutcomeErrorAllowed, IdentityKind: kind, Fallback: fallback})
+		ic.report(ctx, method, g, ev)
+		if res.Outcome == admission.OutcomeErrorAllowed {
 			return nil, 0, nil
 		}
-		ic.report(ctx, method, g, Event{Outcome: OutcomeErrorDenied, IdentityKind: kind, Fallback: fallback})
 		return nil, 0, refusal(codes.Unavailable, "grpclimit: rate limiter unavailable", ReasonUnavailable)
 	}
-	name, alg := "", "" // unknown for a backend that does not report the binding layer
-	switch idx {
-	case 0:
-		name, alg = g.limit, g.alg
-	case 1:
-		name, alg = ic.global, ic.globalAlg
+	d := res.Decision
+	name := "" // unknown for a backend that does not report the binding layer
+	if res.BindingReported {
+		ev.Limit, ev.Algorithm = res.Limit()
+		name = ev.Limit
 	}
+	ev.Decision = d
 	var md metadata.MD
 	if ic.metadata {
-		md = quotaMD(d, name)
-	}
-	ev := Event{Outcome: OutcomeAllowed, IdentityKind: kind, Fallback: fallback, Limit: name, Algorithm: alg, Decision: d}
-	if d.Allowed {
-		ic.report(ctx, method, g, ev)
-		return md, d.Delay, nil
-	}
-	ev.Outcome = OutcomeDenied
-	if d.RetryAfter == hotlimit.Never {
-		ev.Outcome = OutcomeDeniedNever
+		md = ic.quotaMD(res, gi, name)
 	}
 	ic.report(ctx, method, g, ev)
-	if idx == 1 {
-		cost = ic.globalCost
+	if d.Allowed {
+		return md, d.Delay, nil
 	}
-	return pushback(md, d.RetryAfter), 0, denial(d, name, cost)
+	return pushback(md, d.RetryAfter), 0, denial(d, name, res.Item(res.Binding).Cost)
 }
 
 // pushback adds to md (nil: a new MD) the MDPushback entry of a refusal
@@ -256,15 +231,16 @@ func (ic *Interceptor) report(ctx context.Context, method string, g *group, ev E
 	ic.hook(ev)
 }
 
-// quotaMD is the response metadata of a decided call. Its values share
-// one backing array.
-func quotaMD(d hotlimit.Decision, name string) metadata.MD {
+// quotaMD is the response metadata of a decided call: the binding
+// layer's entries and, with Config.Identities, the ratelimit-policy and
+// ratelimit entries that describe every layer. Its values share one backing array.
+func (ic *Interceptor) quotaMD(res *admission.Result, gi int, name string) metadata.MD {
+	d := res.Decision
 	var vs [4]string
-	n := 0
-	vs[n] = strconv.FormatInt(d.Limit, 10)
-	vs[n+1] = strconv.FormatInt(d.Remaining, 10)
+	vs[0] = strconv.FormatInt(d.Limit, 10)
+	vs[1] = strconv.FormatInt(d.Remaining, 10)
 	keys := [4]string{MDLimit, MDRemaining}
-	n = 2
+	n := 2
 	if name != "" {
 		vs[n], keys[n] = name, MDName
 		n++
@@ -274,22 +250,42 @@ func quotaMD(d hotlimit.Decision, name string) metadata.MD {
 		n++
 	}
 	all := append([]string(nil), vs[:n]...)
-	md := make(metadata.MD, n)
+	md := make(metadata.MD, n+2)
 	for i := range n {
 		md[keys[i]] = all[i : i+1 : i+1]
+	}
+	if ic.layerMD && res.States() {
+		md[MDPolicy] = ic.pipe.PolicyValue(res, gi)
+		var b []byte
+		for i := range res.Layers() {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = appendLayerItem(b, res.Item(i))
+		}
+		md[MDLayers] = []string{string(b)}
 	}
 	return md
 }
 
+// appendLayerItem appends one layer's MDLayers item: "name";r=R;t=T as
+// the HTTP RateLimit field writes its items, t left out when the layer is
+// full or its window unknown.
+func appendLayerItem(b []byte, it admission.Item) []byte {
+	b = append(b, '"')
+	b = append(b, it.Name...)
+	b = append(b, `";r=`...)
+	b = strconv.AppendInt(b, min(max(it.Remaining, 0), admission.MaxSFInt), 10)
+	if it.Window > 0 && it.Window != hotlimit.Never {
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, ceilSeconds(it.Window), 10)
+	}
+	return b
+}
+
 // ceilSeconds rounds d up to whole seconds, at least 1: a wait is never
 // reported shorter than it is.
-func ceilSeconds(d time.Duration) int64 {
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return max(1, s)
-}
+func ceilSeconds(d time.Duration) int64 { return max(1, admission.CeilSeconds(d)) }
 
 // denial is the status of a call the backend denied; name and cost are
 // the binding layer's ("" when unknown).

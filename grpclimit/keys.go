@@ -2,8 +2,6 @@ package grpclimit
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"net"
 	"net/http"
@@ -14,8 +12,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
+	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/httplimit"
-	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
 // ErrNoKey is returned by a KeyFunc when the call does not carry the
@@ -58,29 +56,11 @@ func MetadataKey(name string) KeyFunc {
 	name = strings.ToLower(name)
 	bearer := name == "authorization"
 	return func(ctx context.Context, dst []byte) ([]byte, error) {
-		vs := metadata.ValueFromIncomingContext(ctx, name)
-		if len(vs) == 0 {
+		tok, ok := admission.TokenOf(metadata.ValueFromIncomingContext(ctx, name), bearer)
+		if !ok {
 			return dst, ErrNoKey
 		}
-		tok := strings.TrimSpace(vs[0])
-		if bearer {
-			scheme, cred, ok := strings.Cut(tok, " ")
-			if !ok || !strings.EqualFold(scheme, "Bearer") {
-				return dst, ErrNoKey
-			}
-			tok = strings.TrimSpace(cred)
-		}
-		if tok == "" {
-			return dst, ErrNoKey
-		}
-		// Hash the token from dst's spare capacity rather than from
-		// []byte(tok), which would allocate for tokens over 32 bytes.
-		n := len(dst)
-		tmp := append(dst, tok...)
-		sum := sha256.Sum256(tmp[n:])
-		clear(tmp[n:])
-		dst = append(tmp[:n], "tok:"...)
-		return hex.AppendEncode(dst, sum[:16]), nil
+		return admission.AppendToken(dst, tok), nil
 	}
 }
 
@@ -99,24 +79,16 @@ func MetadataKey(name string) KeyFunc {
 // replaced by "~" and the hex of its SHA-256's first 128 bits, so that no
 // ID can contain the key's separators.
 func FuncKey(kind string, f func(ctx context.Context) (id string, ok bool)) KeyFunc {
-	kindOK := kind != "" && kind != "ip" && kind != "tok" && f != nil
-	for i := 0; i < len(kind); i++ {
-		if c := kind[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
-			kindOK = false
-		}
-	}
+	kindOK := admission.ValidKind(kind) && f != nil
 	return func(ctx context.Context, dst []byte) ([]byte, error) {
 		if !kindOK {
 			return dst, errors.New("grpclimit: FuncKey: kind " + strconv.Quote(kind) + " must be lower-case letters and digits, and not \"ip\" or \"tok\", and f must not be nil")
 		}
 		id, ok := f(ctx)
-		id = strings.TrimSpace(id)
-		if !ok || id == "" {
+		if !ok || strings.TrimSpace(id) == "" {
 			return dst, ErrNoKey
 		}
-		dst = append(dst, kind...)
-		dst = append(dst, ':')
-		return ident.AppendID(dst, id), nil
+		return admission.AppendID(dst, kind, id), nil
 	}
 }
 
@@ -132,13 +104,7 @@ func PeerKey(c *httplimit.ClientIP) KeyFunc {
 		if err != nil {
 			return dst, err
 		}
-		dst = append(dst, "ip:"...)
-		dst = p.Addr().AppendTo(dst)
-		if p.Bits() != p.Addr().BitLen() {
-			dst = append(dst, '/')
-			dst = strconv.AppendInt(dst, int64(p.Bits()), 10)
-		}
-		return dst, nil
+		return admission.AppendIP(dst, p), nil
 	}
 }
 

@@ -1,16 +1,13 @@
 package grpclimit
 
-import (
-	"context"
-
-	"github.com/hotlimit/hotlimit/httplimit"
-)
+import "context"
 
 // Reset unblocks a client: it returns every layer the identity is
-// limited by (its layer in each method group and, with Config.Global,
-// its global layer) to a fresh state, so its next calls are decided as a
-// new client's. It is an administrative act, for an operator (a support
-// ticket, a false positive), not part of serving calls.
+// limited by (its layer in each method group, with Config.Global its
+// global layer, and the Config.Identities layers keyed by it) to a fresh
+// state, so its next calls are decided as a new client's. It is an
+// administrative act, for an operator (a support ticket, a false
+// positive), not part of serving calls.
 //
 // identity is what Config.Key writes for the client: "tok:" and the
 // token's hash (httplimit.TokenIdentity computes it from the token, as
@@ -20,23 +17,5 @@ import (
 // when the backend is not an httplimit.ResetBackend, else the first error
 // of the backend, after trying every layer.
 func (ic *Interceptor) Reset(ctx context.Context, identity string) error {
-	rb, ok := ic.backend.(httplimit.ResetBackend)
-	if !ok {
-		return httplimit.ErrResetUnsupported
-	}
-	var first error
-	reset := func(limit, key string) {
-		if err := rb.Reset(ctx, limit, key); err != nil && first == nil {
-			first = err
-		}
-	}
-	for i := range ic.groups {
-		if g := &ic.groups[i]; !g.exempt {
-			reset(g.limit, httplimit.LayerKey(identity, g.name))
-		}
-	}
-	if ic.global != "" {
-		reset(ic.global, httplimit.LayerKey(identity, ""))
-	}
-	return first
+	return ic.pipe.Reset(ctx, identity)
 }

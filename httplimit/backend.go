@@ -2,194 +2,61 @@ package httplimit
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 )
 
-// A Backend makes the middleware's decisions. The default, Local, keeps
-// the limits in this process with hotlimit; redislimit provides one that
-// shares them between instances through Redis. The middleware talks to
-// either through this interface only.
-type Backend interface {
-	// Allow admits a request only if every layer admits it, all or
-	// nothing, exactly as hotlimit.AllowLayers: either each layer
-	// consumes its cost, or none does, and the Decision reports the
-	// binding layer. It returns an error only when it could not decide
-	// (a shared store unreachable, a timeout); the middleware then applies
-	// its failure policy. It must not retain the layers slice.
-	Allow(ctx context.Context, layers []Layer) (hotlimit.Decision, error)
-}
+// The backend contract lives in package admission, the decision pipeline
+// httplimit and grpclimit share; these names are its own, so that a
+// backend written for one transport serves the other.
+type (
+	// Backend is admission.Backend: what makes the middleware's decisions.
+	Backend = admission.Backend
+	// BindingBackend is admission.BindingBackend: a Backend that reports
+	// the binding layer.
+	BindingBackend = admission.BindingBackend
+	// StateBackend is admission.StateBackend: a Backend that reports
+	// every layer's own state after the decision.
+	StateBackend = admission.StateBackend
+	// ResetBackend is admission.ResetBackend: a Backend that can return a
+	// key to its fresh state.
+	ResetBackend = admission.ResetBackend
+	// BackendFactory is admission.BackendFactory.
+	BackendFactory = admission.BackendFactory
+	// Layer is admission.Layer: one limit a request is checked against,
+	// as a Backend receives it.
+	Layer = admission.Layer
+	// LayerState is admission.LayerState: one layer's own state after a
+	// decision.
+	LayerState = admission.LayerState
+	// Local is admission.Local: the in-process Backend.
+	Local = admission.Local
+)
 
-// A BindingBackend is a Backend that also reports which layer its
-// Decision describes, as hotlimit.AllowLayersIndex does. The middleware
-// then names exactly that layer's limit in Event.Limit (and in the
-// RateLimit field, when the backend is not a StateBackend). Without it,
-// the middleware infers the layer from Decision.Limit, which cannot tell
-// two layers of the same capacity apart; it then names the route group's
-// limit. Local and redislimit's backend implement it.
-type BindingBackend interface {
-	Backend
-	// AllowBinding is Allow that also returns the index in layers of the
-	// binding layer, or -1 when it cannot tell.
-	AllowBinding(ctx context.Context, layers []Layer) (hotlimit.Decision, int, error)
-}
+// ErrUnknownLimit is admission.ErrUnknownLimit, and ErrResetUnsupported
+// admission.ErrResetUnsupported.
+var (
+	ErrUnknownLimit     = admission.ErrUnknownLimit
+	ErrResetUnsupported = admission.ErrResetUnsupported
+)
 
-// A StateBackend is a Backend that also reports each layer's own state
-// after its decision. The middleware then writes one RateLimit item per
-// layer, each with that limit's own r and t; without it, one item, for
-// the binding layer. Local and redislimit's backend implement it.
-type StateBackend interface {
-	BindingBackend
-	// AllowStates is AllowBinding that also sets states[i] to layer i's
-	// state right after the decision (len(states) == len(layers)). A
-	// backend that cannot tell a layer's state (a wrapper around a
-	// backend that is not a StateBackend) sets its Remaining to -1; the
-	// middleware then writes the binding layer's item only. It must not
-	// retain either slice.
-	AllowStates(ctx context.Context, layers []Layer, states []LayerState) (hotlimit.Decision, int, error)
-}
+// LocalBackend is admission.LocalBackend: a BackendFactory that builds a
+// Local backend whose limiters all take opts.
+func LocalBackend(opts ...hotlimit.Option) BackendFactory { return admission.LocalBackend(opts...) }
 
-// Decide asks b to decide layers through the richest interface it has:
-// StateBackend's AllowStates when states is not nil, else
-// BindingBackend's AllowBinding, else Allow. It returns the binding
-// layer's index, or -1 when b cannot tell, and marks states b cannot
-// report as unknown (Remaining -1). A Backend that wraps another (to
-// measure it, say) forwards through Decide, and so is a StateBackend
-// whatever it wraps.
-func Decide(ctx context.Context, b Backend, layers []Layer, states []LayerState) (hotlimit.Decision, int, error) {
-	if states != nil {
-		if sb, ok := b.(StateBackend); ok {
-			return sb.AllowStates(ctx, layers, states)
-		}
-		for i := range states {
-			states[i] = LayerState{Remaining: -1}
-		}
-	}
-	if bb, ok := b.(BindingBackend); ok {
-		return bb.AllowBinding(ctx, layers)
-	}
-	d, err := b.Allow(ctx, layers)
-	return d, -1, err
-}
-
-// LayerState is one layer's own service limit, as the RateLimit field
-// reports it per limit.
-type LayerState struct {
-	// Remaining is what the layer alone would admit now, in its units:
-	// hotlimit.Decision.Remaining of its key. The field's r.
-	Remaining int64
-	// Window is how long Remaining stays the most the layer admits if
-	// nothing else consumes: the time until its next unit comes back,
-	// what hotlimit.Limiter.Check(key, Remaining+1).RetryAfter says of
-	// the state the decision left (hotlimit.LayerState.Next). The
-	// field's t, rounded up to seconds. 0 when the layer is full
-	// (Remaining is its capacity: nothing comes back), hotlimit.Never
-	// when the backend cannot tell; the middleware omits t in both cases.
-	Window time.Duration
-	// Policy describes the policy the layer was decided under, the
-	// RateLimit-Policy item's q and w: a limit's policy may change at
-	// runtime (Local.Classes().SetPolicy). Its zero value (Algorithm 0)
-	// means the backend cannot tell; the middleware then describes the
-	// policy of Config.Limits.
-	Policy hotlimit.PolicyInfo
-}
-
-// Layer is one limit a request is checked against, as a Backend receives
-// it: the limit by its name in Config.Limits, not by a limiter (as
-// hotlimit.Layer and redislimit.Layer name theirs), so that a Backend
-// may keep its limits anywhere.
-type Layer struct {
-	Limit string // the name of a limit the backend was built with
-	Key   string // the request's key under that limit
-	Cost  int64
-}
-
-// A BackendFactory builds a Backend for a set of named limits. Each policy
-// is one of hotlimit's policy values (hotlimit.TokenBucket,
-// hotlimit.FixedWindow, ...); a factory returns an error naming the limit
-// for a policy it cannot serve.
-type BackendFactory func(limits map[string]hotlimit.Policy) (Backend, error)
-
-// ErrUnknownLimit is wrapped by a Backend's error for a layer that names a
-// limit it was not built with.
-var ErrUnknownLimit = errors.New("httplimit: unknown limit")
-
-// Local is the in-process Backend: one hotlimit.Limiter per named limit,
-// held by a hotlimit.Classes (so a limit's policy can also change at
-// runtime, through Classes().SetPolicy).
-type Local struct {
-	classes *hotlimit.Classes
-}
-
-// LocalBackend returns a BackendFactory that builds a Local backend whose
-// limiters all take opts (for example hotlimit.WithMaxKeys).
-func LocalBackend(opts ...hotlimit.Option) BackendFactory {
-	return func(limits map[string]hotlimit.Policy) (Backend, error) { return NewLocal(limits, opts...) }
-}
-
-// NewLocal builds one hotlimit.Limiter per named limit, as
-// hotlimit.NewClasses does (its error names the limit). It needs at least
-// one limit.
+// NewLocal is admission.NewLocal: one hotlimit.Limiter per named limit.
 func NewLocal(limits map[string]hotlimit.Policy, opts ...hotlimit.Option) (*Local, error) {
-	c, err := hotlimit.NewClasses(limits, opts...)
-	if err != nil {
-		return nil, err // "hotlimit: class \"name\": ..."
-	}
-	return &Local{classes: c}, nil
+	return admission.NewLocal(limits, opts...)
 }
 
-// Names returns the names of the backend's limits, sorted.
-func (b *Local) Names() []string { return b.classes.Names() }
-
-// Limiter returns the limiter behind a named limit, or nil.
-func (b *Local) Limiter(name string) *hotlimit.Limiter { return b.classes.Class(name) }
-
-// Classes returns the limits as a hotlimit.Classes.
-func (b *Local) Classes() *hotlimit.Classes { return b.classes }
-
-// Allow implements Backend with hotlimit.AllowLayers. It allocates
-// nothing for up to 8 layers on existing keys.
-func (b *Local) Allow(ctx context.Context, layers []Layer) (hotlimit.Decision, error) {
-	d, _, err := b.AllowBinding(ctx, layers)
-	return d, err
+// Decide is admission.Decide: it asks b through the richest interface it
+// has.
+func Decide(ctx context.Context, b Backend, layers []Layer, states []LayerState) (hotlimit.Decision, int, error) {
+	return admission.Decide(ctx, b, layers, states)
 }
 
-// AllowBinding implements BindingBackend with hotlimit.AllowLayersIndex.
-func (b *Local) AllowBinding(ctx context.Context, layers []Layer) (hotlimit.Decision, int, error) {
-	return b.AllowStates(ctx, layers, nil)
+// ResetVia is admission.ResetVia.
+func ResetVia(ctx context.Context, b Backend, limit, key string) error {
+	return admission.ResetVia(ctx, b, limit, key)
 }
-
-// AllowStates implements StateBackend with hotlimit.AllowLayersState:
-// each layer's Remaining, Window and Policy are those of its own
-// decision (see hotlimit.LayerState). A nil states reads none.
-func (b *Local) AllowStates(_ context.Context, layers []Layer, states []LayerState) (hotlimit.Decision, int, error) {
-	var buf [8]hotlimit.Layer
-	var sbuf [8]hotlimit.LayerState
-	ls, each := buf[:0], sbuf[:]
-	if len(layers) > len(buf) {
-		ls, each = make([]hotlimit.Layer, 0, len(layers)), make([]hotlimit.LayerState, len(layers))
-	}
-	for _, ly := range layers {
-		lim := b.classes.Class(ly.Limit)
-		if lim == nil {
-			return hotlimit.Decision{}, -1, fmt.Errorf("%w %q", ErrUnknownLimit, ly.Limit)
-		}
-		ls = append(ls, hotlimit.Layer{Limiter: lim, Key: ly.Key, Cost: ly.Cost})
-	}
-	if states == nil {
-		d, i := hotlimit.AllowLayersIndex(ls...)
-		return d, i, nil
-	}
-	d, i := hotlimit.AllowLayersState(each, ls...)
-	for j := range states {
-		st := &each[j]
-		states[j] = LayerState{Remaining: st.Decision.Remaining, Window: st.Next, Policy: st.Policy}
-	}
-	return d, i, nil
-}
-
-// Close stops every limiter's sweeper.
-func (b *Local) Close() error { return b.classes.Close() }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 )
 
 // Group is a route group: routes that cost the same, limited together.
@@ -52,34 +53,35 @@ type Group struct {
 }
 
 // KeyErrorMode is what the middleware does when Config.Key cannot
-// extract a key from a request.
-type KeyErrorMode uint8
+// extract a key from a request: admission.KeyErrorMode, shared with
+// grpclimit.
+type KeyErrorMode = admission.KeyErrorMode
 
 const (
 	// KeyErrorDeny answers 429 without Retry-After (the request can
 	// never pass as it is) and the body
 	// {"error":"rate_limit_key_missing"}. It is the default.
-	KeyErrorDeny KeyErrorMode = iota
+	KeyErrorDeny = admission.KeyErrorDeny
 	// KeyErrorFallbackIP limits the request by its client IP instead
 	// (Config.ClientIP), under the same layers. If even the IP cannot be
 	// found, the request is denied as with KeyErrorDeny.
-	KeyErrorFallbackIP
+	KeyErrorFallbackIP = admission.KeyErrorFallback
 )
 
 // FailMode is what the middleware does when the Backend cannot decide
-// (Allow returns an error: a shared store down, a timeout).
-type FailMode uint8
+// (Allow returns an error: a shared store down, a timeout):
+// admission.FailMode, shared with grpclimit.
+type FailMode = admission.FailMode
 
 const (
 	// FailClosed answers 503 Service Unavailable with
 	// {"error":"rate_limiter_unavailable"} and no rate-limit headers. It
-	// is the default: the limit protects something, and when it cannot be
-	// checked the safe answer is not to do the work. It is a 503, not a
-	// 429, because the client did nothing wrong and has no quota to wait
-	// for; a 429 with invented headers would be a lie.
-	FailClosed FailMode = iota
+	// is the default: a 503, not a 429, because the client did nothing
+	// wrong and has no quota to wait for; a 429 with invented headers
+	// would be a lie.
+	FailClosed = admission.FailClosed
 	// FailOpen lets the request through without rate-limit headers.
-	FailOpen
+	FailOpen = admission.FailOpen
 )
 
 // Config configures a Middleware. Limits, Groups, DefaultGroup and Key
@@ -106,6 +108,12 @@ type Config struct {
 	// refuses a GlobalCost above Global's capacity (every request would
 	// be refused with 403).
 	GlobalCost int64
+	// Identities are limits by identities of their own, checked on every
+	// request of every limited group together with its group's layer and
+	// the global one, all or nothing: a per-IP limit next to a per-token
+	// one, a per-tenant one (see IdentityLimit). Each has its own item in
+	// the RateLimit fields. At most 6.
+	Identities []IdentityLimit
 	// ExemptIdentities lists identities (as Key writes them, such as
 	// "tenant:internal") that are never limited. Requests from them are
 	// still counted and reported to the hook as OutcomeExempt.
@@ -160,6 +168,27 @@ type Config struct {
 	// dropped without a response (the client has gone) and the quota
 	// stays spent. nil: a timer, in real time.
 	Wait func(ctx context.Context, d time.Duration) error
+}
+
+// IdentityLimit limits every request by an identity of its own, as a
+// layer of the same all-or-nothing decision as the group's layer and
+// Config.Global: a request one of them refuses consumes nothing in the
+// others. Its key is "rl:v1:" + the identity (LayerKey(identity, "")),
+// one quota per identity across all groups.
+type IdentityLimit struct {
+	// Limit names its policy in Config.Limits. No other layer (a group,
+	// Config.Global, another IdentityLimit) may use it: its RateLimit
+	// items are named after it.
+	Limit string
+	// Key extracts the identity: IPKey, TokenKey, ContextKey, ...
+	Key KeyFunc
+	// Cost is what one request costs there; 0 means 1. New refuses a
+	// Cost above the limit's capacity.
+	Cost int64
+	// OnKeyError is what to do when Key finds no identity: KeyErrorDeny
+	// (the default) refuses the request, KeyErrorFallbackIP keys the
+	// layer by the client IP (Config.ClientIP) instead.
+	OnKeyError KeyErrorMode
 }
 
 // checkFields validates the fields that need no other field, in the

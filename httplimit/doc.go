@@ -13,7 +13,7 @@
 // routes cost, not by how URLs are spelled: the aliases of an endpoint
 // share one group and one quota, and each group names its policy and a
 // cost per request. Config.Key then extracts the client's identity, and
-// the request is checked against up to two layers, all or nothing (see
+// the request is checked against its layers, all or nothing (see
 // Backend): the group's layer, keyed like
 //
 //	rl:v1:tok:9f86d081884c7d659a2feaa0c55ad015:route:search
@@ -22,12 +22,21 @@
 //
 //	rl:v1:tok:9f86d081884c7d659a2feaa0c55ad015
 //
-// A request the global layer denies consumes nothing in its group, and the
-// other way round. The "v1" is the key format's version: a change of
-// format changes it, so old and new keys never mix in a shared store.
+// and one layer per Config.Identities entry, keyed by an identity of its
+// own (the client IP next to the token, a tenant):
 //
-// Each layer is a Layer: a limit named in Config.Limits, a key and a
-// cost, which is what a Backend receives. It is not hotlimit.Layer (a
+//	rl:v1:ip:192.0.2.1
+//
+// A request one layer denies consumes nothing in the others. The "v1" is
+// the key format's version: a change of format changes it, so old and new
+// keys never mix in a shared store. The decision itself is package
+// admission's Pipeline, which grpclimit shares; the middleware adds route
+// groups and HTTP answers. By(PerIP(rate), PerToken(header, rate)) is the
+// one-line form of several identities.
+//
+// Each layer is a Layer (admission.Layer): a limit named in
+// Config.Limits, a key and a cost, which is what a Backend receives. It
+// is not hotlimit.Layer (a
 // *hotlimit.Limiter, a key and a cost, for hotlimit.AllowLayers, which
 // Local calls) nor redislimit.Layer (a *redislimit.Limiter, a key and a cost):
 // the same idea, one layer of an all-or-nothing decision, at three
@@ -81,7 +90,8 @@
 // With Config.Headers at its default, every limited response (admitted or
 // refused by a limit) carries the RateLimit-Policy and RateLimit fields of
 // draft-ietf-httpapi-ratelimit-headers-11, one item per limit the request
-// is checked against, its group's and the global one:
+// is checked against (its group's, the global one, and each
+// Config.Identities layer's):
 //
 //	RateLimit-Policy: "search";q=10;w=60, "global";q=1000;w=3600
 //	RateLimit: "search";r=3;t=42, "global";r=917;t=4

@@ -1,12 +1,12 @@
 package httplimit
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 )
 
 // HeaderMode chooses the rate-limit header fields the middleware writes
@@ -44,64 +44,17 @@ const (
 	ResetEpoch
 )
 
-// policyInfo describes one named limit for the headers and the hook, as
-// Config.Limits configures it.
-type policyInfo struct {
-	name string
-	hotlimit.PolicyInfo
-}
-
-// policyItem returns the RateLimit-Policy item of pi under an item name:
-// "name";q=…;w=…, with
-//
-//   - FixedWindow, SlidingWindow and SlidingLog: q = Limit, w = Window.
-//   - TokenBucket: it has no window. q = Burst, the most a client can
-//     send at once, and w = Burst × the emission interval, the time an
-//     empty bucket takes to refill the whole burst. At the sustained rate
-//     a client gets q per w, which is exactly Rate; on top of that a full
-//     bucket allows a burst of q.
-//   - LeakyBucket: q = Capacity+1 (hotlimit's Limit: one request starts
-//     at once and Capacity wait their turn) and w = q × the interval, the
-//     time the queue takes to drain.
-//
-// That is q = pi.Limit and w = pi.Period(), in whole seconds, rounded up,
-// and at least 1 (the draft allows no sub-second window).
-func policyItem(name string, pi hotlimit.PolicyInfo) string {
-	return `"` + name + `";q=` + strconv.FormatInt(min(pi.Limit, maxSFInt), 10) + ";w=" + strconv.FormatInt(max(1, ceilSeconds(pi.Period())), 10)
-}
-
-// describePolicy checks p as hotlimit.New does and describes it.
-func describePolicy(name string, p hotlimit.Policy) (policyInfo, error) {
-	if p == nil {
-		return policyInfo{}, fmt.Errorf("httplimit: limit %q: unsupported policy type <nil>", name)
-	}
-	pi, err := hotlimit.Describe(p)
-	if err != nil {
-		return policyInfo{}, fmt.Errorf("httplimit: limit %q: %w", name, err)
-	}
-	return policyInfo{name: name, PolicyInfo: pi}, nil
-}
-
 // maxSFInt is the largest RFC 9651 Integer (15 digits). hotlimit accepts
 // capacities beyond it (a TokenBucket's Burst up to 2^61); the IETF
 // fields write such a q or r as maxSFInt, which understates the quota (a
 // client that trusts it sends less, never more), rather than a number a
 // strict parser rejects together with the whole field. w and t, in
 // seconds, always fit.
-const maxSFInt = 999_999_999_999_999
+const maxSFInt = admission.MaxSFInt
 
 // ceilSeconds rounds d up to whole seconds: a wait is never reported
 // shorter than it is.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
-}
+func ceilSeconds(d time.Duration) int64 { return admission.CeilSeconds(d) }
 
 // resetSeconds is X-RateLimit-Reset in seconds for d, rounded up: on a
 // denial that can pass later (429) the wait until the same request is
@@ -139,33 +92,36 @@ func appendServiceLimit(b []byte, name string, r int64, window time.Duration) []
 	return b
 }
 
-// writeHeaders sets the rate-limit fields of a decided request on h. The
-// RateLimit-Policy value describes the policies the request was decided
-// under; it is shared by every response decided under the same ones (a
-// handler may replace it or append to it, which copies, but must not
-// write into its elements).
-func (m *Middleware) writeHeaders(h http.Header, g *groupState, sc *scratch, d hotlimit.Decision) {
+// writeHeaders sets the rate-limit fields of a decided request of group
+// gi on h, all from its decision res. The RateLimit-Policy value
+// describes the policies the request was decided under; it is shared by
+// every response decided under the same ones (a handler may replace it or
+// append to it, which copies, but must not write into its elements).
+func (m *Middleware) writeHeaders(h http.Header, gi int, res *admission.Result) {
+	d := res.Decision
 	if m.headers == HeadersIETF || m.headers == HeadersBoth {
 		var buf [160]byte
 		b := buf[:0]
-		if sc.nstates > 0 {
-			for i := range sc.nstates {
+		if res.States() {
+			for i := range res.Layers() {
 				if i > 0 {
 					b = append(b, ", "...)
 				}
-				b = appendServiceLimit(b, g.names[i], sc.states[i].Remaining, sc.states[i].Window)
+				it := res.Item(i)
+				b = appendServiceLimit(b, it.Name, it.Remaining, it.Window)
 			}
 		} else {
 			// The backend reported the binding layer's Decision only: its
 			// item, with t only when the Decision tells when its next unit
 			// comes back (a denied request that needed exactly one more).
+			it := res.Item(res.Binding)
 			window := time.Duration(0)
-			if !d.Allowed && d.RetryAfter != hotlimit.Never && sc.layers[sc.bind].Cost == d.Remaining+1 {
+			if !d.Allowed && d.RetryAfter != hotlimit.Never && it.Cost == d.Remaining+1 {
 				window = d.RetryAfter
 			}
-			b = appendServiceLimit(b, g.names[sc.bind], d.Remaining, window)
+			b = appendServiceLimit(b, it.Name, d.Remaining, window)
 		}
-		h["Ratelimit-Policy"] = g.policyValue(sc)
+		h["Ratelimit-Policy"] = m.pipe.PolicyValue(res, gi)
 		h["Ratelimit"] = []string{string(b)}
 	}
 	if m.headers == HeadersLegacy || m.headers == HeadersBoth {

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hotlimit/hotlimit/internal/ident"
+	"github.com/hotlimit/hotlimit/admission"
 )
 
 // ErrNoKey is returned by a KeyFunc when the request does not carry the
@@ -62,10 +62,7 @@ func TokenKey(header string) KeyFunc {
 // presents token: "tok:" and the first 128 bits of the trimmed token's
 // SHA-256, in hex. Use it to find or reset a client's state
 // (Middleware.Reset, LayerKey) from the token an operator was given.
-func TokenIdentity(token string) string {
-	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	return "tok:" + hex.EncodeToString(sum[:16])
-}
+func TokenIdentity(token string) string { return admission.TokenIdentity(token) }
 
 // TokenKeyHMAC is TokenKey with HMAC-SHA256 under secret instead of a
 // plain SHA-256: use it when tokens are short enough to be guessed and
@@ -89,33 +86,14 @@ func tokenKey(header string, secret []byte) KeyFunc {
 	bearer := strings.EqualFold(header, "Authorization")
 	canon := http.CanonicalHeaderKey(header)
 	return func(dst []byte, r *http.Request) ([]byte, error) {
-		vs := r.Header[canon]
-		if len(vs) == 0 {
+		tok, ok := admission.TokenOf(r.Header[canon], bearer)
+		if !ok {
 			return dst, ErrNoKey
 		}
-		tok := strings.TrimSpace(vs[0])
-		if bearer {
-			scheme, cred, ok := strings.Cut(tok, " ")
-			if !ok || !strings.EqualFold(scheme, "Bearer") {
-				return dst, ErrNoKey
-			}
-			tok = strings.TrimSpace(cred)
-		}
-		if tok == "" {
-			return dst, ErrNoKey
-		}
-		var sum [sha256.Size]byte
 		if secret == nil {
-			// Hash the token from dst's spare capacity rather than from
-			// []byte(tok), which would allocate for tokens over 32 bytes.
-			n := len(dst)
-			tmp := append(dst, tok...)
-			sum = sha256.Sum256(tmp[n:])
-			clear(tmp[n:])
-			dst = tmp[:n]
-		} else {
-			sum = hmacSum(secret, tok)
+			return admission.AppendToken(dst, tok), nil
 		}
+		sum := hmacSum(secret, tok)
 		dst = append(dst, "tok:"...)
 		return hex.AppendEncode(dst, sum[:16]), nil
 	}
@@ -137,24 +115,16 @@ func tokenKey(header string, secret []byte) KeyFunc {
 // value can contain the key's separators. A missing, non-string or empty
 // value is ErrNoKey.
 func ContextKey(kind string, ctxKey any) KeyFunc {
-	kindOK := kind != "" && kind != "ip" && kind != "tok" // those are IPKey's and TokenKey's
-	for i := 0; i < len(kind); i++ {
-		if c := kind[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
-			kindOK = false
-		}
-	}
+	kindOK := admission.ValidKind(kind)
 	return func(dst []byte, r *http.Request) ([]byte, error) {
 		if !kindOK {
 			return dst, errors.New("httplimit: ContextKey: kind " + strconv.Quote(kind) + " must be lower-case letters and digits, and not \"ip\" or \"tok\"")
 		}
 		id, _ := r.Context().Value(ctxKey).(string)
-		id = strings.TrimSpace(id)
-		if id == "" {
+		if strings.TrimSpace(id) == "" {
 			return dst, ErrNoKey
 		}
-		dst = append(dst, kind...)
-		dst = append(dst, ':')
-		return ident.AppendID(dst, id), nil
+		return admission.AppendID(dst, kind, id), nil
 	}
 }
 
@@ -173,13 +143,7 @@ func (c *ClientIP) appendKey(dst []byte, r *http.Request) ([]byte, error) {
 	if err != nil {
 		return dst, err
 	}
-	dst = append(dst, "ip:"...)
-	dst = p.Addr().AppendTo(dst) // no zone: ClientIP strips zones
-	if p.Bits() != p.Addr().BitLen() {
-		dst = append(dst, '/')
-		dst = strconv.AppendInt(dst, int64(p.Bits()), 10)
-	}
-	return dst, nil
+	return admission.AppendIP(dst, p), nil // no zone: ClientIP strips zones
 }
 
 // hmacSum returns HMAC-SHA256(secret, tok). It is a separate function so
@@ -193,14 +157,10 @@ func hmacSum(secret []byte, tok string) (sum [sha256.Size]byte) {
 
 // LayerKey returns the key the middleware limits identity by in route
 // group group: "rl:v1:" + identity + ":route:" + group, or, for group "",
-// the global layer's "rl:v1:" + identity. Use it to inspect or refund a
-// client's state in a backend.
-func LayerKey(identity, group string) string {
-	if group == "" {
-		return keyPrefix + identity
-	}
-	return keyPrefix + identity + ":route:" + group
-}
+// the key of the global layer and of the Config.Identities layers,
+// "rl:v1:" + identity. Use it to inspect or refund a client's state in a
+// backend. It is admission.LayerKey.
+func LayerKey(identity, group string) string { return admission.LayerKey(identity, group) }
 
 // checkHeaderName reports a header name that no request can carry (empty,
 // or not an RFC 9110 token): a token read from it would never be found.

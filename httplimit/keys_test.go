@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 )
 
 func TestTokenNeverReachesBackend(t *testing.T) {
@@ -179,7 +180,7 @@ func TestBadKeyFunc(t *testing.T) {
 			Key:          fn,
 			Hook:         func(e Event) { ev = e },
 		})
-		if w := hs.do("/", ""); w.Code != http.StatusTooManyRequests || ev.Outcome != OutcomeKeyDenied || !errors.Is(ev.Err, errBadKeyFunc) {
+		if w := hs.do("/", ""); w.Code != http.StatusTooManyRequests || ev.Outcome != OutcomeKeyDenied || !errors.Is(ev.Err, admission.ErrBadKeyFunc) {
 			t.Errorf("%s: %d %+v", name, w.Code, ev)
 		}
 	}

@@ -24,28 +24,6 @@ const (
 	OutcomeCount                       // the number of outcomes, the length of GroupCounts.Counts
 )
 
-// Deprecated aliases of the outcomes, without the Outcome prefix that
-// tells them apart from hotlimit.Decision.Allowed and Group.Exempt. They
-// keep compiling code written against them.
-const (
-	// Deprecated: use OutcomeAllowed.
-	Allowed = OutcomeAllowed
-	// Deprecated: use OutcomeDenied.
-	Denied = OutcomeDenied
-	// Deprecated: use OutcomeDryRunDenied.
-	DryRunDenied = OutcomeDryRunDenied
-	// Deprecated: use OutcomeExempt.
-	Exempt = OutcomeExempt
-	// Deprecated: use OutcomeKeyDenied.
-	KeyDenied = OutcomeKeyDenied
-	// Deprecated: use OutcomeErrorAllowed.
-	ErrorAllowed = OutcomeErrorAllowed
-	// Deprecated: use OutcomeErrorDenied.
-	ErrorDenied = OutcomeErrorDenied
-	// Deprecated: use OutcomeCount.
-	NumOutcomes = OutcomeCount
-)
-
 var outcomeNames = [OutcomeCount]string{"allowed", "denied", "dry_run_denied", "exempt", "key_denied", "error_allowed", "error_denied", "cost_invalid"}
 
 // String returns the outcome's snake_case name, as used in metrics.

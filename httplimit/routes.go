@@ -5,71 +5,25 @@ import (
 	"net/http"
 	"sync/atomic"
 
-	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
-// groupState is a group's configuration and counters.
+// groupState is a route group's configuration and counters.
 //
 // Invariants: every field but counts is written only by New.
 type groupState struct {
 	name     string
-	exempt   bool
 	cost     int64
 	costFunc func(*http.Request) (int64, error) // nil: cost
-	policy   *policyInfo
-	names    [2]string // the RateLimit items' names: the group's layer, then the global one
-	policies []string  // RateLimit-Policy value of Config.Limits: the group's item, then the global one
-	// live is the RateLimit-Policy value of the policies the latest
-	// decisions were made under, which differ from Config.Limits after a
-	// runtime change (Local.Classes().SetPolicy); built again only when
-	// they change.
-	live   atomic.Pointer[livePolicies]
-	counts [OutcomeCount]atomic.Uint64
+	counts   [OutcomeCount]atomic.Uint64
 }
 
-// livePolicies is a RateLimit-Policy value and the policies it describes.
-type livePolicies struct {
-	infos [2]hotlimit.PolicyInfo
-	value []string
-}
-
-// policyValue returns the RateLimit-Policy value for the policies the
-// layers in sc were decided under, as their states report them, or those
-// of Config.Limits for a state that does not say.
-func (g *groupState) policyValue(sc *scratch) []string {
-	cur := g.live.Load()
-	infos := cur.infos
-	for i := range sc.nstates {
-		if pi := sc.states[i].Policy; pi.Algorithm != 0 {
-			infos[i] = pi
-		}
-	}
-	if infos == cur.infos {
-		return cur.value
-	}
-	v := policyItem(g.names[0], infos[0])
-	if g.names[1] != "" {
-		v += ", " + policyItem(g.names[1], infos[1])
-	}
-	next := &livePolicies{infos: infos, value: []string{v}}
-	g.live.Store(next) // racing stores each hold a value true of some decision
-	return next.value
-}
-
-// globalSuffix tells the global layer's item from the group's when both
-// use the same limit. "/" is not allowed in a limit's name, so the
-// suffixed name never names another limit.
-const globalSuffix = "/global"
-
-// buildGroups sets m.groups, m.byName and m.defaultIdx from groups, each
-// limited by its named entry of limits. m.global must be set first: a
-// group's RateLimit-Policy value lists the global limit too.
-func (m *Middleware) buildGroups(groups []Group, defaultGroup string, limits map[string]*policyInfo) error {
+// buildGroups sets m.groups, m.byName and m.defaultIdx from groups. The
+// pipeline checks the rest of each group.
+func (m *Middleware) buildGroups(groups []Group, defaultGroup string) error {
 	m.groups = make([]groupState, len(groups))
 	m.byName = make(map[string]int, len(groups))
 	for i, g := range groups {
-		gs := &m.groups[i]
 		if !ident.ValidName(g.Name) {
 			return fmt.Errorf("httplimit: Config.Groups[%d]: name %q must be 1 to 64 letters, digits or \"._-\"", i, g.Name)
 		}
@@ -77,33 +31,7 @@ func (m *Middleware) buildGroups(groups []Group, defaultGroup string, limits map
 			return fmt.Errorf("httplimit: Config.Groups[%d]: duplicate group %q", i, g.Name)
 		}
 		m.byName[g.Name] = i
-		gs.name, gs.exempt, gs.cost, gs.costFunc = g.Name, g.Exempt, g.Cost, g.CostFunc
-		if g.Cost < 0 {
-			return fmt.Errorf("httplimit: group %q: Cost must be ≥ 0, got %d", g.Name, g.Cost)
-		}
-		if gs.cost == 0 {
-			gs.cost = 1
-		}
-		if g.Exempt {
-			continue
-		}
-		if gs.policy = limits[g.Limit]; gs.policy == nil {
-			return fmt.Errorf("httplimit: group %q: Limit %q is not in Config.Limits", g.Name, g.Limit)
-		}
-		gs.names[0] = gs.policy.name
-		v := policyItem(gs.names[0], gs.policy.PolicyInfo)
-		live := &livePolicies{infos: [2]hotlimit.PolicyInfo{gs.policy.PolicyInfo}}
-		if m.global != nil {
-			gs.names[1] = m.global.name
-			if gs.names[1] == gs.names[0] {
-				gs.names[1] += globalSuffix
-			}
-			v += ", " + policyItem(gs.names[1], m.global.PolicyInfo)
-			live.infos[1] = m.global.PolicyInfo
-		}
-		gs.policies = []string{v}
-		live.value = gs.policies
-		gs.live.Store(live)
+		m.groups[i] = groupState{name: g.Name, cost: max(g.Cost, 1), costFunc: g.CostFunc}
 	}
 	var ok bool
 	if m.defaultIdx, ok = m.byName[defaultGroup]; !ok {

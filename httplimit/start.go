@@ -1,6 +1,8 @@
 package httplimit
 
 import (
+	"fmt"
+
 	"github.com/hotlimit/hotlimit"
 )
 
@@ -8,8 +10,8 @@ import (
 // rate.N requests per rate.Per, counted by a sliding window
 // (hotlimit.SlidingWindow{Limit: rate.N, Window: rate.Per}), on every
 // route alike, with the default headers and responses. It is shorthand
-// for New with a Config of one limit named "per-ip", one group named
-// "all", and Key IPKey(nil).
+// for By(PerIP(rate)): New with a Config of one limit named "per-ip", one
+// group named "all", and Key IPKey(nil).
 //
 // The client IP is the connection's peer address: behind a reverse proxy
 // every client would share the proxy's quota. There, build a ClientIP
@@ -20,14 +22,13 @@ import (
 //	mw, err := httplimit.ByIP(hotlimit.PerMinute(100))
 //	...
 //	http.ListenAndServe(addr, mw.Handler(mux))
-func ByIP(rate hotlimit.Rate) (*Middleware, error) {
-	return oneLimit("per-ip", rate, IPKey(nil), KeyErrorDeny)
-}
+func ByIP(rate hotlimit.Rate) (*Middleware, error) { return By(PerIP(rate)) }
 
 // ByToken is ByIP keyed by the API token a request presents in the named
 // header (see TokenKey: the Bearer credential for "Authorization"), in a
 // limit named "per-token". A request without a token is limited by its
-// client IP instead (KeyErrorFallbackIP), under the same rate.
+// client IP instead (KeyErrorFallbackIP), under the same rate. It is
+// shorthand for By(PerToken(header, rate)).
 //
 // An invalid header name (empty, or not an HTTP token) is an error: no
 // request could carry it, and every request would quietly fall back to
@@ -35,18 +36,68 @@ func ByIP(rate hotlimit.Rate) (*Middleware, error) {
 // the middleware, or a client can mint a fresh quota with every made-up
 // token.
 func ByToken(header string, rate hotlimit.Rate) (*Middleware, error) {
-	if err := checkHeaderName(header); err != nil {
-		return nil, err // TokenKey would find no token, and every request would fall back to its IP
-	}
-	return oneLimit("per-token", rate, TokenKey(header), KeyErrorFallbackIP)
+	return By(PerToken(header, rate))
 }
 
-func oneLimit(name string, rate hotlimit.Rate, key KeyFunc, onKeyError KeyErrorMode) (*Middleware, error) {
-	return New(Config{
-		Limits:       map[string]hotlimit.Policy{name: hotlimit.SlidingWindow{Limit: rate.N, Window: rate.Per}},
-		Groups:       []Group{{Name: "all", Limit: name}},
+// PerIdentityLimit is one limit of By: a name, the identity it limits
+// by, and a rate counted by a sliding window. PerIP and PerToken make
+// them.
+type PerIdentityLimit struct {
+	name       string
+	key        KeyFunc
+	onKeyError KeyErrorMode
+	rate       hotlimit.Rate
+	err        error
+}
+
+// PerIP is the limit of ByIP: rate per client IP (the peer address), in
+// a limit named "per-ip".
+func PerIP(rate hotlimit.Rate) PerIdentityLimit {
+	return PerIdentityLimit{name: "per-ip", key: IPKey(nil), rate: rate}
+}
+
+// PerToken is the limit of ByToken: rate per API token in the named
+// header, in a limit named "per-token"; a request without a token is
+// limited by its client IP under it.
+func PerToken(header string, rate hotlimit.Rate) PerIdentityLimit {
+	return PerIdentityLimit{name: "per-token", key: TokenKey(header), onKeyError: KeyErrorFallbackIP, rate: rate,
+		err: checkHeaderName(header)} // TokenKey would find no token, and every request would fall back to its IP
+}
+
+// By returns a Middleware that limits every request by each of limits at
+// once, all or nothing: By(PerIP(hotlimit.PerMinute(100)),
+// PerToken("Authorization", hotlimit.PerMinute(1000))) admits a request
+// only when both its IP and its token have quota left, and a request
+// refused by one consumes nothing in the other. Every limited response
+// carries one RateLimit item per limit. It is shorthand for New with one
+// group named "all" limited by the first limit and Config.Identities
+// holding the others; grow into New when routes need groups of their own.
+// The limits must have distinct names (two PerIP, say, are an error).
+func By(limits ...PerIdentityLimit) (*Middleware, error) {
+	if len(limits) == 0 {
+		return nil, fmt.Errorf("httplimit: By needs at least one limit")
+	}
+	cfg := Config{
+		Limits:       make(map[string]hotlimit.Policy, len(limits)),
+		Groups:       []Group{{Name: "all", Limit: limits[0].name}},
 		DefaultGroup: "all",
-		Key:          key,
-		OnKeyError:   onKeyError,
-	})
+		Key:          limits[0].key,
+		OnKeyError:   limits[0].onKeyError,
+	}
+	for i, l := range limits {
+		if l.err != nil {
+			return nil, l.err
+		}
+		if l.key == nil {
+			return nil, fmt.Errorf("httplimit: By: limit %d is the zero PerIdentityLimit (use PerIP or PerToken)", i)
+		}
+		if _, dup := cfg.Limits[l.name]; dup {
+			return nil, fmt.Errorf("httplimit: By: two limits named %q", l.name)
+		}
+		cfg.Limits[l.name] = hotlimit.SlidingWindow{Limit: l.rate.N, Window: l.rate.Per}
+		if i > 0 {
+			cfg.Identities = append(cfg.Identities, IdentityLimit{Limit: l.name, Key: l.key, OnKeyError: l.onKeyError})
+		}
+	}
+	return New(cfg)
 }

@@ -1,4 +1,4 @@
-package httplimit
+package admission
 
 import (
 	"math/rand/v2"

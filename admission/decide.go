@@ -1,0 +1,372 @@
+package admission
+
+import (
+	"context"
+	"hash/maphash"
+	"strconv"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+// Outcome is what a Pipeline decided for one request. A transport maps it
+// to its own outcomes and answers.
+type Outcome uint8
+
+// The outcomes.
+const (
+	OutcomeAllowed      Outcome = iota // the backend admitted it
+	OutcomeDenied                      // the backend denied it for now: it may pass later
+	OutcomeDeniedNever                 // the backend denied it for good: RetryAfter is hotlimit.Never
+	OutcomeExempt                      // an exempt group or identity: not limited
+	OutcomeKeyDenied                   // no key could be extracted: refused
+	OutcomeErrorAllowed                // the backend failed, and FailOpen (or DryRun) let it through
+	OutcomeErrorDenied                 // the backend failed: refused
+	OutcomeCostInvalid                 // the group's Price failed or priced it below 0: refused
+	OutcomeDryRunDenied                // DryRun let through what would have been refused
+	OutcomeCount                       // the number of outcomes
+)
+
+var outcomeNames = [OutcomeCount]string{"allowed", "denied", "denied_never", "exempt", "key_denied", "error_allowed", "error_denied", "cost_invalid", "dry_run_denied"}
+
+// String returns the outcome's snake_case name.
+func (o Outcome) String() string {
+	if o < OutcomeCount {
+		return outcomeNames[o]
+	}
+	return "outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Result is what a Pipeline decided for one request, and what it knows of
+// each layer the request was checked against, all from the decision. Get
+// one from Decide and hand it back with Release once the response is
+// written: it holds the request's keys.
+type Result struct {
+	Outcome Outcome
+	// Decision is the backend's decision (zero when there was none).
+	Decision hotlimit.Decision
+	// Err is the key extraction, pricing or backend error, if any; KeyErr
+	// is the error of Config.Key, when it failed, before any fallback.
+	Err, KeyErr error
+	// Fallback reports that a layer's key came from its Fallback.
+	Fallback bool
+	// IdentityHash and IdentityKind describe the request's identity (Key's
+	// or its fallback's) with Config.Identify: a seeded 64-bit hash,
+	// meaningless outside the pipeline, and its kind ("tok", "ip", ...),
+	// at most 32 distinct kinds, then "other". 0 and "" without a key.
+	IdentityHash uint64
+	IdentityKind string
+	// Binding is the index of the layer the Decision describes (the one
+	// that refused the request, or the one with the fewest requests
+	// left), -1 without a decision. BindingReported is false when the
+	// backend does not report it (not a BindingBackend): Binding is then
+	// the first layer whose capacity is Decision.Limit, a guess.
+	Binding         int
+	BindingReported bool
+	// Cost is what the request cost in its group's layer.
+	Cost int64
+
+	buf     [maxKeyBuf]byte
+	layers  [MaxLayers]Layer
+	states  [MaxLayers]LayerState
+	nlayers int // layers decided; 0 when no backend was asked
+	nstates int // states the backend reported: nlayers or 0
+	names   []string
+	infos   []*limitInfo
+}
+
+// maxKeyBuf is the length of the keys a Pipeline builds without growing
+// its buffer.
+const maxKeyBuf = 256
+
+// Layers returns the number of layers the backend decided the request
+// on: 0 when it was not asked (an exempt request, a key, price or backend
+// failure).
+func (res *Result) Layers() int { return res.nlayers }
+
+// Item describes layer i of a decided request (i < Layers()).
+type Item struct {
+	// Name is the layer's RateLimit item name: its limit's name (the
+	// global layer's suffixed "/global" when its group uses the same
+	// limit).
+	Name string
+	// Cost is what the request costs in the layer.
+	Cost int64
+	// Remaining and Window are the layer's own state after the decision
+	// (see LayerState); Known is false when the backend did not report
+	// the layers' states, and then only the binding layer's Remaining,
+	// the Decision's, is known.
+	Remaining int64
+	Window    time.Duration
+	Known     bool
+	// Policy describes the policy the layer was decided under, or, when
+	// the backend does not say, the one Config.Limits gives it.
+	Policy hotlimit.PolicyInfo
+}
+
+// Item returns layer i's Item.
+func (res *Result) Item(i int) Item {
+	it := Item{Name: res.names[i], Cost: res.layers[i].Cost, Policy: res.infos[i].PolicyInfo}
+	if i < res.nstates {
+		st := &res.states[i]
+		it.Remaining, it.Window, it.Known = st.Remaining, st.Window, true
+		if st.Policy.Algorithm != 0 {
+			it.Policy = st.Policy
+		}
+	} else if i == res.Binding {
+		it.Remaining = res.Decision.Remaining
+	}
+	return it
+}
+
+// States reports whether the backend reported every layer's own state.
+func (res *Result) States() bool { return res.nstates > 0 }
+
+// Limit returns the binding layer's limit name and its algorithm ("" when
+// there was no decision or the backend does not say which layer bound),
+// the algorithm being that of the policy the decision was made under.
+func (res *Result) Limit() (name, algorithm string) {
+	i := res.Binding
+	if i < 0 || i >= res.nlayers {
+		return "", ""
+	}
+	alg := res.infos[i].Algorithm
+	if i < res.nstates && res.states[i].Policy.Algorithm != 0 {
+		alg = res.states[i].Policy.Algorithm
+	}
+	return res.infos[i].name, alg.String()
+}
+
+// Violated returns the item names of the layers that refused the
+// request: those whose state has fewer units than the request costs
+// there, or, when the backend reported no states, the binding layer.
+func (res *Result) Violated() []string {
+	if res.nlayers == 0 || res.Binding < 0 {
+		return nil
+	}
+	var out []string
+	for i := range res.nstates {
+		if res.states[i].Remaining < res.layers[i].Cost {
+			out = append(out, res.names[i])
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, res.names[res.Binding])
+	}
+	return out
+}
+
+// livePolicies is a RateLimit-Policy value and the policies it describes.
+type livePolicies struct {
+	infos []hotlimit.PolicyInfo
+	value []string
+}
+
+// Release hands res back to p. res must not be used afterwards.
+func (p *Pipeline[R]) Release(res *Result) {
+	res.layers = [MaxLayers]Layer{} // keep no key alive in the pool
+	res.states = [MaxLayers]LayerState{}
+	res.Err, res.KeyErr, res.names, res.infos = nil, nil, nil, nil
+	p.results.Put(res)
+}
+
+// PolicyValue returns the RateLimit-Policy value of res's layers: one
+// item per layer, "name";q=…;w=… (see PolicyItem), describing the policy
+// each was decided under. The slice is shared by every response decided
+// under the same policies: a caller may replace it or append to it, which
+// copies, but must not write into its elements.
+func (p *Pipeline[R]) PolicyValue(res *Result, groupIdx int) []string {
+	g := &p.groups[groupIdx]
+	cur := g.live.Load()
+	changed := false
+	for i := range res.nstates {
+		if pi := res.states[i].Policy; pi.Algorithm != 0 && pi != cur.infos[i] {
+			changed = true
+		}
+	}
+	if !changed {
+		return cur.value
+	}
+	infos := append([]hotlimit.PolicyInfo(nil), cur.infos...)
+	v := ""
+	for i := range infos {
+		if i < res.nstates && res.states[i].Policy.Algorithm != 0 {
+			infos[i] = res.states[i].Policy
+		}
+		if i > 0 {
+			v += ", "
+		}
+		v += PolicyItem(g.names[i], infos[i])
+	}
+	next := &livePolicies{infos: infos, value: []string{v}}
+	g.live.Store(next) // racing stores each hold a value true of some decision
+	return next.value
+}
+
+// Decide decides request r of group groupIdx (an index in Config.Groups)
+// at cost (used unless the group has a Price) and returns the Result,
+// which the caller hands back with Release.
+func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64) *Result {
+	res := p.results.Get().(*Result)
+	res.Outcome, res.Decision, res.Fallback = OutcomeAllowed, hotlimit.Decision{}, false
+	res.IdentityHash, res.IdentityKind, res.Binding, res.BindingReported, res.Cost = 0, "", -1, false, 0
+	res.nlayers, res.nstates = 0, 0
+	g := &p.groups[groupIdx]
+	if g.exempt {
+		res.Outcome = OutcomeExempt
+		return res
+	}
+	res.names, res.infos = g.names, g.infos
+	key, err := p.key(append(res.buf[:0], keyPrefix...), r)
+	if err == nil && !hasIdentity(key) {
+		err = ErrBadKeyFunc
+	}
+	res.KeyErr = err
+	if err != nil && p.fallback != nil {
+		res.Fallback = true
+		key, err = p.fallback(append(res.buf[:0], keyPrefix...), r)
+		if err == nil && !hasIdentity(key) {
+			err = ErrBadKeyFunc
+		}
+	}
+	if err != nil {
+		return p.refused(res, OutcomeKeyDenied, err)
+	}
+	idEnd := len(key)
+	id := key[len(keyPrefix):idEnd]
+	if p.identify {
+		res.IdentityHash, res.IdentityKind = maphash.Bytes(p.seed, id), p.kinds.Of(id)
+	}
+	if p.exempt != nil {
+		if _, ok := p.exempt[string(id)]; ok {
+			res.Outcome = OutcomeExempt
+			return res
+		}
+	}
+	if g.price != nil {
+		if cost, err = g.price(r); err == nil && cost < 0 {
+			err = errNegativeCost{cost}
+		}
+		if err != nil {
+			return p.refused(res, OutcomeCostInvalid, err)
+		}
+	}
+	res.Cost = cost
+	key = append(key, ":route:"...)
+	key = append(key, g.name...)
+	groupEnd := len(key)
+	var ends [MaxLayers]int // where each identity layer's key ends in key
+	for i := range p.ids {
+		start := len(key)
+		il := &p.ids[i]
+		k, err := il.key(append(key, keyPrefix...), r)
+		if err == nil && !hasIdentity(k[start:]) {
+			err = ErrBadKeyFunc
+		}
+		if err != nil && il.fallback != nil {
+			res.Fallback = true
+			k, err = il.fallback(append(key[:start], keyPrefix...), r)
+			if err == nil && !hasIdentity(k[start:]) {
+				err = ErrBadKeyFunc
+			}
+		}
+		if err != nil {
+			return p.refused(res, OutcomeKeyDenied, err)
+		}
+		key, ends[i] = k, len(k)
+	}
+	all := string(key) // the one allocation of the keys
+	layers := res.layers[:1]
+	layers[0] = Layer{Limit: g.limit.name, Key: all[:groupEnd], Cost: cost}
+	if p.global != nil {
+		layers = append(layers, Layer{Limit: p.global.name, Key: all[:idEnd], Cost: p.globalCost})
+	}
+	start := groupEnd
+	for i := range p.ids {
+		layers = append(layers, Layer{Limit: p.ids[i].limit.name, Key: all[start:ends[i]], Cost: p.ids[i].cost})
+		start = ends[i]
+	}
+	res.nlayers = len(layers)
+	var began time.Time
+	if p.observers != nil {
+		began = time.Now()
+	}
+	idx := -1
+	var d hotlimit.Decision
+	switch {
+	case p.stater != nil:
+		states := res.states[:len(layers)]
+		d, idx, err = p.stater.AllowStates(ctx, layers, states)
+		if err == nil {
+			res.nstates = len(layers)
+			for i := range states {
+				if states[i].Remaining < 0 {
+					res.nstates = 0 // the backend could not tell them all
+				}
+			}
+		}
+	case p.binder != nil:
+		d, idx, err = p.binder.AllowBinding(ctx, layers)
+	default:
+		d, err = p.backend.Allow(ctx, layers)
+	}
+	if err != nil {
+		res.nlayers, res.nstates, res.Err = 0, 0, err // nothing was decided
+		res.Outcome = OutcomeErrorDenied
+		if p.failOpen || p.dryRun {
+			res.Outcome = OutcomeErrorAllowed
+		}
+		p.observe(ctx, res, g, began)
+		return res
+	}
+	res.Decision, res.Binding, res.BindingReported = d, binding(res, d, idx), idx >= 0 && idx < res.nlayers
+	switch {
+	case d.Allowed:
+		res.Outcome = OutcomeAllowed
+	case p.dryRun:
+		res.Outcome = OutcomeDryRunDenied
+	case d.RetryAfter == hotlimit.Never:
+		res.Outcome = OutcomeDeniedNever
+	default:
+		res.Outcome = OutcomeDenied
+	}
+	p.observe(ctx, res, g, began)
+	return res
+}
+
+// hasIdentity reports whether a key under construction holds an identity
+// after its prefix.
+func hasIdentity(key []byte) bool {
+	return len(key) > len(keyPrefix) && string(key[:len(keyPrefix)]) == keyPrefix
+}
+
+// refused completes res for a request refused before the backend was
+// asked, as DryRun has it: let through, as OutcomeDryRunDenied.
+func (p *Pipeline[R]) refused(res *Result, o Outcome, err error) *Result {
+	res.Outcome, res.Err = o, err
+	if p.dryRun {
+		res.Outcome = OutcomeDryRunDenied // it would have been refused
+	}
+	return res
+}
+
+// binding returns the index of the layer d describes: idx when the
+// backend reported it, else the first layer whose capacity is d.Limit.
+func binding(res *Result, d hotlimit.Decision, idx int) int {
+	if idx >= 0 && idx < res.nlayers {
+		return idx
+	}
+	for i := range res.nlayers {
+		if res.infos[i].Limit == d.Limit {
+			return i
+		}
+	}
+	return 0
+}
+
+// errNegativeCost is the error of a Price below 0.
+type errNegativeCost struct{ cost int64 }
+
+func (e errNegativeCost) Error() string {
+	return "admission: Price returned a negative cost, " + strconv.FormatInt(e.cost, 10)
+}
