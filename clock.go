@@ -76,7 +76,8 @@ func (c *ManualClock) Set(t time.Duration) { c.now.Store(int64(t)) }
 // CoarseClock is a Clock that returns a cached reading of the default
 // clock, refreshed by one goroutine every resolution. Reading it is a
 // single atomic load, which makes a decision cheaper by the cost of a
-// clock read (45 to 56 ns on the 2-vCPU machine bench/RESULTS.md reports).
+// clock read (45 to 56 ns on the 2-vCPU machine that the bench module's
+// RESULTS.md reports, https://github.com/hotlimit/hotlimit/blob/main/bench/RESULTS.md).
 //
 // The cached reading lags real time by up to the resolution, and by more
 // when the refreshing goroutine is not scheduled (a busy machine can delay

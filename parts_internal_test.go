@@ -6,7 +6,8 @@ import (
 )
 
 // BenchmarkParts times the pieces of one decision on one existing key, so
-// that bench/RESULTS.md can say where a decision's time goes. Every part
+// that the bench module's RESULTS.md (https://github.com/hotlimit/hotlimit/blob/main/bench/RESULTS.md)
+// can say where a decision's time goes. Every part
 // but "clock=default" and "AllowN/clock=default" runs on the coarse clock.
 func BenchmarkParts(b *testing.B) {
 	l, _ := New(TokenBucket{Rate: Rate{N: 1_000_000_000, Per: time.Second}, Burst: 1_000_000_000}, WithSweepInterval(0), WithCoarseClock(time.Millisecond))

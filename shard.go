@@ -43,7 +43,8 @@ import (
 // atomic writes to a shared reader count, about 9 ns each on the 2-vCPU
 // machines we measure on (an uncontended CAS costs the same), and a hot key
 // on many cores then moves the shard's lock line as well as its own word.
-// bench/RESULTS.md has the figures.
+// The bench module's RESULTS.md has the figures,
+// https://github.com/hotlimit/hotlimit/blob/main/bench/RESULTS.md.
 
 // cacheLineSize is the unit of padding in shard. 128, not 64: on x86 the
 // adjacent-line prefetcher pulls lines in pairs, and arm64's big cores use

@@ -12,7 +12,8 @@ import (
 // A single pair of counters (or one per shard) would be a second cache
 // line that every core writes on every decision: with one hot key on two
 // cores, that line moves between them as often as the key's own word
-// does. bench/RESULTS.md ("Decision counters") has the cost. Instead the
+// does. The bench module's RESULTS.md ("Decision counters") has the cost,
+// https://github.com/hotlimit/hotlimit/blob/main/bench/RESULTS.md. Instead the
 // counters are striped, and a goroutine counts on the stripe picked by the
 // address of its own stack: goroutines run on distinct stacks, so
 // concurrent callers land on different lines unless two of them hash to the

@@ -207,8 +207,8 @@
 // matching, an eighth writing the fields. Over a real loopback connection
 // with net/http on both ends (BenchmarkLoopback) the request costs about
 // 28,600 instructions more than the bare handler, the longer header block
-// written and parsed included; bench/RESULTS.md has the figures and the
-// commands.
+// written and parsed included; the bench module's RESULTS.md has the
+// figures and the commands (https://github.com/hotlimit/hotlimit/blob/main/bench/RESULTS.md).
 //
 // # Leaky buckets
 //

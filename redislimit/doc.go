@@ -56,7 +56,8 @@
 // (giving it back if the context ends first), as hotlimit's Wait does.
 //
 // Cost, serially on loopback beside a PING on the same client (medians;
-// bench/redisbench/RESULTS.md has the command and the machine): one
+// the redisbench module's RESULTS.md has the command and the machine,
+// https://github.com/hotlimit/hotlimit/blob/main/bench/redisbench/RESULTS.md): one
 // decision of any policy is one round trip, and its server time is what
 // sets it apart from a PING: about 10µs of Lua for a token bucket (a
 // script that only reads TIME, GETs and SETs takes about 7µs), about 22µs
