@@ -16,7 +16,8 @@ import (
 // dispatching the call, starting the script, writing the reply); a batch
 // pays that once for many decisions, so under many concurrent callers a
 // server decides several times more per second and per CPU second
-// (bench/redisbench/RESULTS.md).
+// (the redisbench module's RESULTS.md,
+// https://github.com/hotlimit/hotlimit/blob/main/bench/redisbench/RESULTS.md).
 //
 // A call that finds fewer than maxBatchesInFlight batches in flight is
 // sent at once, alone as before when nothing waits (a serial caller never

@@ -47,7 +47,8 @@
 // (see batch.go). A serial caller never waits for a batch. Under 64
 // concurrent callers on a loopback server this decided about 3 times as
 // many requests per second as one call per decision, for 0.4 times the
-// server's CPU per decision (bench/redisbench/RESULTS.md). A batch is one call: a timeout
+// server's CPU per decision (the redisbench module's RESULTS.md, see Cost
+// below). A batch is one call: a timeout
 // or an outage fails each of its decisions, as it would have failed each
 // call. On a Redis Cluster every decision is its own call.
 //
