@@ -28,9 +28,10 @@ func TestCheck(t *testing.T) {
 				before := l.Stats()
 				for _, cost := range []int64{0, 1, 2, 4, -1} {
 					got := l.Check("k", cost)
-					want := twin.AllowN("k", cost)
+					var a hotlimit.Admission
+					want := twin.AdmitN(&a, "k", cost)
 					if want.Allowed && cost > 0 {
-						twin.Refund("k", cost) // undo, so the twin stays l's copy
+						a.Refund() // undo, so the twin stays l's copy
 						want.Remaining, want.ResetAfter = got.Remaining, got.ResetAfter
 					}
 					if got != want {
@@ -63,8 +64,10 @@ func TestCheck(t *testing.T) {
 }
 
 // TestCheckResetDifferential drives each policy through random decisions,
-// refunds, sweeps, Resets and Checks on a few keys, against one reference
-// model per key (a Reset starts the key's model afresh): every AllowN must
+// refunds of the latest admission of a key (which a Reset in between
+// leaves nothing to give back), sweeps, Resets and Checks on a few keys,
+// against one reference model per key (a Reset starts the key's model
+// afresh): every AllowN must
 // equal the model's, and every Check must equal what the model's AllowN
 // would decide on a copy (Allowed, RetryAfter, Delay) with the model's
 // current Remaining and ResetAfter, changing neither Len nor Stats.
@@ -85,6 +88,14 @@ func TestCheckResetDifferential(t *testing.T) {
 					ms[k] = refmodel.New(p, c)
 				}
 				scale, limit := policyScale(p)
+				type admitted struct {
+					l *hotlimit.Admission
+					m refmodel.Admission
+				}
+				held := map[string]*admitted{}
+				for _, k := range keys {
+					held[k] = &admitted{l: new(hotlimit.Admission)}
+				}
 				hist := ""
 				for i := 0; i < 300; i++ {
 					c.Advance(randAdvance(r, scale))
@@ -99,11 +110,12 @@ func TestCheckResetDifferential(t *testing.T) {
 						hist += fmt.Sprintf("; Reset(%s)@%v", key, c.Now())
 						l.Reset(key)
 						ms[key] = refmodel.New(p, c)
+						held[key].m = refmodel.Admission{} // the reset forgot it: nothing to give back
 					case 1:
-						cc := 1 + r.Int64N(limit)
-						hist += fmt.Sprintf("; Refund(%s,%d)@%v", key, cc, c.Now())
-						l.Refund(key, cc)
-						m.Refund(key, cc)
+						hist += fmt.Sprintf("; Refund(%s)@%v", key, c.Now())
+						held[key].l.Refund()
+						m.GiveBack(held[key].m)
+						held[key].m = refmodel.Admission{}
 					case 2:
 						hist += "; Sweep"
 						l.Sweep()
@@ -126,7 +138,9 @@ func TestCheckResetDifferential(t *testing.T) {
 						}
 					default:
 						hist += fmt.Sprintf("; AllowN(%s,%d)@%v", key, cost, c.Now())
-						got, want := l.AllowN(key, cost), m.AllowN(key, cost)
+						got := l.AdmitN(held[key].l, key, cost)
+						want, ma := m.AdmitN(key, cost)
+						held[key].m = ma
 						if got != want {
 							t.Fatalf("seed %d op %d AllowN(%s,%d)@%v:\n got %+v\nwant %+v\n%s", seed, i, key, cost, c.Now(), got, want, hist)
 						}

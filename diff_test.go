@@ -69,7 +69,8 @@ func policyScale(p hotlimit.Policy) (time.Duration, int64) {
 }
 
 // TestDifferential drives the limiter and the reference model through the
-// same random operations (decisions, refunds, sweeps, and policy changes
+// same random operations (decisions, refunds of a key's latest admission,
+// sweeps, and policy changes
 // that halve or double a limit or a window) and requires identical
 // decisions; on the model it also checks that RetryAfter is the shortest
 // honest wait and Remaining is exact.
@@ -95,6 +96,11 @@ func TestDifferential(t *testing.T) {
 			m := refmodel.New(p, c)
 			scale, limit := policyScale(p)
 			keys := []string{"a", "b", "a-much-longer-key-stored-in-the-arena"}
+			held := map[string]*hotlimit.Admission{}
+			mheld := map[string]refmodel.Admission{}
+			for _, k := range keys {
+				held[k] = new(hotlimit.Admission)
+			}
 			lastOp := ""
 			for i := 0; i < ops; i++ {
 				if c.Now() < 140*365*24*time.Hour { // past 2^62 ns the limiter's clock stops
@@ -110,10 +116,10 @@ func TestDifferential(t *testing.T) {
 					l.Sweep()
 				}
 				if r.IntN(10) == 0 {
-					c := 1 + r.Int64N(limit)
-					lastOp += fmt.Sprintf("; Refund(%q, %d)", key, c)
-					l.Refund(key, c)
-					m.Refund(key, c)
+					lastOp += fmt.Sprintf("; Refund(%q's latest admission, %+v)", key, mheld[key])
+					held[key].Refund()
+					m.GiveBack(mheld[key])
+					mheld[key] = refmodel.Admission{}
 				}
 				if r.IntN(60) == 0 {
 					// Halve or double the limit or the window: SetPolicy's
@@ -137,7 +143,9 @@ func TestDifferential(t *testing.T) {
 					}
 				}
 				lastOp = fmt.Sprintf("op %d key %q cost %d", i, key, cost)
-				got, want := l.AllowN(key, cost), m.AllowN(key, cost)
+				got := l.AdmitN(held[key], key, cost)
+				want, ma := m.AdmitN(key, cost)
+				mheld[key] = ma
 				if got != want {
 					t.Fatalf("op %d at %v key %q cost %d:\n got %+v\nwant %+v", i, c.Now(), key, cost, got, want)
 				}

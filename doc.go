@@ -21,7 +21,8 @@
 //     fixed window's edge burst; [SlidingLog] is exact over every interval,
 //     for small limits. [Limiter.AllowN] charges a cost, [Limiter.Check]
 //     looks without charging, [Limiter.Wait] blocks until admitted,
-//     [Limiter.Refund] gives back an admission whose work did not happen.
+//     [Limiter.AdmitN] records an admission that [Admission.Refund] gives back
+//     when its work did not happen.
 //   - [ConcurrencyLimiter], made by [NewConcurrency]: at most n operations
 //     in flight per key, released through a [Permit].
 //   - [Classes], made by [NewClasses]: one policy per key class (free and

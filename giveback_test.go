@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -132,5 +135,118 @@ func TestWaitCancelledAfterEviction(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestRefundAfterRemoval: an Admission made on a key's entry that Reset or
+// eviction then removed gives nothing back to the key's new entry: the
+// new entry admits its whole Limit, and after the Refund not one unit
+// more, for every policy (5 policies × Reset, WithMaxKeys 1, WithMaxKeys 4
+// holding 3 drained decoys).
+func TestRefundAfterRemoval(t *testing.T) {
+	for name, p := range giveBackPolicies {
+		for _, how := range []string{"Reset", "maxKeys=1", "maxKeys=4"} {
+			t.Run(name+"/"+how, func(t *testing.T) {
+				c := hotlimit.NewManualClock()
+				c.Set(time.Hour)
+				var l *hotlimit.Limiter
+				switch how {
+				case "Reset":
+					l = newLimiter(t, p, hotlimit.WithClock(c))
+				case "maxKeys=1":
+					l = newLimiter(t, p, hotlimit.WithClock(c), hotlimit.WithMaxKeys(1))
+				case "maxKeys=4":
+					l = newLimiter(t, p, hotlimit.WithClock(c), hotlimit.WithMaxKeys(4))
+					for i := range 3 {
+						l.AllowN(fmt.Sprint("decoy", i), 5)
+					}
+				}
+				var a hotlimit.Admission
+				if d := l.AdmitN(&a, "k", 2); !d.Allowed {
+					t.Fatalf("AdmitN(k, 2) = %+v", d)
+				}
+				if how == "Reset" {
+					l.Reset("k")
+				} else {
+					l.Allow("other") // evicts k, the entry closest to fresh
+				}
+				if d := l.AllowN("k", 5); !d.Allowed {
+					t.Fatalf("the new entry's whole Limit was denied: %+v", d)
+				}
+				if !a.Refund() {
+					t.Fatal("Refund did not spend the Admission")
+				}
+				if d := l.AllowN("k", 1); d.Allowed {
+					t.Fatalf("admitted beyond the new entry's Limit: the Refund gave back into it: %+v (Stats %+v)", d, l.Stats())
+				}
+			})
+		}
+	}
+}
+
+// TestRefundOnce: concurrent Refunds of one Admission give it back once.
+// Eight goroutines refund an admission of 2 on a key that then holds 5 of
+// 5 (its own 2, 3 more); exactly one Refund reports spending it, and then
+// exactly 2 more units are admitted, for every policy.
+func TestRefundOnce(t *testing.T) {
+	for name, p := range giveBackPolicies {
+		t.Run(name, func(t *testing.T) {
+			l, c := newManual(t, p)
+			c.Set(time.Hour)
+			var a hotlimit.Admission
+			l.AdmitN(&a, "k", 2)
+			l.AllowN("k", 3)
+			var spent atomic.Int64
+			inParallel(8, func(int) {
+				if a.Refund() {
+					spent.Add(1)
+				}
+			})
+			if n := spent.Load(); n != 1 {
+				t.Fatalf("%d Refunds reported spending the Admission, want 1", n)
+			}
+			if n := drain(t, l, "k"); n != 2 {
+				t.Fatalf("%d admitted after the Refund of 2, want 2", n)
+			}
+		})
+	}
+}
+
+// TestAdmitNAllocatesNothing: AdmitN and Refund on a key the limiter holds
+// allocate nothing.
+func TestAdmitNAllocatesNothing(t *testing.T) {
+	for name, p := range giveBackPolicies {
+		l := newLimiter(t, p)
+		var a hotlimit.Admission
+		l.Allow("user:123456")
+		if n := testing.AllocsPerRun(1000, func() {
+			l.AdmitN(&a, "user:123456", 1)
+			a.Refund()
+		}); n != 0 {
+			t.Errorf("%s: %v allocations per AdmitN and Refund, want 0", name, n)
+		}
+	}
+}
+
+// TestAdmissionNotCopyable: go vet's copylocks check reports a copy of an
+// Admission, as the type's doc says: a value of it holds a field whose
+// pointer is a sync.Locker, the rule the check applies.
+func TestAdmissionNotCopyable(t *testing.T) {
+	var holdsLock func(reflect.Type) bool
+	holdsLock = func(ty reflect.Type) bool {
+		if reflect.PointerTo(ty).Implements(reflect.TypeFor[sync.Locker]()) {
+			return true
+		}
+		if ty.Kind() == reflect.Struct {
+			for i := range ty.NumField() {
+				if holdsLock(ty.Field(i).Type) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if !holdsLock(reflect.TypeFor[hotlimit.Admission]()) {
+		t.Fatal("go vet would not report a copy of an Admission")
 	}
 }

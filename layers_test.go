@@ -165,29 +165,47 @@ func TestAllowLayersAllocatesNothing(t *testing.T) {
 	}
 }
 
-func TestRefundWindows(t *testing.T) {
+// TestAdmissionRefund: Refund gives back an admission of a window in the
+// same window and in the next one (the sliding window's previous count),
+// and the part of a bucket admission that has not refilled; it gives back
+// once, whatever the copies of the call; a Refund of the zero Admission or
+// of a denial does nothing.
+func TestAdmissionRefund(t *testing.T) {
 	c := hotlimit.NewManualClock()
-	sw, _ := hotlimit.New(hotlimit.SlidingWindow{Limit: 10, Window: time.Second}, hotlimit.WithClock(c), hotlimit.WithSweepInterval(0))
-	defer sw.Close()
-	sw.AllowN("k", 4)
-	sw.Refund("k", 3)
-	if r := sw.AllowN("k", 0).Remaining; r != 9 {
-		t.Fatalf("sliding, same window: remaining %d, want 9", r)
+	sw := newLimiter(t, hotlimit.SlidingWindow{Limit: 10, Window: time.Second}, hotlimit.WithClock(c))
+	var a, b hotlimit.Admission
+	sw.AdmitN(&a, "k", 4)
+	sw.AdmitN(&b, "k", 3)
+	if !a.Refund() || a.Refund() {
+		t.Fatal("Refund reported spending a filled Admission other than once")
 	}
-	sw.Refund("k", 5) // more than held: stops at 0
-	if r := sw.AllowN("k", 0).Remaining; r != 10 {
-		t.Fatalf("sliding, over-refund: remaining %d, want 10", r)
+	if r := sw.AllowN("k", 0).Remaining; r != 7 {
+		t.Fatalf("sliding, same window: remaining %d, want 7", r)
 	}
-	tb, _ := hotlimit.New(hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 3}, hotlimit.WithClock(c), hotlimit.WithSweepInterval(0))
-	defer tb.Close()
-	tb.AllowN("k", 3)
-	tb.Refund("k", 2)
-	if r := tb.AllowN("k", 0).Remaining; r != 2 {
-		t.Fatalf("token bucket: remaining %d, want 2", r)
+	c.Advance(time.Second + time.Second/2) // half the previous window's weight left: ⌈3/2⌉ = 2 used
+	if r := sw.AllowN("k", 0).Remaining; r != 8 {
+		t.Fatalf("sliding, next window: remaining %d, want 8", r)
 	}
-	tb.Refund("k", 3)
-	if d := tb.AllowN("k", 0); d.Remaining != 3 || d.ResetAfter != 0 {
-		t.Fatalf("token bucket over-refund: %+v, want full", d)
+	b.Refund() // off the previous window's count
+	if d := sw.AllowN("k", 0); d.Remaining != 10 || sw.Len() != 0 {
+		t.Fatalf("sliding, refund of the previous window: %+v and Len %d, want full and removed", d, sw.Len())
+	}
+
+	tb := newLimiter(t, hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 3}, hotlimit.WithClock(c))
+	c.Set(0)
+	tb.AdmitN(&a, "k", 2) // TAT 2s
+	tb.AllowN("k", 1)     // TAT 3s
+	c.Advance(1500 * time.Millisecond)
+	a.Refund() // 0.5 s of a's 2 s has not drained: TAT 2.5 s
+	if d := tb.AllowN("k", 0); d.Remaining != 2 || d.ResetAfter != time.Second {
+		t.Fatalf("token bucket after a partly refilled refund: %+v, want Remaining 2, ResetAfter 1s", d)
+	}
+	if d := tb.AdmitN(&a, "k", 3); d.Allowed || a.Refund() {
+		t.Fatalf("a denied AdmitN (%+v) left something to Refund", d)
+	}
+	var zero hotlimit.Admission
+	if zero.Refund() {
+		t.Fatal("the zero Admission's Refund reported spending it")
 	}
 }
 

@@ -39,29 +39,69 @@ type admission struct {
 	end int64  // token and leaky bucket: the TAT it left
 }
 
-// Refund gives back cost that an admission for key consumed, as if it had
-// not happened: the token and leaky buckets move the key's TAT back by
-// cost·T (never making a bucket fuller than full); the windows lower the
-// count of the current window (or, for the sliding window, of the previous
-// one when the window has just turned); the sliding log removes the newest
-// admitted instants that still count. It never gives back more than the
-// state holds, and does nothing for a key the limiter no longer holds. Use
-// it when work that was admitted did not happen (the request failed
-// validation, a later check refused it); AllowLayers uses it internally.
-func (l *Limiter) Refund(key string, cost int64) {
-	if cost <= 0 || cost > l.Limit() || len(key) > MaxKeyLen {
-		return
-	}
-	at := l.now()
-	if l.isSlidingLog() {
-		at = maxTime // the newest instants
-	}
-	l.giveBack(key, cost, admission{inc: anyIncarnation, at: at, end: maxTime + maxReserve + maxTau})
+// Admission records what one admitted request consumed, so that Refund can
+// give it back when the work it admitted did not happen (the request failed
+// validation, a later check refused it). Fill one with AdmitN; the zero
+// Admission holds nothing.
+//
+// An Admission gives back at most once, and never more than the limiter's
+// state still owes to that admission, so no sequence of calls lets a key
+// admit more than its policy allows (docs/semantics.md, "Give-backs"). It
+// must not be copied after AdmitN fills it (go vet reports copies): each
+// copy would claim the same units again.
+type Admission struct {
+	held atomic.Bool // the admission is there to give back; the first Refund takes it
+	l    *Limiter
+	key  string
+	cost int64
+	a    admission
 }
 
-// anyIncarnation is the incarnation of Refund's give-backs, which name no
-// admission.
-const anyIncarnation = ^uint64(0)
+// AdmitN is AllowN that also records an admitted request of cost > 0 in *a,
+// for a.Refund. Any other decision leaves *a holding nothing. What *a held
+// before is dropped, not given back. Like AllowN, it allocates nothing for
+// a key the limiter holds. AdmitN must not run concurrently with another
+// method on the same *a.
+func (l *Limiter) AdmitN(a *Admission, key string, cost int64) (d Decision) {
+	a.held.Store(false)
+	var adm admission
+	v, _, p := l.allow(key, cost, &adm)
+	d.setFrom(v, p.limit, p.delay(v, cost))
+	if v.ok && cost > 0 {
+		a.l, a.key, a.cost, a.a = l, key, cost, adm
+		a.held.Store(true)
+	}
+	return d
+}
+
+// Refund gives back what a's admission still holds in its limiter's state,
+// as if the request had not been admitted, and reports whether this call
+// spent a (only the first Refund of a filled Admission does; the others,
+// and a Refund of the zero Admission, do nothing). What it gives back, for
+// a cost c admitted at instant t on key k:
+//
+//   - nothing if k's entry was removed since t (by Reset, by eviction under
+//     WithMaxKeys, or by Sweep, which removes only entries that owe
+//     nothing), even if k has an entry again;
+//   - TokenBucket, LeakyBucket: the part of c that has not refilled since
+//     t: k's TAT moves back by min(c·T, E − now), where E is the TAT the
+//     admission left (t + its ResetAfter), but never below now;
+//   - FixedWindow: c off the count of t's window, if k's state is still in
+//     it; SlidingWindow: likewise, or off the previous window's count once
+//     the window has turned;
+//   - SlidingLog: up to c of k's newest admitted instants that are no later
+//     than t and still count.
+//
+// A key whose state this leaves fresh is removed, as the sweeper would.
+// Stats.Refunded counts a Refund that found its admission's entry. Refund
+// is safe for concurrent use, also on the same *Admission.
+func (a *Admission) Refund() bool {
+	if !a.held.CompareAndSwap(true, false) {
+		return false
+	}
+	a.l.giveBack(a.key, a.cost, a.a)
+	return true
+}
 
 // giveBack gives back cost of admission a on key: what the state still
 // owes to it (see above).

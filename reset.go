@@ -4,7 +4,7 @@ package hotlimit
 // seen it: an administrative act, for an operator who unblocks a client
 // (a support ticket, a false positive, a changed plan). It is not part of
 // normal traffic: a request that was refused must wait out its RetryAfter,
-// and work that did not happen is given back with Refund.
+// and work that did not happen is given back with an Admission's Refund.
 //
 // What it does, for each policy: the token and leaky buckets are full
 // again (no debt, no Delay); the fixed window and the sliding-window

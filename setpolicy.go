@@ -48,7 +48,7 @@ func (l *Limiter) Limit() int64 { return l.p.Load().limit }
 // The change is made shard by shard under each shard's mutex: once
 // SetPolicy returns every decision uses the new policy, and while it runs
 // a decision uses either the old policy or the new one, each on state in
-// that policy's format. A Refund of an admission made before the change
+// that policy's format. A give-back of an admission made before the change
 // gives back at most what the converted state holds.
 //
 // SetPolicy costs time proportional to the number of keys held, and the

@@ -142,9 +142,6 @@ func (s *shard) incarnation(sl *slot) uint64 {
 // holds reports whether sl, the live slot of a key found in s's table, is
 // the entry of incarnation inc of that key (step 8).
 func (s *shard) holds(sl *slot, inc uint64) bool {
-	if inc == anyIncarnation {
-		return true
-	}
 	return uint32(sl.hash.Load()>>32) == uint32(inc) && s.inserted.Load()-inc < 1<<32
 }
 

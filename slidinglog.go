@@ -271,7 +271,7 @@ func (l *Limiter) refundLog(key string, cost int64, a admission) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	r, now, first := l.logRingLocked(ls, key, l.now())
-	if r == nil || r.inc != a.inc && a.inc != anyIncarnation {
+	if r == nil || r.inc != a.inc {
 		return // another ring than the admission's
 	}
 	r.expire(first)

@@ -11,20 +11,19 @@ func (l *Limiter) Len() int { return int(l.keys.Load()) }
 // Allowed and Denied count decisions as they were made: each call of
 // AllowN (or Allow, AllowNBytes, a layer of AllowLayers, a reservation of
 // Wait, an attempt of a ConcurrencyLimiter) adds one to exactly one of
-// them. Refunded counts admissions given back later: a layer that
-// AllowLayers undid because a later layer denied, a Refund that found the
-// key, a Wait whose context ended while it slept. An admission that is
-// given back stays in Allowed, so Allowed − Refunded is the number of
-// admissions that stood (when every Refund gives back an admission, as
-// AllowLayers' and Wait's do), and Denied + Refunded the number of
-// requests this limiter counted that did not get through.
+// them. Refunded counts admissions given back later that found the entry
+// they were made on: a layer that AllowLayers undid because a later layer
+// denied, an Admission's Refund, a Wait whose context ended while it
+// slept. An admission that is given back stays in Allowed, so Allowed −
+// Refunded is the number of admissions that stood, and Denied + Refunded
+// the number of requests this limiter counted that did not get through.
 type Stats struct {
 	Allowed  uint64 // admissions decided (including peeks), given back or not
 	Denied   uint64 // denials decided
 	Keys     uint64 // keys currently held: Len(); a gauge, not a counter
 	Swept    uint64 // fresh entries removed (by the sweeper, to make room, or when a refund left one fresh)
 	Evicted  uint64 // non-fresh entries evicted to make room (WithMaxKeys)
-	Refunded uint64 // admissions given back (AllowLayers, Refund, Wait)
+	Refunded uint64 // admissions given back (AllowLayers, Admission.Refund, Wait)
 }
 
 // Stats returns the limiter's counters. Each is read atomically, and a

@@ -134,9 +134,10 @@ func TestStatsMonotonicUnderRefunds(t *testing.T) {
 			scrapers.Wait()
 
 			// Refund: an admission, a scrape, its refund, a scrape.
-			g.Allow("r")
+			var adm hotlimit.Admission
+			g.AdmitN(&adm, "r", 1)
 			gw.scrape("before Refund")
-			g.Refund("r", 1)
+			adm.Refund()
 			gw.scrape("after Refund")
 
 			st := gw.scrape("end")

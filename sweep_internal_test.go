@@ -19,7 +19,11 @@ func TestSweepRetriesAFreshWordChangedByARefund(t *testing.T) {
 	defer lim.Close()
 
 	clock.Set(989_859 * time.Nanosecond) // window 19
-	if d := lim.AllowN("k", 3); !d.Allowed {
+	var a Admission
+	if d := lim.AdmitN(&a, "k", 1); !d.Allowed {
+		t.Fatalf("AdmitN(1) = %+v, want admitted", d)
+	}
+	if d := lim.AllowN("k", 2); !d.Allowed {
 		t.Fatalf("AllowN(3) = %+v, want admitted", d)
 	}
 	clock.Set(time.Millisecond) // window 20: the key is fresh
@@ -32,7 +36,7 @@ func TestSweepRetriesAFreshWordChangedByARefund(t *testing.T) {
 		// A refund whose reading is older than the sweep's: window 19,
 		// count 3 → 2, still fresh at the sweep's instant.
 		clock.Set(998_950 * time.Nanosecond)
-		lim.Refund("k", 1)
+		a.Refund()
 		clock.Set(time.Millisecond)
 	}
 	defer func() { sweepJudgedHook = nil }()

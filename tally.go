@@ -76,7 +76,7 @@ func (t *tally) count(allowed bool) {
 }
 
 // countRefund records one admission given back (AllowLayers undoing a
-// layer, Refund, Wait giving its slot back). The admission stays counted.
+// layer, an Admission's Refund, Wait giving its slot back). The admission stays counted.
 func (t *tally) countRefund() {
 	t.mine().refunded.Add(1)
 }

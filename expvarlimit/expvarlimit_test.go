@@ -25,10 +25,12 @@ func TestPublish(t *testing.T) {
 	if err := expvarlimit.Publish(name, l); err != nil {
 		t.Fatal(err)
 	}
-	for range 3 {
+	var a hotlimit.Admission
+	l.AdmitN(&a, "k", 1)
+	for range 2 {
 		l.Allow("k")
 	}
-	l.Refund("k", 1)
+	a.Refund()
 	var st hotlimit.Stats
 	if err := json.Unmarshal([]byte(expvar.Get(name).String()), &st); err != nil {
 		t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 //	  o%8 = 0..3  AllowN(key o>>3 % 3, cost), cost = a%(Limit+3) − 1 (−1 … Limit+1)
 //	  o%8 = 4     Advance(a × Window / 16)
 //	  o%8 = 5     Advance(a) nanoseconds
-//	  o%8 = 6     Refund(key o>>3 % 3, 1 + a%Limit)
+//	  o%8 = 6     Refund the latest admission of key o>>3 % 3 (a unused)
 //	  o%8 = 7     Sweep(), then, for a ≥ 128, set the clock back by (a−128) × Window/32
 //
 // The oracle is brute force: every admitted unit's instant, never pruned.
@@ -48,6 +48,10 @@ func FuzzSlidingLog(f *testing.F) {
 		var last [len(keys)]int64  // latest instant each key was written at
 		var exists [len(keys)]bool // the limiter holds the key
 		var sweptAt int64          // latest instant a key was removed at
+		var gen [len(keys)]int64   // how many times each key was removed
+		var adm [len(keys)]hotlimit.Admission
+		type admitted struct{ cost, at, gen int64 }
+		var held [len(keys)]admitted // adm's admission, as the oracle sees it
 		w := int64(W)
 
 		count := func(k int, at int64) (n, newest int64) {
@@ -69,21 +73,24 @@ func FuzzSlidingLog(f *testing.F) {
 			case 5:
 				clock.Advance(time.Duration(a))
 			case 6:
-				c := 1 + int64(a)%limit
-				l.Refund(keys[k], c)
-				if !exists[k] {
-					break
+				adm[k].Refund()
+				h := held[k]
+				held[k] = admitted{}
+				if !exists[k] || h.cost == 0 || h.gen != gen[k] {
+					break // nothing to give back: the ring it was admitted into is gone
 				}
 				at := max(now, last[k])
 				last[k] = at
+				c := h.cost
 				for i := len(log[k]) - 1; i >= 0 && c > 0; i-- {
-					if at-log[k][i] < w {
+					if s := log[k][i]; s <= h.at && at-s < w {
 						log[k] = slices.Delete(log[k], i, i+1)
 						c--
 					}
 				}
 				if n, _ := count(k, at); n == 0 {
 					exists[k], sweptAt = false, max(sweptAt, at)
+					gen[k]++
 				}
 			case 7:
 				l.Sweep()
@@ -91,6 +98,7 @@ func FuzzSlidingLog(f *testing.F) {
 					at := max(now, last[k])
 					if n, _ := count(k, at); exists[k] && n == 0 {
 						exists[k], sweptAt = false, max(sweptAt, at)
+						gen[k]++
 					}
 				}
 				if a >= 128 {
@@ -98,7 +106,8 @@ func FuzzSlidingLog(f *testing.F) {
 				}
 			default:
 				cost := int64(a)%(limit+3) - 1
-				d := l.AllowN(keys[k], cost)
+				d := l.AdmitN(&adm[k], keys[k], cost)
+				held[k] = admitted{}
 				at := max(now, sweptAt)
 				if exists[k] {
 					at = max(now, last[k])
@@ -119,6 +128,7 @@ func FuzzSlidingLog(f *testing.F) {
 						log[k] = append(log[k], at)
 					}
 					last[k], exists[k] = at, true
+					held[k] = admitted{cost, at, gen[k]}
 				default:
 					// The shortest wait, found by trying every expiry.
 					want.RetryAfter = hotlimit.Never

@@ -11,8 +11,10 @@
 //
 //   - AllowN with costs from −1 to Limit+1 (peeks and invalid costs too);
 //     its whole Decision is compared with the model's,
-//   - Refund, SetPolicy (between policies of the same algorithm), Sweep
-//     (its count compared), Reset,
+//   - AdmitN (its Decision compared) and, some operations later, the
+//     Refund of its Admission, after whatever removed, reset or refilled
+//     its key meanwhile; SetPolicy (between policies of the same
+//     algorithm), Sweep (its count compared), Reset,
 //   - Wait (the buckets): without a deadline; with a deadline that passed
 //     between Wait's checks (refused at once, changing nothing); and with
 //     a context that ends as soon as it sleeps, cut into its reservation

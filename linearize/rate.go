@@ -38,17 +38,17 @@ type rateOp uint8
 
 const (
 	opAllowN      rateOp = iota // A.AllowN: the whole Decision is compared
-	opRefund                    // A.Refund
+	opAdmitN                    // A.AdmitN: the whole Decision is compared; a later opGiveBack may be its Refund
 	opSetPolicy                 // A.SetPolicy(Policies[arg])
 	opWait                      // A.Wait, admitted or refused at once (buckets): compared
 	opSweep                     // A.Sweep: the count is compared
 	opReset                     // A.Reset
 	opLayerAllow                // one layer's admission step of AllowLayers: Allowed is compared
 	opWaitReserve               // the reservation of a Wait that is given back later (buckets)
-	opGiveBack                  // AllowLayers or a cancelled Wait giving back admission arg on A
+	opGiveBack                  // AllowLayers, a cancelled Wait or an Admission's Refund giving back admission arg on A
 )
 
-var rateOpNames = [...]string{"AllowN", "Refund", "SetPolicy", "Wait", "Sweep", "Reset", "LayerAllow", "WaitReserve", "GiveBack"}
+var rateOpNames = [...]string{"AllowN", "AdmitN", "SetPolicy", "Wait", "Sweep", "Reset", "LayerAllow", "WaitReserve", "GiveBack"}
 
 // rateIn is an operation's input: what it did, on which limiter (0 is A,
 // 1 is B), and the instant it read.
@@ -57,10 +57,10 @@ type rateIn struct {
 	lim     int
 	key     string
 	cost    int64
-	arg     int   // opSetPolicy: policy index; opLayerAllow, opWaitReserve, opGiveBack: the admission's id
+	arg     int   // opSetPolicy: policy index; opAdmitN, opLayerAllow, opWaitReserve, opGiveBack: the admission's id
 	at      int64 // the instant the operation read
 	maxWait int64 // opWait: the most it may wait (negative: its deadline has passed)
-	back    bool  // opLayerAllow on A, opWaitReserve: a later opGiveBack gives it back
+	back    bool  // opAdmitN, opLayerAllow on A, opWaitReserve: a later opGiveBack gives it back
 }
 
 // rateOut is an operation's output.
@@ -140,8 +140,12 @@ func rateModel(cfg RateConfig) porcupine.Model {
 			switch in.op {
 			case opAllowN:
 				ok = m.AllowN(in.key, in.cost) == out.d
-			case opRefund:
-				m.Refund(in.key, in.cost)
+			case opAdmitN:
+				d, adm := m.AdmitN(in.key, in.cost)
+				ok = d == out.d
+				if ok && in.back {
+					s.pending[in.arg] = pending{in.key, in.cost, adm.At, adm.End, true}
+				}
 			case opSetPolicy:
 				m.SetPolicy(cfg.Policies[in.arg])
 			case opWait:
@@ -194,7 +198,7 @@ func rateModel(cfg RateConfig) porcupine.Model {
 			in, out := input.(rateIn), output.(rateOut)
 			s := fmt.Sprintf("%s lim%d %s cost %d @%d", rateOpNames[in.op], in.lim, in.key, in.cost, in.at)
 			switch in.op {
-			case opAllowN:
+			case opAllowN, opAdmitN:
 				s += fmt.Sprintf(" → %+v", out.d)
 			case opLayerAllow, opWait, opWaitReserve:
 				if in.op == opWait && in.maxWait < 0 {
@@ -295,6 +299,10 @@ func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 		go func() {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(cfg.Seed, uint64(g)))
+			var held hotlimit.Admission // an AdmitN's, refunded by a later step
+			var heldID int              // its id; 0: none held
+			var heldKey string
+			var heldCost int64
 			<-start
 			// later returns nows[0] followed by n instants, each the one
 			// before it or later: a clock that moves while one operation
@@ -336,9 +344,17 @@ func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 					in.op, in.cost = opAllowN, r.Int64N(minLimit+3)-1 // −1 … Limit+1
 					call, ret, _ := rec.do(now, func() { out.d = a.AllowN(key, in.cost) })
 					add(g, one(in, out, call, ret))
+				case x < 10 && heldID != 0: // the Refund of the AdmitN below
+					in.op, in.key, in.cost, in.arg = opGiveBack, heldKey, heldCost, heldID
+					call, ret, _ := rec.do(now, func() { held.Refund() })
+					add(g, one(in, out, call, ret))
+					heldID = 0
 				case x < 10:
-					in.op, in.cost = opRefund, 1+r.Int64N(minLimit)
-					call, ret, _ := rec.do(now, func() { a.Refund(key, in.cost) })
+					in.op, in.cost, in.arg = opAdmitN, r.Int64N(minLimit+3)-1, int(nextID.Add(1))
+					call, ret, _ := rec.do(now, func() { out.d = a.AdmitN(&held, key, in.cost) })
+					if in.back = out.d.Allowed && in.cost > 0; in.back {
+						heldID, heldKey, heldCost = in.arg, key, in.cost
+					}
 					add(g, one(in, out, call, ret))
 				case x < 11:
 					in.op, in.arg = opSetPolicy, r.IntN(len(cfg.Policies))

@@ -14,7 +14,9 @@ import (
 // TestDifferentialRefund runs traces of decisions and refunds through the
 // script and hotlimit's limiter on one manual clock: every decision after
 // a refund must agree, so the refund gave back exactly what hotlimit's
-// does, for every policy.
+// does, for every policy. Each refund gives back an admission made at the
+// same instant, hotlimit's through its Admission: there the script's
+// Refund by key and hotlimit's bounded give-back of that admission agree.
 func TestDifferentialRefund(t *testing.T) {
 	c := newClient(t, serverAddr(t))
 	ctx := context.Background()
@@ -31,9 +33,20 @@ func TestDifferentialRefund(t *testing.T) {
 				}
 				cost := 1 + rng.Int64N(min(limit, 3))
 				if rng.IntN(3) == 0 {
-					p.local.Refund("k", cost)
-					if err := p.remote.Refund(ctx, "k", cost); err != nil {
+					var a hotlimit.Admission
+					want := p.local.AdmitN(&a, "k", cost)
+					got, err := p.remote.AllowN(ctx, "k", cost)
+					if err != nil {
 						t.Fatal(err)
+					}
+					if !sameDecision(want, got) {
+						t.Fatalf("step %d, cost %d before a refund:\n local %+v\n redis %+v", step, cost, want, got)
+					}
+					if want.Allowed {
+						a.Refund()
+						if err := p.remote.Refund(ctx, "k", cost); err != nil {
+							t.Fatal(err)
+						}
 					}
 					cost = 0 // look at the state the refund left
 				}

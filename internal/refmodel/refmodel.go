@@ -32,6 +32,9 @@ type Model struct {
 	tat   map[string]int64
 	win   map[string]*winState
 	log   map[string]*logState
+	// gen counts each key's removals: the incarnation of its state, which
+	// an Admission names. String leaves it out: only GiveBack reads it.
+	gen map[string]int64
 
 	// sweptAt is the latest instant at which a fresh key was removed (by
 	// Sweep, or by a refund that left it fresh) or a sweep ran: a key the
@@ -58,7 +61,7 @@ type winState struct {
 // New returns a model of policy reading time from clock. The policy must
 // be valid (check it with hotlimit.New first).
 func New(policy hotlimit.Policy, clock hotlimit.Clock) *Model {
-	m := &Model{clock: clock, tat: map[string]int64{}, win: map[string]*winState{}, log: map[string]*logState{}}
+	m := &Model{clock: clock, tat: map[string]int64{}, win: map[string]*winState{}, log: map[string]*logState{}, gen: map[string]int64{}}
 	switch p := policy.(type) {
 	case hotlimit.TokenBucket:
 		m.kind, m.limit, m.t = "tb", p.Burst, ceilDiv(int64(p.Rate.Per), p.Rate.N)
@@ -286,66 +289,57 @@ func (m *Model) Clone(clock hotlimit.Clock) *Model {
 	for k, v := range m.log {
 		c.log[k] = &logState{at: append([]int64(nil), v.at...), last: v.last}
 	}
+	c.gen = maps.Clone(m.gen)
 	return c
 }
 
-// Refund gives back cost as hotlimit.Limiter.Refund does: buckets move TAT
-// back by cost·T but not below now; windows lower the count of the window
-// holding now (or, for the sliding window, the previous count of a state
-// one window newer than now), never below 0. A key left fresh is removed.
-func (m *Model) Refund(key string, cost int64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if cost <= 0 || cost > m.limit || len(key) > hotlimit.MaxKeyLen {
-		return
-	}
-	if m.kind == "log" {
-		m.refundLog(key, cost, maxTime)
-		return
-	}
-	now := m.now()
-	m.refundAt(key, cost, now, now)
+// Admission is an admission the model can give back, as hotlimit's
+// Admission names its own: the key and its incarnation (how many times its
+// state had been removed before), the cost, the instant it was decided at
+// and, for the buckets, the TAT it left.
+type Admission struct {
+	Key           string
+	Cost, At, End int64
+	Gen           int64
 }
 
-// RefundAt gives back cost admitted at instant at (as AllowNAt reported
-// it), as AllowLayers gives back an earlier layer's admission: buckets as
-// Refund; windows lower the count of the window holding at, if the state
-// still holds it; the log removes the newest instants at or before at. A
-// key left fresh is removed.
-func (m *Model) RefundAt(key string, cost, at int64) {
+// AdmitN is AllowN that also returns the Admission of an admitted request
+// of cost > 0 (the zero Admission otherwise), as hotlimit's AdmitN records
+// it.
+func (m *Model) AdmitN(key string, cost int64) (hotlimit.Decision, Admission) {
+	d := m.AllowN(key, cost)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if cost <= 0 {
-		return
+	if !d.Allowed || cost <= 0 {
+		return d, Admission{}
 	}
-	if m.kind == "log" {
-		m.refundLog(key, cost, at)
-		return
-	}
-	m.refundAt(key, cost, at, m.now())
+	return d, Admission{Key: key, Cost: cost, At: m.at, End: m.at + int64(d.ResetAfter), Gen: m.gen[key]}
 }
 
-func (m *Model) refundAt(key string, cost, at, now int64) {
-	switch m.kind {
-	case "tb", "leaky":
-		tat, ok := m.tat[key]
-		if !ok {
-			return
-		}
-		if tat > now {
-			m.tat[key] = max(tat-cost*m.t, now)
-		}
-	default:
-		s := m.win[key]
-		if s == nil {
-			return
-		}
-		switch ka := at / m.w; {
-		case s.k == ka:
-			s.cur = max(0, s.cur-cost)
-		case s.k == ka+1 && m.kind == "sliding":
-			s.prev = max(0, s.prev-cost)
-		}
+// GiveBack gives back what the state still owes to a, as hotlimit's
+// Admission.Refund does: nothing if the key's state was removed since a
+// (whatever holds it now), else as GiveBackAt.
+func (m *Model) GiveBack(a Admission) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if a.Cost > 0 && m.holds(a.Key) && m.gen[a.Key] == a.Gen {
+		m.giveBackAt(a.Key, a.Cost, a.At, a.End)
+	}
+}
+
+// refundWindow gives back cost admitted at instant at on a window: it
+// lowers the count of the window holding at, if the state still holds it,
+// never below 0, and removes a key left fresh.
+func (m *Model) refundWindow(key string, cost, at, now int64) {
+	s := m.win[key]
+	if s == nil {
+		return
+	}
+	switch ka := at / m.w; {
+	case s.k == ka:
+		s.cur = max(0, s.cur-cost)
+	case s.k == ka+1 && m.kind == "sliding":
+		s.prev = max(0, s.prev-cost)
 	}
 	if fresh, judged := m.freshAt(key, now); fresh {
 		m.remove(key, judged)
@@ -413,6 +407,7 @@ func (m *Model) remove(key string, at int64) {
 	delete(m.tat, key)
 	delete(m.win, key)
 	delete(m.log, key)
+	m.gen[key]++
 	m.sweptAt = max(m.sweptAt, at)
 }
 
@@ -508,11 +503,16 @@ func (m *Model) ReserveWithin(key string, cost, maxWait int64) (ok bool, at, end
 // admission and a cancelled Wait its slot, on the entry that admission was
 // made on (the caller checks that the key was not removed since): the
 // buckets move TAT back by what the admission still owes now, min(cost·T,
-// end − now), never below now; windows and the log as RefundAt. A key
-// left fresh is removed.
+// end − now), never below now; windows lower the count of the window
+// holding at, if the state still holds it; the log removes the newest
+// instants at or before at. A key left fresh is removed.
 func (m *Model) GiveBackAt(key string, cost, at, end int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.giveBackAt(key, cost, at, end)
+}
+
+func (m *Model) giveBackAt(key string, cost, at, end int64) {
 	if cost <= 0 {
 		return
 	}
@@ -522,7 +522,7 @@ func (m *Model) GiveBackAt(key string, cost, at, end int64) {
 		return
 	case "tb", "leaky":
 	default:
-		m.refundAt(key, cost, at, m.now())
+		m.refundWindow(key, cost, at, m.now())
 		return
 	}
 	tat, ok := m.tat[key]
