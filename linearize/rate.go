@@ -434,18 +434,25 @@ func runWait(rec *Recorder, a *hotlimit.Limiter, kind int, in rateIn, id int, no
 	}
 	var err error
 	call, ret, reads := rec.do(nows, func() { err = a.Wait(ctx, in.key, in.cost) })
-	if err == nil || len(reads) <= 1 || kind != 2 {
+	if err == nil || kind != 2 || !errors.Is(err, context.Canceled) {
 		return []porcupine.Operation{{Input: in, Output: rateOut{allowed: err == nil}, Call: call, Return: ret}}, nil
 	}
-	if !errors.Is(err, context.Canceled) {
-		return nil, fmt.Errorf("linearize: a Wait that read the clock %d times returned %v", len(reads), err)
+	// Cancelled while it slept: it reserved, then gave its slot back. The
+	// give-back reads the clock only when it finds the reservation's entry
+	// (a Reset or a sweep may have removed it): the cut is at its first
+	// read; without one, both steps span the rest of the call (the
+	// give-back follows the reservation's read, and the model places it
+	// after the reservation).
+	resEnd, gbStart := ret, reads[0].tick
+	if len(reads) > 1 {
+		resEnd, gbStart = reads[1].tick, reads[1].tick
 	}
 	res, gb := in, in
 	res.op, res.arg, res.back = opWaitReserve, id, true
 	gb.op, gb.arg, gb.at = opGiveBack, id, nows[1]
 	return []porcupine.Operation{
-		{Input: res, Output: rateOut{allowed: true}, Call: call, Return: reads[1].tick},
-		{Input: gb, Output: rateOut{}, Call: reads[1].tick, Return: ret},
+		{Input: res, Output: rateOut{allowed: true}, Call: call, Return: resEnd},
+		{Input: gb, Output: rateOut{}, Call: gbStart, Return: ret},
 	}, nil
 }
 
