@@ -9,30 +9,22 @@ import (
 // sweeper, which removes keys whose state is fresh, and eviction under the
 // WithMaxKeys bound.
 //
-// Protocol: tombstones (shard.go). Decisions take no lock; they CAS a
-// key's state word. A remover, holding the shard's mutex, reads the word w,
-// judges it, and CASes w to w|deadBit. If a decision changed the word in
-// between, the remover's CAS fails and nothing is removed. If the remover's
-// CAS wins, every later CAS on that word fails (a retired word never changes
-// again), and the decision retries under the shard's mutex, where it no
-// longer finds the retired slot and inserts a fresh entry. So no admission
-// can land in a removed entry and be lost.
+// Protocol: shard.go's steps 4 (retirement by CAS of the word judged, so
+// no admission lands in a removed entry), 5 (sweptAt before a fresh entry
+// goes) and 6 (eviction retires only the value it scored).
 //
 // Invariants:
 //   - The sweeper removes an entry only if its state, as retired by the
 //     CAS, is a fresh key's state at the sweep's instant S (resetAfter is
 //     0): token bucket full, windows expired.
-//   - Before removing anything as fresh at S, the remover raises sweptAt to
-//     at least S, and to the start of a window word's window when that is
-//     later than S (a word written on a later reading than the remover's:
-//     see window.go); the insert path reads sweptAt under the same shard's
-//     write mutex and decides a re-created key at max(now, sweptAt). A state that
-//     is fresh at S is fresh at every later instant, and a fresh entry
-//     decides exactly as a new one at the same instant, so a sweep changes
-//     no decision; the clamp covers a reading older than S (a goroutine
-//     preempted between reading the clock and inserting, or a test clock
-//     set back), which would otherwise see a fresh state where the removed
-//     one still owed time.
+//   - Before removing anything as fresh at S, the remover raises sweptAt
+//     (shard.go, protocol step 5), and insertion decides a re-created key
+//     at max(now, sweptAt) (step 1). A state that is fresh at S is fresh at
+//     every later instant, and a fresh entry decides exactly as a new one
+//     at the same instant, so a sweep changes no decision; the clamp covers
+//     a reading older than S (a goroutine preempted between reading the
+//     clock and inserting, or a test clock set back), which would
+//     otherwise see a fresh state where the removed one still owed time.
 //   - Eviction (WithMaxKeys) removes the entry closest to fresh among
 //     evictMin distinct live entries sampled uniformly without replacement
 //     (see "Eviction's sample" below): the one whose removal gives back the

@@ -13,7 +13,7 @@ const MaxKeyLen = 64 << 10
 // 0 that the policy in force under the mutex can admit (need ≤ its limit,
 // which SetPolicy may have lowered since the caller read it), after
 // reserving room under WithMaxKeys, and the instant to decide at is raised
-// to sweptAt for the new entry (see gc.go); otherwise it returns nil, and
+// to sweptAt for the new entry (shard.go, protocol step 1); otherwise it returns nil, and
 // a request that can never pass neither inserts nor evicts.
 func (l *Limiter) lockSlot(s *shard, h uint64, key string, now, need int64) (*slot, int64) {
 	sl, now, _ := l.lockSlotFirst(s, h, key, now, need, nil)
@@ -25,12 +25,10 @@ func (l *Limiter) lockSlot(s *shard, h uint64, key string, now, need int64) (*sl
 // maps the fresh word at the instant returned to the word after that
 // decision and reports whether it admitted, and decided reports that it
 // ran. An admission is published already holding it; a refusal inserts
-// nothing (sl is nil), and the room reserved for the key is released. So
-// no published word is ever fresh: a lock-free request whose reading is
-// older than sweptAt would decide a fresh word at that reading, as if the
-// state removed before it had owed nothing (see gc.go). Publishing the
-// fresh word and retiring it after a refusal leaves it findable in
-// between.
+// nothing (sl is nil), and the room reserved for the key is released:
+// shard.go's protocol steps 1 and 2 (no published word is ever fresh
+// before its inserter decided on it). Publishing the fresh word and
+// retiring it after a refusal would leave it findable in between.
 func (l *Limiter) lockSlotFirst(s *shard, h uint64, key string, now, need int64, first func(p *params, w uint64, now int64) (uint64, bool)) (sl *slot, at int64, decided bool) {
 	s.mu.Lock()
 	if sl := s.tab.Load().find(h, key); sl != nil || !s.admits(need) {

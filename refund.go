@@ -8,7 +8,7 @@ import "sync/atomic"
 // a later layer refused, a slot Wait reserved and abandons, or an
 // Admission given back with Refund. It refers to that admission, never to
 // the key alone: to the entry the admission was made on, as an
-// incarnation (shard.go, step 8), and to what it consumed (its instant and
+// incarnation (shard.go, protocol step 9), and to what it consumed (its instant and
 // cost, and for the buckets the TAT it left). It gives back only what the
 // state still owes to that admission, so the key is never left able to
 // admit more than it could had the admission never happened:
@@ -125,7 +125,8 @@ func (l *Limiter) giveBack(key string, cost int64, a admission) {
 			return
 		}
 		// Retired meanwhile, or the refund leaves the state fresh: then
-		// the entry goes in the same CAS, under the mutex.
+		// the entry goes in the same CAS, under the mutex (shard.go,
+		// protocol steps 4, 5 and 9).
 	}
 	s.mu.Lock()
 	if sl := s.tab.Load().find(h, key); sl != nil && s.holds(sl, a.inc) {
@@ -152,7 +153,7 @@ func (l *Limiter) refundLocked(s *shard, sl *slot, cost int64, a admission) {
 			}
 			continue
 		}
-		l.raiseSweptAt(p.judgedAt(next, now)) // before the entry goes: see gc.go
+		l.raiseSweptAt(p.judgedAt(next, now)) // before the entry goes: shard.go, protocol step 5
 		if t.retireAs(sl, old, next) {
 			l.keys.Add(-1)
 			s.swept.Add(1)

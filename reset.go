@@ -47,17 +47,18 @@ func (l *Limiter) Reset(key string) {
 	if sl == nil {
 		return
 	}
-	// As when the sweeper removes an entry (see gc.go): a decision that
-	// read the clock before this instant and re-creates the key decides
-	// at this instant, not at its older reading, which would book its
-	// admission before the reset and so hand out more than a fresh key's
-	// quota after it.
+	// shard.go, protocol step 7: a decision that read the clock before
+	// this instant and re-creates the key decides at this instant (step
+	// 1), not at its older reading, which would book its admission before
+	// the reset and so hand out more than a fresh key's quota after it.
+	// A give-back of an admission made before it finds another
+	// incarnation and gives nothing (step 9).
 	l.raiseSweptAt(l.now())
 	t := s.tab.Load()
 	for {
 		// Nothing else retires the slot while s.mu is held, so a failed
 		// CAS means a decision changed the word: that admission happened
-		// before the reset, and is forgotten with the rest.
+		// before the reset, and is forgotten with the rest (step 4).
 		w := sl.word.Load()
 		if w&deadBit != 0 {
 			return // cannot happen under s.mu; never spin on it

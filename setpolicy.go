@@ -97,7 +97,8 @@ func (l *Limiter) SetPolicy(policy Policy) error {
 		var convert func(uint64) uint64
 		if np.kind.isWindow() {
 			// Read under the mutex: no state being converted is newer
-			// than a decision this reading could make (see gc.go).
+			// than a decision this reading could make (see gc.go); the
+			// conversion is a rebuild (shard.go, protocol step 8).
 			convert = convertWindow(&t.p.win, &np.win, l.now())
 		}
 		// Buckets keep their TAT and concurrency limiters their count:

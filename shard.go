@@ -17,27 +17,62 @@ import (
 // live in the table's byte arena. A slot is 32 bytes; the table grows by
 // 1.5× above a load of 0.8, so it holds 40 to 60 bytes per key.
 //
-// Concurrency: decisions take no lock. A decision loads the shard's table
-// pointer, probes it, and CASes the key's state word; the only shared
-// memory it writes is that word (and its goroutine's stripe of the
-// decision counters, see tally.go). Writers (insert, retire, rebuild) serialise on the shard's mutex
-// and never change a published slot's identity:
+// The table protocol. Decisions take no lock: a decision loads the
+// shard's table pointer, probes it and CASes the key's state word, and the
+// only shared memory it writes is that word (and its goroutine's stripe of
+// the decision counters, see tally.go). Everything that adds, removes or
+// moves an entry serialises on the shard's mutex and never changes a
+// published slot's identity. The other files cite these steps by number.
 //
-//   - insert fills an empty slot's key fields and word, then publishes it by
-//     storing its hash (atomic release; readers load the hash first);
-//   - retire (sweeper, eviction) CASes the state word from the value it
-//     judged to the same value with deadBit set; the slot stays as a
-//     tombstone, so probe runs stay intact and no slot is ever reused;
-//   - rebuild (grow, shrink, purge tombstones) builds a new table, retires
-//     every live word of the old one by CAS while copying its last value,
-//     then publishes the new table.
-//
-// A decision whose CAS fails reloads the word; if it sees deadBit it
-// abandons the lock-free path and retries under the shard's mutex, where it
-// finds the key's live slot in the current table or inserts it. A retired
-// word never changes again, so no admission can land in a retired or
-// copied-away slot, and the sweeper is invisible (gc.go). A lock-free probe that misses
-// (because an insert is not yet published) also falls back to the mutex.
+//  1. Insertion (lockSlotFirst, under the mutex): reserve room under
+//     WithMaxKeys (keys), raise the instant to decide at to sweptAt, take
+//     the entry's incarnation (the shard's insertion count, inserted + 1),
+//     fill an empty slot's key fields and word, and publish the slot by
+//     storing its hash word (release; readers load the hash word first).
+//  2. No published word is ever fresh before its inserter has decided on
+//     it: an insertion for a request that consumes runs that request's
+//     decision on the fresh word first and publishes the result, or, if it
+//     refuses, publishes nothing. Safety needs exactly this, not an order
+//     among deciders: a lock-free request whose reading is older than
+//     sweptAt would decide a published fresh word at that reading, as if
+//     the state removed before it had owed nothing. Requests that consume
+//     nothing (peeks, give-backs, Reset) never insert. A concurrency
+//     limit's word holds no time, so its insertion publishes 0.
+//  3. Decision (decide, reserveAt, acquireAt): load the word once, compute
+//     from that snapshot, CAS; a failed CAS reloads. A denial and a peek
+//     never write. A word with deadBit set, or a probe that misses, sends
+//     the request to the mutex, where it finds the key's live slot in the
+//     current table or inserts it (step 1).
+//  4. Retirement (retire, retireAs, under the mutex): a remover CASes the
+//     word it judged, w, to w|deadBit (or, in one CAS, a last change and
+//     deadBit). A retired word never changes again, so if a decision
+//     changed w first the remover's CAS fails and nothing is removed, and
+//     if the remover's CAS wins every later CAS on it fails and the writer
+//     retries by step 3. The slot stays a tombstone: probe runs stay
+//     intact, and no slot is ever reused.
+//  5. Removal of a fresh entry (sweep, eviction of a fresh victim, a
+//     give-back that leaves the state fresh): before retiring a word judged
+//     fresh at S, raise sweptAt to S (to the start of a window word's
+//     window when that is later: window.go). A fresh state stays fresh and
+//     decides as a new entry would, so with step 1's clamp no removal
+//     changes a decision (gc.go).
+//  6. Eviction (WithMaxKeys, gc.go): retire a sampled entry only if its
+//     word still holds the value scored (step 4).
+//  7. Reset: retire whatever the word holds (step 4; only decisions race
+//     with it under the mutex, and they come before it), after raising
+//     sweptAt to the reset's instant, so a re-created key is decided no
+//     earlier.
+//  8. Rebuild (grow, shrink, purge tombstones, SetPolicy's conversion):
+//     build a new table, retire every live word of the old one by CAS
+//     while copying its last value and its hash word (so its incarnation),
+//     then publish the new table. Writers to the old table fail their CAS
+//     and retry by step 3.
+//  9. Give-back (refund.go): find the key's live slot and give back only
+//     if it holds the admission's incarnation (shard.holds): an entry
+//     removed by steps 4–7 and re-created has another one, an entry moved
+//     by step 8 keeps its own. Then CAS as in step 3, reading the clock
+//     after the word; a give-back that leaves the state fresh retires it
+//     in the same CAS under the mutex (steps 4 and 5).
 //
 // Why not an RWMutex held across lookup and CAS: RLock and RUnlock are two
 // atomic writes to a shared reader count, about 9 ns each on the 2-vCPU
@@ -132,15 +167,18 @@ func load32(s string, i int) uint32 {
 }
 
 // incarnation returns the incarnation of sl, a slot that s's table held
-// live when the caller found it: the entry's insertion count, recovered
-// from its low 32 bits as the latest count they fit (step 8).
+// live when the caller found it: the entry's insertion count (step 1),
+// recovered from its low 32 bits as the latest count they fit.
 func (s *shard) incarnation(sl *slot) uint64 {
 	c := s.inserted.Load() // after the hash, which was published after it moved
 	return c - uint64(uint32(c)-uint32(sl.hash.Load()>>32))
 }
 
 // holds reports whether sl, the live slot of a key found in s's table, is
-// the entry of incarnation inc of that key (step 8).
+// the entry of incarnation inc of that key (step 9). The key has one live
+// entry at a time, and its entries' incarnations only grow, so an entry
+// whose low 32 bits match inc's, while the shard has inserted fewer than
+// 2^32 entries since inc, is inc's own.
 func (s *shard) holds(sl *slot, inc uint64) bool {
 	return uint32(sl.hash.Load()>>32) == uint32(inc) && s.inserted.Load()-inc < 1<<32
 }

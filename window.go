@@ -63,19 +63,22 @@ import (
 // whose budget was already spent: overspend.)
 //
 // Who writes a word, and why none moves a window backwards:
-//   - insert (table.insert, under the shard's mutex) writes freshWord(now)
-//     for an absent key, at the inserter's reading raised to sweptAt: a
-//     removed entry's window ended at or before sweptAt (see gc.go).
-//   - decide (stepAt, by CAS) writes only an admission, in the window view
-//     returns, which is never older than the stored one: a stale reading is
-//     moved forward to the stored window first.
-//   - refund (by CAS) lowers counts and keeps the stored index.
+//   - insert (shard.go, protocol steps 1 and 2) writes the inserter's
+//     decision on freshWord(now), at the inserter's reading raised to
+//     sweptAt: a removed entry's window ended at or before sweptAt
+//     (step 5).
+//   - decide (stepAt, by CAS: step 3) writes only an admission, in the
+//     window view returns, which is never older than the stored one: a
+//     stale reading is moved forward to the stored window first.
+//   - a give-back (by CAS: step 9) lowers counts and keeps the stored
+//     index.
 //   - SetPolicy's conversion (convertWindow, under the shard's mutex, into
 //     a new table) writes the counts into the new layout's window holding
 //     the instant the old word is decided at, which is at or after the
 //     conversion's reading and the stored window's start. Later writes
 //     move forward from there by the rules above.
-//   - rebuild copies a word as it is; retire sets only deadBit.
+//   - rebuild copies a word as it is (step 8); retire sets only deadBit
+//     (step 4).
 //
 // Invariants:
 //   - 0 ≤ now ≤ maxTime, 1 ≤ W ≤ maxWindow, 1 ≤ Limit < 2^cb.
