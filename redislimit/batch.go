@@ -4,9 +4,10 @@ import (
 	"context"
 	_ "embed"
 	"slices"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/hotlimit/hotlimit/redislimit/internal/luasrc"
 )
 
 // Batching: decisions bound for one server that arrive while earlier ones
@@ -43,15 +44,10 @@ const maxBatch = 64
 //go:embed batch.lua
 var batchTail string
 
-// batchScript is script.lua's clock, then its decision as a function
-// called once per decision of a batch.
-var batchScript = newScript(func() string {
-	head, body, ok := strings.Cut(decideSource, "\n-- decide:")
-	if !ok {
-		panic("redislimit: script.lua has no decide: marker")
-	}
-	return head + "\nlocal function decide(KEYS, ARGV)\n-- decide:" + body + "\nend\n" + batchTail
-}())
+// batchScript is the common start (luasrc.Start), then script.lua's
+// decision as a function, then batch.lua, which calls it once per
+// decision of a batch.
+var batchScript = newScript(luasrc.Start + "local function decide(KEYS, ARGV)\n" + decideSource + "\nend\n" + batchTail)
 
 // batchCall is one decision waiting for, or in, a batch.
 type batchCall struct {

@@ -1,7 +1,8 @@
 
 -- redislimit: several decisions in one script call, decided in order at
--- one instant of the server's clock. batch.go puts this after script.lua's
--- clock and its decision wrapped as decide(KEYS, ARGV).
+-- one instant. batch.go puts this after the common start
+-- (internal/luasrc/start.lua, which reads ARGV[1]) and script.lua's
+-- decision wrapped as decide(KEYS, ARGV).
 --
 -- KEYS     every decision's keys, one decision after the other.
 -- ARGV[1]  "" to decide at the server's TIME, else an instant in µs

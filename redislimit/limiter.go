@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/redislimit/internal/luasrc"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -25,16 +26,17 @@ type luaScript struct {
 func newScript(src string) *luaScript { return &luaScript{redis.NewScript(src), src} }
 
 var (
+	// Each script is luasrc.Start, then its own file.
 	//go:embed script.lua
 	decideSource string
 	//go:embed ops.lua
 	opsSource string
-	//go:embed lease.lua
-	leaseSource string
+	//go:embed permits.lua
+	permitSource string
 
-	decideScript = newScript(decideSource) // decisions, one or more layers
-	opsScript    = newScript(opsSource)    // Wait's reservation, Refund, Reset
-	leaseScript  = newScript(leaseSource)  // the concurrency limit's leases
+	decideScript = newScript(luasrc.Start + decideSource) // decisions, one or more layers
+	opsScript    = newScript(luasrc.Start + opsSource)    // Wait's reservation, Refund, Reset
+	permitScript = newScript(luasrc.Start + permitSource) // the concurrency limit's permits
 )
 
 // Limiter is a keyed rate limiter whose state lives in Redis, so that

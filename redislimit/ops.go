@@ -163,7 +163,7 @@ func (l *Limiter) op(ctx context.Context, name, key string, cost, maxWait int64)
 	if l.spec.leaky {
 		leaky = "1"
 	}
-	return l.call1(ctx, opsScript, l.RedisKey(key), name, now, l.argv[0], l.argv[1], l.argv[2], l.argv[3], leaky, cost, maxWait)
+	return l.call1(ctx, opsScript, l.RedisKey(key), now, name, l.argv[0], l.argv[1], l.argv[2], l.argv[3], leaky, cost, maxWait)
 }
 
 // call1 runs s on the Redis key rkey with args, through the limiter's

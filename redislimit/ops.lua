@@ -1,12 +1,13 @@
 -- redislimit: the operations other than a decision, on one key.
 --
 -- KEYS[1]  the state key (see script.lua for its layouts).
--- ARGV[1]  the operation:
+-- ARGV[1]  "" to work at the server's TIME, else an instant in µs (tests;
+--          see internal/luasrc/start.lua).
+-- ARGV[2]  the operation:
 --            "reserve"  Wait on a bucket: take the slot of cost units and
 --                       reply how long until it starts
 --            "refund"   give back cost units an admission consumed
 --            "reset"    delete the state: the key is fresh
--- ARGV[2]  "" to work at the server's TIME, else an instant in µs (tests).
 -- ARGV[3..6] kind, a, tau, limit, as for script.lua; ARGV[7] leaky ("1" or
 --          "0"); ARGV[8] cost; ARGV[9] for "reserve": the longest wait
 --          the caller accepts, µs.
@@ -15,34 +16,14 @@
 -- wait would be longer than accepted (nothing is written; wait -1: never);
 -- "refund" and "reset" {1}. Durations in µs.
 
-if redis.replicate_commands then redis.replicate_commands() end
-
-local key, op = KEYS[1], ARGV[1]
+local key, op = KEYS[1], ARGV[2]
 if op == "reset" then
   redis.call("DEL", key)
   return { 1 }
 end
 
-local now, ttlExtra = nil, 0
-if ARGV[2] ~= "" then
-  now = tonumber(ARGV[2])
-  ttlExtra = 3600000
-else
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local kind, a, tau, limit = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local leaky, c = ARGV[7] == "1", tonumber(ARGV[8])
-
--- ms returns µs rounded up to a whole millisecond, exactly.
-local function ms(us)
-  local q = math.floor(us / 1000)
-  local r = us - q * 1000
-  while r < 0 do q = q - 1; r = r + 1000 end
-  while r >= 1000 do q = q + 1; r = r - 1000 end
-  if r > 0 then q = q + 1 end
-  return q
-end
 
 if op == "reserve" then
   -- Only the buckets (kind 1) reserve: a window cannot hold a future slot.
@@ -59,7 +40,7 @@ if op == "reserve" then
     wait = math.max(0, nx - tau - now)
   end
   if wait > maxWait then return { 0, wait } end
-  redis.call("SET", key, string.format("%.0f", nx), "PX", ms(nx - now) + ttlExtra)
+  redis.call("SET", key, string.format("%.0f", nx), "PX", ttlMs(nx - now))
   return { 1, wait }
 end
 
@@ -74,7 +55,7 @@ if kind == 1 then
   if nt <= now then
     redis.call("DEL", key)
   else
-    redis.call("SET", key, string.format("%.0f", nt), "PX", ms(nt - now) + ttlExtra)
+    redis.call("SET", key, string.format("%.0f", nt), "PX", ttlMs(nt - now))
   end
   return { 1 }
 end

@@ -2,9 +2,7 @@
 --
 -- KEYS[i]  the state key of layer i.
 -- ARGV[1]  "" to decide at the server's TIME; otherwise an instant in
---          microseconds. Only the package's tests pass one (differential
---          tests against a manual clock); the Go API never does. TTLs are
---          then an hour longer (see below).
+--          microseconds (tests only; see internal/luasrc/start.lua).
 -- ARGV[2+5(i-1) .. 6+5(i-1)], for layer i:
 --          kind  1 token or leaky bucket (GCRA), 2 fixed window,
 --                3 sliding window, 4 sliding log
@@ -37,23 +35,10 @@
 --   for a cost of rem_i+1 on the state rem_i describes (its next unit
 --   back), or 0 when rem_i is the layer's limit (it is full).
 
-if redis.replicate_commands then redis.replicate_commands() end
-
--- With a test instant, TTLs run on the server's real clock while the
--- decisions follow the test's: they are stretched by an hour, so that no
--- key expires during a test that its own clock still needs.
-local now, ttlExtra = nil, 0
-if ARGV[1] ~= "" then
-  now = tonumber(ARGV[1])
-  ttlExtra = 3600000
-else
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-
--- decide: from here to the end is one decision for KEYS and ARGV at now.
--- batch.lua wraps it in a function of KEYS and ARGV, called once per
--- decision of a batch (see batch.go).
+-- This file is one decision for KEYS and ARGV at now, after the common
+-- start (internal/luasrc/start.lua), which reads ARGV[1]. batch.lua wraps
+-- it in a function of KEYS and ARGV, called once per decision of a batch
+-- (see batch.go).
 local wantNext = ARGV[2 + 5 * #KEYS] == "1"
 
 -- Fast path: a single token-bucket layer, the common call. It is step
@@ -73,7 +58,7 @@ if #KEYS == 1 and ARGV[2] == "1" then
     if nx - now <= tau then d = nx - now else retry, nx = nx - tau - now, nil end
   end
   local rem = 0
-  if d < tau then -- rem = floor((tau-d)/T), exactly (see divmod)
+  if d < tau then -- rem = floor((tau-d)/T), exactly (divmod, inlined)
     local m = tau - d
     rem = math.floor(m / T)
     local r = m - rem * T
@@ -191,16 +176,6 @@ end
 
 local floor = math.floor
 
--- divmod returns floor(n/d) and n mod d exactly, for 0 <= n, 0 < d and
--- n + d < 2^53: the quotient of the rounded division is off by at most one.
-local function divmod(n, d)
-  local q = floor(n / d)
-  local r = n - q * d
-  while r < 0 do q = q - 1; r = r + d end
-  while r >= d do q = q + 1; r = r - d end
-  return q, r
-end
-
 -- muldiv returns floor(a*b/d) and a*b mod d exactly, for 0 <= a, b < 2^53,
 -- 0 < d < 2^52 and a quotient below 2^53, without forming a*b when it could
 -- be inexact: shift-and-add over the bits of b, keeping quotient and
@@ -228,12 +203,6 @@ local function muldiv(a, b, d)
     end
   end
   return q, r
-end
-
-local function ceildiv(n, d)
-  local q, r = divmod(n, d)
-  if r > 0 then q = q + 1 end
-  return q
 end
 
 local n = #KEYS
@@ -468,7 +437,7 @@ for i = 1, n do
   local key = KEYS[i]
   local st = pending[key]
   if st then
-    local ms = ceildiv(ttl[key], 1000) + ttlExtra
+    local ms = ttlMs(ttl[key])
     if kind[i] == 1 then
       redis.call("SET", key, string.format("%.0f", st.tat), "PX", ms)
     elseif kind[i] == 4 then

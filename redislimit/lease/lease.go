@@ -14,13 +14,16 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/redislimit"
+	"github.com/hotlimit/hotlimit/redislimit/internal/luasrc"
 	"github.com/redis/go-redis/v9"
 )
 
 //go:embed lease.lua
 var leaseSource string
 
-var leaseScript = redis.NewScript(leaseSource)
+// leaseScript is the common start of redislimit's scripts (the instant,
+// from ARGV[1]), then lease.lua.
+var leaseScript = redis.NewScript(luasrc.Start + leaseSource)
 
 const (
 	kindTokenBucket = 1

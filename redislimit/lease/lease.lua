@@ -4,7 +4,8 @@
 -- kind 2 "k 0 q" (window index, unused, units counted in window k).
 --
 -- KEYS[1]  the key's state.
--- ARGV[1]  "" to work at the server's TIME, else an instant in µs (tests).
+-- ARGV[1]  "" to work at the server's TIME, else an instant in µs (tests;
+--          read by the common start, redislimit/internal/luasrc/start.lua).
 -- ARGV[2]  "take" or "give"
 -- ARGV[3]  kind: 1 token bucket, 2 fixed window
 -- ARGV[4]  T (emission interval) or W (window), µs
@@ -21,35 +22,9 @@
 --   that take. Kind 2: only if the stored window and the current one are
 --   both stamp, q drops by r. Reply {1} when given back, else {0}.
 
-if redis.replicate_commands then redis.replicate_commands() end
-
-local now, ttlExtra = nil, 0
-if ARGV[1] ~= "" then
-  now = tonumber(ARGV[1])
-  ttlExtra = 3600000
-else
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local key, op, kind = KEYS[1], ARGV[2], ARGV[3]
 local A, tau, limit = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local x, y = tonumber(ARGV[7]), tonumber(ARGV[8])
-
--- divmod: floor(n/d) and n mod d exactly, for 0 <= n < 2^52, 0 < d.
-local function divmod(n, d)
-  local q = math.floor(n / d)
-  local r = n - q * d
-  while r < 0 do q = q - 1; r = r + d end
-  while r >= d do q = q + 1; r = r - d end
-  return q, r
-end
-
--- ms: µs rounded up to a millisecond, plus the test stretch.
-local function ms(us)
-  local q, r = divmod(us, 1000)
-  if r > 0 then q = q + 1 end
-  return q + ttlExtra
-end
 
 if kind == "1" then
   local tat = tonumber(redis.call("GET", key)) or 0
@@ -57,7 +32,7 @@ if kind == "1" then
     if tat ~= y then return { 0 } end
     local nt = y - x * A
     if nt > now then
-      redis.call("SET", key, string.format("%.0f", nt), "PX", ms(nt - now))
+      redis.call("SET", key, string.format("%.0f", nt), "PX", ttlMs(nt - now))
     else
       redis.call("DEL", key)
     end
@@ -70,7 +45,7 @@ if kind == "1" then
   local g = math.min(y, avail)
   if g < x then return { 0, base + x * A - tau - now } end
   local nx = base + g * A
-  redis.call("SET", key, string.format("%.0f", nx), "PX", ms(nx - now))
+  redis.call("SET", key, string.format("%.0f", nx), "PX", ttlMs(nx - now))
   return { g, nx, 0 }
 end
 
@@ -86,11 +61,11 @@ if sk > k then k, e = sk, 0 end -- a stale reading: no time has passed
 if op == "give" then
   if sk ~= y or k ~= y then return { 0 } end
   q = math.max(q - x, 0)
-  redis.call("SET", key, string.format("%.0f 0 %.0f", k, q), "PX", ms(A - e))
+  redis.call("SET", key, string.format("%.0f 0 %.0f", k, q), "PX", ttlMs(A - e))
   return { 1 }
 end
 if sk ~= k then q = 0 end
 local g = math.min(y, limit - q)
 if g < x then return { 0, A - e } end
-redis.call("SET", key, string.format("%.0f 0 %.0f", k, q + g), "PX", ms(A - e))
+redis.call("SET", key, string.format("%.0f 0 %.0f", k, q + g), "PX", ttlMs(A - e))
 return { g, k, A - e }

@@ -1,9 +1,11 @@
--- redislimit: the per-key concurrency limit, as leases in a sorted set.
+-- redislimit: the per-key concurrency limit (Concurrency), its permits
+-- held as leases in a sorted set.
 --
 -- KEYS[1]  the key's set: one member per held permit, "n:id" (n units, a
 --          random id), scored by the instant (µs) its lease ends.
--- ARGV[1]  "acquire", "release" or "renew"
--- ARGV[2]  "" to work at the server's TIME, else an instant in µs (tests).
+-- ARGV[1]  "" to work at the server's TIME, else an instant in µs (tests;
+--          see internal/luasrc/start.lua).
+-- ARGV[2]  "acquire", "release" or "renew"
 -- ARGV[3]  the member "n:id"; ARGV[4] n; ARGV[5] the limit; ARGV[6] the
 --          lease, µs.
 --
@@ -12,18 +14,7 @@
 -- after} or {0, in flight}; "release" and "renew" {1} when the permit was
 -- held, else {0}.
 
-if redis.replicate_commands then redis.replicate_commands() end
-
-local key, op, member = KEYS[1], ARGV[1], ARGV[3]
-
-local now, ttlExtra = nil, 0
-if ARGV[2] ~= "" then
-  now = tonumber(ARGV[2])
-  ttlExtra = 3600000
-else
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+local key, op, member = KEYS[1], ARGV[2], ARGV[3]
 local n, limit, lease = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 
 -- Ended leases go first, so that neither "release" nor "renew" finds a
@@ -39,7 +30,7 @@ local function keep()
   local last = redis.call("ZRANGE", key, -1, -1, "WITHSCORES")
   if last[2] then
     local us = tonumber(last[2]) - now
-    redis.call("PEXPIRE", key, math.floor((us + 999) / 1000) + ttlExtra)
+    redis.call("PEXPIRE", key, ttlMs(us))
   end
 end
 
