@@ -20,26 +20,38 @@ cleanup() {
 trap cleanup EXIT
 
 # free_ports N: N loopback ports that are free, each with port+10000 free
-# too (a cluster node's bus port). Without python3, N random ports in
-# 20000-29999 (whose bus ports are below 40000).
+# too (a cluster node's bus port), all below the ephemeral range
+# (ip_local_port_range): a port from that range, free when chosen, can be
+# taken by any outgoing connection on the machine before redis-server binds
+# it. Without python3, N random ports in 20000-22767.
 free_ports() {
 	if ! command -v python3 >/dev/null; then
-		local base=$((20000 + RANDOM % 9000))
+		local base=$((20000 + RANDOM % 2700))
 		seq -s ' ' "$base" $((base + $1 - 1))
 		return
 	fi
 	python3 - "$1" <<'EOF'
-import socket, sys
-n, out, held = int(sys.argv[1]), [], []
-while len(out) < n:
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]
-    held.append(s)
-    if p + 10000 > 65535: continue
-    b = socket.socket()
-    try: b.bind(("127.0.0.1", p + 10000))
-    except OSError: continue
-    finally: b.close()
-    out.append(p)
+import random, socket, sys
+n, out = int(sys.argv[1]), []
+try:
+    lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    lo = 32768
+top = lo - 10001  # p + 10000 stays below the ephemeral range
+cands = list(range(max(1024, top - 5000), top + 1))
+random.shuffle(cands)
+def free(p):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+for p in cands:
+    if len(out) == n: break
+    if free(p) and free(p + 10000): out.append(p)
 print(" ".join(map(str, out)))
 EOF
 }
