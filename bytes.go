@@ -4,7 +4,9 @@ import "unsafe"
 
 // Unsafe code: this file's string view of a byte slice, and tally.go's
 // reading of a stack address as a number (never dereferenced), are the
-// package's only uses of package unsafe.
+// package's only unsafe operations. memstats.go imports unsafe for
+// unsafe.Sizeof alone, a compile-time constant. TestUnsafeUses keeps this
+// list true.
 
 // AllowBytes is shorthand for AllowNBytes(key, 1).
 func (l *Limiter) AllowBytes(key []byte) Decision { return l.AllowNBytes(key, 1) }

@@ -1,5 +1,5 @@
-// Command demo runs two traffic shapes through hotlimit's four algorithms
-// on a manual clock and prints what each admits. It is deterministic and
+// Command demo runs two traffic shapes through each of hotlimit's five
+// algorithms on a manual clock and prints what each admits. It is deterministic and
 // takes no arguments: go run ./examples/demo
 package main
 
@@ -17,12 +17,13 @@ type algo struct {
 	policy hotlimit.Policy
 }
 
-// All four enforce "10 per second" in their own way.
+// All five enforce "10 per second" in their own way.
 var algos = []algo{
 	{"token bucket (burst 10)", hotlimit.TokenBucket{Rate: hotlimit.PerSecond(10), Burst: 10}},
 	{"leaky bucket (queue 9)", hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(10), Capacity: 9}},
 	{"fixed window (10/1s)", hotlimit.FixedWindow{Limit: 10, Window: time.Second}},
 	{"sliding window (10/1s)", hotlimit.SlidingWindow{Limit: 10, Window: time.Second}},
+	{"sliding log (10/1s)", hotlimit.SlidingLog{Limit: 10, Window: time.Second}},
 }
 
 // shape yields request instants.
