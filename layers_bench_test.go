@@ -44,6 +44,28 @@ func BenchmarkLayersAndFriends(b *testing.B) {
 	run("Allow", func() { token.Allow(key) })
 	run("AllowLayers=1", func() { hotlimit.AllowLayers(layers[0]) })
 	run("AllowLayers=3", func() { hotlimit.AllowLayers(layers...) })
+	// Three layers admit and a drained fourth refuses: three give-backs
+	// (refund.go) and the checks of the refused Decision. Each layer holds
+	// 1,000 units that outlast the run, so no give-back leaves its key
+	// fresh (which would remove the entry and insert it again each time).
+	slow := []hotlimit.Layer{
+		{Limiter: mk(hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1 << 30}), Key: key, Cost: 1},
+		{Limiter: mk(hotlimit.FixedWindow{Limit: 1 << 40, Window: time.Hour}), Key: "ip:203.0.113.9", Cost: 1},
+		{Limiter: mk(hotlimit.SlidingWindow{Limit: 1<<21 - 1, Window: time.Hour}), Key: "global", Cost: 1},
+	}
+	for _, ly := range slow {
+		ly.Limiter.AllowN(ly.Key, 1000)
+	}
+	gate := mk(hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1})
+	gate.Allow("gate")
+	refused := append(slow, hotlimit.Layer{Limiter: gate, Key: "gate", Cost: 1})
+	run("AllowLayers=3+refused", func() { hotlimit.AllowLayers(refused...) })
+	var adm hotlimit.Admission
+	run("AdmitN", func() { token.AdmitN(&adm, key, 1) })
+	run("AdmitN+Refund", func() {
+		slow[0].Limiter.AdmitN(&adm, key, 1)
+		adm.Refund()
+	})
 	run("Allow/hook=set", func() { hooked.Allow(key) })
 	run("Concurrency/acquire+release", func() {
 		p, _ := conc.TryAcquire(key)

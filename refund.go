@@ -162,6 +162,11 @@ func (l *Limiter) refundLocked(s *shard, sl *slot, cost int64, a admission) {
 	}
 }
 
+// giveBackReadHook, when set (by tests only), runs in refundAt between the
+// clock read and the CAS: where a decision on a later reading can change
+// the word.
+var giveBackReadHook func()
+
 // refundAt runs refund's CAS loop without a lock. live is false if the
 // word is retired; done is false, with nothing written, if the refund
 // would leave the state fresh (the caller then refunds under the mutex,
@@ -176,6 +181,9 @@ func (l *Limiter) refundAt(p *params, w *atomic.Uint64, cost int64, a admission)
 		next := p.refundWord(old, cost, a, now)
 		if p.resetAfter(next, now) == 0 {
 			return false, true
+		}
+		if giveBackReadHook != nil {
+			giveBackReadHook()
 		}
 		if next == old || w.CompareAndSwap(old, next) {
 			return true, true
