@@ -17,14 +17,15 @@ import (
 //   - The sweeper removes an entry only if its state, as retired by the
 //     CAS, is a fresh key's state at the sweep's instant S (resetAfter is
 //     0): token bucket full, windows expired.
-//   - Before removing anything as fresh at S, the remover raises sweptAt
-//     (shard.go, protocol step 5), and insertion decides a re-created key
-//     at max(now, sweptAt) (step 1). A state that is fresh at S is fresh at
-//     every later instant, and a fresh entry decides exactly as a new one
-//     at the same instant, so a sweep changes no decision; the clamp covers
-//     a reading older than S (a goroutine preempted between reading the
-//     clock and inserting, or a test clock set back), which would
-//     otherwise see a fresh state where the removed one still owed time.
+//   - Having removed an entry as fresh at S, and before releasing the
+//     shard's mutex, the remover raises sweptAt (shard.go, protocol step
+//     5), and insertion decides a re-created key at max(now, sweptAt)
+//     (step 1). A state that is fresh at S is fresh at every later instant,
+//     and a fresh entry decides exactly as a new one at the same instant,
+//     so a sweep changes no decision; the clamp covers a reading older than
+//     S (a goroutine preempted between reading the clock and inserting, or
+//     a test clock set back), which would otherwise see a fresh state where
+//     the removed one still owed time.
 //   - Eviction (WithMaxKeys) removes the entry closest to fresh among
 //     evictMin distinct live entries sampled uniformly without replacement
 //     (see "Eviction's sample" below): the one whose removal gives back the
@@ -119,11 +120,11 @@ func (l *Limiter) sweepShard(s *shard) int {
 			// then the entry must go all the same, so judge the new word
 			// again. Each retry follows another writer's successful CAS.
 			for w := sl.word.Load(); w&deadBit == 0 && t.p.resetAfter(w, now) == 0; w = sl.word.Load() {
-				l.raiseSweptAt(t.p.judgedAt(w, now)) // a window word newer than now: its window's start
 				if sweepJudgedHook != nil {
 					sweepJudgedHook()
 				}
 				if t.retire(sl, w) {
+					l.raiseSweptAt(t.p.judgedAt(w, now)) // a window word newer than now: its window's start
 					removed++
 					l.keys.Add(-1)
 					s.swept.Add(1)
@@ -402,12 +403,10 @@ func (l *Limiter) evictFrom(now int64, rnd func(int) int) bool {
 		return true // rebuilt since sampling; the caller tries again
 	}
 	fresh := b.t.p.resetAfter(b.w, now) == 0
-	if fresh {
-		l.raiseSweptAt(b.t.p.judgedAt(b.w, now)) // before the entry goes: see the invariants
-	}
 	if b.t.retire(b.sl, b.w) { // only as scored: a changed word stays
 		l.keys.Add(-1)
 		if fresh {
+			l.raiseSweptAt(b.t.p.judgedAt(b.w, now)) // before the mutex goes: shard.go, protocol step 5
 			b.s.swept.Add(1)
 		} else {
 			b.s.evicted.Add(1)

@@ -153,8 +153,8 @@ func (l *Limiter) refundLocked(s *shard, sl *slot, cost int64, a admission) {
 			}
 			continue
 		}
-		l.raiseSweptAt(p.judgedAt(next, now)) // before the entry goes: shard.go, protocol step 5
 		if t.retireAs(sl, old, next) {
+			l.raiseSweptAt(p.judgedAt(next, now)) // before the mutex goes: shard.go, protocol step 5
 			l.keys.Add(-1)
 			s.swept.Add(1)
 			return

@@ -51,11 +51,14 @@ import (
 //     retries by step 3. The slot stays a tombstone: probe runs stay
 //     intact, and no slot is ever reused.
 //  5. Removal of a fresh entry (sweep, eviction of a fresh victim, a
-//     give-back that leaves the state fresh): before retiring a word judged
-//     fresh at S, raise sweptAt to S (to the start of a window word's
-//     window when that is later: window.go). A fresh state stays fresh and
-//     decides as a new entry would, so with step 1's clamp no removal
-//     changes a decision (gc.go).
+//     give-back that leaves the state fresh): once the retiring CAS of a
+//     word judged fresh at S has succeeded, and before releasing the mutex
+//     (which re-creating the key takes, step 1), raise sweptAt to S (to the
+//     start of a window word's window when that is later: window.go). A
+//     fresh state stays fresh and decides as a new entry would, so with
+//     step 1's clamp no removal changes a decision (gc.go). Only a removal
+//     that happened raises it: raised for a CAS that failed, it would
+//     decide later new keys after their readings for no removed state.
 //  6. Eviction (WithMaxKeys, gc.go): retire a sampled entry only if its
 //     word still holds the value scored (step 4).
 //  7. Reset: retire whatever the word holds (step 4; only decisions race
