@@ -63,13 +63,21 @@ type opClock struct {
 func (c *opClock) Now() time.Duration {
 	id := goid()
 	c.r.mu.Lock()
-	defer c.r.mu.Unlock()
 	op := c.r.ops[id]
 	if op == nil {
+		c.r.mu.Unlock()
 		return 0
 	}
 	now := op.nows[min(len(op.reads), len(op.nows)-1)]
 	op.reads = append(op.reads, clockRead{c.lim, c.r.tick.Add(1)})
+	inside := len(op.reads) > 1
+	c.r.mu.Unlock()
+	if inside {
+		// A read inside an operation: let other goroutines run here, as a
+		// preemption would, between the steps of a layered request or a
+		// Wait, or between a give-back's check of its entry and its write.
+		runtime.Gosched()
+	}
 	return time.Duration(now)
 }
 
