@@ -71,6 +71,7 @@ type Result struct {
 	states  [MaxLayers]LayerState
 	nlayers int // layers decided; 0 when no backend was asked
 	nstates int // states the backend reported: nlayers or 0
+	built   int // layers whose keys were written: cleared by Release
 	names   []string
 	infos   []*limitInfo
 }
@@ -164,9 +165,8 @@ type livePolicies struct {
 
 // Release hands res back to p. res must not be used afterwards.
 func (p *Pipeline[R]) Release(res *Result) {
-	res.layers = [MaxLayers]Layer{} // keep no key alive in the pool
-	res.states = [MaxLayers]LayerState{}
-	res.Err, res.KeyErr, res.names, res.infos = nil, nil, nil, nil
+	clear(res.layers[:res.built]) // keep no key alive in the pool (states hold no pointers)
+	res.Err, res.KeyErr, res.names, res.infos, res.built = nil, nil, nil, nil, 0
 	p.results.Put(res)
 }
 
@@ -286,7 +286,7 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 		layers = append(layers, Layer{Limit: p.ids[i].limit.name, Key: all[start:ends[i]], Cost: p.ids[i].cost})
 		start = ends[i]
 	}
-	res.nlayers = len(layers)
+	res.nlayers, res.built = len(layers), len(layers)
 	var began time.Time
 	if p.observers != nil {
 		began = time.Now()
