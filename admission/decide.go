@@ -72,6 +72,7 @@ type Result struct {
 	nlayers int // layers decided; 0 when no backend was asked
 	nstates int // states the backend reported: nlayers or 0
 	built   int // layers whose keys were written: cleared by Release
+	ev      Event // what the observers are handed: here, so it does not escape per request
 	names   []string
 	infos   []*limitInfo
 }

@@ -35,8 +35,9 @@ func (p *Pipeline[R]) observe(ctx context.Context, res *Result, g *group[R], beg
 	if p.observers == nil {
 		return
 	}
-	ev := Event{Result: res, Group: g.name, Limit: g.limit.name, Duration: time.Since(began)}
+	res.ev = Event{Result: res, Group: g.name, Limit: g.limit.name, Duration: time.Since(began)}
 	for _, o := range p.observers {
-		o.Observe(ctx, &ev)
+		o.Observe(ctx, &res.ev)
 	}
+	res.ev.Result = nil
 }

@@ -129,6 +129,9 @@ type Config struct {
 	// httplimit.LocalBackend(), in-process limiters. Any httplimit
 	// backend serves, such as redislimit's shared one.
 	Backend httplimit.BackendFactory
+	// Observers see every decision the backend makes or fails to make,
+	// with how long it took (otellimit's and promlimit's observers).
+	Observers []admission.Observer
 	// Wait is how an admitted call waits out a LeakyBucket's
 	// Decision.Delay (shaping) before its handler runs. It returns an
 	// error if the call's context ends first; the call then fails with

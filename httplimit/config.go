@@ -157,6 +157,10 @@ type Config struct {
 	Deny func(w http.ResponseWriter, r *http.Request, d Denial)
 	// Backend builds the backend from Limits. nil: LocalBackend().
 	Backend BackendFactory
+	// Observers see every decision the backend makes or fails to make,
+	// with how long it took: promlimit's BackendMetrics and otellimit's
+	// HTTP observe the middleware this way, without wrapping its backend.
+	Observers []admission.Observer
 	// PolicyVersion is reported in every Event, to tell which
 	// configuration made a decision.
 	PolicyVersion string

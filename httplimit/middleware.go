@@ -69,6 +69,7 @@ func New(cfg Config) (*Middleware, error) {
 		DryRun:           cfg.DryRun,
 		States:           m.problem || !m.dryRun && (m.headers == HeadersIETF || m.headers == HeadersBoth),
 		Identify:         m.hook != nil,
+		Observers:        cfg.Observers,
 	}
 	if cfg.OnKeyError == KeyErrorFallbackIP {
 		pc.Fallback = cfg.ClientIP.appendKey

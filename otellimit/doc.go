@@ -54,8 +54,10 @@
 // denied, denied_never, key_denied or error_denied} / calls, by
 // hotlimit.method_group.
 //
-// Recorded by the backend that HTTP.Backend wraps, once per decision the
-// backend makes (exempt requests and key failures never reach it):
+// Recorded by HTTP.Observe, an admission.Observer handed to the middleware
+// (httplimit.Config.Observers) or the interceptor, or by the backend that
+// HTTP.Backend wraps, once per decision the backend makes (exempt
+// requests and key failures never reach it):
 //
 //	hotlimit.backend.duration  Float64Histogram  s   hotlimit.limit, hotlimit.algorithm,
 //	                                                 hotlimit.backend.result, error.type
@@ -121,10 +123,11 @@
 //
 // # gRPC and Redis
 //
-// grpclimit decides through httplimit's backends, with the same keys, so
-// HTTP.Backend wraps its Config.Backend as it does a middleware's: the
-// backend's duration and remaining capacity, and with SpansAll a
-// "hotlimit.decide" span under the call's span (otelgrpc's). GRPC.Hook,
+// grpclimit decides through the same pipeline (package admission) and
+// backends, with the same keys, so an HTTP observes it as it does a
+// middleware (grpclimit.Config.Observers), or HTTP.Backend wraps its
+// Config.Backend: the backend's duration and remaining capacity, and with
+// SpansAll a "hotlimit.decide" span under the call's span (otelgrpc's). GRPC.Hook,
 // as grpclimit.Config.Hook, counts the calls (it traces nothing).
 //
 // Redis turns redislimit's Hooks into metrics: each script call's round

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/httplimit"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -69,8 +70,10 @@ type HTTPOptions struct {
 }
 
 // HTTP observes an httplimit.Middleware through OpenTelemetry: Hook
-// counts each request the middleware sees, and the backend that Backend
-// wraps times and traces each decision. It is safe for concurrent use;
+// counts each request the middleware sees, and Observe (as one of the
+// middleware's Config.Observers) times each decision of its backend; the
+// backend that Backend wraps does the same and can trace each decision
+// too (SpansAll). It is safe for concurrent use;
 // create it with NewHTTP. Use one HTTP per middleware: two middlewares
 // with the same group names would count into the same series.
 type HTTP struct {
@@ -86,6 +89,8 @@ type HTTP struct {
 
 	mu   sync.Mutex                          // serialises additions to sets
 	sets atomic.Pointer[map[reqKey]reqAttrs] // copy on write
+
+	byLimit sync.Map // limit name → *limitAttrs, for Observe
 }
 
 // reqKey is what the attributes of one request count depend on.
@@ -228,6 +233,58 @@ func (h *HTTP) Backend(f httplimit.BackendFactory) httplimit.BackendFactory {
 		}
 		return b, nil
 	}
+}
+
+// Observe implements admission.Observer: it records each decision of the
+// backend of a middleware (or interceptor) it observes, as the backend
+// Backend wraps would (hotlimit.backend.duration and
+// hotlimit.backend.remaining), without wrapping it: pass the HTTP in
+// httplimit.Config.Observers (or grpclimit.Config.Observers). It starts no
+// span: a "hotlimit.decide" span must enclose the backend's own spans,
+// which only the wrapper (Backend, with SpansAll) can do. It allocates
+// nothing once each limit has been seen.
+func (h *HTTP) Observe(ctx context.Context, ev *admission.Event) {
+	res := ev.Result
+	first := h.observed(ev.Limit, res, 0)
+	var opts []metric.RecordOption
+	switch res.Outcome {
+	case admission.OutcomeErrorAllowed, admission.OutcomeErrorDenied:
+		switch errorType(res.Err) {
+		case "timeout":
+			opts = first.timeout
+		case "canceled":
+			opts = first.canceled
+		default:
+			opts = first.failed
+		}
+		h.duration.Record(ctx, ev.Duration.Seconds(), opts...)
+		return
+	case admission.OutcomeAllowed:
+		opts = first.allowed
+	default:
+		opts = first.denied
+	}
+	h.duration.Record(ctx, ev.Duration.Seconds(), opts...)
+	bound := first
+	if res.BindingReported {
+		name, _ := res.Limit()
+		bound = h.observed(name, res, res.Binding)
+	}
+	h.remaining.Record(ctx, res.Decision.Remaining, bound.rem...)
+}
+
+// observed returns the attributes of limit, layer i of res, building them
+// the first time the limit is seen.
+func (h *HTTP) observed(limit string, res *admission.Result, i int) *limitAttrs {
+	if la, ok := h.byLimit.Load(limit); ok {
+		return la.(*limitAttrs)
+	}
+	alg := ""
+	if i >= 0 && i < res.Layers() {
+		alg = eventAlgorithm(res.Item(i).Policy.Algorithm.String())
+	}
+	la, _ := h.byLimit.LoadOrStore(strings.Clone(limit), newLimitAttrs(limit, alg))
+	return la.(*limitAttrs)
 }
 
 // limitAttrs are one limit's precomputed attributes.

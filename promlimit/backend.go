@@ -2,9 +2,11 @@ package promlimit
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -18,19 +20,23 @@ import (
 //
 // where limit is the request's group limit for the duration, and the
 // binding limit (the one the RateLimit header names) for the remaining
-// capacity, recorded for each decision made (not for errors). Wrap the
-// backend when building the middleware, and register the BackendMetrics:
+// capacity, recorded for each decision made (not for errors). A
+// BackendMetrics is an admission.Observer: hand it to the middleware (or
+// grpclimit's interceptor) as an observer of its decisions, and register
+// it:
 //
 //	bm := promlimit.NewBackendMetrics(promlimit.BackendOptions{})
-//	mw, err := httplimit.New(httplimit.Config{..., Backend: bm.Backend(httplimit.LocalBackend())})
+//	mw, err := httplimit.New(httplimit.Config{..., Observers: []admission.Observer{bm}})
 //	reg.MustRegister(bm, promlimit.New(promlimit.Options{Middleware: mw}))
 //
+// Backend wraps a backend instead, for code that builds backends itself.
 // A decision costs two histogram observations more, and no allocation.
 // Use one BackendMetrics per middleware (or distinct ConstLabels, as for
 // Collector). It is safe for concurrent use.
 type BackendMetrics struct {
 	duration  *prometheus.HistogramVec
 	remaining *prometheus.HistogramVec
+	byLimit   sync.Map // limit name → *limitObservers, for Observe
 }
 
 // BackendOptions say how a BackendMetrics names its metrics.
@@ -120,6 +126,38 @@ func (bm *BackendMetrics) observers(limit string) *limitObservers {
 		failed:    bm.duration.WithLabelValues(limit, "error"),
 		remaining: bm.remaining.WithLabelValues(limit),
 	}
+}
+
+// Observe implements admission.Observer: it records the duration of the
+// backend's decision under the request's group limit, and, for a
+// decision made, the binding layer's Remaining under its limit.
+func (bm *BackendMetrics) Observe(_ context.Context, ev *admission.Event) {
+	res := ev.Result
+	first := bm.cached(ev.Limit)
+	elapsed := ev.Duration.Seconds()
+	switch res.Outcome {
+	case admission.OutcomeErrorAllowed, admission.OutcomeErrorDenied:
+		first.failed.Observe(elapsed)
+		return
+	case admission.OutcomeAllowed:
+		first.allowed.Observe(elapsed)
+	default:
+		first.denied.Observe(elapsed)
+	}
+	bound := first
+	if name, _ := res.Limit(); name != "" && res.BindingReported {
+		bound = bm.cached(name)
+	}
+	bound.remaining.Observe(float64(res.Decision.Remaining))
+}
+
+// cached returns limit's series, resolving them the first time.
+func (bm *BackendMetrics) cached(limit string) *limitObservers {
+	if o, ok := bm.byLimit.Load(limit); ok {
+		return o.(*limitObservers)
+	}
+	o, _ := bm.byLimit.LoadOrStore(limit, bm.observers(limit))
+	return o.(*limitObservers)
 }
 
 // measured is the Backend that BackendMetrics.Backend builds.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -47,10 +48,28 @@ func (b failing) Unwrap() httplimit.Backend { return b.Local }
 // group, refused by the global layer, backend down under FailOpen) gives
 // exact histogram counts, the remaining capacity of the binding limit,
 // the failure policy's decisions in http_requests_total, and a Collector
-// that still finds the Local behind the wrapper.
+// that still finds the Local behind the wrapper; alike whether the
+// BackendMetrics wraps the backend or observes the middleware's
+// decisions (Config.Observers).
 func TestBackendMetrics(t *testing.T) {
+	for _, observe := range []bool{false, true} {
+		testBackendMetrics(t, observe)
+	}
+}
+
+func testBackendMetrics(t *testing.T, observe bool) {
 	down := new(atomic.Bool)
 	bm := NewBackendMetrics(BackendOptions{})
+	factory := func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
+		l, err := httplimit.NewLocal(limits, hotlimit.WithClock(hotlimit.NewManualClock()), hotlimit.WithSweepInterval(0))
+		return failing{l, down}, err
+	}
+	var observers []admission.Observer
+	if observe {
+		observers = []admission.Observer{bm}
+	} else {
+		factory = bm.Backend(factory)
+	}
 	m, err := httplimit.New(httplimit.Config{
 		Limits: map[string]hotlimit.Policy{
 			"search": hotlimit.FixedWindow{Limit: 3, Window: time.Hour},
@@ -61,10 +80,8 @@ func TestBackendMetrics(t *testing.T) {
 		Global:         "global",
 		Key:            httplimit.TokenKey("Authorization"),
 		OnBackendError: httplimit.FailOpen,
-		Backend: bm.Backend(func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
-			l, err := httplimit.NewLocal(limits, hotlimit.WithClock(hotlimit.NewManualClock()), hotlimit.WithSweepInterval(0))
-			return failing{l, down}, err
-		}),
+		Backend:        factory,
+		Observers:      observers,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +130,7 @@ func TestBackendMetrics(t *testing.T) {
 		"hotlimit_limiter_refunds_total,limit=search":                         1,
 	} {
 		if got[k] != want {
-			t.Errorf("%s = %v, want %v", k, got[k], want)
+			t.Errorf("observe %t: %s = %v, want %v", observe, k, got[k], want)
 		}
 	}
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
@@ -141,5 +158,35 @@ func TestBackendMetricsAllocs(t *testing.T) {
 	plain.Allow(ctx, ls)
 	if w, p := testing.AllocsPerRun(100, func() { wrapped.Allow(ctx, ls) }), testing.AllocsPerRun(100, func() { plain.Allow(ctx, ls) }); w != p {
 		t.Errorf("a measured decision allocates %v times, an unmeasured one %v", w, p)
+	}
+}
+
+// TestObserverAllocs: observing the middleware's decisions allocates
+// nothing per request.
+func TestObserverAllocs(t *testing.T) {
+	build := func(obs []admission.Observer) http.Handler {
+		m, err := httplimit.New(httplimit.Config{
+			Limits:       map[string]hotlimit.Policy{"l": hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: time.Nanosecond}, Burst: 1 << 20}},
+			Groups:       []httplimit.Group{{Name: "g", Limit: "l"}},
+			DefaultGroup: "g",
+			Key:          httplimit.TokenKey("Authorization"),
+			Observers:    obs,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("Authorization", "Bearer t")
+	w := httptest.NewRecorder()
+	plain, observed := build(nil), build([]admission.Observer{NewBackendMetrics(BackendOptions{})})
+	plain.ServeHTTP(w, r)
+	observed.ServeHTTP(w, r)
+	p := testing.AllocsPerRun(200, func() { plain.ServeHTTP(w, r) })
+	o := testing.AllocsPerRun(200, func() { observed.ServeHTTP(w, r) })
+	if o != p {
+		t.Errorf("an observed request allocates %v times, an unobserved one %v", o, p)
 	}
 }

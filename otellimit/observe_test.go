@@ -1,0 +1,65 @@
+package otellimit
+
+import (
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/httplimit"
+)
+
+// TestObserve: an HTTP observer handed to the middleware as an
+// admission.Observer (no backend wrapper) records every backend decision
+// in hotlimit.backend.duration and hotlimit.backend.remaining exactly as
+// the wrapper does: by the group's limit and result, and by the binding
+// limit.
+func TestObserve(t *testing.T) {
+	rg := newRig()
+	clock := hotlimit.NewManualClock()
+	down := new(atomic.Bool)
+	obs, err := NewHTTP(HTTPOptions{MeterProvider: rg.mp, TracerProvider: rg.tp, Spans: SpansOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := httplimit.New(httplimit.Config{
+		Limits: map[string]hotlimit.Policy{
+			"search": hotlimit.FixedWindow{Limit: 1, Window: time.Hour},
+			"cheap":  hotlimit.TokenBucket{Rate: hotlimit.PerHour(100), Burst: 100},
+			"global": hotlimit.FixedWindow{Limit: 2, Window: time.Hour},
+		},
+		Groups: []httplimit.Group{
+			{Name: "search", Patterns: []string{"/search"}, Limit: "search"},
+			{Name: "cheap", Limit: "cheap"},
+		},
+		DefaultGroup: "cheap",
+		Global:       "global",
+		Key:          httplimit.TokenKey("Authorization"),
+		Backend:      switchableBackend(clock, down),
+		Observers:    []admission.Observer{obs},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	send(rg, h, "/search", rawToken) // allowed; search 0 left, global 1
+	send(rg, h, "/search", rawToken) // denied by search
+	send(rg, h, "/other", rawToken)  // allowed; global 0 left, binding
+	send(rg, h, "/other", rawToken)  // denied by global
+	send(rg, h, "/search", "")       // no key: the backend is not asked
+	down.Store(true)
+	send(rg, h, "/search", rawToken+"-2") // backend down
+	want := map[string]int64{
+		"hotlimit.backend.duration{hotlimit.algorithm=fixed_window,hotlimit.backend.result=allowed,hotlimit.limit=search}":                 1,
+		"hotlimit.backend.duration{hotlimit.algorithm=fixed_window,hotlimit.backend.result=denied,hotlimit.limit=search}":                  1,
+		"hotlimit.backend.duration{hotlimit.algorithm=token_bucket,hotlimit.backend.result=allowed,hotlimit.limit=cheap}":                  1,
+		"hotlimit.backend.duration{hotlimit.algorithm=token_bucket,hotlimit.backend.result=denied,hotlimit.limit=cheap}":                   1,
+		"hotlimit.backend.duration{error.type=_OTHER,hotlimit.algorithm=fixed_window,hotlimit.backend.result=error,hotlimit.limit=search}": 1,
+		"hotlimit.backend.remaining{hotlimit.algorithm=fixed_window,hotlimit.limit=search}":                                                2,
+		"hotlimit.backend.remaining{hotlimit.algorithm=fixed_window,hotlimit.limit=global}":                                                2,
+	}
+	compare(t, rg.collect(t), want)
+}
