@@ -69,9 +69,9 @@ type Result struct {
 	buf     [maxKeyBuf]byte
 	layers  [MaxLayers]Layer
 	states  [MaxLayers]LayerState
-	nlayers int // layers decided; 0 when no backend was asked
-	nstates int // states the backend reported: nlayers or 0
-	built   int // layers whose keys were written: cleared by Release
+	nlayers int   // layers decided; 0 when no backend was asked
+	nstates int   // states the backend reported: nlayers or 0
+	built   int   // layers whose keys were written: cleared by Release
 	ev      Event // what the observers are handed: here, so it does not escape per request
 	names   []string
 	infos   []*limitInfo
