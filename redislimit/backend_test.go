@@ -9,6 +9,7 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/httplimit"
+	"github.com/hotlimit/hotlimit/redislimit/redistest"
 )
 
 var _ httplimit.BindingBackend = (*RedisBackend)(nil)
@@ -18,12 +19,12 @@ var _ httplimit.BindingBackend = (*RedisBackend)(nil)
 // only in the instant: Redis's clock against the process's, so the test
 // compares Allowed and Remaining).
 func TestBackendMatchesLocal(t *testing.T) {
-	c := newClient(t, serverAddr(t))
+	c := redistest.Client(t, redistest.Addr(t))
 	limits := map[string]hotlimit.Policy{
 		"token": hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 24 * time.Hour}, Burst: 5},
 		"ip":    hotlimit.SlidingWindow{Limit: 8, Window: 24 * time.Hour},
 	}
-	rb := must(Backend(c, WithPrefix(testPrefix(t)), WithTimeout(5*time.Second))(limits))
+	rb := must(Backend(c, WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second))(limits))
 	lb := must(httplimit.LocalBackend()(limits))
 	ctx := context.Background()
 	reqs := [][]httplimit.Layer{
@@ -47,7 +48,7 @@ func TestBackendMatchesLocal(t *testing.T) {
 }
 
 func TestBackendErrors(t *testing.T) {
-	c := newClient(t, "127.0.0.1:1") // nothing listens there
+	c := redistest.Client(t, "127.0.0.1:1") // nothing listens there
 	_, err := Backend(c)(map[string]hotlimit.Policy{"ok": hotlimit.FixedWindow{Limit: 1, Window: time.Second}, "log": hotlimit.SlidingLog{Limit: 2000, Window: time.Second}})
 	if err == nil || !strings.Contains(err.Error(), `limit "log"`) {
 		t.Fatalf("a SlidingLog limit over 1024: %v; want an error naming it", err)

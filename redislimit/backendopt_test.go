@@ -11,6 +11,7 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/httplimit"
+	"github.com/hotlimit/hotlimit/redislimit/redistest"
 )
 
 var (
@@ -26,8 +27,8 @@ var (
 // request after it is not answered locally) and so does its state in
 // Redis (the request is admitted). Another client stays drained.
 func TestBackendResetThroughMiddleware(t *testing.T) {
-	c := newClient(t, serverAddr(t))
-	var sent counter
+	c := redistest.Client(t, redistest.Addr(t))
+	var sent redistest.Counter
 	c.AddHook(&sent)
 	var rb *RedisBackend
 	m, err := httplimit.New(httplimit.Config{
@@ -36,7 +37,7 @@ func TestBackendResetThroughMiddleware(t *testing.T) {
 		DefaultGroup: "g",
 		Key:          httplimit.TokenKey("Authorization"),
 		Backend: func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
-			b, err := NewBackend(c, limits, WithPrefix(testPrefix(t)), WithTimeout(5*time.Second), WithLocalDenials(100))
+			b, err := NewBackend(c, limits, WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second), WithLocalDenials(100))
 			rb = b
 			return b, err
 		},
@@ -59,9 +60,9 @@ func TestBackendResetThroughMiddleware(t *testing.T) {
 			}
 		}
 	}
-	before := sent.n.Load()
-	if got := do("token-a-0123456789"); got != 429 || sent.n.Load() != before {
-		t.Fatalf("drained client: %d, %d commands; want 429 from the cached denial", got, sent.n.Load()-before)
+	before := sent.N()
+	if got := do("token-a-0123456789"); got != 429 || sent.N() != before {
+		t.Fatalf("drained client: %d, %d commands; want 429 from the cached denial", got, sent.N()-before)
 	}
 	if err := m.Reset(context.Background(), httplimit.TokenIdentity("token-a-0123456789")); err != nil {
 		t.Fatal(err)
@@ -87,11 +88,11 @@ func TestBackendResetThroughMiddleware(t *testing.T) {
 // denied first, and holds the entry) was not reset: the next call reports
 // that layer's own wait, not the reset layer's.
 func TestBackendResetLayered(t *testing.T) {
-	c := newClient(t, serverAddr(t))
+	c := redistest.Client(t, redistest.Addr(t))
 	rb := must(NewBackend(c, map[string]hotlimit.Policy{
 		"hour": hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1},
 		"day":  hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 24 * time.Hour}, Burst: 1},
-	}, WithPrefix(testPrefix(t)), WithTimeout(5*time.Second), WithLocalDenials(100)))
+	}, WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second), WithLocalDenials(100)))
 	ctx := context.Background()
 	ls := []httplimit.Layer{{Limit: "hour", Key: "h", Cost: 1}, {Limit: "day", Key: "d", Cost: 1}}
 	if d := must(rb.Allow(ctx, ls)); !d.Allowed {
@@ -115,7 +116,7 @@ func TestBackendResetLayered(t *testing.T) {
 // RateLimit field has one item per limit, each with its own r and t (a
 // bucket's next token, a sliding log's oldest unit), as with Local.
 func TestBackendStatesThroughMiddleware(t *testing.T) {
-	c := newClient(t, serverAddr(t))
+	c := redistest.Client(t, redistest.Addr(t))
 	m, err := httplimit.New(httplimit.Config{
 		Limits: map[string]hotlimit.Policy{
 			"g":   hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 3},
@@ -125,7 +126,7 @@ func TestBackendStatesThroughMiddleware(t *testing.T) {
 		DefaultGroup: "g",
 		Global:       "all",
 		Key:          httplimit.TokenKey("Authorization"),
-		Backend:      Backend(c, WithPrefix(testPrefix(t)), WithTimeout(5*time.Second)),
+		Backend:      Backend(c, WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -144,9 +145,9 @@ func TestBackendStatesThroughMiddleware(t *testing.T) {
 // cannot tell the layers' states, and says so (Remaining -1); Redis's
 // own answer reports them.
 func TestBackendStatesUnknown(t *testing.T) {
-	c := newClient(t, serverAddr(t))
+	c := redistest.Client(t, redistest.Addr(t))
 	rb := must(NewBackend(c, map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Hour}},
-		WithPrefix(testPrefix(t)), WithTimeout(5*time.Second), WithLocalDenials(10)))
+		WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second), WithLocalDenials(10)))
 	ctx := context.Background()
 	ls := []httplimit.Layer{{Limit: "l", Key: "k", Cost: 1}}
 	states := make([]httplimit.LayerState, 1)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/redislimit/redistest"
 )
 
 // TestBatchMatchesOneByOne: a batch decides its calls in order, each as
@@ -20,7 +21,7 @@ import (
 // from -1 to limit+1, with and without each layer's next unit. The
 // replies are compared value for value.
 func TestBatchMatchesOneByOne(t *testing.T) {
-	c := newClient(t, serverAddr(t))
+	c := redistest.Client(t, redistest.Addr(t))
 	ctx := context.Background()
 	b := routerFor(c).batch
 	second := hotlimit.SlidingWindow{Limit: 7, Window: time.Second}
@@ -35,8 +36,8 @@ func TestBatchMatchesOneByOne(t *testing.T) {
 				s.testNow = a.testNow
 				return a, s
 			}
-			batched, batched2 := mk(testPrefix(t))
-			alone, alone2 := mk(testPrefix(t))
+			batched, batched2 := mk(redistest.Prefix(t))
+			alone, alone2 := mk(redistest.Prefix(t))
 			limit, per := batched.Limit(), period(policy)
 			for round := range 30 {
 				now += rng.Int64N(per + 1)
@@ -97,14 +98,14 @@ func TestBatchMatchesOneByOne(t *testing.T) {
 // the schedule makes of them), alone and in two layers: each key admits
 // exactly its limit, never more, and no call fails.
 func TestBatchExactTotals(t *testing.T) {
-	addr := serverAddr(t)
-	prefix := testPrefix(t)
+	addr := redistest.Addr(t)
+	prefix := redistest.Prefix(t)
 	ctx := context.Background()
 	var admitted [4]atomic.Int64
 	var wg sync.WaitGroup
-	var sent counter
+	var sent redistest.Counter
 	for range 4 {
-		c := newClient(t, addr)
+		c := redistest.Client(t, addr)
 		c.AddHook(&sent)
 		l := must(New(c, "x", hotlimit.FixedWindow{Limit: 100, Window: time.Hour}, WithPrefix(prefix), WithTimeout(10*time.Second)))
 		g := must(New(c, "g", hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1_000_000}, WithPrefix(prefix), WithTimeout(10*time.Second)))
@@ -139,5 +140,5 @@ func TestBatchExactTotals(t *testing.T) {
 			t.Errorf("key %d: %d admitted, want exactly 100", k, n)
 		}
 	}
-	t.Logf("3200 decisions in %d commands", sent.n.Load())
+	t.Logf("3200 decisions in %d commands", sent.N())
 }

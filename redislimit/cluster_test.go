@@ -13,6 +13,7 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/httplimit"
+	"github.com/hotlimit/hotlimit/redislimit/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -34,11 +35,11 @@ func TestSlot(t *testing.T) {
 	if got := slot("foo{}{bar}"); got != int(crc16("foo{}{bar}")%clusterSlots) {
 		t.Errorf("an empty tag did not hash the whole key")
 	}
-	addrs := os.Getenv(clusterEnv)
+	addrs := os.Getenv(redistest.ClusterEnv)
 	if addrs == "" {
 		return
 	}
-	c := newClusterClient(t, strings.Split(addrs, ","))
+	c := redistest.ClusterClient(t, strings.Split(addrs, ","))
 	for _, key := range []string{"", "}", "{}", "a{b}c", "x{}{y}", "}{", "hotlimit:login:{alice}", "\xff{\x00}"} {
 		want, err := c.ClusterKeySlot(context.Background(), key).Result()
 		if err != nil {
@@ -55,9 +56,9 @@ func TestSlot(t *testing.T) {
 // including the empty key and keys that start with "}" (for which Redis
 // would hash the whole key name), so a layered call on them works.
 func TestClusterIdentitySlot(t *testing.T) {
-	c := newClusterClient(t, clusterAddrs(t))
+	c := redistest.ClusterClient(t, redistest.ClusterAddrs(t))
 	ctx := context.Background()
-	prefix := testPrefix(t)
+	prefix := redistest.Prefix(t)
 	a := must(New(c, "a", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 3}, WithPrefix(prefix)))
 	b := must(New(c, "b", hotlimit.SlidingWindow{Limit: 2, Window: time.Hour}, WithPrefix(prefix)))
 	for _, key := range []string{"", "}", "}{", "}}", "}a", "{", "{}", "a}", "alice", "\x00"} {
@@ -82,11 +83,11 @@ func TestClusterIdentitySlot(t *testing.T) {
 // round trip, whatever the failure policy (a fail-open policy must not
 // turn a configuration error into admitting everyone).
 func TestClusterCrossSlot(t *testing.T) {
-	c := newClusterClient(t, clusterAddrs(t))
-	var sent counter
+	c := redistest.ClusterClient(t, redistest.ClusterAddrs(t))
+	var sent redistest.Counter
 	c.AddHook(&sent)
 	ctx := context.Background()
-	prefix := testPrefix(t)
+	prefix := redistest.Prefix(t)
 	p := hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 3}
 	var rec recorder
 	user := must(New(c, "user", p, WithPrefix(prefix), WithFailurePolicy(FailOpen), WithHooks(rec.hooks())))
@@ -96,12 +97,12 @@ func TestClusterCrossSlot(t *testing.T) {
 	for i := 0; slot(ip.RedisKey(k2)) == slot(user.RedisKey("u1")); i++ {
 		k2 = "10.0.0." + strconv.Itoa(i)
 	}
-	before := sent.n.Load()
+	before := sent.N()
 	d, err := AllowLayers(ctx, Layer{user, "u1", 1}, Layer{ip, k2, 1})
 	if !errors.Is(err, ErrCrossSlot) || errors.Is(err, ErrUnavailable) || d.Allowed || d.RetryAfter != hotlimit.Never {
 		t.Fatalf("layers over two slots: %+v, %v; want a denial with ErrCrossSlot", d, err)
 	}
-	if sent.n.Load() != before {
+	if sent.N() != before {
 		t.Fatal("a cross-slot call went to Redis")
 	}
 	if len(rec.config) != 1 || rec.config[0] != err || len(rec.failures) != 0 {
@@ -145,8 +146,8 @@ func clusterNodes(t testing.TB, c *redis.Client) map[string]string {
 // (ASK replies during the migration, MOVED after it, each followed once),
 // and the quota is exact across the move.
 func TestClusterResharding(t *testing.T) {
-	addrs := clusterAddrs(t)
-	c := newClusterClient(t, addrs)
+	addrs := redistest.ClusterAddrs(t)
+	c := redistest.ClusterClient(t, addrs)
 	ctx := context.Background()
 	tag := fmt.Sprintf("reshard%d", time.Now().UnixNano())
 	var asks, moves int
@@ -159,12 +160,12 @@ func TestClusterResharding(t *testing.T) {
 		}
 	}}
 	l := must(New(c, "rs", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 10},
-		WithPrefix(testPrefix(t)), WithHashTag(tag), WithTimeout(5*time.Second), WithHooks(hooks)))
+		WithPrefix(redistest.Prefix(t)), WithHashTag(tag), WithTimeout(5*time.Second), WithHooks(hooks)))
 	s := slot(l.RedisKey("k"))
 	src := nodeOf(t, c, l.RedisKey("k"))
 	direct := map[string]*redis.Client{}
 	for _, a := range addrs {
-		direct[a] = newClient(t, a)
+		direct[a] = redistest.Client(t, a)
 	}
 	ids := clusterNodes(t, direct[src])
 	var dst string
@@ -225,7 +226,7 @@ func TestClusterResharding(t *testing.T) {
 		t.Fatalf("%d of 13 requests admitted across the move; want exactly the burst, 10", admitted)
 	}
 	if got := nodeOf(t, c, l.RedisKey("k")); got != dst {
-		waitFor(t, "the slot map to follow the move", func() bool { return nodeOf(t, c, l.RedisKey("k")) == dst })
+		redistest.WaitFor(t, "the slot map to follow the move", func() bool { return nodeOf(t, c, l.RedisKey("k")) == dst })
 	}
 	if n := direct[dst].Exists(ctx, l.RedisKey("k")).Val(); n != 1 {
 		t.Fatal("the key is not on the target")
@@ -237,12 +238,12 @@ func TestClusterResharding(t *testing.T) {
 // master's keys get the failure policy's answer (here FailClosed), fast
 // once its circuit is open.
 func TestClusterDeadMaster(t *testing.T) {
-	srvs := startCluster(t, 3)
+	srvs := redistest.StartCluster(t, 3)
 	var addrs []string
 	for _, s := range srvs {
-		addrs = append(addrs, s.addr())
+		addrs = append(addrs, s.Addr())
 	}
-	c := newClusterClient(t, addrs)
+	c := redistest.ClusterClient(t, addrs)
 	ctx := context.Background()
 	var transitions []string
 	hooks := Hooks{Breaker: func(node string, from, to BreakerState) {
@@ -259,8 +260,8 @@ func TestClusterDeadMaster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dead := srvs[0].addr()
-	srvs[0].stop()
+	dead := srvs[0].Addr()
+	srvs[0].Stop()
 	var healthy, open int
 	for round := range 3 {
 		for _, k := range keys {
@@ -294,9 +295,9 @@ func TestClusterDeadMaster(t *testing.T) {
 // TestClusterOps: Refund, Reset, Wait and the concurrency limit reach the
 // node of their key on a cluster, for keys spread over every master.
 func TestClusterOps(t *testing.T) {
-	c := newClusterClient(t, clusterAddrs(t))
+	c := redistest.ClusterClient(t, redistest.ClusterAddrs(t))
 	ctx := context.Background()
-	prefix := testPrefix(t)
+	prefix := redistest.Prefix(t)
 	l := must(New(c, "ops", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 2}, WithPrefix(prefix)))
 	cc := must(NewConcurrency(c, "ops", 1, time.Minute, WithPrefix(prefix)))
 	nodes := map[string]bool{}
@@ -339,7 +340,7 @@ func TestClusterOps(t *testing.T) {
 // connections and never answers (so it cannot load its slot map) fails
 // the call after WithTimeout, not after the client's read timeout.
 func TestClusterSlotMapTimeout(t *testing.T) {
-	serverAddr(t)
+	redistest.Addr(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -8,14 +8,15 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/redislimit/redistest"
 )
 
 // TestConcurrencyExact: 4 instances × 4 goroutines race for a limit of 3
 // in flight on one key: exactly 3 permits are granted; a release frees
 // exactly one unit, and only the first Release of a permit counts.
 func TestConcurrencyExact(t *testing.T) {
-	addr := serverAddr(t)
-	prefix := testPrefix(t)
+	addr := redistest.Addr(t)
+	prefix := redistest.Prefix(t)
 	ctx := context.Background()
 	var granted atomic.Int64
 	var mu sync.Mutex
@@ -23,7 +24,7 @@ func TestConcurrencyExact(t *testing.T) {
 	var wg sync.WaitGroup
 	var insts []*Concurrency
 	for range 4 {
-		c := must(NewConcurrency(newClient(t, addr), "exports", 3, time.Hour, WithPrefix(prefix), WithTimeout(5*time.Second)))
+		c := must(NewConcurrency(redistest.Client(t, addr), "exports", 3, time.Hour, WithPrefix(prefix), WithTimeout(5*time.Second)))
 		insts = append(insts, c)
 		for range 4 {
 			wg.Add(1)
@@ -65,7 +66,7 @@ func TestConcurrencyExact(t *testing.T) {
 		t.Fatal("the released unit was not granted")
 	}
 	// Keys apart from a rate limiter of the same name.
-	l := must(New(newClient(t, addr), "exports", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1}, WithPrefix(prefix)))
+	l := must(New(redistest.Client(t, addr), "exports", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1}, WithPrefix(prefix)))
 	if l.RedisKey("tenant") == insts[0].RedisKey("tenant") || l.RedisKey("") == insts[0].RedisKey("") {
 		t.Fatal("a concurrency limit and a rate limiter share a Redis key")
 	}
@@ -76,7 +77,7 @@ func TestConcurrencyExact(t *testing.T) {
 // (injected here); Renew extends a lease, and a permit whose lease ended
 // can neither be renewed nor released.
 func TestConcurrencyLease(t *testing.T) {
-	c := must(NewConcurrency(newClient(t, serverAddr(t)), "lease", 2, time.Second, WithPrefix(testPrefix(t))))
+	c := must(NewConcurrency(redistest.Client(t, redistest.Addr(t)), "lease", 2, time.Second, WithPrefix(redistest.Prefix(t))))
 	now := int64(baseMicros)
 	c.l.testNow = func() int64 { return now }
 	ctx := context.Background()
@@ -112,7 +113,7 @@ func TestConcurrencyLease(t *testing.T) {
 }
 
 func TestConcurrencyRejects(t *testing.T) {
-	c := newClient(t, "127.0.0.1:1")
+	c := redistest.Client(t, "127.0.0.1:1")
 	for _, tc := range []struct {
 		limit int64
 		lease time.Duration
@@ -135,7 +136,7 @@ func TestConcurrencyRejects(t *testing.T) {
 // meantime (limit 2: the second permit never had to wait for the first's
 // units).
 func TestConcurrencyReleaseEnded(t *testing.T) {
-	c := must(NewConcurrency(newClient(t, serverAddr(t)), "ended", 2, time.Second, WithPrefix(testPrefix(t))))
+	c := must(NewConcurrency(redistest.Client(t, redistest.Addr(t)), "ended", 2, time.Second, WithPrefix(redistest.Prefix(t))))
 	now := int64(baseMicros)
 	c.l.testNow = func() int64 { return now }
 	ctx := context.Background()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/httplimit"
+	"github.com/hotlimit/hotlimit/redislimit/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -88,14 +89,14 @@ func period(policy hotlimit.Policy) int64 {
 }
 
 func TestDifferentialSingle(t *testing.T) {
-	c := newClient(t, serverAddr(t))
+	c := redistest.Client(t, redistest.Addr(t))
 	ctx := context.Background()
 	for pi, policy := range policiesForDiff {
 		t.Run(fmt.Sprintf("%d_%T", pi, policy), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(pi), 42))
 			clock := hotlimit.NewManualClock()
 			clock.Set(baseMicros * time.Microsecond)
-			p := newPair(t, c, clock, "diff", testPrefix(t), policy)
+			p := newPair(t, c, clock, "diff", redistest.Prefix(t), policy)
 			limit := p.remote.Limit()
 			per := period(policy)
 			for step := range 300 {
@@ -140,7 +141,7 @@ func TestDifferentialSingle(t *testing.T) {
 }
 
 func TestDifferentialLayers(t *testing.T) {
-	c := newClient(t, serverAddr(t))
+	c := redistest.Client(t, redistest.Addr(t))
 	ctx := context.Background()
 	// Seeds from 6 on draw buckets only: the script's fast path for
 	// layers of buckets on distinct keys.
@@ -149,7 +150,7 @@ func TestDifferentialLayers(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(seed), 7))
 			clock := hotlimit.NewManualClock()
 			clock.Set(baseMicros * time.Microsecond)
-			prefix := testPrefix(t)
+			prefix := redistest.Prefix(t)
 			ps := []pair{
 				newPair(t, c, clock, "tb", prefix, hotlimit.TokenBucket{Rate: hotlimit.PerSecond(5), Burst: 4}),
 				newPair(t, c, clock, "fw", prefix, hotlimit.FixedWindow{Limit: 6, Window: 2 * time.Second}),
@@ -236,7 +237,7 @@ func describe(ls []Layer) []string {
 // p, e with ceil(fl(p·(W−e))/W) ≠ ⌈p·(W−e)/W⌉). Only exact arithmetic
 // agrees with hotlimit here.
 func TestDifferentialPrecision(t *testing.T) {
-	c := newClient(t, serverAddr(t))
+	c := redistest.Client(t, redistest.Addr(t))
 	const W = int64(24 * time.Hour / time.Microsecond)
 	start := (baseMicros/W + 1) * W // the start of a window
 	cases := []struct {
@@ -256,7 +257,7 @@ func TestDifferentialPrecision(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := hotlimit.NewManualClock()
 			clock.Set(time.Duration(start) * time.Microsecond)
-			p := newPair(t, c, clock, "prec", testPrefix(t), hotlimit.SlidingWindow{Limit: 1_000_000, Window: 24 * time.Hour})
+			p := newPair(t, c, clock, "prec", redistest.Prefix(t), hotlimit.SlidingWindow{Limit: 1_000_000, Window: 24 * time.Hour})
 			check := func(cost int64) hotlimit.Decision {
 				t.Helper()
 				want := p.local.AllowN("k", cost)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/redislimit/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -96,18 +97,6 @@ func (p *slowProxy) pipe(src, dst net.Conn, upstream bool) {
 	}
 }
 
-// waitFor polls cond every few ms until it holds or 10s pass.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // slowBucket refills one unit a day: nothing refills during a test.
 var slowBucket = hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 24 * time.Hour}, Burst: 100}
 
@@ -117,15 +106,15 @@ var slowBucket = hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 24 * time.H
 // anything. The timed-out calls did reach Redis: each consumed exactly
 // once, never retried.
 func TestFaultSlow(t *testing.T) {
-	addr := serverAddr(t)
+	addr := redistest.Addr(t)
 	proxy := newSlowProxy(t, addr, time.Second)
-	slow := newClient(t, proxy.addr())
-	var sent counter
+	slow := redistest.Client(t, proxy.addr())
+	var sent redistest.Counter
 	slow.AddHook(&sent)
-	prefix := testPrefix(t)
+	prefix := redistest.Prefix(t)
 	l := must(New(slow, "slow", slowBucket, WithPrefix(prefix), WithTimeout(100*time.Millisecond),
 		WithBreaker(NewBreaker(3, time.Hour))))
-	direct := must(New(newClient(t, addr), "slow", slowBucket, WithPrefix(prefix)))
+	direct := must(New(redistest.Client(t, addr), "slow", slowBucket, WithPrefix(prefix)))
 	ctx := context.Background()
 	// Load the script on the server first, so that each timed-out call is
 	// one EVALSHA that runs.
@@ -166,17 +155,17 @@ func TestFaultSlow(t *testing.T) {
 			t.Fatalf("call %d: FailClosed answered %+v", i, d)
 		}
 	}
-	before := sent.n.Load()
+	before := sent.N()
 	d, err := l.Allow(ctx, "k")
 	if !errors.Is(err, ErrCircuitOpen) || d.Allowed {
 		t.Fatalf("after 3 timeouts: %+v, %v; want a fast ErrCircuitOpen denial", d, err)
 	}
-	if sent.n.Load() != before {
+	if sent.N() != before {
 		t.Fatal("an open breaker let a command through")
 	}
-	waitFor(t, "the proxy to deliver", func() bool { return proxy.pending.Load() == 0 })
+	redistest.WaitFor(t, "the proxy to deliver", func() bool { return proxy.pending.Load() == 0 })
 	// Each of the 3 timed-out calls consumed once: no retry, no loss.
-	waitFor(t, "the consumption to show", func() bool { return must(direct.AllowN(ctx, "k", 0)).Remaining <= 97 })
+	redistest.WaitFor(t, "the consumption to show", func() bool { return must(direct.AllowN(ctx, "k", 0)).Remaining <= 97 })
 	if d := must(direct.AllowN(ctx, "k", 0)); d.Remaining != 97 {
 		t.Fatalf("Remaining %d after 3 timed-out calls, want 97", d.Remaining)
 	}
@@ -186,8 +175,8 @@ func TestFaultSlow(t *testing.T) {
 // as documented, the error says why, and after the breaker's threshold
 // calls fail fast.
 func TestFaultStopped(t *testing.T) {
-	srv := startRedis(t, 0)
-	client := newClient(t, srv.addr())
+	srv := redistest.StartServer(t, 0)
+	client := redistest.Client(t, srv.Addr())
 	ctx := context.Background()
 	local := must(hotlimit.New(hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 24 * time.Hour}, Burst: 2}))
 	defer local.Close()
@@ -199,7 +188,7 @@ func TestFaultStopped(t *testing.T) {
 			t.Fatalf("%s: before the stop: %+v", name, d)
 		}
 	}
-	srv.stop()
+	srv.Stop()
 	for round := range 3 {
 		for name, l := range lims {
 			d, err := l.Allow(ctx, "k")
@@ -234,8 +223,8 @@ func TestFaultStopped(t *testing.T) {
 // resume; the restarted server lost the state (no persistence), so the key
 // is fresh again.
 func TestFaultRestart(t *testing.T) {
-	srv := startRedis(t, 0)
-	client := newClient(t, srv.addr())
+	srv := redistest.StartServer(t, 0)
+	client := redistest.Client(t, srv.Addr())
 	ctx := context.Background()
 	l := must(New(client, "restart", slowBucket, WithBreaker(NewBreaker(1, 50*time.Millisecond))))
 	for i := range 5 {
@@ -243,7 +232,7 @@ func TestFaultRestart(t *testing.T) {
 			t.Fatalf("before: %+v", d)
 		}
 	}
-	srv.stop()
+	srv.Stop()
 	var fastFails int
 	for range 3 {
 		_, err := l.Allow(ctx, "k")
@@ -257,9 +246,9 @@ func TestFaultRestart(t *testing.T) {
 	if fastFails < 2 {
 		t.Fatalf("%d of 3 calls failed fast after the first failure", fastFails)
 	}
-	startRedis(t, srv.port)
+	redistest.StartServer(t, srv.Port)
 	var d hotlimit.Decision
-	waitFor(t, "a decision after the restart", func() bool {
+	redistest.WaitFor(t, "a decision after the restart", func() bool {
 		var err error
 		d, err = l.Allow(ctx, "k")
 		return err == nil
@@ -272,9 +261,9 @@ func TestFaultRestart(t *testing.T) {
 // TestReplyErrorKeepsBreakerClosed: a reply error from a live server (here
 // WRONGTYPE on a key of another type) fails the call but is not an outage.
 func TestReplyErrorKeepsBreakerClosed(t *testing.T) {
-	c := newClient(t, serverAddr(t))
+	c := redistest.Client(t, redistest.Addr(t))
 	ctx := context.Background()
-	l := must(New(c, "rt", slowBucket, WithPrefix(testPrefix(t)), WithBreaker(NewBreaker(1, time.Hour))))
+	l := must(New(c, "rt", slowBucket, WithPrefix(redistest.Prefix(t)), WithBreaker(NewBreaker(1, time.Hour))))
 	if err := c.LPush(ctx, l.RedisKey("list"), "x").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +281,7 @@ func TestReplyErrorKeepsBreakerClosed(t *testing.T) {
 // FailClosed layer denies it; otherwise the Fallback layers decide it in
 // process, all or nothing, and FailOpen layers are skipped.
 func TestFailurePolicyLayers(t *testing.T) {
-	c := newClient(t, "127.0.0.1:1") // nothing listens there
+	c := redistest.Client(t, "127.0.0.1:1") // nothing listens there
 	ctx := context.Background()
 	p := hotlimit.FixedWindow{Limit: 1, Window: time.Hour}
 	open := must(New(c, "open", p, WithFailurePolicy(FailOpen)))
@@ -324,10 +313,10 @@ func TestFailurePolicyLayers(t *testing.T) {
 // TestFaultSlowCallerDeadline: callers whose own deadlines are shorter
 // than WithTimeout still open the breaker when Redis hangs.
 func TestFaultSlowCallerDeadline(t *testing.T) {
-	addr := serverAddr(t)
+	addr := redistest.Addr(t)
 	proxy := newSlowProxy(t, addr, time.Second)
-	slow := newClient(t, proxy.addr())
-	l := must(New(slow, "slowdl", slowBucket, WithPrefix(testPrefix(t)), WithTimeout(5*time.Second),
+	slow := redistest.Client(t, proxy.addr())
+	l := must(New(slow, "slowdl", slowBucket, WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second),
 		WithBreaker(NewBreaker(2, time.Hour))))
 	pctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
 	defer cancel()
@@ -352,8 +341,8 @@ func TestFaultSlowCallerDeadline(t *testing.T) {
 // five of them must not open a breaker of threshold 5, after which a
 // FailClosed limiter would refuse everyone on a healthy Redis.
 func TestFaultCallerGaveUp(t *testing.T) {
-	c := newClient(t, serverAddr(t))
-	l := must(New(c, "gaveup", slowBucket, WithPrefix(testPrefix(t)), WithBreaker(NewBreaker(5, time.Hour))))
+	c := redistest.Client(t, redistest.Addr(t))
+	l := must(New(c, "gaveup", slowBucket, WithPrefix(redistest.Prefix(t)), WithBreaker(NewBreaker(5, time.Hour))))
 	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
 	canceled, cancel2 := context.WithCancel(context.Background())
@@ -379,8 +368,8 @@ func TestFaultCallerGaveUp(t *testing.T) {
 // back, the first probe (cool-down later) is decided by Redis, and so is
 // every call after it.
 func TestFaultRecoveryAfterLongOutage(t *testing.T) {
-	srv := startRedis(t, 0)
-	c := redis.NewClient(&redis.Options{Addr: srv.addr(), MaxRetries: -1, ContextTimeoutEnabled: true,
+	srv := redistest.StartServer(t, 0)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true,
 		PoolSize: 4, DialTimeout: time.Second, Protocol: 2, DisableIdentity: true})
 	defer c.Close()
 	ctx := context.Background()
@@ -391,7 +380,7 @@ func TestFaultRecoveryAfterLongOutage(t *testing.T) {
 	if _, err := l.Allow(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
-	srv.stop()
+	srv.Stop()
 	// A long outage: 12 probes, one per cool-down, all failing to dial.
 	for i := range 12 {
 		ft.t += 200 * time.Millisecond
@@ -399,7 +388,7 @@ func TestFaultRecoveryAfterLongOutage(t *testing.T) {
 			t.Fatalf("probe %d with the server down: %v; want a failed call", i, err)
 		}
 	}
-	startRedis(t, srv.port)
+	redistest.StartServer(t, srv.Port)
 	ft.t += 200 * time.Millisecond
 	for i := range 20 {
 		if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed {

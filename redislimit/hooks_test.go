@@ -9,6 +9,7 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/httplimit"
+	"github.com/hotlimit/hotlimit/redislimit/redistest"
 )
 
 // recorder collects what the hooks report.
@@ -59,7 +60,7 @@ func (r *recorder) hooks() Hooks {
 // error from the middleware), and the circuit's state changes.
 func TestHooksSeeEveryFailure(t *testing.T) {
 	dead := "127.0.0.1:1" // nothing listens there
-	c := newClient(t, dead)
+	c := redistest.Client(t, dead)
 	var rec recorder
 	var ft fakeTime
 	b := NewBreaker(2, time.Second)
@@ -100,11 +101,11 @@ func TestHooksSeeEveryFailure(t *testing.T) {
 // error IsTimeout recognises, and a request the two-tier cache answers is
 // reported to LocalDenial.
 func TestHooksTimeoutAndLocal(t *testing.T) {
-	addr := serverAddr(t)
+	addr := redistest.Addr(t)
 	var rec recorder
 	ctx := context.Background()
-	l := must(New(newClient(t, addr), "hl", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1},
-		WithPrefix(testPrefix(t)), WithLocalDenials(10), WithHooks(rec.hooks())))
+	l := must(New(redistest.Client(t, addr), "hl", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1},
+		WithPrefix(redistest.Prefix(t)), WithLocalDenials(10), WithHooks(rec.hooks())))
 	must(l.Allow(ctx, "k"))
 	must(l.Allow(ctx, "k"))
 	must(l.Allow(ctx, "k"))
@@ -113,14 +114,14 @@ func TestHooksTimeoutAndLocal(t *testing.T) {
 	}
 
 	proxy := newSlowProxy(t, addr, time.Second)
-	slow := newClient(t, proxy.addr())
+	slow := redistest.Client(t, proxy.addr())
 	pctx, cancel := context.WithTimeout(ctx, 8*time.Second)
 	defer cancel()
 	if err := slow.Ping(pctx).Err(); err != nil { // a connection, established at leisure
 		t.Fatal(err)
 	}
 	var srec recorder
-	sl := must(New(slow, "hs", slowBucket, WithPrefix(testPrefix(t)), WithTimeout(50*time.Millisecond), WithHooks(srec.hooks())))
+	sl := must(New(slow, "hs", slowBucket, WithPrefix(redistest.Prefix(t)), WithTimeout(50*time.Millisecond), WithHooks(srec.hooks())))
 	if _, err := sl.Allow(ctx, "k"); !IsTimeout(err) {
 		t.Fatalf("err %v; want a timeout", err)
 	}
@@ -132,7 +133,7 @@ func TestHooksTimeoutAndLocal(t *testing.T) {
 // TestHooksMayUseTheBreaker: the Breaker hook runs after the circuit's
 // lock is released, so it may ask the breaker about its state.
 func TestHooksMayUseTheBreaker(t *testing.T) {
-	c := newClient(t, "127.0.0.1:1") // nothing listens there
+	c := redistest.Client(t, "127.0.0.1:1") // nothing listens there
 	b := NewBreaker(1, time.Hour)
 	var seen []bool
 	h := Hooks{Breaker: func(node string, from, to BreakerState) { seen = append(seen, b.Open()) }}
@@ -158,8 +159,8 @@ func TestHooksMayUseTheBreaker(t *testing.T) {
 func TestHooksMisconfigured(t *testing.T) {
 	var rec recorder
 	p := hotlimit.FixedWindow{Limit: 5, Window: time.Hour}
-	a := must(New(newClient(t, "127.0.0.1:1"), "a", p, WithHooks(rec.hooks())))
-	b := must(New(newClient(t, "127.0.0.1:1"), "b", p))
+	a := must(New(redistest.Client(t, "127.0.0.1:1"), "a", p, WithHooks(rec.hooks())))
+	b := must(New(redistest.Client(t, "127.0.0.1:1"), "b", p))
 	_, err := AllowLayers(context.Background(), Layer{a, "k", 1}, Layer{b, "k", 1})
 	if !errors.Is(err, ErrMixedClients) || len(rec.config) != 1 || rec.config[0] != err || len(rec.failures) != 0 {
 		t.Fatalf("mixed clients: %v; hooks saw %v (failures %v); want the returned error in Misconfigured", err, rec.config, rec.failures)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/redislimit/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -90,33 +91,33 @@ func TestSpecRounding(t *testing.T) {
 // TestOneRoundTrip counts the commands each decision sends: one EVALSHA,
 // and after SCRIPT FLUSH one EVALSHA answered NOSCRIPT plus one EVAL.
 func TestOneRoundTrip(t *testing.T) {
-	addr := serverAddr(t)
-	c := newClient(t, addr)
-	var n counter
+	addr := redistest.Addr(t)
+	c := redistest.Client(t, addr)
+	var n redistest.Counter
 	c.AddHook(&n)
 	ctx := context.Background()
-	l := must(New(c, "rt", hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 24 * time.Hour}, Burst: 50}, WithPrefix(testPrefix(t))))
+	l := must(New(c, "rt", hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 24 * time.Hour}, Burst: 50}, WithPrefix(redistest.Prefix(t))))
 	if _, err := l.Allow(ctx, "k"); err != nil { // loads the script if needed
 		t.Fatal(err)
 	}
-	before := n.n.Load()
+	before := n.N()
 	for range 10 {
 		if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed {
 			t.Fatal(d, err)
 		}
 	}
-	if got := n.n.Load() - before; got != 10 {
+	if got := n.N() - before; got != 10 {
 		t.Fatalf("10 decisions sent %d commands, want 10", got)
 	}
-	if err := newClient(t, addr).ScriptFlush(ctx).Err(); err != nil {
+	if err := redistest.Client(t, addr).ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	before = n.n.Load()
+	before = n.N()
 	d, err := l.Allow(ctx, "k")
 	if err != nil || !d.Allowed || d.Remaining != 50-12 {
 		t.Fatalf("after SCRIPT FLUSH: %+v, %v; want allowed with Remaining %d", d, err, 50-12)
 	}
-	if got := n.n.Load() - before; got != 2 {
+	if got := n.N() - before; got != 2 {
 		t.Fatalf("a decision after SCRIPT FLUSH sent %d commands, want 2 (EVALSHA, EVAL)", got)
 	}
 }
@@ -124,9 +125,9 @@ func TestOneRoundTrip(t *testing.T) {
 // TestTTL: each write's TTL is the time until the key is fresh again,
 // rounded up to a millisecond; denials and peeks write nothing.
 func TestTTL(t *testing.T) {
-	c := newClient(t, serverAddr(t))
+	c := redistest.Client(t, redistest.Addr(t))
 	ctx := context.Background()
-	prefix := testPrefix(t)
+	prefix := redistest.Prefix(t)
 	tb := must(New(c, "tb", hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 10 * time.Second}, Burst: 3}, WithPrefix(prefix)))
 	sw := must(New(c, "sw", hotlimit.SlidingWindow{Limit: 2, Window: 10 * time.Second}, WithPrefix(prefix)))
 
@@ -159,9 +160,9 @@ func TestTTL(t *testing.T) {
 // TestServerTime: decisions follow the server's clock, whatever the
 // process's: a token bucket of 1 per 100ms refills after real time.
 func TestServerTime(t *testing.T) {
-	c := newClient(t, serverAddr(t))
+	c := redistest.Client(t, redistest.Addr(t))
 	ctx := context.Background()
-	l := must(New(c, "st", hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 100 * time.Millisecond}, Burst: 1}, WithPrefix(testPrefix(t))))
+	l := must(New(c, "st", hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 100 * time.Millisecond}, Burst: 1}, WithPrefix(redistest.Prefix(t))))
 	if d := must(l.Allow(ctx, "k")); !d.Allowed {
 		t.Fatal("first request denied")
 	}
@@ -183,12 +184,12 @@ func TestServerTime(t *testing.T) {
 }
 
 func TestLayersEdgeCases(t *testing.T) {
-	c := newClient(t, serverAddr(t))
-	other := newClient(t, serverAddr(t))
+	c := redistest.Client(t, redistest.Addr(t))
+	other := redistest.Client(t, redistest.Addr(t))
 	ctx := context.Background()
 	p := hotlimit.FixedWindow{Limit: 5, Window: time.Hour}
-	a := must(New(c, "a", p, WithPrefix(testPrefix(t))))
-	b := must(New(other, "b", p, WithPrefix(testPrefix(t))))
+	a := must(New(c, "a", p, WithPrefix(redistest.Prefix(t))))
+	b := must(New(other, "b", p, WithPrefix(redistest.Prefix(t))))
 	if d, i, err := AllowLayersIndex(ctx); err != nil || d.Allowed || d.RetryAfter != hotlimit.Never || i != -1 {
 		t.Errorf("no layers: %+v, %d, %v; want denied with Never, binding -1 (as hotlimit.AllowLayers)", d, i, err)
 	}

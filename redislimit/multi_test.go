@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/redislimit/redistest"
 )
 
 // TestMultiInstance: several limiter instances, each with its own client
@@ -19,7 +20,7 @@ import (
 // move. Half the instances run the two-tier mode, half go to Redis for
 // every request. Rates are slow enough that nothing refills during the test.
 func TestMultiInstance(t *testing.T) {
-	addr := serverAddr(t)
+	addr := redistest.Addr(t)
 	policies := []hotlimit.Policy{
 		hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 24 * time.Hour}, Burst: 40},
 		hotlimit.SlidingWindow{Limit: 40, Window: 24 * time.Hour},
@@ -27,11 +28,11 @@ func TestMultiInstance(t *testing.T) {
 	skews := []time.Duration{-5 * time.Second, 0, 5 * time.Second, 3 * time.Second}
 	for _, policy := range policies {
 		t.Run(fmt.Sprintf("%T", policy), func(t *testing.T) {
-			prefix := testPrefix(t)
+			prefix := redistest.Prefix(t)
 			var admitted, denied, errs atomic.Int64
 			var wg sync.WaitGroup
 			for i, skew := range skews {
-				l := must(New(newClient(t, addr), "multi", policy, WithPrefix(prefix), WithLocalDenials(100), WithTimeout(5*time.Second)))
+				l := must(New(redistest.Client(t, addr), "multi", policy, WithPrefix(prefix), WithLocalDenials(100), WithTimeout(5*time.Second)))
 				l.cache.now = func() time.Duration { return monoNow() + skew }
 				if i%2 == 1 {
 					l.cache = nil // every request of this instance goes to Redis

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/redislimit/redistest"
 )
 
 // TestDifferentialRefund runs traces of decisions and refunds through the
@@ -18,14 +19,14 @@ import (
 // same instant, hotlimit's through its Admission: there the script's
 // Refund by key and hotlimit's bounded give-back of that admission agree.
 func TestDifferentialRefund(t *testing.T) {
-	c := newClient(t, serverAddr(t))
+	c := redistest.Client(t, redistest.Addr(t))
 	ctx := context.Background()
 	for pi, policy := range policiesForDiff {
 		t.Run(fmt.Sprintf("%d_%T", pi, policy), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(pi), 99))
 			clock := hotlimit.NewManualClock()
 			clock.Set(baseMicros * time.Microsecond)
-			p := newPair(t, c, clock, "refund", testPrefix(t), policy)
+			p := newPair(t, c, clock, "refund", redistest.Prefix(t), policy)
 			limit, per := p.remote.Limit(), period(policy)
 			for step := range 200 {
 				if rng.IntN(3) == 0 {
@@ -66,8 +67,8 @@ func TestDifferentialRefund(t *testing.T) {
 // TestReset: Reset makes a key fresh in Redis and drops this instance's
 // cached denial of it; other keys keep their state.
 func TestReset(t *testing.T) {
-	c := newClient(t, serverAddr(t))
-	var sent counter
+	c := redistest.Client(t, redistest.Addr(t))
+	var sent redistest.Counter
 	c.AddHook(&sent)
 	ctx := context.Background()
 	for _, policy := range []hotlimit.Policy{
@@ -75,7 +76,7 @@ func TestReset(t *testing.T) {
 		hotlimit.SlidingLog{Limit: 2, Window: time.Hour},
 		hotlimit.SlidingWindow{Limit: 2, Window: time.Hour},
 	} {
-		l := must(New(c, "reset", policy, WithPrefix(testPrefix(t)), WithLocalDenials(10)))
+		l := must(New(c, "reset", policy, WithPrefix(redistest.Prefix(t)), WithLocalDenials(10)))
 		for _, k := range []string{"k", "other"} {
 			must(l.AllowN(ctx, k, 2))
 		}
@@ -85,9 +86,9 @@ func TestReset(t *testing.T) {
 		if err := l.Reset(ctx, "k"); err != nil {
 			t.Fatal(err)
 		}
-		before := sent.n.Load()
-		if d := must(l.AllowN(ctx, "k", 2)); !d.Allowed || sent.n.Load() != before+1 {
-			t.Fatalf("%T: after Reset: %+v (%d commands); want a fresh key decided by Redis", policy, d, sent.n.Load()-before)
+		before := sent.N()
+		if d := must(l.AllowN(ctx, "k", 2)); !d.Allowed || sent.N() != before+1 {
+			t.Fatalf("%T: after Reset: %+v (%d commands); want a fresh key decided by Redis", policy, d, sent.N()-before)
 		}
 		if d := must(l.Allow(ctx, "other")); d.Allowed {
 			t.Fatalf("%T: Reset of k changed another key: %+v", policy, d)
@@ -100,7 +101,7 @@ func TestReset(t *testing.T) {
 // bucket's the start of its turn; a wait longer than accepted takes
 // nothing.
 func TestReserve(t *testing.T) {
-	c := newClient(t, serverAddr(t))
+	c := redistest.Client(t, redistest.Addr(t))
 	ctx := context.Background()
 	const ms = 1000 // µs
 	for _, tc := range []struct {
@@ -114,7 +115,7 @@ func TestReserve(t *testing.T) {
 	} {
 		clock := hotlimit.NewManualClock()
 		clock.Set(baseMicros * time.Microsecond)
-		p := newPair(t, c, clock, "reserve", testPrefix(t), tc.policy)
+		p := newPair(t, c, clock, "reserve", redistest.Prefix(t), tc.policy)
 		for i, st := range tc.steps {
 			r, err := p.remote.op(ctx, "reserve", "k", st[0], st[1])
 			if err != nil {
@@ -135,9 +136,9 @@ func TestReserve(t *testing.T) {
 // before the slot fails at once with ErrDeadline, consuming nothing; a
 // context that ends while it sleeps gives the slot back.
 func TestWait(t *testing.T) {
-	c := newClient(t, serverAddr(t))
+	c := redistest.Client(t, redistest.Addr(t))
 	ctx := context.Background()
-	prefix := testPrefix(t)
+	prefix := redistest.Prefix(t)
 	quick := must(New(c, "quick", hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 20 * time.Millisecond}, Burst: 1}, WithPrefix(prefix)))
 	must(quick.Allow(ctx, "k"))
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -164,7 +165,7 @@ func TestWait(t *testing.T) {
 	cctx, cancel3 := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- slow.Wait(cctx, "k", 1) }()
-	waitFor(t, "the reservation", func() bool { return tat() != before })
+	redistest.WaitFor(t, "the reservation", func() bool { return tat() != before })
 	cancel3()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Wait whose context ended: %v", err)
@@ -187,7 +188,7 @@ func TestWait(t *testing.T) {
 // failure policy says: FailOpen returns at once, a Fallback waits on its
 // in-process limiter, FailClosed returns the error.
 func TestWaitFailurePolicy(t *testing.T) {
-	c := newClient(t, "127.0.0.1:1") // nothing listens there
+	c := redistest.Client(t, "127.0.0.1:1") // nothing listens there
 	ctx := context.Background()
 	p := hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1}
 	open := must(New(c, "wo", p, WithFailurePolicy(FailOpen)))

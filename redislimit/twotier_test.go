@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/redislimit/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -15,14 +16,14 @@ import (
 // answer counts RetryAfter down; a smaller cost than the one denied, or
 // another key, still goes to Redis.
 func TestTwoTier(t *testing.T) {
-	c := newClient(t, serverAddr(t))
-	var sent counter
+	c := redistest.Client(t, redistest.Addr(t))
+	var sent redistest.Counter
 	c.AddHook(&sent)
 	ctx := context.Background()
 	var ft fakeTime
 	ft.t = time.Hour
 	l := must(New(c, "tt", hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 10 * time.Second}, Burst: 3},
-		WithPrefix(testPrefix(t)), WithLocalDenials(1000)))
+		WithPrefix(redistest.Prefix(t)), WithLocalDenials(1000)))
 	l.cache.now = ft.now
 	for range 3 {
 		if d := must(l.Allow(ctx, "abuser")); !d.Allowed {
@@ -33,7 +34,7 @@ func TestTwoTier(t *testing.T) {
 	if den.Allowed || den.RetryAfter <= 10*time.Second {
 		t.Fatalf("cost 2 on an empty bucket: %+v", den)
 	}
-	before := sent.n.Load()
+	before := sent.N()
 	for i := range 100 {
 		ft.t += 10 * time.Millisecond
 		d := must(l.AllowN(ctx, "abuser", 2))
@@ -42,21 +43,21 @@ func TestTwoTier(t *testing.T) {
 			t.Fatalf("local answer %d: %+v; want denied with RetryAfter %v", i, d, want)
 		}
 	}
-	if got := sent.n.Load() - before; got != 0 {
+	if got := sent.N() - before; got != 0 {
 		t.Fatalf("100 cached denials sent %d commands", got)
 	}
 	// A smaller cost may be admitted sooner: it goes to Redis.
-	if must(l.Allow(ctx, "abuser")); sent.n.Load()-before != 1 {
+	if must(l.Allow(ctx, "abuser")); sent.N()-before != 1 {
 		t.Fatal("cost 1 was answered from a cost-2 denial")
 	}
-	if d := must(l.Allow(ctx, "other")); !d.Allowed || sent.n.Load()-before != 2 {
+	if d := must(l.Allow(ctx, "other")); !d.Allowed || sent.N()-before != 2 {
 		t.Fatalf("another key: %+v", d)
 	}
 	// After RetryAfter, the key goes to Redis again.
 	ft.t += den.RetryAfter
-	before = sent.n.Load()
+	before = sent.N()
 	l.AllowN(ctx, "abuser", 2)
-	if sent.n.Load()-before != 1 {
+	if sent.N()-before != 1 {
 		t.Fatal("a denial past its RetryAfter was answered locally")
 	}
 }
@@ -66,10 +67,10 @@ func TestTwoTier(t *testing.T) {
 // cached denial of a smaller cost: a finite RetryAfter points earlier than
 // the true wait.
 func TestLocalDenialNever(t *testing.T) {
-	c := newClient(t, serverAddr(t))
+	c := redistest.Client(t, redistest.Addr(t))
 	ctx := context.Background()
 	l := must(New(c, "ln", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 2},
-		WithPrefix(testPrefix(t)), WithLocalDenials(100)))
+		WithPrefix(redistest.Prefix(t)), WithLocalDenials(100)))
 	must(l.AllowN(ctx, "k", 2))
 	if d := must(l.Allow(ctx, "k")); d.Allowed {
 		t.Fatal("empty bucket admitted")
@@ -105,15 +106,15 @@ func (h slowHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 // would admit (it may stop early by up to a round trip; Redis then
 // decides). Here each round trip takes 200ms on the cache's clock.
 func TestTwoTierExpiresFromSend(t *testing.T) {
-	c := newClient(t, serverAddr(t))
+	c := redistest.Client(t, redistest.Addr(t))
 	var ft fakeTime
 	ft.t = time.Hour
 	c.AddHook(slowHook{&ft, 200 * time.Millisecond})
-	var sent counter
+	var sent redistest.Counter
 	c.AddHook(&sent)
 	ctx := context.Background()
 	l := must(New(c, "fs", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1},
-		WithPrefix(testPrefix(t)), WithLocalDenials(10)))
+		WithPrefix(redistest.Prefix(t)), WithLocalDenials(10)))
 	l.cache.now = ft.now
 	must(l.Allow(ctx, "k"))
 	start := ft.t
@@ -123,13 +124,13 @@ func TestTwoTierExpiresFromSend(t *testing.T) {
 	}
 	// Just before send + RetryAfter the cache answers; at it, Redis does.
 	ft.t = start + den.RetryAfter - time.Nanosecond
-	before := sent.n.Load()
-	if d := must(l.Allow(ctx, "k")); d.Allowed || d.RetryAfter != time.Nanosecond || sent.n.Load() != before {
-		t.Fatalf("1ns before the denial's end: %+v, %d commands; want a local denial with RetryAfter 1ns", d, sent.n.Load()-before)
+	before := sent.N()
+	if d := must(l.Allow(ctx, "k")); d.Allowed || d.RetryAfter != time.Nanosecond || sent.N() != before {
+		t.Fatalf("1ns before the denial's end: %+v, %d commands; want a local denial with RetryAfter 1ns", d, sent.N()-before)
 	}
 	ft.t = start + den.RetryAfter
 	must(l.Allow(ctx, "k"))
-	if sent.n.Load() != before+1 {
+	if sent.N() != before+1 {
 		t.Fatal("at send + RetryAfter the cache still denied")
 	}
 }
@@ -141,13 +142,13 @@ func TestTwoTierExpiresFromSend(t *testing.T) {
 // cached denial does not answer a layered call in which another layer
 // binds with a longer wait, nor one that can never be admitted.
 func TestTwoTierLayers(t *testing.T) {
-	c := newClient(t, serverAddr(t))
-	var sent counter
+	c := redistest.Client(t, redistest.Addr(t))
+	var sent redistest.Counter
 	c.AddHook(&sent)
 	ctx := context.Background()
 	var ft fakeTime
 	ft.t = time.Hour
-	prefix := testPrefix(t)
+	prefix := redistest.Prefix(t)
 	fast := must(New(c, "fast", hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1},
 		WithPrefix(prefix), WithLocalDenials(100)))
 	fast.cache.now = ft.now
@@ -169,14 +170,14 @@ func TestTwoTierLayers(t *testing.T) {
 	}
 	// The layered denial itself is cached (fast denied first), for this
 	// same call only, with its own binding layer and waits.
-	before := sent.n.Load()
+	before := sent.N()
 	ft.t += 100 * time.Millisecond
 	d2, idx2, err := AllowLayersIndex(ctx, Layer{fast, "k", 1}, Layer{slow, "k", 1})
-	if err != nil || sent.n.Load() != before || idx2 != 1 || d2.RetryAfter != d.RetryAfter-100*time.Millisecond ||
+	if err != nil || sent.N() != before || idx2 != 1 || d2.RetryAfter != d.RetryAfter-100*time.Millisecond ||
 		d2.ResetAfter != d.ResetAfter-100*time.Millisecond || d2.Remaining != d.Remaining || d2.Limit != d.Limit {
-		t.Fatalf("the same layered call 100ms later: %+v, binding %d, %v, %d commands; want %+v counted down, locally", d2, idx2, err, sent.n.Load()-before, d)
+		t.Fatalf("the same layered call 100ms later: %+v, binding %d, %v, %d commands; want %+v counted down, locally", d2, idx2, err, sent.N()-before, d)
 	}
-	if must(AllowLayers(ctx, Layer{fast, "k", 1}, Layer{slow, "other", 1})); sent.n.Load() != before+1 {
+	if must(AllowLayers(ctx, Layer{fast, "k", 1}, Layer{slow, "other", 1})); sent.N() != before+1 {
 		t.Fatal("a layered call with another key was answered from the cache")
 	}
 }
@@ -184,23 +185,23 @@ func TestTwoTierLayers(t *testing.T) {
 // TestForgetDenials: after Redis loses its data, ForgetDenials lets the
 // next request go to Redis instead of the cached denial.
 func TestForgetDenials(t *testing.T) {
-	c := newClient(t, serverAddr(t))
-	var sent counter
+	c := redistest.Client(t, redistest.Addr(t))
+	var sent redistest.Counter
 	c.AddHook(&sent)
 	ctx := context.Background()
 	l := must(New(c, "fd", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1},
-		WithPrefix(testPrefix(t)), WithLocalDenials(10)))
+		WithPrefix(redistest.Prefix(t)), WithLocalDenials(10)))
 	must(l.Allow(ctx, "k"))
 	must(l.Allow(ctx, "k")) // denied, cached
 	if err := c.Del(ctx, l.RedisKey("k")).Err(); err != nil {
 		t.Fatal(err)
 	}
-	before := sent.n.Load()
-	if d := must(l.Allow(ctx, "k")); d.Allowed || sent.n.Load() != before {
+	before := sent.N()
+	if d := must(l.Allow(ctx, "k")); d.Allowed || sent.N() != before {
 		t.Fatalf("the cached denial did not answer: %+v", d)
 	}
 	l.ForgetDenials()
-	if d := must(l.Allow(ctx, "k")); !d.Allowed || sent.n.Load() != before+1 {
+	if d := must(l.Allow(ctx, "k")); !d.Allowed || sent.N() != before+1 {
 		t.Fatalf("after ForgetDenials on a fresh key: %+v; want Redis's admission", d)
 	}
 }
@@ -208,9 +209,9 @@ func TestForgetDenials(t *testing.T) {
 // TestTwoTierNoAlloc: a request answered from the cache allocates
 // nothing, alone or layered.
 func TestTwoTierNoAlloc(t *testing.T) {
-	c := newClient(t, serverAddr(t))
+	c := redistest.Client(t, redistest.Addr(t))
 	ctx := context.Background()
-	prefix := testPrefix(t)
+	prefix := redistest.Prefix(t)
 	a := must(New(c, "na", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1}, WithPrefix(prefix), WithLocalDenials(10)))
 	b := must(New(c, "nb", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 5}, WithPrefix(prefix)))
 	must(a.Allow(ctx, "k"))
@@ -230,8 +231,8 @@ func TestTwoTierNoAlloc(t *testing.T) {
 // comes back empty (a restart without persistence) is asked again rather
 // than denied from what it no longer holds.
 func TestTwoTierForgottenAfterOutage(t *testing.T) {
-	srv := startRedis(t, 0)
-	c := newClient(t, srv.addr())
+	srv := redistest.StartServer(t, 0)
+	c := redistest.Client(t, srv.Addr())
 	ctx := context.Background()
 	l := must(New(c, "fo", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1},
 		WithLocalDenials(10), WithBreaker(NewBreaker(100, time.Hour))))
@@ -239,11 +240,11 @@ func TestTwoTierForgottenAfterOutage(t *testing.T) {
 	if d := must(l.Allow(ctx, "k")); d.Allowed || l.cache.len() != 1 {
 		t.Fatalf("the denial was not cached: %+v", d)
 	}
-	srv.stop()
+	srv.Stop()
 	if _, err := l.Allow(ctx, "other"); err == nil {
 		t.Fatal("decided with the server down")
 	}
-	startRedis(t, srv.port)
+	redistest.StartServer(t, srv.Port)
 	if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed {
 		t.Fatalf("k after the restart: %+v, %v; want the empty server's admission", d, err)
 	}
@@ -255,9 +256,9 @@ func TestTwoTierForgottenAfterOutage(t *testing.T) {
 // of 3, a cost of 1 waits 2s but a cost of 2 waits 4s. The same holds for
 // a layered call whose denying layer's cost grew.
 func TestTwoTierLargerCost(t *testing.T) {
-	c := newClient(t, serverAddr(t))
+	c := redistest.Client(t, redistest.Addr(t))
 	ctx := context.Background()
-	prefix := testPrefix(t)
+	prefix := redistest.Prefix(t)
 	var ft fakeTime
 	ft.t = time.Hour
 	now := int64(baseMicros)
@@ -286,10 +287,10 @@ func TestTwoTierLargerCost(t *testing.T) {
 			t.Fatalf("layered %v: cost 2 after a cached denial of cost 1: %+v; want Redis's RetryAfter 4s", layered, d)
 		}
 		// The same call as the cached one is still answered locally.
-		var sent counter
+		var sent redistest.Counter
 		c.AddHook(&sent)
-		if d := call(2); d.Allowed || d.RetryAfter != 4*time.Second || sent.n.Load() != 0 {
-			t.Fatalf("layered %v: the same call again: %+v, %d commands; want the cached 4s, locally", layered, d, sent.n.Load())
+		if d := call(2); d.Allowed || d.RetryAfter != 4*time.Second || sent.N() != 0 {
+			t.Fatalf("layered %v: the same call again: %+v, %d commands; want the cached 4s, locally", layered, d, sent.N())
 		}
 	}
 }

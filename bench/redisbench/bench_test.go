@@ -3,11 +3,9 @@ package redisbench
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,38 +14,21 @@ import (
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/hotlimit/hotlimit/redislimit"
+	"github.com/hotlimit/hotlimit/redislimit/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
-// The server: HOTLIMIT_REDIS_ADDR, as redislimit/test.sh sets it.
-func client(b *testing.B) (*redis.Client, *counter) {
-	addr := os.Getenv("HOTLIMIT_REDIS_ADDR")
-	if addr == "" {
-		b.Skip("HOTLIMIT_REDIS_ADDR is not set: run redislimit/test.sh or start a redis-server and set it")
-	}
+// client returns a client of the server redislimit/test.sh started (its
+// address in HOTLIMIT_REDIS_ADDR; the benchmark is skipped without it),
+// with a counter of the commands it sends: its round trips, since no
+// limiter here pipelines.
+func client(b *testing.B) (*redis.Client, *redistest.Counter) {
+	addr := redistest.Addr(b)
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
 	b.Cleanup(func() { c.Close() })
-	n := &counter{}
+	n := &redistest.Counter{}
 	c.AddHook(n)
 	return c, n
-}
-
-// counter counts the commands a client sends: its round trips, since
-// neither limiter pipelines.
-type counter struct{ n atomic.Int64 }
-
-func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.n.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
 }
 
 // decider is one limiter under test: it decides one request for key and
@@ -69,7 +50,7 @@ var keys = func() []string {
 // scripts per decision (script-µs/op, from INFO commandstats: the part of
 // a decision the script costs, less sensitive than ns/op to the load of a
 // shared client machine).
-func run(b *testing.B, c *redis.Client, n *counter, parallel, hot bool, d decider) {
+func run(b *testing.B, c *redis.Client, n *redistest.Counter, parallel, hot bool, d decider) {
 	ctx := context.Background()
 	keyOf := func(i int) string {
 		if hot {
@@ -79,7 +60,7 @@ func run(b *testing.B, c *redis.Client, n *counter, parallel, hot bool, d decide
 	}
 	d(ctx, keyOf(0)) // loads scripts
 	us0 := scriptMicros(b, c)
-	start := n.n.Load()
+	start := n.N()
 	b.ReportAllocs()
 	b.ResetTimer()
 	if parallel {
@@ -96,35 +77,14 @@ func run(b *testing.B, c *redis.Client, n *counter, parallel, hot bool, d decide
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(n.n.Load()-start)/float64(b.N), "roundtrips/op")
+	b.ReportMetric(float64(n.N()-start)/float64(b.N), "roundtrips/op")
 	b.ReportMetric((scriptMicros(b, c)-us0)/float64(b.N), "script-µs/op")
 }
 
 // scriptMicros returns the server's total time in EVAL and EVALSHA so far,
 // in µs. The server must serve nothing else while benchmarks run.
 func scriptMicros(b *testing.B, c *redis.Client) float64 {
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var total float64
-	for _, line := range strings.Split(info, "\n") {
-		// cmdstat_evalsha:calls=3,usec=52,usec_per_call=17.33,...
-		name, stats, _ := strings.Cut(strings.TrimSpace(line), ":")
-		if name != "cmdstat_evalsha" && name != "cmdstat_eval" {
-			continue
-		}
-		for _, kv := range strings.Split(stats, ",") {
-			if v, ok := strings.CutPrefix(kv, "usec="); ok {
-				us, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					b.Fatal(err)
-				}
-				total += us
-			}
-		}
-	}
-	return total
+	return redistest.CommandMicros(b, c, "evalsha", "eval")
 }
 
 // A generous token bucket: every decision admits, so each one writes.
@@ -419,27 +379,6 @@ func BenchmarkBackendStates(b *testing.B) {
 // callers is how many goroutines decide at once in BenchmarkThroughput.
 const callers = 64
 
-// serverCPU returns the server's CPU time so far (used_cpu_sys +
-// used_cpu_user in INFO cpu), in µs.
-func serverCPU(b *testing.B, c *redis.Client) float64 {
-	info, err := c.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var total float64
-	for _, line := range strings.Split(info, "\n") {
-		name, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-		if name == "used_cpu_sys" || name == "used_cpu_user" {
-			s, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			total += s * 1e6
-		}
-	}
-	return total
-}
-
 // BenchmarkThroughput: 64 goroutines decide at once on one client (a pool
 // of 64 connections, so that none waits for a connection) over 1024 keys,
 // every decision admitted (so each writes). It reports decisions per
@@ -457,20 +396,17 @@ func BenchmarkThroughput(b *testing.B) {
 		{"redis_rate", func(b *testing.B, c *redis.Client) decider { return redisRate(b, c, generousRate, time.Second) }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			addr := os.Getenv("HOTLIMIT_REDIS_ADDR")
-			if addr == "" {
-				b.Skip("HOTLIMIT_REDIS_ADDR is not set: run redislimit/test.sh or start a redis-server and set it")
-			}
+			addr := redistest.Addr(b)
 			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true, PoolSize: callers})
 			b.Cleanup(func() { c.Close() })
-			n := &counter{}
+			n := &redistest.Counter{}
 			c.AddHook(n)
 			d := tc.mk(b, c)
 			ctx := context.Background()
 			d(ctx, keys[0]) // loads the script
 			var next atomic.Int64
 			b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
-			cpu0, us0, rt0 := serverCPU(b, c), scriptMicros(b, c), n.n.Load()
+			cpu0, us0, rt0 := redistest.ServerCPU(b, c), scriptMicros(b, c), n.N()
 			b.ReportAllocs()
 			b.ResetTimer()
 			start := time.Now()
@@ -485,9 +421,9 @@ func BenchmarkThroughput(b *testing.B) {
 			b.StopTimer()
 			// The INFO calls after the loop are not decisions: they are
 			// read before being counted.
-			rt := n.n.Load() - rt0
+			rt := n.N() - rt0
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
-			b.ReportMetric((serverCPU(b, c)-cpu0)/float64(b.N), "server-cpu-µs/op")
+			b.ReportMetric((redistest.ServerCPU(b, c)-cpu0)/float64(b.N), "server-cpu-µs/op")
 			b.ReportMetric((scriptMicros(b, c)-us0)/float64(b.N), "script-µs/op")
 			b.ReportMetric(float64(rt)/float64(b.N), "roundtrips/op")
 		})

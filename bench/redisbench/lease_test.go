@@ -82,11 +82,11 @@ func BenchmarkLeaseSteady(b *testing.B) {
 		<-tick.C
 		decide()
 	}
-	start, t0 := n.n.Load(), time.Now()
+	start, t0 := n.N(), time.Now()
 	for b.Loop() {
 		<-tick.C
 		decide()
 	}
-	b.ReportMetric(float64(n.n.Load()-start)*1000/float64(b.N), "roundtrips/1000")
+	b.ReportMetric(float64(n.N()-start)*1000/float64(b.N), "roundtrips/1000")
 	b.ReportMetric(float64(b.N)/time.Since(t0).Seconds(), "decisions/s")
 }

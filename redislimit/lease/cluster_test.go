@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/redislimit/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -23,7 +24,7 @@ func TestCluster(t *testing.T) {
 	if addrs == "" {
 		t.Skip("HOTLIMIT_REDIS_CLUSTER is not set: run redislimit/test.sh, which starts a private Redis Cluster")
 	}
-	name := testName(t)
+	name := redistest.Prefix(t)
 	const limit, maxLease, nKeys = 100, 10, 16
 	policy := hotlimit.FixedWindow{Limit: limit, Window: time.Second}
 	clk := hotlimit.NewManualClock()

@@ -5,45 +5,15 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/redislimit/redistest"
 	"github.com/redis/go-redis/v9"
 )
-
-// serverAddr returns the address of the Redis server the tests use
-// (HOTLIMIT_REDIS_ADDR, which redislimit/test.sh sets), or skips.
-func serverAddr(t testing.TB) string {
-	t.Helper()
-	addr := os.Getenv("HOTLIMIT_REDIS_ADDR")
-	if addr == "" {
-		t.Skip("HOTLIMIT_REDIS_ADDR is not set: run redislimit/test.sh, which starts a private redis-server")
-	}
-	return addr
-}
-
-// newClient returns a client for addr as New requires, as one replica
-// would have.
-func newClient(t testing.TB, addr string) *redis.Client {
-	t.Helper()
-	c := redis.NewClient(&redis.Options{
-		Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true,
-		DialTimeout: time.Second, PoolSize: 16, Protocol: 2, DisableIdentity: true,
-	})
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-var seq atomic.Int64
-
-// testName returns a limiter name no other test or run uses.
-func testName(t testing.TB) string {
-	return fmt.Sprintf("t-%d-%d", time.Now().UnixNano(), seq.Add(1))
-}
 
 // epoch is the script's instant (µs) when a test's clock reads 0.
 const epoch = 1_700_000_000_000_000
@@ -52,7 +22,7 @@ const epoch = 1_700_000_000_000_000
 // the test clock's instant.
 func instance(t testing.TB, addr, name string, p hotlimit.Policy, clk *hotlimit.ManualClock, opts ...Option) *Limiter {
 	t.Helper()
-	l, err := New(newClient(t, addr), name, p, append([]Option{WithClock(clk), WithTimeout(2 * time.Second)}, opts...)...)
+	l, err := New(redistest.Client(t, addr), name, p, append([]Option{WithClock(clk), WithTimeout(2 * time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

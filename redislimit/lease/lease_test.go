@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/redislimit/redistest"
 )
 
 // TestFleetFixedWindow: three instances, eight goroutines each, with time
@@ -20,8 +21,8 @@ import (
 // the window's count in Redis is exactly what was admitted plus what the
 // killed instance held.
 func TestFleetFixedWindow(t *testing.T) {
-	addr := serverAddr(t)
-	name, key := testName(t), "k"
+	addr := redistest.Addr(t)
+	name, key := redistest.Prefix(t), "k"
 	const limit, maxLease = 1000, 40
 	policy := hotlimit.FixedWindow{Limit: limit, Window: time.Second}
 	clk := hotlimit.NewManualClock()
@@ -81,7 +82,7 @@ func TestFleetFixedWindow(t *testing.T) {
 		t.Fatalf("admitted %d + held %d + killed %d = %d, want the whole limit %d (4801 requests were made)",
 			n, heldSum, killedHeld, n+heldSum+killedHeld, limit)
 	}
-	c := newClient(t, addr)
+	c := redistest.Client(t, addr)
 	for _, l := range ls {
 		if err := l.Close(ctx); err != nil {
 			t.Fatal(err)
@@ -99,8 +100,8 @@ func TestFleetFixedWindow(t *testing.T) {
 // and what was admitted without error (the units Redis debited) stays
 // within the limit, short of it by at most the leases' bound.
 func TestRedisDown(t *testing.T) {
-	addr := serverAddr(t)
-	name, key := testName(t), "k"
+	addr := redistest.Addr(t)
+	name, key := redistest.Prefix(t), "k"
 	const limit, maxLease = 200, 20
 	policy := hotlimit.FixedWindow{Limit: limit, Window: time.Second}
 	clk := hotlimit.NewManualClock()
@@ -175,8 +176,8 @@ func TestRedisDown(t *testing.T) {
 // leases held unspent at a (the bound the package doc states), and from
 // the start at most Burst + ⌊b/T⌋.
 func TestTokenBucketEnvelope(t *testing.T) {
-	addr := serverAddr(t)
-	name, key := testName(t), "k"
+	addr := redistest.Addr(t)
+	name, key := redistest.Prefix(t), "k"
 	const burst, perSec, maxLease = 50, 1000, 10 // T = 1ms
 	policy := hotlimit.TokenBucket{Rate: hotlimit.Rate{N: perSec, Per: time.Second}, Burst: burst}
 	clk := hotlimit.NewManualClock()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/redislimit/redistest"
 )
 
 // TestModelFixedWindow runs random interleavings of requests (which spend
@@ -18,13 +19,13 @@ import (
 // MaxLease. Refills run in the background; each step waits for them, so
 // the state checked is settled while the order of events is the random one.
 func TestModelFixedWindow(t *testing.T) {
-	addr := serverAddr(t)
-	name, key := testName(t), "k"
+	addr := redistest.Addr(t)
+	name, key := redistest.Prefix(t), "k"
 	const limit, maxLease, W = 60, 8, 10_000 // W in µs
 	policy := hotlimit.FixedWindow{Limit: limit, Window: W * time.Microsecond}
 	clk := hotlimit.NewManualClock()
 	ctx := context.Background()
-	c := newClient(t, addr)
+	c := redistest.Client(t, addr)
 	var ls [3]*Limiter
 	for i := range ls {
 		ls[i] = instance(t, addr, name, policy, clk, WithMaxLease(maxLease))
@@ -92,14 +93,14 @@ func TestModelFixedWindow(t *testing.T) {
 // TestGiveChecksWindow: a give-back for window k that reaches Redis in
 // window k+1 changes nothing, even when the stored state is window k+1's.
 func TestGiveChecksWindow(t *testing.T) {
-	addr := serverAddr(t)
-	name, key := testName(t), "k"
+	addr := redistest.Addr(t)
+	name, key := redistest.Prefix(t), "k"
 	const W = 10_000
 	policy := hotlimit.FixedWindow{Limit: 100, Window: W * time.Microsecond}
 	clk := hotlimit.NewManualClock()
 	ctx := context.Background()
 	l := instance(t, addr, name, policy, clk, WithMaxLease(10))
-	c := newClient(t, addr)
+	c := redistest.Client(t, addr)
 	r, err := l.take(ctx, key, 5, 5)
 	if err != nil || r.granted != 5 {
 		t.Fatalf("take in window k: %+v, %v", r, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/redislimit"
+	"github.com/hotlimit/hotlimit/redislimit/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -41,14 +42,14 @@ func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 // below the low-water mark sends no other; the lease then never holds more
 // than MaxLease.
 func TestOneRefillInFlight(t *testing.T) {
-	addr := serverAddr(t)
+	addr := redistest.Addr(t)
 	const maxLease = 100
 	clk := hotlimit.NewManualClock()
 	ctx := context.Background()
-	c := newClient(t, addr)
+	c := redistest.Client(t, addr)
 	g := &gate{entered: make(chan struct{}, 1000)}
 	c.AddHook(g)
-	l, err := New(c, testName(t), hotlimit.FixedWindow{Limit: 10_000, Window: time.Second}, WithClock(clk), WithMaxLease(maxLease))
+	l, err := New(c, redistest.Prefix(t), hotlimit.FixedWindow{Limit: 10_000, Window: time.Second}, WithClock(clk), WithMaxLease(maxLease))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,8 +90,8 @@ func TestOneRefillInFlight(t *testing.T) {
 // refilled past them (here it did: they were taken at 0 and the bucket is
 // full again at 10ms).
 func TestBucketGiveIsExactUndo(t *testing.T) {
-	addr := serverAddr(t)
-	name, key := testName(t), "k"
+	addr := redistest.Addr(t)
+	name, key := redistest.Prefix(t), "k"
 	policy := hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1000, Per: time.Second}, Burst: 10} // T = 1ms
 	clk := hotlimit.NewManualClock()
 	ctx := context.Background()
@@ -137,13 +138,13 @@ func TestBucketGiveIsExactUndo(t *testing.T) {
 // locally, without a round trip, until Redis's retry time; then it asks
 // Redis again.
 func TestDenialRemembered(t *testing.T) {
-	addr := serverAddr(t)
+	addr := redistest.Addr(t)
 	clk := hotlimit.NewManualClock()
 	ctx := context.Background()
-	c := newClient(t, addr)
+	c := redistest.Client(t, addr)
 	g := &gate{}
 	c.AddHook(g)
-	l, err := New(c, testName(t), hotlimit.FixedWindow{Limit: 3, Window: 10 * time.Millisecond}, WithClock(clk), WithMaxLease(1))
+	l, err := New(c, redistest.Prefix(t), hotlimit.FixedWindow{Limit: 3, Window: 10 * time.Millisecond}, WithClock(clk), WithMaxLease(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,11 +181,11 @@ func TestDenialRemembered(t *testing.T) {
 // TestSharedWithRedislimit: the lease and redislimit's synchronous Limiter
 // with the same name and policy spend one budget.
 func TestSharedWithRedislimit(t *testing.T) {
-	addr := serverAddr(t)
-	name := testName(t)
+	addr := redistest.Addr(t)
+	name := redistest.Prefix(t)
 	policy := hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: time.Hour}, Burst: 10}
 	ctx := context.Background()
-	sync, err := redislimit.New(newClient(t, addr), name, policy)
+	sync, err := redislimit.New(redistest.Client(t, addr), name, policy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +194,7 @@ func TestSharedWithRedislimit(t *testing.T) {
 			t.Fatalf("synchronous: %+v, %v", d, err)
 		}
 	}
-	l, err := New(newClient(t, addr), name, policy, WithMaxLease(10))
+	l, err := New(redistest.Client(t, addr), name, policy, WithMaxLease(10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,14 +217,14 @@ func TestSharedWithRedislimit(t *testing.T) {
 
 // TestHotPathAllocs: a decision that the lease covers allocates nothing.
 func TestHotPathAllocs(t *testing.T) {
-	addr := serverAddr(t)
+	addr := redistest.Addr(t)
 	clk := hotlimit.NewManualClock()
 	ctx := context.Background()
 	for _, p := range []hotlimit.Policy{
 		hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: time.Hour}, Burst: 100_000},
 		hotlimit.FixedWindow{Limit: 100_000, Window: time.Hour},
 	} {
-		l := instance(t, addr, testName(t), p, clk, WithMaxLease(10_000))
+		l := instance(t, addr, redistest.Prefix(t), p, clk, WithMaxLease(10_000))
 		for range 2 { // a lease of 1, then of MaxLease
 			if ok, err := l.Allow(ctx, "hot"); !ok || err != nil {
 				t.Fatalf("%T: first requests: %v, %v", p, ok, err)
@@ -243,7 +244,7 @@ func TestHotPathAllocs(t *testing.T) {
 // MaxLease from its low-water mark, half the previous refill, which
 // settles at refills of about 133 units, 7 or 8 per 1,000.
 func TestLeaseSizeFollowsRate(t *testing.T) {
-	addr := serverAddr(t)
+	addr := redistest.Addr(t)
 	for _, tc := range []struct {
 		gap    time.Duration
 		lo, hi int64
@@ -253,10 +254,10 @@ func TestLeaseSizeFollowsRate(t *testing.T) {
 	} {
 		clk := hotlimit.NewManualClock()
 		ctx := context.Background()
-		c := newClient(t, addr)
+		c := redistest.Client(t, addr)
 		g := &gate{}
 		c.AddHook(g)
-		l, err := New(c, testName(t), hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 100_000, Per: time.Second}, Burst: 100_000},
+		l, err := New(c, redistest.Prefix(t), hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 100_000, Per: time.Second}, Burst: 100_000},
 			WithClock(clk), WithMaxLease(200))
 		if err != nil {
 			t.Fatal(err)
@@ -286,8 +287,8 @@ func TestLeaseSizeFollowsRate(t *testing.T) {
 // lease taken while the bucket was full is spent after the bucket has
 // refilled, so Burst + the lease are admitted at one instant.
 func TestBucketBoundIsReached(t *testing.T) {
-	addr := serverAddr(t)
-	name, key := testName(t), "k"
+	addr := redistest.Addr(t)
+	name, key := redistest.Prefix(t), "k"
 	policy := hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1000, Per: time.Second}, Burst: 10} // T = 1ms
 	clk := hotlimit.NewManualClock()
 	ctx := context.Background()
