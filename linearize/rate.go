@@ -46,9 +46,10 @@ const (
 	opLayerAllow                // one layer's admission step of AllowLayers: Allowed is compared
 	opWaitReserve               // the reservation of a Wait that is given back later (buckets)
 	opGiveBack                  // AllowLayers, a cancelled Wait or an Admission's Refund giving back admission arg on A
+	opNoLayers                  // AllowLayers with no layers: refused with Never
 )
 
-var rateOpNames = [...]string{"AllowN", "AdmitN", "SetPolicy", "Wait", "Sweep", "Reset", "LayerAllow", "WaitReserve", "GiveBack"}
+var rateOpNames = [...]string{"AllowN", "AdmitN", "SetPolicy", "Wait", "Sweep", "Reset", "LayerAllow", "WaitReserve", "GiveBack", "NoLayers"}
 
 // rateIn is an operation's input: what it did, on which limiter (0 is A,
 // 1 is B), and the instant it read.
@@ -61,11 +62,12 @@ type rateIn struct {
 	at      int64 // the instant the operation read
 	maxWait int64 // opWait: the most it may wait (negative: its deadline has passed)
 	back    bool  // opAdmitN, opLayerAllow on A, opWaitReserve: a later opGiveBack gives it back
+	whole   bool  // opLayerAllow: the layer's whole Decision is compared, not only Allowed
 }
 
 // rateOut is an operation's output.
 type rateOut struct {
-	d       hotlimit.Decision // opAllowN
+	d       hotlimit.Decision // opAllowN, opAdmitN, opLayerAllow (when whole), opNoLayers
 	allowed bool              // opLayerAllow, opWait, opWaitReserve
 	n       int               // opSweep
 }
@@ -157,10 +159,12 @@ func rateModel(cfg RateConfig) porcupine.Model {
 				m.Reset(in.key)
 			case opLayerAllow:
 				d, at := m.AllowNAt(in.key, in.cost)
-				ok = d.Allowed == out.allowed
+				ok = d.Allowed == out.allowed && (!in.whole || d == out.d)
 				if ok && d.Allowed && in.back {
 					s.pending[in.arg] = pending{in.key, in.cost, at, at + int64(d.ResetAfter), true}
 				}
+			case opNoLayers:
+				ok = !out.d.Allowed && out.d.RetryAfter == hotlimit.Never
 			case opWaitReserve:
 				admitted, at, end := m.ReserveWithin(in.key, in.cost, math.MaxInt64)
 				ok = admitted == out.allowed
@@ -208,6 +212,11 @@ func rateModel(cfg RateConfig) porcupine.Model {
 					s += fmt.Sprintf(" (given back: #%d)", in.arg)
 				}
 				s += fmt.Sprintf(" → %v", out.allowed)
+				if in.whole {
+					s += fmt.Sprintf(" %+v", out.d)
+				}
+			case opNoLayers:
+				s += fmt.Sprintf(" → %+v", out.d)
 			case opGiveBack:
 				s += fmt.Sprintf(" #%d", in.arg)
 			case opSweep:
@@ -394,10 +403,17 @@ func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 							cost += l.Cost
 						}
 					}
+					if r.IntN(20) == 0 { // no layers at all
+						in.op = opNoLayers
+						call, ret, _ := rec.do(now, func() { out.d = hotlimit.AllowLayers() })
+						add(g, one(in, out, call, ret))
+						continue
+					}
 					nows := later(at, 2)
 					var d hotlimit.Decision
-					_, ret, reads := rec.do(nows, func() { d = hotlimit.AllowLayers(ly...) })
-					ops, err := splitLayers(id, key, cost, nows, d.Allowed, ret, reads)
+					each := make([]hotlimit.Decision, len(ly))
+					_, ret, reads := rec.do(nows, func() { d, _ = hotlimit.AllowLayersEach(each, ly...) })
+					ops, err := splitLayers(id, key, cost, nows, d.Allowed, each[0], each[slices.IndexFunc(ly, func(l hotlimit.Layer) bool { return l.Limiter == b })], ret, reads)
 					if err != nil {
 						errs <- err
 						return
@@ -471,31 +487,35 @@ func runWait(rec *Recorder, a *hotlimit.Limiter, kind int, in rateIn, id int, no
 //
 // The give-back reads the clock only when it finds the admission's entry,
 // so it is placed between B's read and the call's return.
-func splitLayers(id int, key string, cost int64, nows []int64, allowed bool, ret int64, reads []clockRead) ([]porcupine.Operation, error) {
+func splitLayers(id int, key string, cost int64, nows []int64, allowed bool, da, db hotlimit.Decision, ret int64, reads []clockRead) ([]porcupine.Operation, error) {
 	lims := make([]int, len(reads))
 	for i, r := range reads {
 		lims[i] = r.lim
 	}
-	step := func(lim int, k string, c int64, ok, back bool, at, from, to int64) porcupine.Operation {
-		return porcupine.Operation{
-			Input:  rateIn{op: opLayerAllow, lim: lim, key: k, cost: c, arg: id, at: at, back: back},
-			Output: rateOut{allowed: ok},
-			Call:   from, Return: to,
+	// da and db are A's and B's own Decisions (AllowLayersEach): their
+	// steps' Decisions, except A's when B refused (a check after the
+	// give-back then).
+	step := func(lim int, k string, c int64, ok, back bool, at, from, to int64, d *hotlimit.Decision) porcupine.Operation {
+		in := rateIn{op: opLayerAllow, lim: lim, key: k, cost: c, arg: id, at: at, back: back}
+		out := rateOut{allowed: ok}
+		if d != nil {
+			in.whole, out.d = true, *d
 		}
+		return porcupine.Operation{Input: in, Output: out, Call: from, Return: to}
 	}
 	bRefused := len(lims) > 2 && slices.Equal(lims[:2], []int{0, 1}) && !slices.Contains(lims[2:], 1)
 	switch {
 	case allowed && slices.Equal(lims, []int{0, 1}):
 		return []porcupine.Operation{
-			step(0, key, cost, true, false, nows[0], reads[0].tick, reads[1].tick),
-			step(1, "g", 1, true, false, nows[1], reads[1].tick, ret),
+			step(0, key, cost, true, false, nows[0], reads[0].tick, reads[1].tick, &da),
+			step(1, "g", 1, true, false, nows[1], reads[1].tick, ret, &db),
 		}, nil
 	case !allowed && slices.Equal(lims, []int{0, 1}):
-		return []porcupine.Operation{step(0, key, cost, false, false, nows[0], reads[0].tick, reads[1].tick)}, nil
+		return []porcupine.Operation{step(0, key, cost, false, false, nows[0], reads[0].tick, reads[1].tick, &da)}, nil
 	case !allowed && bRefused:
 		return []porcupine.Operation{
-			step(0, key, cost, true, true, nows[0], reads[0].tick, reads[1].tick),
-			step(1, "g", 1, false, false, nows[1], reads[1].tick, reads[2].tick),
+			step(0, key, cost, true, true, nows[0], reads[0].tick, reads[1].tick, nil),
+			step(1, "g", 1, false, false, nows[1], reads[1].tick, reads[2].tick, &db),
 			{
 				Input:  rateIn{op: opGiveBack, lim: 0, key: key, cost: cost, arg: id, at: nows[2]},
 				Output: rateOut{},
