@@ -108,7 +108,7 @@ Columns, per algorithm and shape:
                     order of start time: 0 means "never more than N in any W".
   delay max, mean   the leaky bucket's queueing delay; an admitted request
                     starts at its arrival plus this delay.
-  state bytes/key   heap growth per key (runtime.ReadMemStats after GC) over
+  state bytes/key   heap growth per key (runtime.ReadMemStats once GC settles) over
                     10000 keys each sent min(N, 100) unit requests.
   ns/decision       a timed loop of AllowN on those keys; varies run to run.
 

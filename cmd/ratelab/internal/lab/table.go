@@ -91,7 +91,7 @@ func WriteCosts(w io.Writer, costs []Cost) error {
 	}
 	if len(costs) > 0 {
 		c := costs[0]
-		fmt.Fprintf(tw, "state bytes/key: heap growth (runtime.ReadMemStats after GC) over %d keys, each sent %d unit requests.\n", c.Keys, c.Fill)
+		fmt.Fprintf(tw, "state bytes/key: heap growth (runtime.ReadMemStats once GC has settled) over %d keys, each sent %d unit requests.\n", c.Keys, c.Fill)
 		fmt.Fprintf(tw, "ns/decision: a timed loop of %d AllowN calls over those keys, the manual clock advancing one interval per key per round.\n", c.Decisions)
 	}
 	return tw.Flush()
