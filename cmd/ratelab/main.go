@@ -39,15 +39,15 @@ import (
 )
 
 func main() {
-	goRun = inLabModule()
+	inLabFolder = inLabModule()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// goRun reports whether the command runs as the README's
+// inLabFolder reports whether the command runs as the README's
 // "go -C cmd/ratelab run ." does, with ratelab's own module folder as the
 // working folder, rather than as an installed binary run from anywhere:
 // only then do the usage and the hints speak of go -C.
-var goRun bool
+var inLabFolder bool
 
 // inLabModule reports whether the working folder is ratelab's module
 // folder (its go.mod names this module). That is what go -C changes, and
@@ -61,7 +61,7 @@ func inLabModule() bool {
 	return strings.TrimSpace(first) == "module github.com/hotlimit/hotlimit/cmd/ratelab"
 }
 
-// goRunUsage replaces the usage line under go run.
+// goRunUsage replaces the usage line when inLabFolder.
 const goRunUsage = `usage: go -C cmd/ratelab run . [flags]      (from the repository root)
        ratelab [flags]                        (installed)
 
@@ -114,7 +114,7 @@ Columns, per algorithm and shape:
 
 Which to pick: after the tables, one line per algorithm says what it admits
 (its bound: the most it can admit to one key in any W by its own definition,
-such as the token bucket's Burst + W/T − 1) and which need it fits.
+such as the token bucket's Burst + ⌈W/T⌉ − 1) and which need it fits.
 
 Charts (-out folder): ratelab-overview.png puts the algorithms side by side:
 one row per shape, one column per algorithm, each panel the units sent to and
@@ -137,8 +137,8 @@ cost defaults to 1; a header line starting "timestamp", "time" or "ts" and
 lines starting with # are skipped; lines may be out of order (they are
 sorted); a UTF-8 byte-order mark is skipped. Every malformed line is
 reported as file:line: reason (the first 20, then how many in all), exit
-status 1. A request costing more than an algorithm's
-capacity (Burst, Limit, or -queue + 1) is denied every time: ratelab warns.
+status 1. A request costing more than an algorithm's capacity (Burst,
+Limit, or -queue + 1) is denied every time: ratelab warns.
 
 Exit status: 0 on success, 1 on a run error (a trace or -out that cannot be
 used), 2 on bad flags (including a policy that no algorithm accepts). Every
@@ -162,7 +162,7 @@ func newFlags(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.charts, "charts", true, "write the PNG charts")
 	fs.Usage = func() {
 		head := usageHead
-		if goRun {
+		if inLabFolder {
 			head = strings.Replace(head, "usage: ratelab [flags]\n", goRunUsage, 1)
 		}
 		fmt.Fprint(stderr, head)
@@ -214,7 +214,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		f, err := os.Open(o.trace)
 		if err != nil {
 			fmt.Fprintf(stderr, "ratelab: %v\n", err)
-			if wd, werr := os.Getwd(); werr == nil && goRun && !filepath.IsAbs(o.trace) {
+			if wd, werr := os.Getwd(); werr == nil && inLabFolder && !filepath.IsAbs(o.trace) {
 				fmt.Fprintf(stderr, "ratelab: relative paths are read from %s (go -C changes folder: pass an absolute path, such as \"$PWD/%s\")\n", wd, o.trace)
 			}
 			return 1

@@ -328,9 +328,9 @@ func TestPolicyMessagesInTheUsersWords(t *testing.T) {
 // -h, not in the hint for a relative -trace that is missing. Run as the
 // README's "go -C cmd/ratelab run .", both explain it.
 func TestGoCOnlyUnderGoRun(t *testing.T) {
-	defer func(old bool) { goRun = old }(goRun)
+	defer func(old bool) { inLabFolder = old }(inLabFolder)
 	for _, under := range []bool{false, true} {
-		goRun = under
+		inLabFolder = under
 		_, _, help := runCmd("-h")
 		code, _, missing := runCmd("-trace", "no-such-trace.csv")
 		if code != 1 || !strings.HasPrefix(missing, "ratelab: open no-such-trace.csv: no such file") {
