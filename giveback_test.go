@@ -179,6 +179,9 @@ func TestRefundAfterRemoval(t *testing.T) {
 				if d := l.AllowN("k", 1); d.Allowed {
 					t.Fatalf("admitted beyond the new entry's Limit: the Refund gave back into it: %+v (Stats %+v)", d, l.Stats())
 				}
+				if st := l.Stats(); st.Refunded != 0 {
+					t.Fatalf("Stats.Refunded = %d after a Refund that found another entry, want 0", st.Refunded)
+				}
 			})
 		}
 	}
@@ -248,5 +251,35 @@ func TestAdmissionNotCopyable(t *testing.T) {
 	}
 	if !holdsLock(reflect.TypeFor[hotlimit.Admission]()) {
 		t.Fatal("go vet would not report a copy of an Admission")
+	}
+}
+
+// TestResetOfAnotherKeyKeepsGiveBacks: a Reset or an eviction of one key
+// leaves the give-backs of admissions on other keys whole: a layered
+// request refused by its gate gives its unit back to "k" although "j" was
+// reset (or evicted) in between, and so does an Admission's Refund.
+func TestResetOfAnotherKeyKeepsGiveBacks(t *testing.T) {
+	for name, p := range giveBackPolicies {
+		t.Run(name, func(t *testing.T) {
+			c := hotlimit.NewManualClock()
+			c.Set(time.Hour)
+			user := newLimiter(t, p, hotlimit.WithClock(c))
+			user.AllowN("j", 5)
+			after := layeredGiveBack(t, c, user, func() { user.Reset("j") })
+			if after != 5 {
+				t.Fatalf("k admitted %d after the layered request was refused, want 5: its give-back was lost", after)
+			}
+			var a hotlimit.Admission
+			user.AllowN("j", 5)
+			user.AdmitN(&a, "m", 3)
+			user.Reset("j")
+			a.Refund()
+			if n := drain(t, user, "m"); n != 5 {
+				t.Fatalf("m admitted %d after its Refund of 3 (Reset of j in between), want 5", n)
+			}
+			if st := user.Stats(); st.Refunded != 2 {
+				t.Fatalf("Stats.Refunded = %d, want 2", st.Refunded)
+			}
+		})
 	}
 }

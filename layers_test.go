@@ -203,6 +203,15 @@ func TestAdmissionRefund(t *testing.T) {
 	if d := tb.AdmitN(&a, "k", 3); d.Allowed || a.Refund() {
 		t.Fatalf("a denied AdmitN (%+v) left something to Refund", d)
 	}
+	// AdmitN over a held Admission drops it: a Refund then gives back
+	// the second admission only.
+	fw := newLimiter(t, hotlimit.FixedWindow{Limit: 10, Window: time.Hour}, hotlimit.WithClock(c))
+	fw.AdmitN(&a, "k", 3)
+	fw.AdmitN(&a, "k", 2)
+	a.Refund()
+	if r := fw.AllowN("k", 0).Remaining; r != 7 {
+		t.Fatalf("fixed window, Refund after two AdmitN on one Admission: remaining %d, want 7", r)
+	}
 	var zero hotlimit.Admission
 	if zero.Refund() {
 		t.Fatal("the zero Admission's Refund reported spending it")

@@ -59,7 +59,9 @@ type Admission struct {
 
 // AdmitN is AllowN that also records an admitted request of cost > 0 in *a,
 // for a.Refund. Any other decision leaves *a holding nothing. What *a held
-// before is dropped, not given back. Like AllowN, it allocates nothing for
+// before is dropped, not given back. *a keeps key itself, not a copy, so
+// key must not be a view of bytes the caller changes later (as a string
+// made with package unsafe can be). Like AllowN, it allocates nothing for
 // a key the limiter holds. AdmitN must not run concurrently with another
 // method on the same *a.
 func (l *Limiter) AdmitN(a *Admission, key string, cost int64) (d Decision) {
