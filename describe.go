@@ -71,13 +71,13 @@ func Describe(p Policy) (PolicyInfo, error) {
 	if err != nil {
 		return PolicyInfo{}, err
 	}
-	return pp.describe(), nil
+	return pp.info, nil
 }
 
 // Describe describes the policy in force now (SetPolicy may change it at
 // any moment: the policy a given decision was made under is reported by
 // AllowLayersState).
-func (l *Limiter) Describe() PolicyInfo { return l.p.Load().describe() }
+func (l *Limiter) Describe() PolicyInfo { return l.p.Load().info }
 
 // describe returns p's PolicyInfo.
 func (p *params) describe() PolicyInfo {

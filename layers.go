@@ -130,31 +130,22 @@ type LayerState struct {
 // it admits a unit more, and the policy it decided under. It allocates
 // nothing for up to 8 layers on keys the limiters hold.
 func AllowLayersState(states []LayerState, layers ...Layer) (Decision, int) {
-	var buf [maxStackLayers]Decision
-	each := buf[:0]
+	if len(states) >= len(layers) {
+		return allowLayers(nil, states[:len(layers)], layers)
+	}
+	var buf [maxStackLayers]LayerState
+	all := buf[:0]
 	if len(layers) > maxStackLayers {
-		each = make([]Decision, 0, len(layers))
+		all = make([]LayerState, 0, len(layers))
 	}
-	each = each[:len(layers)]
-	if len(states) < len(layers) {
-		st := make([]LayerState, len(layers))
-		d, i := allowLayers(each, st, layers)
-		copy(states, st)
-		for j := range states {
-			states[j].Decision = each[j]
-		}
-		return d, i
-	}
-	d, i := allowLayers(each, states, layers)
-	for j := range layers {
-		states[j].Decision = each[j]
-	}
+	all = all[:len(layers)]
+	d, i := allowLayers(nil, all, layers)
+	copy(states, all)
 	return d, i
 }
 
-// allowLayers is AllowLayersState, with each nil when no caller wants the
-// layers' Decisions and st nil when no caller wants their states (st
-// requires each).
+// allowLayers is AllowLayersEach (each not nil) and AllowLayersState (st
+// not nil, each nil), or AllowLayersIndex (both nil).
 func allowLayers(each []Decision, st []LayerState, layers []Layer) (Decision, int) {
 	if len(layers) == 0 {
 		return Decision{RetryAfter: Never}, -1
@@ -172,7 +163,7 @@ func allowLayers(each []Decision, st []LayerState, layers []Layer) (Decision, in
 		ly := &layers[i]
 		if ly.Limiter == nil {
 			refundLayers(layers[:i], ats)
-			if each != nil {
+			if each != nil || st != nil {
 				deniedLayers(each, st, layers, i, Decision{RetryAfter: Never}, dup)
 			}
 			return Decision{RetryAfter: Never}, i
@@ -185,7 +176,7 @@ func allowLayers(each []Decision, st []LayerState, layers []Layer) (Decision, in
 					each[i] = each[j]
 				}
 				if st != nil {
-					st[i] = st[j]
+					st[i] = st[j] // its Decision too
 				}
 				continue
 			}
@@ -196,7 +187,7 @@ func allowLayers(each []Decision, st []LayerState, layers []Layer) (Decision, in
 		if !v.ok {
 			refundLayers(layers[:i], ats)
 			if st != nil {
-				st[i].Next, st[i].Policy = ly.Limiter.nextUnit(ly.Key, p, v, at), p.describe()
+				st[i].Next, st[i].Policy = ly.Limiter.nextUnit(ly.Key, p, v, at), p.info
 			}
 			return deniedLayers(each, st, layers, i, p.decision(v, cost), dup)
 		}
@@ -205,7 +196,7 @@ func allowLayers(each []Decision, st []LayerState, layers []Layer) (Decision, in
 			each[i] = d
 		}
 		if st != nil {
-			st[i].Next, st[i].Policy = ly.Limiter.nextUnit(ly.Key, p, v, at), p.describe()
+			st[i].Decision, st[i].Next, st[i].Policy = d, ly.Limiter.nextUnit(ly.Key, p, v, at), p.info
 		}
 		if n := requests(d.Remaining, cost); i == 0 || n < best || n == best && d.Remaining < out.Remaining {
 			best, out.Remaining, out.Limit, binding = n, d.Remaining, d.Limit, i
@@ -295,8 +286,11 @@ func deniedLayers(each []Decision, st []LayerState, layers []Layer, i int, d Dec
 	if each != nil {
 		each[i] = d
 	}
+	if st != nil {
+		st[i].Decision = d
+	}
 	if st != nil && layers[i].Limiter == nil {
-		st[i] = LayerState{Next: Never}
+		st[i] = LayerState{Decision: d, Next: Never}
 	}
 	for j := range layers {
 		ly := &layers[j]
@@ -312,7 +306,7 @@ func deniedLayers(each []Decision, st []LayerState, layers []Layer, i int, d Dec
 				each[j] = Decision{RetryAfter: Never}
 			}
 			if st != nil {
-				st[j] = LayerState{Next: Never}
+				st[j] = LayerState{Decision: Decision{RetryAfter: Never}, Next: Never}
 			}
 			continue
 		}
@@ -323,7 +317,7 @@ func deniedLayers(each []Decision, st []LayerState, layers []Layer, i int, d Dec
 					each[j] = d
 				}
 				if st != nil {
-					st[j] = st[i]
+					st[j] = st[i] // its Decision is d
 				}
 				continue
 			}
@@ -334,7 +328,7 @@ func deniedLayers(each []Decision, st []LayerState, layers []Layer, i int, d Dec
 			each[j] = ly.Limiter.withDelay(c, cost)
 		}
 		if st != nil {
-			st[j].Next, st[j].Policy = ly.Limiter.nextUnit(ly.Key, p, cur, at), p.describe()
+			st[j].Decision, st[j].Next, st[j].Policy = ly.Limiter.withDelay(c, cost), ly.Limiter.nextUnit(ly.Key, p, cur, at), p.info
 		}
 		if !c.Allowed && c.RetryAfter > out.RetryAfter {
 			out.RetryAfter, out.Limit, out.Remaining, binding = c.RetryAfter, c.Limit, c.Remaining, j

@@ -30,9 +30,10 @@ type params struct {
 	policy Policy // as given to New or SetPolicy, pointers dereferenced
 	kind   kind
 	limit  int64
-	g      gcra   // kindTokenBucket, kindLeakyBucket
-	win    window // kindFixedWindow, kindSlidingWindow
-	logW   int64  // kindSlidingLog: the window, ns
+	g      gcra       // kindTokenBucket, kindLeakyBucket
+	win    window     // kindFixedWindow, kindSlidingWindow
+	logW   int64      // kindSlidingLog: the window, ns
+	info   PolicyInfo // describe(), set by newParams
 }
 
 // step decides cost c at now against state word w. See bucket.go and

@@ -49,7 +49,12 @@ func newParams(policy Policy) (*params, error) {
 	if v := reflect.ValueOf(policy); v.Kind() == reflect.Pointer && v.IsNil() {
 		return nil, fmt.Errorf("hotlimit: nil *%s", v.Type().Elem().Name())
 	}
-	return policy.params()
+	p, err := policy.params()
+	if err != nil {
+		return nil, err
+	}
+	p.info = p.describe() // once: a layered decision reports it (AllowLayersState)
+	return p, nil
 }
 
 // TokenBucket admits Burst requests at once and refills at Rate, as the

@@ -121,6 +121,13 @@ func (res *Result) Item(i int) Item {
 	return it
 }
 
+// State returns layer i's item name and its own Remaining and Window
+// after the decision, as Item does, without the rest (i < Layers(), and
+// States() true).
+func (res *Result) State(i int) (name string, remaining int64, window time.Duration) {
+	return res.names[i], res.states[i].Remaining, res.states[i].Window
+}
+
 // States reports whether the backend reported every layer's own state.
 func (res *Result) States() bool { return res.nstates > 0 }
 
@@ -181,7 +188,7 @@ func (p *Pipeline[R]) PolicyValue(res *Result, groupIdx int) []string {
 	cur := g.live.Load()
 	changed := false
 	for i := range res.nstates {
-		if pi := res.states[i].Policy; pi.Algorithm != 0 && pi != cur.infos[i] {
+		if pi := &res.states[i].Policy; pi.Algorithm != 0 && !sameQuota(pi, &cur.infos[i]) {
 			changed = true
 		}
 	}
@@ -202,6 +209,13 @@ func (p *Pipeline[R]) PolicyValue(res *Result, groupIdx int) []string {
 	next := &livePolicies{infos: infos, value: []string{v}}
 	g.live.Store(next) // racing stores each hold a value true of some decision
 	return next.value
+}
+
+// sameQuota reports whether a and b have the same RateLimit-Policy item:
+// the same q (Limit) and w (Window, or Rate with Limit). Comparing these
+// words is cheaper than comparing whole PolicyInfos on every request.
+func sameQuota(a, b *hotlimit.PolicyInfo) bool {
+	return a.Limit == b.Limit && a.Window == b.Window && a.Rate == b.Rate
 }
 
 // Decide decides request r of group groupIdx (an index in Config.Groups)

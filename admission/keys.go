@@ -34,13 +34,12 @@ func LayerKey(identity, group string) string {
 // backend gets the same keys.
 
 // AppendToken appends the identity of an API token: "tok:" and the first
-// 128 bits of the trimmed token's SHA-256, in hex. The raw token never
+// 128 bits of its SHA-256, in hex (trim it first: TokenOf does). The raw token never
 // enters a key: an API token has enough entropy that its plain SHA-256
 // cannot be inverted, and a plain hash gives the same key on every
 // instance sharing a backend. It hashes from dst's spare capacity, so it
 // allocates nothing when dst has room for the token.
 func AppendToken(dst []byte, tok string) []byte {
-	tok = strings.TrimSpace(tok)
 	n := len(dst)
 	tmp := append(dst, tok...)
 	sum := sha256.Sum256(tmp[n:])
@@ -49,8 +48,11 @@ func AppendToken(dst []byte, tok string) []byte {
 	return hex.AppendEncode(dst, sum[:16])
 }
 
-// TokenIdentity returns AppendToken's identity of token as a string.
-func TokenIdentity(token string) string { return string(AppendToken(nil, token)) }
+// TokenIdentity returns the identity of token, trimmed of surrounding
+// white space, as AppendToken writes it.
+func TokenIdentity(token string) string {
+	return string(AppendToken(nil, strings.TrimSpace(token)))
+}
 
 // BearerToken returns the credential of an Authorization value of the
 // Bearer scheme (the scheme name case-insensitively, surrounding spaces

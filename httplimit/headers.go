@@ -107,8 +107,8 @@ func (m *Middleware) writeHeaders(h http.Header, gi int, res *admission.Result) 
 				if i > 0 {
 					b = append(b, ", "...)
 				}
-				it := res.Item(i)
-				b = appendServiceLimit(b, it.Name, it.Remaining, it.Window)
+				name, r, window := res.State(i)
+				b = appendServiceLimit(b, name, r, window)
 			}
 		} else {
 			// The backend reported the binding layer's Decision only: its
