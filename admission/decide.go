@@ -46,7 +46,8 @@ type Result struct {
 	// Decision is the backend's decision (zero when there was none).
 	Decision hotlimit.Decision
 	// Err is the key extraction, pricing or backend error, if any; KeyErr
-	// is the error of Config.Key, when it failed, before any fallback.
+	// is the first error of a key function (Config.Key's or an identity
+	// layer's), before any fallback.
 	Err, KeyErr error
 	// Fallback reports that a layer's key came from its Fallback.
 	Fallback bool
@@ -277,6 +278,9 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 		k, err := il.key(append(key, keyPrefix...), r)
 		if err == nil && !hasIdentity(k[start:]) {
 			err = ErrBadKeyFunc
+		}
+		if err != nil && res.KeyErr == nil {
+			res.KeyErr = err
 		}
 		if err != nil && il.fallback != nil {
 			res.Fallback = true

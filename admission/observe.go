@@ -22,8 +22,9 @@ type Event struct {
 	Result *Result
 	// Group is the request's group.
 	Group string
-	// Limit is the group layer's limit, the first layer's.
-	Limit string
+	// Limit is the group layer's limit, the first layer's, and Algorithm
+	// its algorithm as Config.Limits gives it ("TokenBucket", ...).
+	Limit, Algorithm string
 	// Duration is how long the backend took to decide (a Redis round
 	// trip included).
 	Duration time.Duration
@@ -35,7 +36,7 @@ func (p *Pipeline[R]) observe(ctx context.Context, res *Result, g *group[R], beg
 	if p.observers == nil {
 		return
 	}
-	res.ev = Event{Result: res, Group: g.name, Limit: g.limit.name, Duration: time.Since(began)}
+	res.ev = Event{Result: res, Group: g.name, Limit: g.limit.name, Algorithm: g.limit.Algorithm.String(), Duration: time.Since(began)}
 	for _, o := range p.observers {
 		o.Observe(ctx, &res.ev)
 	}

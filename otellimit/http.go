@@ -90,7 +90,7 @@ type HTTP struct {
 	mu   sync.Mutex                          // serialises additions to sets
 	sets atomic.Pointer[map[reqKey]reqAttrs] // copy on write
 
-	byLimit sync.Map // limit name → *limitAttrs, for Observe
+	byLimit sync.Map // limitAlg → *limitAttrs, for Observe
 }
 
 // reqKey is what the attributes of one request count depend on.
@@ -245,7 +245,7 @@ func (h *HTTP) Backend(f httplimit.BackendFactory) httplimit.BackendFactory {
 // nothing once each limit has been seen.
 func (h *HTTP) Observe(ctx context.Context, ev *admission.Event) {
 	res := ev.Result
-	first := h.observed(ev.Limit, res, 0)
+	first := h.observed(ev.Limit, ev.Algorithm)
 	var opts []metric.RecordOption
 	switch res.Outcome {
 	case admission.OutcomeErrorAllowed, admission.OutcomeErrorDenied:
@@ -267,25 +267,25 @@ func (h *HTTP) Observe(ctx context.Context, ev *admission.Event) {
 	h.duration.Record(ctx, ev.Duration.Seconds(), opts...)
 	bound := first
 	if res.BindingReported {
-		name, _ := res.Limit()
-		bound = h.observed(name, res, res.Binding)
+		bound = h.observed(res.Limit())
 	}
 	h.remaining.Record(ctx, res.Decision.Remaining, bound.rem...)
 }
 
-// observed returns the attributes of limit, layer i of res, building them
-// the first time the limit is seen.
-func (h *HTTP) observed(limit string, res *admission.Result, i int) *limitAttrs {
-	if la, ok := h.byLimit.Load(limit); ok {
+// observed returns the attributes of limit, whose algorithm is alg (a
+// policy type's name), building them the first time the pair is seen.
+func (h *HTTP) observed(limit, alg string) *limitAttrs {
+	k := limitAlg{limit, alg}
+	if la, ok := h.byLimit.Load(k); ok {
 		return la.(*limitAttrs)
 	}
-	alg := ""
-	if i >= 0 && i < res.Layers() {
-		alg = eventAlgorithm(res.Item(i).Policy.Algorithm.String())
-	}
-	la, _ := h.byLimit.LoadOrStore(strings.Clone(limit), newLimitAttrs(limit, alg))
+	la, _ := h.byLimit.LoadOrStore(limitAlg{strings.Clone(limit), alg}, newLimitAttrs(limit, eventAlgorithm(alg)))
 	return la.(*limitAttrs)
 }
+
+// limitAlg is a limit and its algorithm, which a runtime policy change
+// may make another.
+type limitAlg struct{ limit, alg string }
 
 // limitAttrs are one limit's precomputed attributes.
 type limitAttrs struct {

@@ -15,7 +15,7 @@ import (
 // admission.Observer (no backend wrapper) records every backend decision
 // in hotlimit.backend.duration and hotlimit.backend.remaining exactly as
 // the wrapper does: by the group's limit and result, and by the binding
-// limit.
+// limit, whatever decision the observer sees first.
 func TestObserve(t *testing.T) {
 	rg := newRig()
 	clock := hotlimit.NewManualClock()
@@ -45,6 +45,9 @@ func TestObserve(t *testing.T) {
 	}
 	defer m.Close()
 	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	down.Store(true)
+	send(rg, h, "/other", rawToken+"-3") // backend down before cheap's first decision
+	down.Store(false)
 	send(rg, h, "/search", rawToken) // allowed; search 0 left, global 1
 	send(rg, h, "/search", rawToken) // denied by search
 	send(rg, h, "/other", rawToken)  // allowed; global 0 left, binding
@@ -58,6 +61,7 @@ func TestObserve(t *testing.T) {
 		"hotlimit.backend.duration{hotlimit.algorithm=token_bucket,hotlimit.backend.result=allowed,hotlimit.limit=cheap}":                  1,
 		"hotlimit.backend.duration{hotlimit.algorithm=token_bucket,hotlimit.backend.result=denied,hotlimit.limit=cheap}":                   1,
 		"hotlimit.backend.duration{error.type=_OTHER,hotlimit.algorithm=fixed_window,hotlimit.backend.result=error,hotlimit.limit=search}": 1,
+		"hotlimit.backend.duration{error.type=_OTHER,hotlimit.algorithm=token_bucket,hotlimit.backend.result=error,hotlimit.limit=cheap}":  1,
 		"hotlimit.backend.remaining{hotlimit.algorithm=fixed_window,hotlimit.limit=search}":                                                2,
 		"hotlimit.backend.remaining{hotlimit.algorithm=fixed_window,hotlimit.limit=global}":                                                2,
 	}
