@@ -169,10 +169,9 @@ func (b *Local) AllowBinding(ctx context.Context, layers []Layer) (hotlimit.Deci
 // decision (see hotlimit.LayerState). A nil states reads none.
 func (b *Local) AllowStates(_ context.Context, layers []Layer, states []LayerState) (hotlimit.Decision, int, error) {
 	var buf [8]hotlimit.Layer
-	var sbuf [8]hotlimit.LayerState
-	ls, each := buf[:0], sbuf[:]
+	ls := buf[:0]
 	if len(layers) > len(buf) {
-		ls, each = make([]hotlimit.Layer, 0, len(layers)), make([]hotlimit.LayerState, len(layers))
+		ls = make([]hotlimit.Layer, 0, len(layers))
 	}
 	for _, ly := range layers {
 		lim := b.classes.Class(ly.Limit)
@@ -185,18 +184,32 @@ func (b *Local) AllowStates(_ context.Context, layers []Layer, states []LayerSta
 		d, i := hotlimit.AllowLayersIndex(ls...)
 		return d, i, nil
 	}
+	d, i := allowStates(ls, states)
+	return d, i, nil
+}
+
+// allowStates decides ls with hotlimit.AllowLayersState and reports each
+// layer's state in states. It is AllowStates' path with states, apart so
+// that a decision without them does not zero the buffer.
+func allowStates(ls []hotlimit.Layer, states []LayerState) (hotlimit.Decision, int) {
+	var sbuf [8]hotlimit.LayerState
+	each := sbuf[:]
+	if len(ls) > len(sbuf) {
+		each = make([]hotlimit.LayerState, len(ls))
+	}
 	d, i := hotlimit.AllowLayersState(each, ls...)
 	for j := range states {
 		st := &each[j]
 		states[j] = LayerState{Remaining: st.Decision.Remaining, Window: st.Next, Policy: st.Policy}
 	}
-	return d, i, nil
+	return d, i
 }
 
 // A ResetBackend is a Backend that can also return a key to its fresh
-// state, for Pipeline.Reset (and so Middleware.Reset and Interceptor.Reset). It is optional: a Backend without it
-// still limits; only Reset then fails with ErrResetUnsupported. Local
-// and redislimit's backend implement it.
+// state, for Pipeline.Reset (and so Middleware.Reset and
+// Interceptor.Reset). It is optional: a Backend without it still limits;
+// only Reset then fails with ErrResetUnsupported. Local and redislimit's
+// backend implement it.
 type ResetBackend interface {
 	Backend
 	// Reset returns key under the named limit to a fresh key's state
