@@ -168,14 +168,21 @@ func (l *Limiter) op(ctx context.Context, name, key string, cost, maxWait int64)
 
 // call1 runs s on the Redis key rkey with args, through the limiter's
 // router, its node's circuit and the hooks, and returns the reply's
-// integers. An error wraps ErrUnavailable and its cause.
+// integers. An error wraps ErrUnavailable and its cause, and is reported
+// to the Failure hook.
 func (l *Limiter) call1(ctx context.Context, s *luaScript, rkey string, args ...any) ([]int64, error) {
+	out, err := l.callQuiet(ctx, s, rkey, args...)
+	if err != nil && l.hooks != nil && l.hooks.Failure != nil {
+		l.hooks.Failure(l.name, hotlimit.Decision{}, err)
+	}
+	return out, err
+}
+
+// callQuiet is call1 that leaves the error's report to the Failure hook
+// to its caller (which knows the Decision the failure policy made).
+func (l *Limiter) callQuiet(ctx context.Context, s *luaScript, rkey string, args ...any) ([]int64, error) {
 	fail := func(cause error) ([]int64, error) {
-		err := fmt.Errorf("%w: %w", ErrUnavailable, cause)
-		if l.hooks != nil && l.hooks.Failure != nil {
-			l.hooks.Failure(l.name, hotlimit.Decision{}, err)
-		}
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, cause)
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)

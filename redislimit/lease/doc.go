@@ -22,7 +22,8 @@
 // denied key does not cost a round trip per request (units that other
 // instances give back meanwhile are not seen until then). When Redis cannot be
 // reached, the failure policy answers for that key: fail closed (deny, the
-// default) or WithFailOpen (admit), with an error wrapping ErrUnavailable.
+// default), WithFailOpen (admit), or any redislimit.FailurePolicy given
+// with WithRedis, with an error wrapping ErrUnavailable.
 // Units already leased are spent while Redis is down.
 //
 // # Lease size and the price of the mode
@@ -85,14 +86,34 @@
 // Each take and give-back names one key, so on a *redis.ClusterClient it
 // goes to the master of the key's slot, and keys spread over the cluster
 // (named as redislimit names them). A MOVED or ASK reply during
-// resharding is not followed: the take fails and the failure policy
-// answers, while the leases already held go on being spent.
+// resharding is followed as redislimit follows it (the node that replied
+// did not run the script), while the leases already held go on being
+// spent.
+//
+// # Decisions, options and HTTP
+//
+// Decide reports each request as a hotlimit.Decision: Limit exact,
+// Remaining the units this instance's lease holds after it, RetryAfter
+// Redis's for a refused cost, ResetAfter the time until the shared state
+// is fresh as the last take saw it (see Decide for the bounds). AllowN is
+// its Allowed.
+//
+// Every call to Redis goes through a redislimit.Limiter built with the
+// same name and policy, so WithRedis takes redislimit's options: its key
+// layout and WithHashTag, timeout, Breaker (one circuit per node: with
+// Redis down, a request the lease cannot cover fails fast once the
+// circuit opens), Hooks and FailurePolicy (FailClosed, FailOpen or an
+// in-process FallbackLocal).
+//
+// Backend puts leases behind httplimit's middleware or grpclimit's
+// interceptor (admission.Backend): each request's layers are decided in
+// process, all or nothing, and the rate-limit fields come from the
+// Decisions.
 //
 // # What it does not do
 //
-// AllowN reports admitted or not, without hotlimit.Decision's Remaining,
-// RetryAfter or ResetAfter, which a lease cannot know. There is no
-// circuit breaker: with Redis down, each request the lease cannot cover
-// tries Redis (bounded by WithTimeout). Give-backs happen on Close and on
-// Sweep, which the application calls (there is no timer of its own).
+// Give-backs to Redis happen on Close and on Sweep, which the application
+// calls (there is no timer of its own). A Backend's layered refusal names
+// the layer that refused, without checking the layers after it, and its
+// per-layer Window is unknown (hotlimit.Never).
 package lease

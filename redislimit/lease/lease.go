@@ -14,7 +14,7 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/redislimit"
-	"github.com/hotlimit/hotlimit/redislimit/internal/luasrc"
+	"github.com/hotlimit/hotlimit/redislimit/internal/bridge"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -22,8 +22,9 @@ import (
 var leaseSource string
 
 // leaseScript is the common start of redislimit's scripts (the instant,
-// from ARGV[1]), then lease.lua.
-var leaseScript = redis.NewScript(luasrc.Start + leaseSource)
+// from ARGV[1]), then lease.lua, run through a redislimit.Limiter (see
+// redislimit/internal/bridge).
+var leaseScript = bridge.NewScript(leaseSource)
 
 const (
 	kindTokenBucket = 1
@@ -47,19 +48,15 @@ var (
 // See the package doc for the contract and its bounds. A Limiter is safe
 // for concurrent use and must not be copied; create one with New.
 type Limiter struct {
-	client   redis.Scripter
-	script   *redis.Script
+	sync     *redislimit.Limiter // every call to Redis goes through it: its options, routing, breaker, hooks and failure policy
 	kind     int
 	a        int64 // T or W, µs
 	limit    int64
 	argv     [4]any // kind, a, tau, limit for the script
-	head     string
-	tail     string
-	special  string
 	maxLease int64
 	period   int64 // ns
 	timeout  time.Duration
-	failOpen bool
+	failOpen bool // WithFailOpen was given
 	clock    hotlimit.Clock
 	keys     sync.Map // key → *entry
 	closed   atomic.Bool
@@ -87,6 +84,8 @@ type entry struct {
 	lastSpent int64 // units spent by then
 
 	swept atomic.Int64 // units spent at the previous Sweep
+
+	resetAt atomic.Int64 // clock ns: when the shared state was fresh again as of the last take (token bucket)
 }
 
 // denial is a take Redis refused: it refuses every take of at least cost
@@ -108,6 +107,7 @@ var deadGrant = &grant{}
 type Option func(*config) error
 
 type config struct {
+	redis    []redislimit.Option
 	prefix   string
 	maxLease int64
 	period   time.Duration
@@ -173,6 +173,21 @@ func WithFailOpen() Option {
 	return func(c *config) error { c.failOpen = true; return nil }
 }
 
+// WithRedis gives the limiter opts as redislimit.New takes them: every
+// call to Redis then goes through a redislimit.Limiter with those options
+// (WithHashTag, WithTimeout, WithBreaker, WithHooks, WithFailurePolicy,
+// ...), with its routing on a Redis Cluster (MOVED and ASK followed), its
+// node's circuit, its hooks, and its failure policy when Redis cannot
+// decide. They come after, and so override, this package's WithPrefix,
+// WithTimeout and WithFailOpen. WithLocalDenials has no effect here: a
+// lease keeps Redis's denials itself.
+func WithRedis(opts ...redislimit.Option) Option {
+	return func(c *config) error {
+		c.redis = append(c.redis, opts...)
+		return nil
+	}
+}
+
 // WithClock sets the clock that fixed-window leases expire by (default
 // hotlimit.SystemClock). It must be monotonic and run at the rate of the
 // Redis server's clock.
@@ -202,11 +217,17 @@ func New(client redis.Scripter, name string, policy hotlimit.Policy, opts ...Opt
 		}
 	}
 	// The synchronous limiter checks the client (no retries, deadlines
-	// applied), the name and the policy as this one needs them checked.
-	if _, err := redislimit.New(client, name, policy); err != nil {
+	// applied), the name and the policy as this one needs them checked,
+	// and makes every call to Redis.
+	ropts := []redislimit.Option{redislimit.WithPrefix(cfg.prefix), redislimit.WithTimeout(cfg.timeout)}
+	if cfg.failOpen {
+		ropts = append(ropts, redislimit.WithFailurePolicy(redislimit.FailOpen))
+	}
+	sl, err := redislimit.New(client, name, policy, append(ropts, cfg.redis...)...)
+	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
 	}
-	l := &Limiter{client: client, script: leaseScript, period: int64(cfg.period), timeout: cfg.timeout, failOpen: cfg.failOpen, clock: cfg.clock}
+	l := &Limiter{sync: sl, period: int64(cfg.period), timeout: cfg.timeout, failOpen: cfg.failOpen, clock: cfg.clock}
 	var tau int64
 	switch p := policy.(type) {
 	case *hotlimit.TokenBucket:
@@ -243,18 +264,12 @@ func New(client redis.Scripter, name string, policy hotlimit.Policy, opts ...Opt
 	}
 	l.maxLease = min(l.maxLease, l.limit)
 	l.argv = [4]any{strconv.Itoa(l.kind), strconv.FormatInt(l.a, 10), strconv.FormatInt(tau, 10), strconv.FormatInt(l.limit, 10)}
-	l.head, l.tail, l.special = cfg.prefix+name+":{", "}", cfg.prefix+name+"!{~}"
 	return l, nil
 }
 
 // RedisKey returns the Redis key that holds key's shared state, named as
-// redislimit names it.
-func (l *Limiter) RedisKey(key string) string {
-	if key == "" || key[0] == '}' {
-		return l.special + key
-	}
-	return l.head + key + l.tail
-}
+// redislimit names it (WithRedis(redislimit.WithHashTag(tag)) included).
+func (l *Limiter) RedisKey(key string) string { return l.sync.RedisKey(key) }
 
 // Limit returns the policy's Burst or Limit.
 func (l *Limiter) Limit() int64 { return l.limit }
@@ -268,20 +283,59 @@ func (l *Limiter) Allow(ctx context.Context, key string) (bool, error) {
 }
 
 // AllowN reports whether a request of cost units on key is admitted, and
-// spends them if so. While the key's lease holds cost units it decides in
-// process, without a lock or a round trip. Otherwise it takes a lease of
-// at least cost units from Redis before answering. A cost of 0 is
-// admitted; a negative cost or one above the limit is denied. A non-nil
-// error wraps ErrUnavailable (the failure policy answered) or is
-// ErrClosed.
+// spends them if so: Decide's Allowed.
 func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (bool, error) {
+	d, err := l.Decide(ctx, key, cost)
+	return d.Allowed, err
+}
+
+// Decide decides a request of cost units on key, spending them if it is
+// admitted, and reports it as a hotlimit.Decision. While the key's lease
+// holds cost units it decides in process, without a lock, an allocation
+// or a round trip. Otherwise it takes a lease of at least cost units from
+// Redis before answering. A cost of 0 is admitted and spends nothing; a
+// negative cost or one above the limit is denied with RetryAfter =
+// hotlimit.Never.
+//
+// What an instance can know of a budget it shares, the Decision says
+// within these bounds (see the package doc):
+//   - Limit is the policy's Burst or Limit.
+//   - Remaining is the units this instance's lease holds for the key after
+//     the decision: what it admits next without a round trip. The shared
+//     budget may hold more (Redis lends it on the next take), or less
+//     (the other instances hold leases too).
+//   - RetryAfter, for a request Redis refused, is Redis's: the wait after
+//     which the shared state admits the same cost if nothing else
+//     consumes, counted from when the take was sent (a refusal answered
+//     from this instance's memory of it is counted down). 0 when admitted.
+//   - ResetAfter is the time until the shared state is fresh again as the
+//     last take from this instance saw it, counted down: a lower bound,
+//     since other instances may have consumed since (for a fixed window,
+//     exactly the time to the window's end).
+//
+// A non-nil error wraps ErrUnavailable (Redis could not decide: the
+// failure policy answered, see WithFailOpen and WithRedis) or is
+// ErrClosed.
+func (l *Limiter) Decide(ctx context.Context, key string, cost int64) (hotlimit.Decision, error) {
+	d, _, err := l.decide(ctx, key, cost)
+	return d, err
+}
+
+// decide is Decide that also returns, for an admission by a lease, the
+// grant the units were spent from, to which they may be given back
+// (Backend: a later layer refused); nil when nothing was spent from one.
+func (l *Limiter) decide(ctx context.Context, key string, cost int64) (hotlimit.Decision, *grant, error) {
 	if cost <= 0 || cost > l.limit {
-		return cost == 0, nil
+		if cost == 0 {
+			return l.peek(key), nil, nil
+		}
+		return hotlimit.Decision{Limit: l.limit, RetryAfter: hotlimit.Never}, nil, nil
 	}
 	e := l.lookup(key)
 	if e != nil {
 		g := e.cur.Load()
-		if g.end == never || l.clock.Now() < time.Duration(g.end) {
+		now := int64(l.clock.Now())
+		if g.end == never || now < g.end {
 			for {
 				a := g.avail.Load()
 				if a < cost {
@@ -291,12 +345,56 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (bool, err
 					if a-cost <= g.low.Load() && !e.busy.Load() {
 						l.startRefill(e, key)
 					}
-					return true, nil
+					return hotlimit.Decision{Allowed: true, Limit: l.limit, Remaining: a - cost, ResetAfter: l.resetAfter(e, g, now)}, g, nil
 				}
 			}
 		}
 	}
 	return l.slow(ctx, key, e, cost)
+}
+
+// resetAfter is Decision.ResetAfter for e at now, whose grant is g.
+func (l *Limiter) resetAfter(e *entry, g *grant, now int64) time.Duration {
+	at := e.resetAt.Load()
+	if g.end != never {
+		at = g.end
+	}
+	return time.Duration(max(0, at-now))
+}
+
+// held returns the units e's grant holds and may spend at now, and the
+// grant.
+func (e *entry) held(now int64) (int64, *grant) {
+	g := e.cur.Load()
+	if g.end != never && now >= g.end {
+		return 0, g
+	}
+	return g.avail.Load(), g
+}
+
+// peek is Decide of cost 0: admitted, spending nothing, with the state
+// the lease holds.
+func (l *Limiter) peek(key string) hotlimit.Decision {
+	d := hotlimit.Decision{Allowed: true, Limit: l.limit}
+	if e := l.lookup(key); e != nil {
+		now := int64(l.clock.Now())
+		var g *grant
+		d.Remaining, g = e.held(now)
+		d.ResetAfter = l.resetAfter(e, g, now)
+	}
+	return d
+}
+
+// after returns the Decision of a request on e decided at now: admitted
+// or not, with the lease's state as it is now and, when denied, the wait
+// Redis gave (retry, ns from now; Never when it can never be admitted).
+func (l *Limiter) after(e *entry, now int64, ok bool, retry time.Duration) hotlimit.Decision {
+	rem, g := e.held(now)
+	d := hotlimit.Decision{Allowed: ok, Limit: l.limit, Remaining: rem, ResetAfter: l.resetAfter(e, g, now)}
+	if !ok {
+		d.RetryAfter = max(retry, 1)
+	}
+	return d
 }
 
 // lookup returns key's entry, or nil. A sync.Map's Load of a key that is
@@ -400,6 +498,7 @@ func (l *Limiter) refill(ctx context.Context, e *entry, key string, need int64) 
 			g.low.Store(keep / 2)
 		}
 		e.stamp, e.lastGrant = r.stamp, keep
+		e.resetAt.Store(sent + r.left*int64(time.Microsecond))
 		return true, nil
 	}
 	g := e.cur.Load()
@@ -434,16 +533,18 @@ func (l *Limiter) denied(e *entry, sent, cost, retry int64) {
 }
 
 // slow decides a request the lease could not: one take from Redis.
-func (l *Limiter) slow(ctx context.Context, key string, e *entry, cost int64) (bool, error) {
+func (l *Limiter) slow(ctx context.Context, key string, e *entry, cost int64) (hotlimit.Decision, *grant, error) {
 	if l.closed.Load() {
-		return false, ErrClosed
+		return hotlimit.Decision{Limit: l.limit, RetryAfter: hotlimit.Never}, nil, ErrClosed
 	}
 	if e == nil || e.dead.Load() {
 		e = l.entry(key)
 	}
 	now := int64(l.clock.Now())
-	if d := e.deny.Load(); d != nil && now < d.until && cost >= d.cost {
-		return false, nil
+	// Redis's denial of this same cost answers until it ends: a larger
+	// cost needs longer, by a wait only Redis can say.
+	if d := e.deny.Load(); d != nil && now < d.until && cost == d.cost {
+		return l.after(e, now, false, time.Duration(d.until-now)), nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
@@ -454,13 +555,13 @@ func (l *Limiter) slow(ctx context.Context, key string, e *entry, cost int64) (b
 		}
 		ok, err := l.refill(ctx, e, key, cost)
 		e.busy.Store(false)
-		return l.answer(ok, err)
+		return l.answer(e, key, cost, ok, err)
 	}
 	// A take is in flight for the lease; it may have landed.
 	if g := e.cur.Load(); g.end == never || now < g.end {
 		for a := g.avail.Load(); a >= cost; a = g.avail.Load() {
 			if g.avail.CompareAndSwap(a, a-cost) {
-				return true, nil
+				return hotlimit.Decision{Allowed: true, Limit: l.limit, Remaining: a - cost, ResetAfter: l.resetAfter(e, g, now)}, g, nil
 			}
 		}
 	}
@@ -469,14 +570,39 @@ func (l *Limiter) slow(ctx context.Context, key string, e *entry, cost int64) (b
 	if err == nil && r.granted == 0 {
 		l.denied(e, now, cost, r.retry)
 	}
-	return l.answer(r.granted > 0, err)
+	if err == nil && r.granted > 0 && l.kind == kindTokenBucket {
+		e.resetAt.Store(now + r.left*int64(time.Microsecond))
+	}
+	return l.answer(e, key, cost, r.granted > 0, err)
 }
 
-func (l *Limiter) answer(ok bool, err error) (bool, error) {
+// answer returns the Decision of a request of cost on key, which a take
+// decided (ok) or could not decide (err: the failure policy answers), and
+// the grant an admission's units may be given back to.
+func (l *Limiter) answer(e *entry, key string, cost int64, ok bool, err error) (hotlimit.Decision, *grant, error) {
 	if err != nil {
-		return l.failOpen, err
+		return bridge.Fail(l.sync, key, cost, err), nil, err
 	}
-	return ok, nil
+	now := int64(l.clock.Now())
+	var retry time.Duration
+	if d := e.deny.Load(); !ok && d != nil && d.cost == cost {
+		retry = time.Duration(d.until - now)
+	}
+	var g *grant
+	if ok {
+		// The units were spent as they were taken; they may go back into
+		// the key's grant (never into the shared deadGrant: no lease).
+		if g = e.cur.Load(); g == deadGrant {
+			g = nil
+		}
+	}
+	return l.after(e, now, ok, retry), g, nil
+}
+
+// call runs lease.lua on key's Redis key with args, through the
+// synchronous limiter (routing, circuit, timeout, Call hook).
+func (l *Limiter) call(ctx context.Context, key string, args ...any) ([]int64, error) {
+	return bridge.Call(ctx, l.sync, leaseScript, key, args...)
 }
 
 type reply struct {
@@ -491,7 +617,7 @@ func (l *Limiter) now() string {
 }
 
 func (l *Limiter) take(ctx context.Context, key string, lo, want int64) (reply, error) {
-	v, err := l.script.Run(ctx, l.client, []string{l.RedisKey(key)}, l.now(), "take", l.argv[0], l.argv[1], l.argv[2], l.argv[3], lo, want).Int64Slice()
+	v, err := l.call(ctx, key, l.now(), "take", l.argv[0], l.argv[1], l.argv[2], l.argv[3], lo, want)
 	if err != nil {
 		return reply{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -513,7 +639,7 @@ func (l *Limiter) giveBack(ctx context.Context, e *entry, key string) error {
 	if r <= 0 || (g.end != never && int64(l.clock.Now()) >= g.end) {
 		return nil
 	}
-	_, err := l.script.Run(ctx, l.client, []string{l.RedisKey(key)}, l.now(), "give", l.argv[0], l.argv[1], l.argv[2], l.argv[3], r, e.stamp).Result()
+	_, err := l.call(ctx, key, l.now(), "give", l.argv[0], l.argv[1], l.argv[2], l.argv[3], r, e.stamp)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}

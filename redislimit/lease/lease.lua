@@ -14,8 +14,9 @@
 -- take: ARGV[7] min, ARGV[8] want (1 <= min <= want <= limit)
 --   Debits g = min(want, available) units if g >= min.
 --   Reply {g, stamp, left}: stamp is the TAT written (kind 1) or the
---   window index (kind 2); left is the µs until the window ends (kind 2,
---   else 0). Denied: {0, retry}, retry the µs until min would fit.
+--   window index (kind 2); left is the µs until the state is fresh again:
+--   the bucket full (kind 1), the window's end (kind 2). Denied:
+--   {0, retry}, retry the µs until min would fit.
 -- give: ARGV[7] units r, ARGV[8] stamp (what the giver's last take
 --   replied). Kind 1: only if the stored TAT is still stamp (nothing was
 --   debited since), the TAT moves back by r·T: an exact undo of r units of
@@ -46,7 +47,7 @@ if kind == "1" then
   if g < x then return { 0, base + x * A - tau - now } end
   local nx = base + g * A
   redis.call("SET", key, string.format("%.0f", nx), "PX", ttlMs(nx - now))
-  return { g, nx, 0 }
+  return { g, nx, nx - now }
 end
 
 -- kind 2: the fixed window.

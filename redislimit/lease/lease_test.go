@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/redislimit"
 	"github.com/hotlimit/hotlimit/redislimit/redistest"
 )
 
@@ -107,8 +108,11 @@ func TestRedisDown(t *testing.T) {
 	clk := hotlimit.NewManualClock()
 	ctx := context.Background()
 	px := newProxy(t, addr)
-	closed := instance(t, px.addr(), name, policy, clk, WithMaxLease(maxLease), WithTimeout(500*time.Millisecond))
-	open := instance(t, px.addr(), name, policy, clk, WithMaxLease(maxLease), WithTimeout(500*time.Millisecond), WithFailOpen())
+	// A breaker that never opens: the test counts the failure policy's
+	// answers to calls that reached the cut, not the circuit's.
+	never := WithRedis(redislimit.WithBreaker(redislimit.NewBreaker(1_000_000, 0)))
+	closed := instance(t, px.addr(), name, policy, clk, WithMaxLease(maxLease), WithTimeout(500*time.Millisecond), never)
+	open := instance(t, px.addr(), name, policy, clk, WithMaxLease(maxLease), WithTimeout(500*time.Millisecond), WithFailOpen(), never)
 	var admitted int64
 	for _, l := range []*Limiter{closed, open} {
 		for range 2 { // a lease of 1, then of MaxLease

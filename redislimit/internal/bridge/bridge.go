@@ -1,0 +1,29 @@
+// Package bridge lets redislimit/lease make its Redis calls through a
+// redislimit.Limiter, so that a lease limiter has the Limiter's routing
+// (Redis Cluster included), breaker, timeout, hooks and failure policy,
+// without redislimit exporting them. redislimit sets the functions when
+// it is initialized; a *redislimit.Limiter is passed as l.
+package bridge
+
+import (
+	"context"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+var (
+	// NewScript returns a script for Call: src after the common start of
+	// every script (redislimit/internal/luasrc).
+	NewScript func(src string) any
+
+	// Call runs script on the Redis key of key under l, with args after
+	// the key, through l's router, circuit, timeout and Call hook. Its
+	// error wraps redislimit.ErrUnavailable; it is not reported to the
+	// Failure hook (see Fail).
+	Call func(ctx context.Context, l any, script any, key string, args ...any) ([]int64, error)
+
+	// Fail returns the Decision of l's failure policy for a request of
+	// cost on key that Redis could not decide because of err, and
+	// reports both to l's Failure hook.
+	Fail func(l any, key string, cost int64, err error) hotlimit.Decision
+)

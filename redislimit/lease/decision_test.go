@@ -1,0 +1,211 @@
+package lease
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/httplimit"
+	"github.com/hotlimit/hotlimit/redislimit"
+	"github.com/hotlimit/hotlimit/redislimit/redistest"
+)
+
+var _ admission.StateBackend = (*Backend)(nil)
+
+// TestDecideFixedWindow: Decide's Decision within its documented bounds,
+// on a fixed window where they are exact: Remaining is what the lease
+// holds after the decision, ResetAfter the time to the window's end, and
+// a refusal's RetryAfter Redis's (to the window's end), counted down when
+// answered from memory. A larger cost than the refused one is asked of
+// Redis again.
+func TestDecideFixedWindow(t *testing.T) {
+	addr := redistest.Addr(t)
+	const W = int64(time.Minute / time.Microsecond)
+	clk := hotlimit.NewManualClock()
+	c := redistest.Client(t, addr)
+	var sent redistest.Counter
+	c.AddHook(&sent)
+	l, err := New(c, redistest.Prefix(t), hotlimit.FixedWindow{Limit: 10, Window: time.Minute}, WithClock(clk), WithMaxLease(4), WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.testNow = func() int64 { return epoch + int64(clk.Now()/time.Microsecond) }
+	toEnd := func() time.Duration { // the time to the window's end, on the test's instants
+		return time.Duration(W-(epoch+int64(clk.Now()/time.Microsecond))%W) * time.Microsecond
+	}
+	ctx := context.Background()
+	admitted := 0
+	for i := 0; ; i++ {
+		clk.Advance(time.Millisecond)
+		// Remaining is what the lease holds right after the decision: one
+		// less than before when the lease paid, else what the take left
+		// (read before a background refill may add to it).
+		h0 := l.held("k")
+		d, err := l.Decide(ctx, "k", 1)
+		want := h0 - 1
+		if h0 < 1 {
+			want = l.held("k")
+		}
+		l.bg.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Limit != 10 {
+			t.Fatalf("request %d: Limit %d, want 10", i, d.Limit)
+		}
+		if !d.Allowed {
+			if admitted != 10 {
+				t.Fatalf("refused after %d admissions, want 10", admitted)
+			}
+			if d.RetryAfter != toEnd() || d.Remaining != want || d.ResetAfter != toEnd() {
+				t.Fatalf("refusal: %+v; want RetryAfter = ResetAfter = %v (the window's end), Remaining %d (the lease)", d, toEnd(), want)
+			}
+			break
+		}
+		admitted++
+		if d.RetryAfter != 0 || d.Remaining != want || d.ResetAfter != toEnd() {
+			t.Fatalf("admission %d: %+v; want Remaining %d (what the lease holds), ResetAfter %v", i, d, want, toEnd())
+		}
+	}
+	// The same refusal again comes from memory, counted down.
+	clk.Advance(time.Second)
+	before := sent.N()
+	if d, err := l.Decide(ctx, "k", 1); err != nil || d.Allowed || d.RetryAfter != toEnd() || sent.N() != before {
+		t.Fatalf("the refused cost again: %+v, %v, %d commands; want the remembered refusal, RetryAfter %v", d, err, sent.N()-before, toEnd())
+	}
+	// A larger cost is not the same request: Redis answers it.
+	if d, err := l.Decide(ctx, "k", 2); err != nil || d.Allowed || d.RetryAfter != toEnd() || sent.N() != before+1 {
+		t.Fatalf("cost 2 after a refusal of cost 1: %+v, %v, %d commands; want Redis's refusal", d, err, sent.N()-before)
+	}
+	if d, _ := l.Decide(ctx, "k", 11); d.Allowed || d.RetryAfter != hotlimit.Never {
+		t.Fatalf("cost above the limit: %+v; want RetryAfter Never", d)
+	}
+	if d, _ := l.Decide(ctx, "k", 0); !d.Allowed || d.Remaining != l.held("k") {
+		t.Fatalf("cost 0: %+v; want admitted, Remaining the lease's", d)
+	}
+}
+
+// TestLeaseBehindMiddleware: two instances, each an httplimit middleware
+// whose backend is lease's, share one budget per client through a real
+// Redis: the fleet admits at most the limit and at least the limit less
+// what the two leases may hold, every response carries its own decision's
+// rate-limit fields, a refusal its Retry-After, and the calls go through
+// redislimit's options (here the hooks, given with WithRedis).
+func TestLeaseBehindMiddleware(t *testing.T) {
+	addr := redistest.Addr(t)
+	prefix := redistest.Prefix(t)
+	const limit, maxLease = 30, 5
+	var calls atomic.Int64
+	hooks := redislimit.Hooks{Call: func(string, time.Duration, error) { calls.Add(1) }}
+	var handlers []http.Handler
+	var backends []*Backend
+	for range 2 {
+		c := redistest.Client(t, addr)
+		m, err := httplimit.New(httplimit.Config{
+			Limits:       map[string]hotlimit.Policy{"api": hotlimit.FixedWindow{Limit: limit, Window: time.Hour}},
+			Groups:       []httplimit.Group{{Name: "g", Limit: "api"}},
+			DefaultGroup: "g",
+			Key:          httplimit.TokenKey("Authorization"),
+			Backend: func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
+				b, err := NewBackend(c, limits, WithPrefix(strings.ReplaceAll(prefix, "{", "")), WithMaxLease(maxLease),
+					WithTimeout(5*time.Second), WithRedis(redislimit.WithHooks(hooks)))
+				if b != nil {
+					backends = append(backends, b)
+				}
+				return b, err
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		handlers = append(handlers, m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	}
+	t.Cleanup(func() {
+		for _, b := range backends {
+			b.Close(context.Background())
+		}
+	})
+	var mu sync.Mutex
+	admitted, refused := 0, 0
+	var wg sync.WaitGroup
+	for i, h := range handlers {
+		wg.Go(func() {
+			for j := range 40 {
+				r := httptest.NewRequest("GET", "/", nil)
+				r.Header.Set("Authorization", "Bearer client-0123456789abcdef")
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				mu.Lock()
+				switch w.Code {
+				case http.StatusOK:
+					admitted++
+				case http.StatusTooManyRequests:
+					refused++
+					if s, err := strconv.Atoi(w.Header().Get("Retry-After")); err != nil || s <= 0 || s > 3600 {
+						t.Errorf("instance %d, request %d: Retry-After %q; want 1..3600 s (the window's end)", i, j, w.Header().Get("Retry-After"))
+					}
+				default:
+					t.Errorf("instance %d, request %d: status %d", i, j, w.Code)
+				}
+				if w.Header().Get("RateLimit") == "" && w.Header().Get("X-RateLimit-Limit") == "" {
+					t.Errorf("instance %d, request %d: no rate-limit fields: %v", i, j, w.Header())
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if admitted > limit || admitted < limit-2*maxLease || admitted+refused != 80 {
+		t.Fatalf("%d admitted, %d refused of 80; want between %d and %d admitted (the limit less what two leases may hold)", admitted, refused, limit-2*maxLease, limit)
+	}
+	if calls.Load() == 0 {
+		t.Fatal("the Call hook given with WithRedis saw no call")
+	}
+}
+
+// TestBackendAllOrNothing: a request refused by its second layer gives
+// the first layer's units back to this instance's lease: the next request
+// that fits both is admitted from it.
+func TestBackendAllOrNothing(t *testing.T) {
+	c := redistest.Client(t, redistest.Addr(t))
+	b, err := NewBackend(c, map[string]hotlimit.Policy{
+		"wide":   hotlimit.FixedWindow{Limit: 100, Window: time.Hour},
+		"narrow": hotlimit.FixedWindow{Limit: 2, Window: time.Hour},
+	}, WithPrefix(redistest.Prefix(t)), WithMaxLease(10), WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	ctx := context.Background()
+	ls := []admission.Layer{{Limit: "wide", Key: "k", Cost: 1}, {Limit: "narrow", Key: "k", Cost: 2}}
+	d, i, err := b.AllowBinding(ctx, ls)
+	if err != nil || !d.Allowed || i != 1 || d.Remaining != 0 {
+		t.Fatalf("first request: %+v, binding %d, %v; want admitted, narrow binding with 0 left", d, i, err)
+	}
+	// Spent units (debited, not held) count the admissions the lease
+	// paid for; a refill in the background changes what it holds, not them.
+	wide := b.Limiter("wide")
+	wide.bg.Wait()
+	e := wide.lookup("k")
+	spent := e.spent()
+	states := make([]admission.LayerState, 2)
+	d, i, err = b.AllowStates(ctx, ls, states)
+	if err != nil || d.Allowed || i != 1 || d.RetryAfter <= 0 {
+		t.Fatalf("second request: %+v, binding %d, %v; want refused by narrow", d, i, err)
+	}
+	wide.bg.Wait()
+	if got := e.spent(); got != spent {
+		t.Fatalf("wide spent %d after the refusal, %d before: its unit was not given back", got, spent)
+	}
+	if states[0].Remaining < 1 || states[1].Remaining != 0 || states[0].Window != hotlimit.Never {
+		t.Fatalf("states %+v; want wide's lease (with the unit given back) with Window Never, narrow 0", states)
+	}
+}
