@@ -65,14 +65,14 @@ type Admission struct {
 // a key the limiter holds. AdmitN must not run concurrently with another
 // method on the same *a.
 func (l *Limiter) AdmitN(a *Admission, key string, cost int64) (d Decision) {
-	a.held.Store(false)
 	var adm admission
 	v, _, p := l.allow(key, cost, &adm)
 	d.setFrom(v, p.limit, p.delay(v, cost))
-	if v.ok && cost > 0 {
+	held := v.ok && cost > 0
+	if held {
 		a.l, a.key, a.cost, a.a = l, key, cost, adm
-		a.held.Store(true)
 	}
+	a.held.Store(held) // one store: nothing else runs on *a meanwhile
 	return d
 }
 
