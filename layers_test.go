@@ -212,6 +212,29 @@ func TestAdmissionRefund(t *testing.T) {
 	if r := fw.AllowN("k", 0).Remaining; r != 7 {
 		t.Fatalf("fixed window, Refund after two AdmitN on one Admission: remaining %d, want 7", r)
 	}
+	// An admission whose window has left the state gives nothing back to
+	// a later window's count: the fixed window's next window, the sliding
+	// window's window after next.
+	for _, tc := range []struct {
+		p     hotlimit.Policy
+		after time.Duration
+	}{
+		{hotlimit.FixedWindow{Limit: 5, Window: time.Second}, time.Second},
+		{hotlimit.SlidingWindow{Limit: 5, Window: time.Second}, 2 * time.Second},
+	} {
+		p := tc.p
+		c.Set(0)
+		l := newLimiter(t, p, hotlimit.WithClock(c))
+		l.AdmitN(&a, "k", 2)
+		c.Advance(tc.after)
+		if d := l.AllowN("k", 5); !d.Allowed {
+			t.Fatalf("%T: a later window's whole Limit was denied: %+v", p, d)
+		}
+		a.Refund()
+		if d := l.AllowN("k", 1); d.Allowed {
+			t.Fatalf("%T: the Refund of an expired window's admission gave back into a later window: %+v", p, d)
+		}
+	}
 	var zero hotlimit.Admission
 	if zero.Refund() {
 		t.Fatal("the zero Admission's Refund reported spending it")
