@@ -83,12 +83,13 @@ func (g *gcra) reserve(w uint64, now, c, maxWait int64) (next uint64, wait int64
 	return packTAT(n), wait, true
 }
 
-// refund gives back what an admission of cost c that left TAT end still
-// owes at now: the part of its c·T that has not drained, min(c·T, end −
-// now). TAT moves back by that much, but never below now (a bucket is
-// never fuller than full). See refund.go.
-func (g *gcra) refund(w uint64, now, c, end int64) uint64 {
-	owed := min(c*g.t, end-now)
+// refund gives back what an admission that added span to the TAT (its
+// cost·T at its policy's rate) and left TAT end still owes at now: the
+// part of span that has not drained, min(span, end − now). TAT moves back
+// by that much, but never below now (a bucket is never fuller than full).
+// See refund.go.
+func (g *gcra) refund(w uint64, now, span, end int64) uint64 {
+	owed := min(span, end-now)
 	if owed <= 0 {
 		return w
 	}

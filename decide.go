@@ -138,7 +138,7 @@ func (l *Limiter) allow(key string, cost int64, a *admission) (verdict, int64, *
 		if v, at, ok := l.decide(p, &sl.word, now, cost); ok {
 			l.tally.count(v.ok)
 			if a != nil && v.ok {
-				*a = admission{s.incarnation(sl), at, at + v.reset}
+				*a = p.admitted(s.incarnation(sl), at, at+v.reset, cost)
 			}
 			if !v.ok && l.onDeny != nil {
 				l.onDeny(h, p.decision(v, cost))
@@ -176,7 +176,7 @@ func (l *Limiter) allowSlow(s *shard, h uint64, key string, now, cost int64, a *
 		v, now, _ = l.decide(p, &sl.word, now, cost) // nothing retires while we hold s.mu
 	}
 	if a != nil && v.ok && sl != nil {
-		*a = admission{s.incarnation(sl), now, now + v.reset}
+		*a = p.admitted(s.incarnation(sl), now, now+v.reset, cost)
 	}
 	s.mu.Unlock()
 	l.tally.count(v.ok)

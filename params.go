@@ -34,6 +34,10 @@ type params struct {
 	win    window     // kindFixedWindow, kindSlidingWindow
 	logW   int64      // kindSlidingLog: the window, ns
 	info   PolicyInfo // describe(), set by newParams
+	// epoch counts the changes of window length (or of count width) that
+	// SetPolicy has made: a window count is an admission's own only in
+	// the layout it was counted in (refund.go). 0 at New.
+	epoch uint64
 }
 
 // step decides cost c at now against state word w. See bucket.go and

@@ -17,8 +17,9 @@ import "sync/atomic"
 //     re-created since): what it held went with it;
 //   - token and leaky bucket: the part of the admission's cost·T that has
 //     not drained by the give-back's instant, min(cost·T, end − now), where
-//     end is the TAT it left; TAT moves back by that much but never below
-//     now. The instant is read after the word, so it is no older than any
+//     end is the TAT it left and T the interval of the policy it was
+//     decided under (span: SetPolicy keeps TATs as time); TAT moves back
+//     by that much but never below now. The instant is read after the word, so it is no older than any
 //     decision the word reflects. Proof: if the admission's units have not
 //     all drained (end > now), no later admission found the bucket full,
 //     so TAT = end + (later costs)·T, and TAT − owed ≥ now + (later costs)·T,
@@ -26,6 +27,7 @@ import "sync/atomic"
 //   - fixed window: cost from the count of the window the admission was
 //     counted in, while the state is still in that window; sliding window:
 //     also from the previous-window count, once the window has turned;
+//     nothing once SetPolicy has changed the window length (epoch);
 //   - sliding log: up to cost of the newest instants no later than the
 //     admission's that still count.
 //
@@ -37,6 +39,21 @@ type admission struct {
 	inc uint64 // the entry's incarnation: shard.incarnation, logRing.inc
 	at  int64  // the instant it was decided at
 	end int64  // token and leaky bucket: the TAT it left
+	// span, for the token and leaky bucket, is the time it added to the
+	// TAT: cost·T under the policy it was decided under, which SetPolicy
+	// may have replaced since (the TAT is kept as time, so span still
+	// measures the admission; cost·T at the new rate would not).
+	span int64
+	// epoch, for the windows, is params.epoch of the policy it was
+	// counted under: a window count is the admission's only while the
+	// window length it was counted in holds.
+	epoch uint64
+}
+
+// admitted returns the admission of cost decided at instant at under p on
+// the entry of incarnation inc, leaving TAT end (buckets).
+func (p *params) admitted(inc uint64, at, end, cost int64) admission {
+	return admission{inc: inc, at: at, end: end, span: cost * p.g.t, epoch: p.epoch}
 }
 
 // Admission records what one admitted request consumed, so that Refund can
@@ -87,9 +104,11 @@ func (l *Limiter) AdmitN(a *Admission, key string, cost int64) (d Decision) {
 //     nothing), even if k has an entry again;
 //   - TokenBucket, LeakyBucket: the part of c that has not refilled since
 //     t: k's TAT moves back by min(c·T, E − now), where E is the TAT the
-//     admission left (t + its ResetAfter), but never below now;
+//     admission left (t + its ResetAfter) and T the interval at t (which
+//     SetPolicy may have changed since), but never below now;
 //   - FixedWindow: c off the count of t's window, if k's state is still in
-//     it; SlidingWindow: likewise, or off the previous window's count once
+//     it and SetPolicy has not changed the Window since t; SlidingWindow:
+//     likewise, or off the previous window's count once
 //     the window has turned;
 //   - SlidingLog: up to c of k's newest admitted instants that are no later
 //     than t and still count.
@@ -196,7 +215,14 @@ func (l *Limiter) refundAt(p *params, w *atomic.Uint64, cost int64, a admission)
 // refundWord is w after giving back cost of admission a at now.
 func (p *params) refundWord(w uint64, cost int64, a admission, now int64) uint64 {
 	if p.kind.isBucket() {
-		return p.g.refund(w, now, cost, a.end)
+		return p.g.refund(w, now, a.span, a.end)
+	}
+	if a.epoch != p.epoch {
+		// Counted in a window of another length: SetPolicy merged that
+		// window's counts into the window of the new length holding its
+		// instant, together with counts of other windows, so no count of
+		// the state is the admission's any more.
+		return w
 	}
 	return p.win.refund(w, cost, a.at)
 }

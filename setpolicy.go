@@ -49,7 +49,11 @@ func (l *Limiter) Limit() int64 { return l.p.Load().limit }
 // SetPolicy returns every decision uses the new policy, and while it runs
 // a decision uses either the old policy or the new one, each on state in
 // that policy's format. A give-back of an admission made before the change
-// gives back at most what the converted state holds.
+// gives back at most what that admission took: for the buckets, the time
+// it added to the key's TAT at the old rate (the part not drained since);
+// for the windows, its count as before if the Window is unchanged, and
+// nothing if it changed, since the counts then moved into a window of the
+// new length, merged with other windows' counts.
 //
 // SetPolicy costs time proportional to the number of keys held, and the
 // insertion of a new key into a shard waits while that shard is converted.
@@ -69,6 +73,14 @@ func (l *Limiter) SetPolicy(policy Policy) error {
 		// must survive a lower limit and a raise back (see above).
 		if x, ok := newWindowBits(np.limit, time.Duration(np.win.length), np.win.sliding, max(np.win.cb, old.win.cb)); ok && x.horizon() >= minHorizon {
 			np.win = x
+		}
+		// A new window length merges each key's counts into the new
+		// window holding the change's instant, and a narrower count field
+		// clamps them: either way no count is an earlier admission's own
+		// any more, and its give-back gives nothing (refund.go).
+		np.epoch = old.epoch
+		if np.win.length != old.win.length || np.win.cb < old.win.cb {
+			np.epoch++
 		}
 	}
 	l.p.Store(np)

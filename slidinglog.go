@@ -212,7 +212,7 @@ func (l *Limiter) allowLog(key string, now, cost int64, a *admission) (verdict, 
 		}
 		r.push(at, cost)
 		if a != nil {
-			*a = admission{r.inc, at, at + v.reset}
+			*a = admission{inc: r.inc, at: at, end: at + v.reset}
 		}
 		break
 	}

@@ -105,7 +105,7 @@ func (l *Limiter) reserve(key string, cost, maxWait int64) (wait int64, a admiss
 		if wait, end, ok, live := reserveAt(t.p, &sl.word, now, cost, maxWait); live {
 			l.tally.count(ok)
 			if ok {
-				a = admission{s.incarnation(sl), now, end}
+				a = t.p.admitted(s.incarnation(sl), now, end, cost)
 			}
 			return wait, a, ok
 		}
@@ -128,7 +128,7 @@ func (l *Limiter) reserve(key string, cost, maxWait int64) (wait int64, a admiss
 		wait, end, ok, _ = reserveAt(s.tab.Load().p, &sl.word, now, cost, maxWait)
 	}
 	if ok {
-		a = admission{s.incarnation(sl), now, end}
+		a = s.tab.Load().p.admitted(s.incarnation(sl), now, end, cost)
 	}
 	// Refused, an entry found here existed before this reservation, which
 	// changed nothing: it stays, as after any denial.

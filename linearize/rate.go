@@ -78,9 +78,8 @@ type rateOut struct {
 // reset, left fresh by a refund), the admission went with the entry: the
 // limiter gives nothing back to the entry that may replace it.
 type pending struct {
-	key           string
-	cost, at, end int64 // end: the TAT the admission left (buckets)
-	live          bool
+	a    refmodel.Admission
+	live bool
 }
 
 // rateState is the models' state: A's, B's, and the admissions on A that
@@ -99,7 +98,7 @@ func (s *rateState) String() string {
 		b.WriteString(s.b.String())
 		for _, k := range slices.Sorted(maps.Keys(s.pending)) {
 			p := s.pending[k]
-			fmt.Fprintf(&b, " pending%d:%s/%d@%d-%d/%v", k, p.key, p.cost, p.at, p.end, p.live)
+			fmt.Fprintf(&b, " pending%d:%s/%d@%d-%d+%d,E%d/%v", k, p.a.Key, p.a.Cost, p.a.At, p.a.End, p.a.Span, p.a.Epoch, p.live)
 		}
 		s.desc = b.String()
 	}
@@ -146,30 +145,30 @@ func rateModel(cfg RateConfig) porcupine.Model {
 				d, adm := m.AdmitN(in.key, in.cost)
 				ok = d == out.d
 				if ok && in.back {
-					s.pending[in.arg] = pending{in.key, in.cost, adm.At, adm.End, true}
+					s.pending[in.arg] = pending{adm, true}
 				}
 			case opSetPolicy:
 				m.SetPolicy(cfg.Policies[in.arg])
 			case opWait:
-				admitted, _, _ := m.ReserveWithin(in.key, in.cost, in.maxWait)
+				admitted, _ := m.ReserveWithin(in.key, in.cost, in.maxWait)
 				ok = admitted == out.allowed
 			case opSweep:
 				ok = m.Sweep() == out.n
 			case opReset:
 				m.Reset(in.key)
 			case opLayerAllow:
-				d, at := m.AllowNAt(in.key, in.cost)
+				d, adm := m.AdmitN(in.key, in.cost)
 				ok = d.Allowed == out.allowed && (!in.whole || d == out.d)
 				if ok && d.Allowed && in.back {
-					s.pending[in.arg] = pending{in.key, in.cost, at, at + int64(d.ResetAfter), true}
+					s.pending[in.arg] = pending{adm, true}
 				}
 			case opNoLayers:
 				ok = !out.d.Allowed && out.d.RetryAfter == hotlimit.Never
 			case opWaitReserve:
-				admitted, at, end := m.ReserveWithin(in.key, in.cost, math.MaxInt64)
+				admitted, adm := m.ReserveWithin(in.key, in.cost, math.MaxInt64)
 				ok = admitted == out.allowed
 				if ok && admitted && in.back {
-					s.pending[in.arg] = pending{in.key, in.cost, at, end, true}
+					s.pending[in.arg] = pending{adm, true}
 				}
 			case opGiveBack:
 				p, held := s.pending[in.arg]
@@ -178,13 +177,13 @@ func rateModel(cfg RateConfig) porcupine.Model {
 				}
 				delete(s.pending, in.arg)
 				if p.live {
-					m.GiveBackAt(p.key, p.cost, p.at, p.end)
+					m.GiveBackAt(p.a)
 				}
 			}
 			if in.lim == 0 {
 				// An admission whose entry is gone gives nothing back.
 				for id, p := range s.pending {
-					if p.live && !s.a.Holds(p.key) {
+					if p.live && !s.a.Holds(p.a.Key) {
 						p.live = false
 						s.pending[id] = p
 					}

@@ -35,6 +35,9 @@ type Model struct {
 	// gen counts each key's removals: the incarnation of its state, which
 	// an Admission names. String leaves it out: only GiveBack reads it.
 	gen map[string]int64
+	// epoch counts SetPolicy's changes of window length: an Admission
+	// counted in a window of another length gives nothing back.
+	epoch int64
 
 	// sweptAt is the latest instant at which a fresh key was removed (by
 	// Sweep, or by a refund that left it fresh) or a sweep ran: a key the
@@ -277,7 +280,7 @@ func (m *Model) searchRetry(k, e, prev, cur, cost int64) int64 {
 func (m *Model) Clone(clock hotlimit.Clock) *Model {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c := &Model{clock: clock, kind: m.kind, limit: m.limit, t: m.t, w: m.w, tat: map[string]int64{}, win: map[string]*winState{}, sweptAt: m.sweptAt}
+	c := &Model{clock: clock, kind: m.kind, limit: m.limit, t: m.t, w: m.w, tat: map[string]int64{}, win: map[string]*winState{}, sweptAt: m.sweptAt, epoch: m.epoch}
 	for k, v := range m.tat {
 		c.tat[k] = v
 	}
@@ -295,12 +298,20 @@ func (m *Model) Clone(clock hotlimit.Clock) *Model {
 
 // Admission is an admission the model can give back, as hotlimit's
 // Admission names its own: the key and its incarnation (how many times its
-// state had been removed before), the cost, the instant it was decided at
-// and, for the buckets, the TAT it left.
+// state had been removed before), the cost, the instant it was decided at,
+// for the buckets the TAT it left and the time it added to it (Span:
+// cost·T at the rate it was decided at), and for the windows the epoch of
+// the window length it was counted in.
 type Admission struct {
-	Key           string
-	Cost, At, End int64
-	Gen           int64
+	Key                 string
+	Cost, At, End, Span int64
+	Gen, Epoch          int64
+}
+
+// admission returns the Admission of cost on key decided at instant at,
+// leaving TAT end. Requires m.mu.
+func (m *Model) admission(key string, cost, at, end int64) Admission {
+	return Admission{Key: key, Cost: cost, At: at, End: end, Span: cost * m.t, Gen: m.gen[key], Epoch: m.epoch}
 }
 
 // AdmitN is AllowN that also returns the Admission of an admitted request
@@ -313,7 +324,7 @@ func (m *Model) AdmitN(key string, cost int64) (hotlimit.Decision, Admission) {
 	if !d.Allowed || cost <= 0 {
 		return d, Admission{}
 	}
-	return d, Admission{Key: key, Cost: cost, At: m.at, End: m.at + int64(d.ResetAfter), Gen: m.gen[key]}
+	return d, m.admission(key, cost, m.at, m.at+int64(d.ResetAfter))
 }
 
 // GiveBack gives back what the state still owes to a, as hotlimit's
@@ -323,7 +334,7 @@ func (m *Model) GiveBack(a Admission) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if a.Cost > 0 && m.holds(a.Key) && m.gen[a.Key] == a.Gen {
-		m.giveBackAt(a.Key, a.Cost, a.At, a.End)
+		m.giveBackAt(a)
 	}
 }
 
@@ -472,14 +483,13 @@ func (m *Model) Reset(key string) {
 // ReserveWithin is Reserve with Wait's deadline on a bucket: the request
 // is refused, changing nothing, when the instant it may start is more than
 // maxWait after now (for the token bucket, when it fits; for the leaky
-// bucket, when its turn starts). Admitted, it also returns the instant it
-// was decided at and the TAT it left, what giving it back needs (see
-// GiveBackAt).
-func (m *Model) ReserveWithin(key string, cost, maxWait int64) (ok bool, at, end int64) {
+// bucket, when its turn starts). Admitted, it also returns its Admission,
+// what giving it back needs (see GiveBackAt).
+func (m *Model) ReserveWithin(key string, cost, maxWait int64) (ok bool, a Admission) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if cost <= 0 || cost > m.limit || (m.kind != "tb" && m.kind != "leaky") {
-		return false, 0, 0
+		return false, Admission{}
 	}
 	now := m.now()
 	if !m.holds(key) {
@@ -492,27 +502,28 @@ func (m *Model) ReserveWithin(key string, cost, maxWait int64) (ok bool, at, end
 		wait = max(0, n-m.limit*m.t-now)
 	}
 	if wait > maxWait {
-		return false, 0, 0
+		return false, Admission{}
 	}
 	m.tat[key] = n
-	return true, now, n
+	return true, m.admission(key, cost, now, n)
 }
 
-// GiveBackAt gives back cost of an admission decided at instant at that
-// left TAT end (buckets), as AllowLayers gives back an earlier layer's
-// admission and a cancelled Wait its slot, on the entry that admission was
-// made on (the caller checks that the key was not removed since): the
-// buckets move TAT back by what the admission still owes now, min(cost·T,
-// end − now), never below now; windows lower the count of the window
-// holding at, if the state still holds it; the log removes the newest
-// instants at or before at. A key left fresh is removed.
-func (m *Model) GiveBackAt(key string, cost, at, end int64) {
+// GiveBackAt gives back admission a, as AllowLayers gives back an earlier
+// layer's admission and a cancelled Wait its slot, on the entry that
+// admission was made on (the caller checks that the key was not removed
+// since): the buckets move TAT back by what the admission still owes now,
+// min(Span, End − now), never below now; windows lower the count of the
+// window holding At, if the state still holds it and the window length
+// has not changed since; the log removes the newest instants at or before
+// At. A key left fresh is removed.
+func (m *Model) GiveBackAt(a Admission) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.giveBackAt(key, cost, at, end)
+	m.giveBackAt(a)
 }
 
-func (m *Model) giveBackAt(key string, cost, at, end int64) {
+func (m *Model) giveBackAt(a Admission) {
+	key, cost, at, end := a.Key, a.Cost, a.At, a.End
 	if cost <= 0 {
 		return
 	}
@@ -522,7 +533,9 @@ func (m *Model) giveBackAt(key string, cost, at, end int64) {
 		return
 	case "tb", "leaky":
 	default:
-		m.refundWindow(key, cost, at, m.now())
+		if a.Epoch == m.epoch {
+			m.refundWindow(key, cost, at, m.now())
+		}
 		return
 	}
 	tat, ok := m.tat[key]
@@ -530,7 +543,7 @@ func (m *Model) giveBackAt(key string, cost, at, end int64) {
 		return
 	}
 	now := m.now()
-	if owed := min(cost*m.t, end-now); owed > 0 && tat > now {
+	if owed := min(a.Span, end-now); owed > 0 && tat > now {
 		m.tat[key] = max(tat-owed, now)
 	}
 	if fresh, judged := m.freshAt(key, now); fresh {
@@ -562,6 +575,9 @@ func (m *Model) String() string {
 	defer m.mu.Unlock()
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s L%d T%d W%d swept@%d", m.kind, m.limit, m.t, m.w, m.sweptAt)
+	if m.epoch != 0 {
+		fmt.Fprintf(&b, " E%d", m.epoch) // window give-backs read it
+	}
 	for _, k := range slices.Sorted(maps.Keys(m.tat)) {
 		fmt.Fprintf(&b, " %q:tat=%d", k, m.tat[k])
 	}
@@ -641,6 +657,9 @@ func (m *Model) SetPolicy(policy hotlimit.Policy) bool {
 		return false
 	}
 	if m.kind == "fixed" || m.kind == "sliding" {
+		if n.w != m.w {
+			m.epoch++
+		}
 		now := m.now()
 		for key := range m.win {
 			k, e, prev, cur := m.counts(key, now)
