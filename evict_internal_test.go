@@ -136,7 +136,7 @@ func TestEvictionRetiresOnlyTheScoredWord(t *testing.T) {
 		slotDraw++
 		return (slotDraw - 1) % n
 	}
-	if !l.evictFrom(0, rnd) {
+	if found, _ := l.evictFrom(0, rnd); !found {
 		t.Fatal("evictFrom found nothing to look at")
 	}
 	if st := l.Stats(); l.Len() != 2 || st.Evicted != 0 || st.Swept != 0 {
@@ -179,4 +179,32 @@ func TestSmallMaxKeysSamplesDensely(t *testing.T) {
 	if len(l.shards) != 256 {
 		t.Errorf("WithShards(256), WithMaxKeys(1): %d shards", len(l.shards))
 	}
+}
+
+// TestEvictionKeepsRoomForTheEvictor: the room an eviction frees is the
+// evicting insertion's, not the next comer's. When it was released, another
+// insertion could take it between the eviction and the evictor's own
+// reservation, and the evictor then evicted a second entry (the one just
+// inserted, under WithMaxKeys(1)) for one insertion.
+func TestEvictionKeepsRoomForTheEvictor(t *testing.T) {
+	l, err := New(TokenBucket{Rate: PerSecond(1), Burst: 10}, WithClock(NewManualClock()), WithSweepInterval(0), WithMaxKeys(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.AllowN("held", 3)
+	found, took := l.evictFrom(0, rand.IntN)
+	if !found || !took {
+		t.Fatalf("evictFrom on a full limiter of one entry: found %v, took %v; want the entry evicted and its room kept", found, took)
+	}
+	if l.tryReserveKey() {
+		t.Fatal("another insertion reserved the room the eviction freed for its evictor")
+	}
+	if n := l.Len(); n != 1 {
+		t.Fatalf("Len %d, want 1: the evictor's reservation", n)
+	}
+	if st := l.Stats(); st.Evicted != 1 {
+		t.Fatalf("Stats %+v, want 1 evicted", st)
+	}
+	l.keys.Add(-1) // the evictor gives its reservation back
 }

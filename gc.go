@@ -37,7 +37,10 @@ import (
 //     the value scored.
 //   - keys counts entries held plus insertions that have reserved room;
 //     reservation happens before insertion and release after removal, so
-//     Len() ≤ maxKeys at every instant.
+//     Len() ≤ maxKeys at every instant. An eviction does not release its
+//     entry's room: it passes to the insertion that evicted (evictOne), so
+//     one insertion evicts one entry, never a second one because another
+//     insertion took the room first.
 //   - A sweep holds a shard's mutex for at most sweepChunk slots. Decisions
 //     on existing keys never wait for it; only the insertion of a new key
 //     into that shard waits, for microseconds.
@@ -373,46 +376,51 @@ func sameKey(ta *table, a *slot, tb *table, b *slot) bool {
 // evictOne removes the entry closest to fresh among a uniform sample of
 // min(evictMin, live entries) distinct live entries, to make room for a new
 // key (see the guarantee above). It reports whether it found any entry to
-// look at; the caller tries again when it did but room is still short. An
-// entry whose word changed since it was scored is left alone. Requires that
-// no shard mutex is held.
-func (l *Limiter) evictOne(now int64) bool {
+// look at (the caller tries again when it did but room is still short),
+// and whether it removed one and kept its room for the caller (took): the
+// caller then holds a reservation, as if tryReserveKey had succeeded, and
+// no other insertion can take that room meanwhile (which would send the
+// evicting insertion to evict again, a second entry for one insertion). An
+// entry whose word changed since it was scored is left alone. Requires
+// that no shard mutex is held.
+func (l *Limiter) evictOne(now int64) (found, took bool) {
 	if l.isSlidingLog() {
-		return l.evictLog(now)
+		return l.evictLog(now), false
 	}
 	return l.evictFrom(now, rand.IntN)
 }
 
-func (l *Limiter) evictFrom(now int64, rnd func(int) int) bool {
+func (l *Limiter) evictFrom(now int64, rnd func(int) int) (found, took bool) {
 	full := l.keys.Load()
 	if full < l.maxKeys {
-		return true // room was freed meanwhile: the caller reserves it
+		return true, false // room was freed meanwhile: the caller reserves it
 	}
 	var c [evictMin]candidate
 	n := l.sample(c[:], now, rnd)
 	if n == 0 || n < min(evictMin, int(full)) && l.kind != kindConcurrency {
-		return false // a short sample: see "A short sample"
+		return false, false // a short sample: see "A short sample"
 	}
 	b := c[closest(c[:n], func(x *candidate) score { return x.score }, rnd)]
 	if l.kind == kindConcurrency && b.score.used > 0 {
-		return false // operations in flight: never evicted
+		return false, false // operations in flight: never evicted
 	}
 	b.s.mu.Lock()
 	defer b.s.mu.Unlock()
 	if b.s.tab.Load() != b.t {
-		return true // rebuilt since sampling; the caller tries again
+		return true, false // rebuilt since sampling; the caller tries again
 	}
 	fresh := b.t.p.resetAfter(b.w, now) == 0
-	if b.t.retire(b.sl, b.w) { // only as scored: a changed word stays
-		l.keys.Add(-1)
-		if fresh {
-			l.raiseSweptAt(b.t.p.judgedAt(b.w, now)) // before the mutex goes: shard.go, protocol step 5
-			b.s.swept.Add(1)
-		} else {
-			b.s.evicted.Add(1)
-		}
+	if !b.t.retire(b.sl, b.w) { // only as scored: a changed word stays
+		return true, false
 	}
-	return true
+	// keys stays as it is: the entry's room becomes the caller's.
+	if fresh {
+		l.raiseSweptAt(b.t.p.judgedAt(b.w, now)) // before the mutex goes: shard.go, protocol step 5
+		b.s.swept.Add(1)
+	} else {
+		b.s.evicted.Add(1)
+	}
+	return true, true
 }
 
 // evictIdle removes one entry of a concurrency limiter that has nothing in

@@ -112,7 +112,10 @@ func (l *Limiter) tryReserveKey() bool {
 // sample holds none.
 func (l *Limiter) reserveKey(now int64) bool {
 	for !l.tryReserveKey() {
-		found := l.evictOne(now)
+		found, took := l.evictOne(now)
+		if took {
+			return true // the evicted entry's room, kept for us
+		}
 		if l.kind == kindConcurrency {
 			return found && l.tryReserveKey()
 		}
