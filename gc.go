@@ -373,7 +373,7 @@ func sameKey(ta *table, a *slot, tb *table, b *slot) bool {
 	return string(ta.arena[a.k0:a.k0+n]) == string(tb.arena[b.k0:b.k0+n])
 }
 
-// evictOne removes the entry closest to fresh among a uniform sample of
+// evictOne, for an insertion of key (hash h), removes the entry closest to fresh among a uniform sample of
 // min(evictMin, live entries) distinct live entries, to make room for a new
 // key (see the guarantee above). It reports whether it found any entry to
 // look at (the caller tries again when it did but room is still short),
@@ -381,37 +381,46 @@ func sameKey(ta *table, a *slot, tb *table, b *slot) bool {
 // caller then holds a reservation, as if tryReserveKey had succeeded, and
 // no other insertion can take that room meanwhile (which would send the
 // evicting insertion to evict again, a second entry for one insertion). An
-// entry whose word changed since it was scored is left alone. Requires
-// that no shard mutex is held.
-func (l *Limiter) evictOne(now int64) (found, took bool) {
+// entry whose word changed since it was scored is left alone. If the
+// sample holds key itself, inserted meanwhile by another request, it
+// removes nothing and reports mine: the caller uses that entry. (Evicting
+// it to insert the same key fresh would forget the admission just made
+// there, which no order of the two requests explains.) Requires that no
+// shard mutex is held.
+func (l *Limiter) evictOne(now int64, h uint64, key string) (found, took, mine bool) {
 	if l.isSlidingLog() {
-		return l.evictLog(now), false
+		return l.evictLog(now), false, false
 	}
-	return l.evictFrom(now, rand.IntN)
+	return l.evictFrom(now, rand.IntN, h, key)
 }
 
-func (l *Limiter) evictFrom(now int64, rnd func(int) int) (found, took bool) {
+func (l *Limiter) evictFrom(now int64, rnd func(int) int, h uint64, key string) (found, took, mine bool) {
 	full := l.keys.Load()
 	if full < l.maxKeys {
-		return true, false // room was freed meanwhile: the caller reserves it
+		return true, false, false // room was freed meanwhile: the caller reserves it
 	}
 	var c [evictMin]candidate
 	n := l.sample(c[:], now, rnd)
+	for i := range c[:n] {
+		if uint32(c[i].sl.hash.Load()) == uint32(h) && c[i].t.holdsKey(c[i].sl, key) {
+			return true, false, true
+		}
+	}
 	if n == 0 || n < min(evictMin, int(full)) && l.kind != kindConcurrency {
-		return false, false // a short sample: see "A short sample"
+		return false, false, false // a short sample: see "A short sample"
 	}
 	b := c[closest(c[:n], func(x *candidate) score { return x.score }, rnd)]
 	if l.kind == kindConcurrency && b.score.used > 0 {
-		return false, false // operations in flight: never evicted
+		return false, false, false // operations in flight: never evicted
 	}
 	b.s.mu.Lock()
 	defer b.s.mu.Unlock()
 	if b.s.tab.Load() != b.t {
-		return true, false // rebuilt since sampling; the caller tries again
+		return true, false, false // rebuilt since sampling; the caller tries again
 	}
 	fresh := b.t.p.resetAfter(b.w, now) == 0
 	if !b.t.retire(b.sl, b.w) { // only as scored: a changed word stays
-		return true, false
+		return true, false, false
 	}
 	// keys stays as it is: the entry's room becomes the caller's.
 	if fresh {
@@ -420,7 +429,7 @@ func (l *Limiter) evictFrom(now int64, rnd func(int) int) (found, took bool) {
 	} else {
 		b.s.evicted.Add(1)
 	}
-	return true, true
+	return true, true, false
 }
 
 // evictIdle removes one entry of a concurrency limiter that has nothing in

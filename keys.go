@@ -37,7 +37,7 @@ func (l *Limiter) lockSlotFirst(s *shard, h uint64, key string, now, need int64,
 	if !l.tryReserveKey() {
 		// Evicting takes other shards' mutexes: never while holding one.
 		s.mu.Unlock()
-		ok := l.reserveKey(now)
+		ok := l.reserveKey(now, h, key)
 		s.mu.Lock()
 		if sl := s.tab.Load().find(h, key); sl != nil || !ok || !s.admits(need) {
 			if ok {
@@ -110,11 +110,14 @@ func (l *Limiter) tryReserveKey() bool {
 // that no shard mutex is held. A concurrency limiter evicts only fresh
 // entries (no operation in flight) and gives up, reporting false, when its
 // sample holds none.
-func (l *Limiter) reserveKey(now int64) bool {
+func (l *Limiter) reserveKey(now int64, h uint64, key string) bool {
 	for !l.tryReserveKey() {
-		found, took := l.evictOne(now)
+		found, took, mine := l.evictOne(now, h, key)
 		if took {
 			return true // the evicted entry's room, kept for us
+		}
+		if mine {
+			return false // key was inserted meanwhile: the caller finds it
 		}
 		if l.kind == kindConcurrency {
 			return found && l.tryReserveKey()

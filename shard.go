@@ -233,6 +233,16 @@ func (t *table) keyEqual(s *slot, key string, k0, k1 uint64, inline bool) bool {
 	return string(t.arena[s.k0:s.k0+uint64(len(key))]) == key
 }
 
+// holdsKey reports whether s, a filled slot of t, holds key.
+func (t *table) holdsKey(s *slot, key string) bool {
+	var k0, k1 uint64
+	inline := len(key) <= inlineKeyLen
+	if inline {
+		k0, k1 = packKey(key)
+	}
+	return t.keyEqual(s, key, k0, k1, inline)
+}
+
 // find returns key's live slot, or nil. It takes no lock: it may miss a
 // slot being published or retired concurrently, which callers handle by
 // retrying under the shard's mutex.

@@ -232,8 +232,8 @@ func (l *Limiter) allowLog(key string, now, cost int64, a *admission) (verdict, 
 func (l *Limiter) newLogOrMakeRoom(ls *logShard, key string, now int64) *logRing {
 	if !l.tryReserveKey() {
 		ls.mu.Unlock()
-		l.reserveKey(now) // always true: only concurrency limiters give up
-		l.keys.Add(-1)    // the room was made; whoever decides again takes it
+		l.reserveKey(now, 0, "") // always true: only concurrency limiters give up
+		l.keys.Add(-1)           // the room was made; whoever decides again takes it
 		ls.mu.Lock()
 		return nil
 	}
