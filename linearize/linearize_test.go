@@ -60,14 +60,22 @@ func rateConfigs() map[string]RateConfig {
 // per algorithm, each of LINEARIZE_WORKERS goroutines (default 4) making
 // LINEARIZE_OPS operations (default 40) on 2 keys, from seed
 // LINEARIZE_SEED on (default 1).
-func TestRateLinearizable(t *testing.T) {
+func TestRateLinearizable(t *testing.T) { testRate(t, 2, 0) }
+
+// TestEvictLinearizable is TestRateLinearizable on one key under
+// WithMaxKeys(1), with goroutine 0 now and then admitting a key of its
+// own, which evicts the one A holds: give-backs, Waits and layered
+// requests then straddle evictions (see RateConfig.MaxKeys).
+func TestEvictLinearizable(t *testing.T) { testRate(t, 1, 1) }
+
+func testRate(t *testing.T, keys, maxKeys int) {
 	histories := envInt(t, "LINEARIZE_HISTORIES", 10)
 	workers := envInt(t, "LINEARIZE_WORKERS", 4)
 	ops := envInt(t, "LINEARIZE_OPS", 40)
 	seed := envInt(t, "LINEARIZE_SEED", 1)
 	for name, cfg := range rateConfigs() {
 		t.Run(name, func(t *testing.T) {
-			cfg.Keys, cfg.Workers, cfg.Ops, cfg.Step = 2, workers, ops, 20*us
+			cfg.Keys, cfg.Workers, cfg.Ops, cfg.Step, cfg.MaxKeys = keys, workers, ops, 20*us, maxKeys
 			total := 0
 			steps := map[string]int{}
 			for i := range histories {

@@ -32,6 +32,12 @@ type RateConfig struct {
 	Seed     uint64            // the generator's seed
 	Step     time.Duration     // how far the shared instant moves at most per move
 	Options  []hotlimit.Option // more options for A (WithShards(1) and no sweeper are set)
+	// MaxKeys, if 1, gives A WithMaxKeys(1), and goroutine 0 now and then
+	// admits a key no other operation names ("e0", "e1", …), which evicts
+	// whatever A holds. Under WithMaxKeys(1) every eviction's victim is the
+	// one other entry, so the model can evict as the limiter does: an
+	// operation that inserts a key into a full A first evicts the key held.
+	MaxKeys int
 }
 
 type rateOp uint8
@@ -137,6 +143,13 @@ func rateModel(cfg RateConfig) porcupine.Model {
 			} else {
 				s.a = m
 			}
+			if in.lim == 0 && cfg.MaxKeys == 1 && inserts(in, m) {
+				for _, k := range m.Held() {
+					if k != in.key {
+						m.Evict(k) // judged at the inserter's reading, as reserveKey does
+					}
+				}
+			}
 			ok := true
 			switch in.op {
 			case opAllowN:
@@ -229,6 +242,18 @@ func rateModel(cfg RateConfig) porcupine.Model {
 	}
 }
 
+// inserts reports whether operation in, on A, inserts its key into m: it
+// names a key m does not hold, with a cost a new entry can admit (as
+// lockSlotFirst inserts, evicting to make room, before the request's own
+// decision, which may still refuse a Wait whose deadline has passed).
+func inserts(in rateIn, m *refmodel.Model) bool {
+	switch in.op {
+	case opAllowN, opAdmitN, opLayerAllow, opWait, opWaitReserve:
+		return 1 <= in.cost && in.cost <= m.Limit() && !m.Holds(in.key)
+	}
+	return false
+}
+
 // deadlinePassed is a context whose deadline passes between Wait's checks:
 // Err reports nothing, and the deadline is already behind.
 type deadlinePassed struct{ context.Context }
@@ -256,7 +281,11 @@ func (c *cancelledWhileWaiting) Err() error {
 // RunRate runs one history of cfg and returns it.
 func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 	rec := NewRecorder()
-	a, err := hotlimit.New(cfg.Policies[0], append([]hotlimit.Option{hotlimit.WithClock(rec.Clock(0)), hotlimit.WithShards(1), hotlimit.WithSweepInterval(0)}, cfg.Options...)...)
+	opts := []hotlimit.Option{hotlimit.WithClock(rec.Clock(0)), hotlimit.WithShards(1), hotlimit.WithSweepInterval(0)}
+	if cfg.MaxKeys == 1 {
+		opts = append(opts, hotlimit.WithMaxKeys(1))
+	}
+	a, err := hotlimit.New(cfg.Policies[0], append(opts, cfg.Options...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -343,6 +372,13 @@ func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 				key := fmt.Sprint("k", r.IntN(cfg.Keys))
 				in := rateIn{lim: 0, key: key, at: at}
 				var out rateOut
+				if cfg.MaxKeys == 1 && g == 0 && r.IntN(3) == 0 {
+					// A key of its own, new: it evicts whatever A holds.
+					in.op, in.key, in.cost = opAllowN, fmt.Sprint("e", nextID.Add(1)), 1
+					call, ret, _ := rec.do(now, func() { out.d = a.AllowN(in.key, 1) })
+					add(g, one(in, out, call, ret))
+					continue
+				}
 				x := r.IntN(24)
 				if !bucket && 12 <= x && x < 15 {
 					x = 0 // no Wait: an AllowN instead
@@ -559,6 +595,8 @@ func stepKinds(hist []porcupine.Operation) map[string]int {
 			k["Wait past its deadline"]++
 		case in.op == opLayerAllow && in.lim == 0 && out.allowed && in.back:
 			k["layer given back"]++
+		case in.op == opAllowN && strings.HasPrefix(in.key, "e"):
+			k["evicting AllowN"]++
 		}
 	}
 	return k

@@ -470,6 +470,43 @@ func (m *Model) Holds(key string) bool {
 	return m.holds(key)
 }
 
+// Held returns the keys the model holds state for, sorted: the entries
+// the limiter holds.
+func (m *Model) Held() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var keys []string
+	for k := range m.tat {
+		keys = append(keys, k)
+	}
+	for k := range m.win {
+		keys = append(keys, k)
+	}
+	for k := range m.log {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// Evict removes key as eviction under WithMaxKeys does, judged at now: a
+// state fresh at now is removed as a sweep removes it (later new keys are
+// decided no earlier than its judged instant), any other is forgotten as
+// it stands.
+func (m *Model) Evict(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.holds(key) {
+		return
+	}
+	fresh, judged := m.freshAt(key, m.now())
+	sweptAt := m.sweptAt
+	m.remove(key, judged)
+	if !fresh {
+		m.sweptAt = sweptAt
+	}
+}
+
 // Reset forgets key's state as Limiter.Reset does: the next request for it
 // is decided as a new key's, no earlier than now.
 func (m *Model) Reset(key string) {
