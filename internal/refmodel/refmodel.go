@@ -572,6 +572,8 @@ func (m *Model) giveBackAt(a Admission) {
 	default:
 		if a.Epoch == m.epoch {
 			m.refundWindow(key, cost, at, m.now())
+		} else if fresh, judged := m.freshAt(key, m.now()); m.win[key] != nil && fresh {
+			m.remove(key, judged) // nothing given back, but a fresh entry goes, as in refundWindow
 		}
 		return
 	}
