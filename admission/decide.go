@@ -276,7 +276,7 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 		start := len(key)
 		il := &p.ids[i]
 		k, err := il.key(append(key, keyPrefix...), r)
-		if err == nil && !hasIdentity(k[start:]) {
+		if err == nil && !appended(k, key[:start]) {
 			err = ErrBadKeyFunc
 		}
 		if err != nil && res.KeyErr == nil {
@@ -285,7 +285,7 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 		if err != nil && il.fallback != nil {
 			res.Fallback = true
 			k, err = il.fallback(append(key[:start], keyPrefix...), r)
-			if err == nil && !hasIdentity(k[start:]) {
+			if err == nil && !appended(k, key[:start]) {
 				err = ErrBadKeyFunc
 			}
 		}
@@ -357,6 +357,13 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 // after its prefix.
 func hasIdentity(key []byte) bool {
 	return len(key) > len(keyPrefix) && string(key[:len(keyPrefix)]) == keyPrefix
+}
+
+// appended reports whether k, what a KeyFunc returned for dst = prev +
+// keyPrefix, is prev followed by the prefix and an identity: a KeyFunc
+// that ignored dst must not replace the keys built before it.
+func appended(k, prev []byte) bool {
+	return len(k) > len(prev) && string(k[:len(prev)]) == string(prev) && hasIdentity(k[len(prev):])
 }
 
 // refused completes res for a request refused before the backend was

@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 )
 
 // TestIdentitiesOneDecision: a per-token limit (the group's) and a per-IP
@@ -162,6 +164,36 @@ func TestIdentitiesConfigErrors(t *testing.T) {
 		}
 		if got := err.Error(); !strings.Contains(got, tc.want) || !strings.HasPrefix(got, "httplimit: ") {
 			t.Errorf("error %q, want %q", got, tc.want)
+		}
+	}
+}
+
+// TestIdentitiesBadKeyFunc: an identity layer's KeyFunc that ignores its
+// dst (returns a buffer of its own, or nothing) refuses the request as a
+// key failure: it neither panics nor replaces the keys built before it.
+func TestIdentitiesBadKeyFunc(t *testing.T) {
+	for name, fn := range map[string]KeyFunc{
+		"ignores dst": func(dst []byte, r *http.Request) ([]byte, error) { return []byte("x"), nil },
+		"own prefix": func(dst []byte, r *http.Request) ([]byte, error) {
+			return []byte("rl:v1:ip:192.0.2.1:route:all-of-it"), nil
+		},
+		"appends nothing": func(dst []byte, r *http.Request) ([]byte, error) { return dst, nil },
+		"nil":             func(dst []byte, r *http.Request) ([]byte, error) { return nil, nil },
+	} {
+		var ev Event
+		hs := newHarness(t, Config{
+			Limits: map[string]hotlimit.Policy{
+				"g":  hotlimit.FixedWindow{Limit: 5, Window: time.Minute},
+				"id": hotlimit.FixedWindow{Limit: 5, Window: time.Minute},
+			},
+			Groups:       []Group{{Name: "all", Limit: "g"}},
+			DefaultGroup: "all",
+			Key:          TokenKey("Authorization"),
+			Identities:   []IdentityLimit{{Limit: "id", Key: fn}},
+			Hook:         func(e Event) { ev = e },
+		})
+		if w := hs.do("/", token); w.Code != http.StatusTooManyRequests || ev.Outcome != OutcomeKeyDenied || !errors.Is(ev.Err, admission.ErrBadKeyFunc) {
+			t.Errorf("%s: %d %+v", name, w.Code, ev)
 		}
 	}
 }
