@@ -203,6 +203,9 @@ func TestAdmissionRefund(t *testing.T) {
 	if d := tb.AdmitN(&a, "k", 3); d.Allowed || a.Refund() {
 		t.Fatalf("a denied AdmitN (%+v) left something to Refund", d)
 	}
+	if d := tb.AdmitN(&a, "k", 0); !d.Allowed || a.Refund() {
+		t.Fatalf("a peek through AdmitN (%+v) left something to Refund", d)
+	}
 	// AdmitN over a held Admission drops it: a Refund then gives back
 	// the second admission only.
 	fw := newLimiter(t, hotlimit.FixedWindow{Limit: 10, Window: time.Hour}, hotlimit.WithClock(c))
