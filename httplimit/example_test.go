@@ -65,3 +65,43 @@ func w0(h http.Handler) string {
 	h.ServeHTTP(w, r)
 	return "RateLimit-Policy: " + w.Header().Get("RateLimit-Policy")
 }
+
+// A limit per API token and one per client IP, in one decision: every
+// response carries an item for each, and a request one refuses costs
+// nothing in the other. httplimit.By(httplimit.PerIP(rate),
+// httplimit.PerToken("Authorization", rate)) is the one-line form; here
+// the full Config, on a ManualClock so that the output is the same on
+// every run.
+func Example_identities() {
+	clock := hotlimit.NewManualClock()
+	clock.Set(30 * time.Second)
+	m, err := httplimit.New(httplimit.Config{
+		Limits: map[string]hotlimit.Policy{
+			"per-token": hotlimit.FixedWindow{Limit: 100, Window: time.Minute},
+			"per-ip":    hotlimit.FixedWindow{Limit: 2, Window: time.Minute},
+		},
+		Groups:       []httplimit.Group{{Name: "all", Limit: "per-token"}},
+		DefaultGroup: "all",
+		Key:          httplimit.TokenKey("Authorization"),
+		Identities:   []httplimit.IdentityLimit{{Limit: "per-ip", Key: httplimit.IPKey(nil)}},
+		Backend:      httplimit.LocalBackend(hotlimit.WithClock(clock)),
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for range 3 {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "192.0.2.1:4000"
+		r.Header.Set("Authorization", "Bearer my-api-token")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Println(w.Code, w.Header().Get("RateLimit"))
+	}
+	// Output:
+	// 200 "per-token";r=99;t=30, "per-ip";r=1;t=30
+	// 200 "per-token";r=98;t=30, "per-ip";r=0;t=30
+	// 429 "per-token";r=98;t=30, "per-ip";r=0;t=30
+}
