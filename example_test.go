@@ -104,3 +104,21 @@ func ExampleLimiter_SetPolicy() {
 	// Output:
 	// 2
 }
+
+// A request admitted by the limiter whose work then does not happen (it
+// fails validation) gives its units back through the Admission that
+// AdmitN recorded. A Refund gives back at most once.
+func ExampleLimiter_AdmitN() {
+	clock := hotlimit.NewManualClock()
+	lim, _ := hotlimit.New(hotlimit.TokenBucket{Rate: hotlimit.PerMinute(3), Burst: 3}, hotlimit.WithClock(clock))
+	defer lim.Close()
+	var a hotlimit.Admission
+	d := lim.AdmitN(&a, "user:42", 2)
+	fmt.Println(d.Allowed, d.Remaining)
+	fmt.Println(a.Refund(), lim.Check("user:42", 0).Remaining)
+	fmt.Println(a.Refund(), lim.Check("user:42", 0).Remaining)
+	// Output:
+	// true 1
+	// true 3
+	// false 3
+}
