@@ -7,22 +7,25 @@ import (
 	"sort"
 
 	"github.com/hotlimit/hotlimit"
-	"github.com/hotlimit/hotlimit/httplimit"
+	"github.com/hotlimit/hotlimit/admission"
 	"github.com/redis/go-redis/v9"
 )
 
-// RedisBackend is an httplimit.Backend whose limits live in Redis: one
-// Limiter per named limit, all on one client and one shared Breaker, and
-// each request's layers decided in one script call. It is also an
-// httplimit.StateBackend (the RateLimit field then has one item per
-// limit) and an httplimit.ResetBackend (for httplimit.Middleware.Reset).
+// RedisBackend is an admission.Backend (what makes the decisions of
+// httplimit's middleware and grpclimit's interceptor) whose limits live in
+// Redis: one Limiter per named limit, all on one client and one shared
+// Breaker, and each request's layers decided in one script call. It is
+// also an admission.StateBackend (the RateLimit field then has one item
+// per limit) and an admission.ResetBackend (for httplimit's
+// Middleware.Reset). Build one with NewBackend, or hand BackendFactory to
+// the middleware or interceptor.
 type RedisBackend struct {
 	limiters map[string]*Limiter
 	decides  bool // a failure policy was given: answer it instead of an error
 }
 
-// Backend returns an httplimit.BackendFactory that builds a RedisBackend
-// on client. Each named limit becomes a Limiter of that name with opts;
+// BackendFactory returns an admission.BackendFactory (httplimit's and
+// grpclimit's Config.Backend) that builds a RedisBackend on client. Each named limit becomes a Limiter of that name with opts;
 // unless opts include WithBreaker, the limiters share one new Breaker.
 //
 // When Redis cannot decide, the backend returns the error, and the
@@ -31,13 +34,21 @@ type RedisBackend struct {
 // and no error. Use FallbackLocal (not Fallback, which names one limiter)
 // to fall back to in-process limits. On a Redis Cluster, give WithHashTag
 // so that the layers of one request share a slot.
-func Backend(client redis.Scripter, opts ...Option) httplimit.BackendFactory {
-	return func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
+func BackendFactory(client redis.Scripter, opts ...Option) admission.BackendFactory {
+	return func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
 		return NewBackend(client, limits, opts...)
 	}
 }
 
-// NewBackend builds the RedisBackend that Backend's factory returns. On
+// Backend is BackendFactory.
+//
+// Deprecated: the name said neither that it returns a factory nor what
+// the factory builds; use BackendFactory.
+func Backend(client redis.Scripter, opts ...Option) admission.BackendFactory {
+	return BackendFactory(client, opts...)
+}
+
+// NewBackend builds the RedisBackend that BackendFactory's factory returns. On
 // error it closes what it had built.
 func NewBackend(client redis.Scripter, limits map[string]hotlimit.Policy, opts ...Option) (*RedisBackend, error) {
 	var cfg config
@@ -73,20 +84,20 @@ func NewBackend(client redis.Scripter, limits map[string]hotlimit.Policy, opts .
 // Limiter returns the limiter behind a named limit, or nil.
 func (b *RedisBackend) Limiter(name string) *Limiter { return b.limiters[name] }
 
-// Allow implements httplimit.Backend with AllowLayers: one script call,
+// Allow implements admission.Backend with AllowLayers: one script call,
 // all or nothing.
-func (b *RedisBackend) Allow(ctx context.Context, layers []httplimit.Layer) (hotlimit.Decision, error) {
+func (b *RedisBackend) Allow(ctx context.Context, layers []admission.Layer) (hotlimit.Decision, error) {
 	d, _, err := b.AllowBinding(ctx, layers)
 	return d, err
 }
 
-// AllowBinding implements httplimit.BindingBackend with AllowLayersIndex,
+// AllowBinding implements admission.BindingBackend with AllowLayersIndex,
 // so the middleware names the layer that bound.
-func (b *RedisBackend) AllowBinding(ctx context.Context, layers []httplimit.Layer) (hotlimit.Decision, int, error) {
+func (b *RedisBackend) AllowBinding(ctx context.Context, layers []admission.Layer) (hotlimit.Decision, int, error) {
 	return b.AllowStates(ctx, layers, nil)
 }
 
-// AllowStates implements httplimit.StateBackend in the same script call
+// AllowStates implements admission.StateBackend in the same script call
 // as the decision: each layer's Remaining is its own, as
 // hotlimit.AllowLayersEach reports it (after its admission; when the
 // call is denied, the denying layer's as it decided, every other layer's
@@ -94,13 +105,13 @@ func (b *RedisBackend) AllowBinding(ctx context.Context, layers []httplimit.Laye
 // state, for every policy. The states are unknown (Remaining -1) when a
 // cached denial (WithLocalDenials) or a failure policy answered. A nil
 // states reads none, and the script computes none.
-func (b *RedisBackend) AllowStates(ctx context.Context, layers []httplimit.Layer, states []httplimit.LayerState) (hotlimit.Decision, int, error) {
+func (b *RedisBackend) AllowStates(ctx context.Context, layers []admission.Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
 	var buf [8]Layer
 	ls := buf[:0]
 	for _, ly := range layers {
 		l := b.limiters[ly.Limit]
 		if l == nil {
-			return hotlimit.Decision{}, -1, fmt.Errorf("%w %q", httplimit.ErrUnknownLimit, ly.Limit)
+			return hotlimit.Decision{}, -1, fmt.Errorf("%w %q", admission.ErrUnknownLimit, ly.Limit)
 		}
 		ls = append(ls, Layer{Limiter: l, Key: ly.Key, Cost: ly.Cost})
 	}
@@ -113,19 +124,19 @@ func (b *RedisBackend) AllowStates(ctx context.Context, layers []httplimit.Layer
 	return d, i, nil
 }
 
-// Reset implements httplimit.ResetBackend with Limiter.Reset: it deletes
+// Reset implements admission.ResetBackend with Limiter.Reset: it deletes
 // key's state under the named limit in Redis, for every instance, and
 // this instance's cached denial of key (WithLocalDenials). It also drops
 // this instance's cached denials of layered calls, in every limit: such
 // a denial may have waited on key's layer, and would otherwise keep
 // denying for key's old wait (other instances' cached denials stay until
 // their RetryAfter, as for Limiter.Reset). One round trip; an error
-// wraps httplimit.ErrUnknownLimit, hotlimit.ErrKeyTooLong or
+// wraps admission.ErrUnknownLimit, hotlimit.ErrKeyTooLong or
 // ErrUnavailable.
 func (b *RedisBackend) Reset(ctx context.Context, limit, key string) error {
 	l := b.limiters[limit]
 	if l == nil {
-		return fmt.Errorf("%w %q", httplimit.ErrUnknownLimit, limit)
+		return fmt.Errorf("%w %q", admission.ErrUnknownLimit, limit)
 	}
 	err := l.Reset(ctx, key)
 	for _, other := range b.limiters {

@@ -24,7 +24,7 @@ func TestBackendMatchesLocal(t *testing.T) {
 		"token": hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 24 * time.Hour}, Burst: 5},
 		"ip":    hotlimit.SlidingWindow{Limit: 8, Window: 24 * time.Hour},
 	}
-	rb := must(Backend(c, WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second))(limits))
+	rb := must(BackendFactory(c, WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second))(limits))
 	lb := must(httplimit.LocalBackend()(limits))
 	ctx := context.Background()
 	reqs := [][]httplimit.Layer{
@@ -49,24 +49,24 @@ func TestBackendMatchesLocal(t *testing.T) {
 
 func TestBackendErrors(t *testing.T) {
 	c := redistest.Client(t, "127.0.0.1:1") // nothing listens there
-	_, err := Backend(c)(map[string]hotlimit.Policy{"ok": hotlimit.FixedWindow{Limit: 1, Window: time.Second}, "log": hotlimit.SlidingLog{Limit: 2000, Window: time.Second}})
+	_, err := BackendFactory(c)(map[string]hotlimit.Policy{"ok": hotlimit.FixedWindow{Limit: 1, Window: time.Second}, "log": hotlimit.SlidingLog{Limit: 2000, Window: time.Second}})
 	if err == nil || !strings.Contains(err.Error(), `limit "log"`) {
 		t.Fatalf("a SlidingLog limit over 1024: %v; want an error naming it", err)
 	}
 	one := must(hotlimit.New(hotlimit.FixedWindow{Limit: 1, Window: time.Second}))
 	defer one.Close()
-	if _, err := Backend(c, WithFailurePolicy(Fallback(one)))(nil); err == nil {
+	if _, err := BackendFactory(c, WithFailurePolicy(FallbackTo(one)))(nil); err == nil {
 		t.Fatal("Backend accepted Fallback")
 	}
 	limits := map[string]hotlimit.Policy{"a": hotlimit.FixedWindow{Limit: 2, Window: time.Hour}}
 	ls := []httplimit.Layer{{Limit: "a", Key: "k", Cost: 1}}
 	ctx := context.Background()
 	// Without a failure policy, the error goes to the middleware.
-	if _, err := must(Backend(c)(limits)).Allow(ctx, ls); !errors.Is(err, ErrUnavailable) {
+	if _, err := must(BackendFactory(c)(limits)).Allow(ctx, ls); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("unreachable Redis: %v; want ErrUnavailable", err)
 	}
 	// With one, the backend decides: here in process.
-	fb := must(Backend(c, WithFailurePolicy(FallbackLocal()))(limits))
+	fb := must(BackendFactory(c, WithFailurePolicy(FallbackLocal()))(limits))
 	defer fb.(*RedisBackend).Close()
 	for i, want := range []bool{true, true, false} {
 		d, err := fb.Allow(ctx, ls)

@@ -126,7 +126,7 @@ func TestBackendStatesThroughMiddleware(t *testing.T) {
 		DefaultGroup: "g",
 		Global:       "all",
 		Key:          httplimit.TokenKey("Authorization"),
-		Backend:      Backend(c, WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second)),
+		Backend:      BackendFactory(c, WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second)),
 	})
 	if err != nil {
 		t.Fatal(err)

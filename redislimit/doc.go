@@ -99,7 +99,7 @@
 //
 //   - FailClosed (the default) denies the request.
 //   - FailOpen admits it.
-//   - Fallback(local) or FallbackLocal() decides it with an in-process
+//   - FallbackTo(local) or FallbackLocal() decides it with an in-process
 //     hotlimit.Limiter: the limit then holds per process. Use this for
 //     security-sensitive limits (logins), which must not open.
 //

@@ -28,6 +28,9 @@ const (
 	failFallbackLocal
 )
 
+// FailClosed and FailOpen are variables, not constants as httplimit's
+// FailMode values are: a FailurePolicy may carry a limiter (FallbackTo), so
+// it is a struct, which Go cannot make a constant.
 var (
 	// FailClosed denies every request Redis could not decide, with
 	// RetryAfter the time until the breaker lets a probe through (or its
@@ -41,19 +44,26 @@ var (
 	FailOpen = FailurePolicy{mode: failOpen}
 )
 
-// Fallback decides the requests Redis could not decide with local, an
+// FallbackTo decides the requests Redis could not decide with local, an
 // in-process limiter that should have the same policy: the limit then
 // holds per process instead of across processes, which keeps a
 // security-sensitive limit (logins, password resets) closed enough
 // without refusing everyone. In a layered call, local decides the layers
 // of limiters with this policy.
-func Fallback(local *hotlimit.Limiter) FailurePolicy {
+func FallbackTo(local *hotlimit.Limiter) FailurePolicy {
 	return FailurePolicy{mode: failFallback, local: local}
 }
 
-// FallbackLocal is Fallback with an in-process limiter that New builds
+// Fallback is FallbackTo.
+//
+// Deprecated: beside FallbackLocal the name did not say which limiter
+// decides; use FallbackTo (a limiter of yours) or FallbackLocal (one New
+// builds).
+func Fallback(local *hotlimit.Limiter) FailurePolicy { return FallbackTo(local) }
+
+// FallbackLocal is FallbackTo with an in-process limiter that New builds
 // from the limiter's own policy and opts (for example
-// hotlimit.WithMaxKeys), and that Close closes. Backend needs this form:
+// hotlimit.WithMaxKeys), and that Close closes. NewBackend needs this form:
 // each of its limits gets its own local limiter.
 func FallbackLocal(opts ...hotlimit.Option) FailurePolicy {
 	return FailurePolicy{mode: failFallbackLocal, opts: opts}

@@ -180,7 +180,7 @@ func TestFaultStopped(t *testing.T) {
 	ctx := context.Background()
 	local := must(hotlimit.New(hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 24 * time.Hour}, Burst: 2}))
 	defer local.Close()
-	policies := map[string]FailurePolicy{"open": FailOpen, "closed": FailClosed, "fallback": Fallback(local)}
+	policies := map[string]FailurePolicy{"open": FailOpen, "closed": FailClosed, "fallback": FallbackTo(local)}
 	lims := map[string]*Limiter{}
 	for name, fp := range policies {
 		lims[name] = must(New(client, name, slowBucket, WithFailurePolicy(fp), WithBreaker(NewBreaker(2, time.Hour))))

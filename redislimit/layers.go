@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
-	"github.com/hotlimit/hotlimit/httplimit"
+	"github.com/hotlimit/hotlimit/admission"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -68,9 +68,9 @@ func AllowLayersIndex(ctx context.Context, layers ...Layer) (hotlimit.Decision, 
 // state after the decision, when Redis decided (see decode); otherwise
 // (a cached denial answered, or Redis did not decide) it sets every
 // Remaining to -1, unknown. states is nil or has len(layers) elements.
-func allowLayers(ctx context.Context, layers []Layer, states []httplimit.LayerState) (hotlimit.Decision, int, error) {
+func allowLayers(ctx context.Context, layers []Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
 	for i := range states {
-		states[i] = httplimit.LayerState{Remaining: -1}
+		states[i] = admission.LayerState{Remaining: -1}
 	}
 	if len(layers) == 0 {
 		// Checked against no limit, a request is not admitted, as
@@ -201,7 +201,7 @@ func firstOf(layers []Layer, i int) int {
 // of those layers for the sum of their costs (−1, never admitted, when one
 // of them is negative; saturating above every limit), and each of them
 // reports that decision. The binding index is the group's first layer.
-func allowGrouped(ctx context.Context, layers []Layer, states []httplimit.LayerState) (hotlimit.Decision, int, error) {
+func allowGrouped(ctx context.Context, layers []Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
 	group := make([]int, len(layers)) // layer j is decided as grouped[group[j]]
 	var grouped []Layer
 	var at []int // at[k]: the first layer of grouped[k]
@@ -223,9 +223,9 @@ func allowGrouped(ctx context.Context, layers []Layer, states []httplimit.LayerS
 		grouped = append(grouped, ly)
 		at = append(at, j)
 	}
-	var st []httplimit.LayerState
+	var st []admission.LayerState
 	if states != nil {
-		st = make([]httplimit.LayerState, len(grouped))
+		st = make([]admission.LayerState, len(grouped))
 	}
 	d, i, err := allowLayers(ctx, grouped, st)
 	for j := range states {

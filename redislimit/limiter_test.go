@@ -47,7 +47,7 @@ func TestNewRejects(t *testing.T) {
 		{"no context deadlines", noCtx, "x", tb, nil, "ContextTimeoutEnabled"},
 		{"bad timeout", ok, "x", tb, []Option{WithTimeout(0)}, "WithTimeout: timeout must be > 0"},
 		{"nil breaker", ok, "x", tb, []Option{WithBreaker(nil)}, "nil Breaker"},
-		{"nil fallback", ok, "x", tb, []Option{WithFailurePolicy(Fallback(nil))}, "Fallback(nil)"},
+		{"nil fallback", ok, "x", tb, []Option{WithFailurePolicy(FallbackTo(nil))}, "FallbackTo(nil)"},
 		{"bad tag", ok, "x", tb, []Option{WithHashTag("a}b")}, "contains a brace"},
 		{"bad cache", ok, "x", tb, []Option{WithLocalDenials(-1)}, "maxKeys must be ≥ 0"},
 		{"nil option", ok, "x", tb, []Option{nil}, "nil Option"},

@@ -101,7 +101,7 @@ func WithBreaker(b *Breaker) Option {
 func WithFailurePolicy(p FailurePolicy) Option {
 	return func(c *config) {
 		if p.mode == failFallback && p.local == nil {
-			c.failf("WithFailurePolicy: Fallback(nil)")
+			c.failf("WithFailurePolicy: FallbackTo(nil)")
 		}
 		c.fail, c.failSet = p, true
 	}
