@@ -285,7 +285,30 @@ func (l *Limiter) Allow(ctx context.Context, key string) (bool, error) {
 // AllowN reports whether a request of cost units on key is admitted, and
 // spends them if so: Decide's Allowed.
 func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (bool, error) {
-	d, err := l.Decide(ctx, key, cost)
+	if cost <= 0 || cost > l.limit {
+		return cost == 0, nil
+	}
+	// spend, written out: AllowN is the hot path, and needs no clock read
+	// for a token bucket (no ResetAfter to report).
+	e := l.lookup(key)
+	if e != nil {
+		g := e.cur.Load()
+		if g.end == never || l.clock.Now() < time.Duration(g.end) {
+			for {
+				a := g.avail.Load()
+				if a < cost {
+					break
+				}
+				if g.avail.CompareAndSwap(a, a-cost) {
+					if a-cost <= g.low.Load() && !e.busy.Load() {
+						l.startRefill(e, key)
+					}
+					return true, nil
+				}
+			}
+		}
+	}
+	d, _, err := l.slow(ctx, key, e, cost)
 	return d.Allowed, err
 }
 
@@ -333,24 +356,35 @@ func (l *Limiter) decide(ctx context.Context, key string, cost int64) (hotlimit.
 	}
 	e := l.lookup(key)
 	if e != nil {
-		g := e.cur.Load()
-		now := int64(l.clock.Now())
-		if g.end == never || now < g.end {
-			for {
-				a := g.avail.Load()
-				if a < cost {
-					break
-				}
-				if g.avail.CompareAndSwap(a, a-cost) {
-					if a-cost <= g.low.Load() && !e.busy.Load() {
-						l.startRefill(e, key)
-					}
-					return hotlimit.Decision{Allowed: true, Limit: l.limit, Remaining: a - cost, ResetAfter: l.resetAfter(e, g, now)}, g, nil
-				}
-			}
+		if g, a, ok := l.spend(e, key, cost); ok {
+			now := int64(l.clock.Now())
+			return hotlimit.Decision{Allowed: true, Limit: l.limit, Remaining: a - cost, ResetAfter: l.resetAfter(e, g, now)}, g, nil
 		}
 	}
 	return l.slow(ctx, key, e, cost)
+}
+
+// spend takes cost units from e's lease if it holds them, in process, and
+// reports the grant and the units it held before. It starts a refill in
+// the background when the lease drops to its low-water mark. It reads the
+// clock only for a fixed window (whose grant ends).
+func (l *Limiter) spend(e *entry, key string, cost int64) (*grant, int64, bool) {
+	g := e.cur.Load()
+	if g.end != never && int64(l.clock.Now()) >= g.end {
+		return nil, 0, false
+	}
+	for {
+		a := g.avail.Load()
+		if a < cost {
+			return nil, 0, false
+		}
+		if g.avail.CompareAndSwap(a, a-cost) {
+			if a-cost <= g.low.Load() && !e.busy.Load() {
+				l.startRefill(e, key)
+			}
+			return g, a, true
+		}
+	}
 }
 
 // resetAfter is Decision.ResetAfter for e at now, whose grant is g.
