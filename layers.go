@@ -126,19 +126,17 @@ type LayerState struct {
 }
 
 // AllowLayersState is AllowLayersEach that reports each layer's state in
-// states[i] (len(states) ≥ len(layers)): its own Decision, how long until
-// it admits a unit more, and the policy it decided under. It allocates
-// nothing for up to 8 layers on keys the limiters hold.
+// states[i]: its own Decision, how long until it admits a unit more, and
+// the policy it decided under. Give states room for every layer
+// (len(states) ≥ len(layers)): it then allocates nothing for up to 8
+// layers on keys the limiters hold. A shorter states receives the states
+// of the first len(states) layers, at the cost of an allocation, and the
+// request is decided on every layer all the same.
 func AllowLayersState(states []LayerState, layers ...Layer) (Decision, int) {
 	if len(states) >= len(layers) {
 		return allowLayers(nil, states[:len(layers)], layers)
 	}
-	var buf [maxStackLayers]LayerState
-	all := buf[:0]
-	if len(layers) > maxStackLayers {
-		all = make([]LayerState, 0, len(layers))
-	}
-	all = all[:len(layers)]
+	all := make([]LayerState, len(layers))
 	d, i := allowLayers(nil, all, layers)
 	copy(states, all)
 	return d, i

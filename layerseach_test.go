@@ -15,28 +15,10 @@ import (
 // the call: its Limit, its state's Remaining and ResetAfter, and, when the
 // request was refused, what Check of its cost says now.
 func TestAllowLayersEach(t *testing.T) {
-	policies := []hotlimit.Policy{
-		hotlimit.TokenBucket{Rate: hotlimit.PerSecond(2), Burst: 3},
-		hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(2), Capacity: 2},
-		hotlimit.FixedWindow{Limit: 4, Window: 3 * time.Second},
-		hotlimit.SlidingWindow{Limit: 4, Window: 3 * time.Second},
-		hotlimit.SlidingLog{Limit: 3, Window: 2 * time.Second},
-	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	for iter := range 40 {
-		n := 1 + rng.IntN(3)
-		var ls, twin []hotlimit.Layer
-		var clocks []*hotlimit.ManualClock
-		for i := range n {
-			p := policies[rng.IntN(len(policies))]
-			a, ca := newManual(t, p)
-			b, cb := newManual(t, p)
-			clocks = append(clocks, ca, cb)
-			cost := int64(1 + rng.IntN(2))
-			key := string(rune('a' + i))
-			ls = append(ls, hotlimit.Layer{Limiter: a, Key: key, Cost: cost})
-			twin = append(twin, hotlimit.Layer{Limiter: b, Key: key, Cost: cost})
-		}
+		ls, twin, clocks := twinLayers(t, rng)
+		n := len(ls)
 		each := make([]hotlimit.Decision, n+2) // room to spare is allowed
 		for step := range 30 {
 			d, idx := hotlimit.AllowLayersEach(each, ls...)
@@ -65,7 +47,7 @@ func TestAllowLayersEach(t *testing.T) {
 		}
 	}
 	// A nil Limiter refuses with Never; the others still report.
-	l, _ := newManual(t, policies[0])
+	l, _ := newManual(t, hotlimit.TokenBucket{Rate: hotlimit.PerSecond(2), Burst: 3})
 	each := make([]hotlimit.Decision, 2)
 	d, idx := hotlimit.AllowLayersEach(each, hotlimit.Layer{Limiter: l, Key: "k", Cost: 1}, hotlimit.Layer{Key: "k", Cost: 1})
 	if d.Allowed || idx != 1 || each[1].RetryAfter != hotlimit.Never || each[0].Remaining != 3 || !each[0].Allowed {

@@ -16,28 +16,10 @@ import (
 // request runs, so that state is the current one), 0 when full, and its
 // Policy the policy in force.
 func TestAllowLayersState(t *testing.T) {
-	policies := []hotlimit.Policy{
-		hotlimit.TokenBucket{Rate: hotlimit.PerSecond(2), Burst: 3},
-		hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(2), Capacity: 2},
-		hotlimit.FixedWindow{Limit: 4, Window: 3 * time.Second},
-		hotlimit.SlidingWindow{Limit: 4, Window: 3 * time.Second},
-		hotlimit.SlidingLog{Limit: 3, Window: 2 * time.Second},
-	}
 	rng := rand.New(rand.NewPCG(7, 8))
 	for iter := range 40 {
-		n := 1 + rng.IntN(3)
-		var ls, twin []hotlimit.Layer
-		var clocks []*hotlimit.ManualClock
-		for i := range n {
-			p := policies[rng.IntN(len(policies))]
-			a, ca := newManual(t, p)
-			b, cb := newManual(t, p)
-			clocks = append(clocks, ca, cb)
-			cost := int64(1 + rng.IntN(2))
-			key := string(rune('a' + i))
-			ls = append(ls, hotlimit.Layer{Limiter: a, Key: key, Cost: cost})
-			twin = append(twin, hotlimit.Layer{Limiter: b, Key: key, Cost: cost})
-		}
+		ls, twin, clocks := twinLayers(t, rng)
+		n := len(ls)
 		states := make([]hotlimit.LayerState, n)
 		each := make([]hotlimit.Decision, n)
 		for step := range 30 {
@@ -68,6 +50,32 @@ func TestAllowLayersState(t *testing.T) {
 			}
 		}
 	}
+}
+
+// twinLayers returns 1 to 3 random layers (a random policy of every
+// algorithm, cost 1 or 2, key "a", "b", ...) on manual clocks, and their
+// twins on limiters of their own, for a test that runs the same requests
+// through two layered calls; clocks holds every clock, to move them
+// together.
+func twinLayers(t *testing.T, rng *rand.Rand) (ls, twin []hotlimit.Layer, clocks []*hotlimit.ManualClock) {
+	policies := []hotlimit.Policy{
+		hotlimit.TokenBucket{Rate: hotlimit.PerSecond(2), Burst: 3},
+		hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(2), Capacity: 2},
+		hotlimit.FixedWindow{Limit: 4, Window: 3 * time.Second},
+		hotlimit.SlidingWindow{Limit: 4, Window: 3 * time.Second},
+		hotlimit.SlidingLog{Limit: 3, Window: 2 * time.Second},
+	}
+	for i := range 1 + rng.IntN(3) {
+		p := policies[rng.IntN(len(policies))]
+		a, ca := newManual(t, p)
+		b, cb := newManual(t, p)
+		clocks = append(clocks, ca, cb)
+		cost := int64(1 + rng.IntN(2))
+		key := string(rune('a' + i))
+		ls = append(ls, hotlimit.Layer{Limiter: a, Key: key, Cost: cost})
+		twin = append(twin, hotlimit.Layer{Limiter: b, Key: key, Cost: cost})
+	}
+	return ls, twin, clocks
 }
 
 // TestAllowLayersStatePolicy: the Policy of a state is the one the
@@ -138,5 +146,27 @@ func TestAllowLayersStateConcurrent(t *testing.T) {
 			}()
 		}
 		wg.Wait()
+	}
+}
+
+// TestAllowLayersStateShort: a states shorter than the layers receives
+// the first layers' states, exactly those a long enough states receives,
+// and the request is decided on every layer all the same.
+func TestAllowLayersStateShort(t *testing.T) {
+	p := hotlimit.FixedWindow{Limit: 3, Window: time.Minute}
+	a1, _ := newManual(t, p)
+	a2, _ := newManual(t, p)
+	b1, _ := newManual(t, p)
+	b2, _ := newManual(t, p)
+	long := make([]hotlimit.LayerState, 2)
+	short := make([]hotlimit.LayerState, 1)
+	dl, il := hotlimit.AllowLayersState(long, hotlimit.Layer{Limiter: a1, Key: "k", Cost: 1}, hotlimit.Layer{Limiter: a2, Key: "k", Cost: 2})
+	ds, is := hotlimit.AllowLayersState(short, hotlimit.Layer{Limiter: b1, Key: "k", Cost: 1}, hotlimit.Layer{Limiter: b2, Key: "k", Cost: 2})
+	if dl != ds || il != is || short[0] != long[0] || b2.Check("k", 0).Remaining != 1 {
+		t.Fatalf("long %+v %d %+v, short %+v %d %+v", dl, il, long, ds, is, short)
+	}
+	hotlimit.AllowLayersState(nil, hotlimit.Layer{Limiter: b1, Key: "k", Cost: 1}) // nil receives nothing, and does not panic
+	if r := b1.Check("k", 0).Remaining; r != 1 {
+		t.Fatalf("nil states: the layer was not decided (Remaining %d)", r)
 	}
 }

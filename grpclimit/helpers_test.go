@@ -40,6 +40,12 @@ const (
 // when the test ends.
 func serve(t testing.TB, network string, opts ...grpc.ServerOption) healthpb.HealthClient {
 	t.Helper()
+	return serveDial(t, network, nil, opts...)
+}
+
+// serveDial is serve with the client's dial options (a service config).
+func serveDial(t testing.TB, network string, dial []grpc.DialOption, opts ...grpc.ServerOption) healthpb.HealthClient {
+	t.Helper()
 	addr := "127.0.0.1:0"
 	if network == "tcp6" {
 		addr = "[::1]:0"
@@ -58,7 +64,7 @@ func serve(t testing.TB, network string, opts ...grpc.ServerOption) healthpb.Hea
 		srv.Serve(lis)
 	}()
 	conn, err := grpc.NewClient("passthrough:///"+lis.Addr().String(),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+		append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, dial...)...)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}

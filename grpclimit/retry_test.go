@@ -1,15 +1,12 @@
 package grpclimit_test
 
 import (
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
@@ -31,37 +28,6 @@ const retryConfig = `{"methodConfig": [{
 		"retryableStatusCodes": ["RESOURCE_EXHAUSTED"]
 	}
 }]}`
-
-// serveRetrying serves the health service behind ic on IPv4 loopback and
-// returns a client that retries as retryConfig says.
-func serveRetrying(t *testing.T, ic *grpclimit.Interceptor) healthpb.HealthClient {
-	t.Helper()
-	lis, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	srv := grpc.NewServer(grpcOpts(ic)...)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(srv, hs)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		srv.Serve(lis)
-	}()
-	conn, err := grpc.NewClient("passthrough:///"+lis.Addr().String(),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(retryConfig))
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		hs.Shutdown()
-		srv.Stop()
-		<-done
-	})
-	return healthpb.NewHealthClient(conn)
-}
 
 // TestClientRetriesObeyPushback: a grpc-go client whose retry policy
 // covers RESOURCE_EXHAUSTED retries a refusal that can pass later only
@@ -85,7 +51,7 @@ func TestClientRetriesObeyPushback(t *testing.T) {
 			NoMetadata:   noMD,
 			Hook:         func(grpclimit.Event) { attempts.Add(1) },
 		})
-		c := serveRetrying(t, ic)
+		c := serveDial(t, "tcp4", []grpc.DialOption{grpc.WithDefaultServiceConfig(retryConfig)}, grpcOpts(ic)...)
 		ctx := bearer(testCtx(t), "t")
 		if _, err := c.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 			t.Fatalf("NoMetadata %t: first call: %v", noMD, err)
