@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // sampleCase is a limiter whose live entries are laid out in one of the
@@ -224,6 +225,27 @@ func TestInsertionNeverEvictsItsOwnKey(t *testing.T) {
 	defer l.Close()
 	l.AllowN("k", 3) // the other request's insertion of k
 	if l.reserveKey(0, l.hash("k"), "k") {
+		l.keys.Add(-1)
+		t.Fatal("reserveKey for k made room, evicting k itself")
+	}
+	if d := l.Check("k", 0); d.Remaining != 0 {
+		t.Fatalf("k = %+v: its admission was forgotten", d)
+	}
+	if st := l.Stats(); st.Evicted != 0 || l.Len() != 1 {
+		t.Fatalf("Stats %+v, Len %d: want nothing evicted, k held", st, l.Len())
+	}
+}
+
+// TestLogInsertionNeverEvictsItsOwnKey is TestInsertionNeverEvictsItsOwnKey
+// for the sliding log, whose rings are sampled stripe by stripe.
+func TestLogInsertionNeverEvictsItsOwnKey(t *testing.T) {
+	l, err := New(SlidingLog{Limit: 3, Window: time.Minute}, WithClock(NewManualClock()), WithSweepInterval(0), WithMaxKeys(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.AllowN("k", 3) // the other request's insertion of k
+	if l.reserveKey(0, 0, "k") {
 		l.keys.Add(-1)
 		t.Fatal("reserveKey for k made room, evicting k itself")
 	}

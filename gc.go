@@ -389,7 +389,8 @@ func sameKey(ta *table, a *slot, tb *table, b *slot) bool {
 // shard mutex is held.
 func (l *Limiter) evictOne(now int64, h uint64, key string) (found, took, mine bool) {
 	if l.isSlidingLog() {
-		return l.evictLog(now), false, false
+		found, mine := l.evictLog(now, key)
+		return found, false, mine
 	}
 	return l.evictFrom(now, rand.IntN, h, key)
 }

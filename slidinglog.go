@@ -232,8 +232,9 @@ func (l *Limiter) allowLog(key string, now, cost int64, a *admission) (verdict, 
 func (l *Limiter) newLogOrMakeRoom(ls *logShard, key string, now int64) *logRing {
 	if !l.tryReserveKey() {
 		ls.mu.Unlock()
-		l.reserveKey(now, 0, "") // always true: only concurrency limiters give up
-		l.keys.Add(-1)           // the room was made; whoever decides again takes it
+		if l.reserveKey(now, 0, key) { // false: key's ring was created meanwhile
+			l.keys.Add(-1) // the room was made; whoever decides again takes it
+		}
 		ls.mu.Lock()
 		return nil
 	}
@@ -320,8 +321,10 @@ func (l *Limiter) sweepLogShard(i int) int {
 // place in the stripe's map when it holds at most 64 rings, else the first
 // of a map iteration (which Go randomises; this is not uniform). It
 // removes the ring only if its score is still the one sampled. Requires
-// that no stripe mutex is held.
-func (l *Limiter) evictLog(now int64) bool {
+// that no stripe mutex is held. Like evictFrom, it removes nothing and
+// reports mine when the sample holds the ring of key, the key being
+// inserted, created meanwhile by another request.
+func (l *Limiter) evictLog(now int64, key string) (found, mine bool) {
 	type cand struct {
 		i     int
 		key   string
@@ -330,7 +333,7 @@ func (l *Limiter) evictLog(now int64) bool {
 	}
 	full := l.keys.Load()
 	if full < l.maxKeys {
-		return true // room was freed meanwhile: the caller reserves it
+		return true, false // room was freed meanwhile: the caller reserves it
 	}
 	want := min(evictMin, int(full))
 	var c [evictMin]cand
@@ -365,17 +368,22 @@ func (l *Limiter) evictLog(now int64) bool {
 		}
 		ls.mu.Unlock()
 	}
+	for _, x := range c[:n] {
+		if x.key == key {
+			return true, true
+		}
+	}
 	if n < want {
-		return false // a short sample: see gc.go, "A short sample"
+		return false, false // a short sample: see gc.go, "A short sample"
 	}
 	b := c[closest(c[:n], func(x *cand) score { return x.score }, rand.IntN)]
 	ls, s := &l.logs[b.i], &l.shards[b.i]
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.m[b.key] != b.r || scoreOf(ls, b.r) != b.score {
-		return true // gone or changed since sampling; the caller tries again
+		return true, false // gone or changed since sampling; the caller tries again
 	}
 	at := max(now, b.r.last)
 	l.removeLogLocked(ls, s, b.key, at, b.r.live(at, ls.p.logW) == b.r.n)
-	return true
+	return true, false
 }
