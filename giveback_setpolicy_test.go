@@ -7,7 +7,7 @@ import (
 	"github.com/hotlimit/hotlimit"
 )
 
-// A give-back undoes only its own admission (DESIGN invariant 1a): once it
+// A give-back undoes only its own admission (docs/semantics.md, "Give-backs"): once it
 // is given back, a key admits exactly what it would had the admission never
 // happened. Each test below runs the same script on two limiters at one
 // frozen instant, one of which also makes (and then refunds) the
