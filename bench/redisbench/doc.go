@@ -5,5 +5,10 @@
 // parallel, the two-tier mode's speed-up on a key that is mostly denied,
 // and the leased mode (redislimit/lease) beside the in-process and the
 // synchronous limiters, with its round trips at a steady rate. It is a nested module so that no user of hotlimit inherits
-// these dependencies. Results and the commands are in RESULTS.md.
+// these dependencies. Results and the commands are in RESULTS.md. A start,
+// against a redis-server of your own (redislimit/test.sh runs every
+// benchmark once against a private one):
+//
+//	cd bench/redisbench
+//	HOTLIMIT_REDIS_ADDR=127.0.0.1:6379 go test -run '^$' -bench . -count 5
 package redisbench
