@@ -34,12 +34,12 @@ func (l *Limiter) lockSlotFirst(s *shard, h uint64, key string, now, need int64,
 	if sl := s.tab.Load().find(h, key); sl != nil || !s.admits(need) {
 		return sl, now, false
 	}
-	if !l.tryReserveKey() {
+	for !l.tryReserveKey() {
 		// Evicting takes other shards' mutexes: never while holding one.
 		s.mu.Unlock()
 		ok := l.reserveKey(now, h, key)
 		s.mu.Lock()
-		if sl := s.tab.Load().find(h, key); sl != nil || !ok || !s.admits(need) {
+		if sl := s.tab.Load().find(h, key); sl != nil || !s.admits(need) || !ok && l.kind == kindConcurrency {
 			if ok {
 				l.keys.Add(-1) // inserted meanwhile by someone else
 				if l.onRoom != nil {
@@ -48,6 +48,11 @@ func (l *Limiter) lockSlotFirst(s *shard, h uint64, key string, now, need int64,
 			}
 			return sl, now, false
 		}
+		if ok {
+			break
+		}
+		// reserveKey found key inserted by another request, and it is
+		// gone again: make room again.
 	}
 	now = max(now, l.sweptAt.Load())
 	t := s.tab.Load()
