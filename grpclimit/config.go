@@ -263,6 +263,7 @@ func New(cfg Config) (*Interceptor, error) {
 		OnBackendError: cfg.OnBackendError,
 		States:         ic.layerMD,
 		Identify:       cfg.Hook != nil,
+		Observers:      cfg.Observers,
 	}
 	if cfg.OnKeyError == KeyErrorFallbackPeer {
 		pc.Fallback = keyFunc(PeerKey(cfg.ClientIP))
