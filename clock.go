@@ -12,7 +12,14 @@ import (
 // Readings from one Clock must never decrease; a limiter treats a reading
 // older than what a key's state already reflects as "no time has passed",
 // so a clock that does go backwards can only cause denials, never extra
-// admissions. Implementations must be safe for concurrent use.
+// admissions. One exception: a give-back (Admission.Refund, a refused
+// layer of AllowLayers, a cancelled Wait) must know that no decision its
+// key's state reflects was made later than its reading, or it may give
+// back bucket units that refilled before that decision. The limiter gets
+// that from the order of its reads with a clock that never goes back, and
+// from the latest reading ever set with a ManualClock; a Clock of your own
+// that goes backwards can make a give-back return too much.
+// Implementations must be safe for concurrent use.
 type Clock interface {
 	Now() time.Duration
 }
@@ -42,7 +49,8 @@ func (SystemClock) Now() time.Duration { return systemNow() }
 // It is meant for tests and simulations: drive a limiter through exact
 // instants without sleeping. It is safe for concurrent use.
 type ManualClock struct {
-	now atomic.Int64
+	now  atomic.Int64
+	high atomic.Int64 // the latest reading it has held: see latest
 }
 
 // NewManualClock returns a ManualClock that reads 0.
@@ -64,6 +72,7 @@ func (c *ManualClock) Advance(d time.Duration) time.Duration {
 		} else if d < 0 && next > old {
 			next = math.MinInt64
 		}
+		c.raise(next) // before anyone can read it: see latest
 		if c.now.CompareAndSwap(old, next) {
 			return time.Duration(next)
 		}
@@ -71,7 +80,25 @@ func (c *ManualClock) Advance(d time.Duration) time.Duration {
 }
 
 // Set sets the clock's reading to t.
-func (c *ManualClock) Set(t time.Duration) { c.now.Store(int64(t)) }
+func (c *ManualClock) Set(t time.Duration) {
+	c.raise(int64(t)) // before anyone can read it: see latest
+	c.now.Store(int64(t))
+}
+
+// raise makes the latest reading at least t.
+func (c *ManualClock) raise(t int64) {
+	for {
+		old := c.high.Load()
+		if t <= old || c.high.CompareAndSwap(old, t) {
+			return
+		}
+	}
+}
+
+// latest returns a time no earlier than any reading Now has returned, even
+// after the clock was set back: each is raised before the reading can be
+// read. A give-back reads it (see Limiter.giveBackNow).
+func (c *ManualClock) latest() int64 { return c.high.Load() }
 
 // CoarseClock is a Clock that returns a cached reading of the default
 // clock, refreshed by one goroutine every resolution. Reading it is a

@@ -166,7 +166,7 @@ func (l *Limiter) refundLocked(s *shard, sl *slot, cost int64, a admission) {
 	p := t.p
 	for {
 		old := sl.word.Load() // live: nothing retires it while we hold s.mu
-		now := l.now()        // after the word: see above
+		now := l.giveBackNow(p)
 		next := p.refundWord(old, cost, a, now)
 		if p.resetAfter(next, now) != 0 {
 			if next == old || sl.word.CompareAndSwap(old, next) {
@@ -181,6 +181,25 @@ func (l *Limiter) refundLocked(s *shard, sl *slot, cost int64, a admission) {
 			return
 		}
 	}
+}
+
+// giveBackNow reads the clock for a give-back under p, after the word it
+// gives back into. Every decision the word reflects read the clock before
+// its CAS, so on a clock that never goes back this reading is no older
+// than any of them, which the buckets' bound needs (see above): a reading
+// older than a later admission that found the bucket full would count the
+// admission's units, which had refilled before it, as still owed. A
+// ManualClock may have been set back since; for the buckets, the latest
+// reading it has held is then no older than any of them either. The
+// windows give back by the admission's window and the state's, never by
+// the reading, which only judges whether the state is left fresh (a stale
+// one judges at the state's window: window.go).
+func (l *Limiter) giveBackNow(p *params) int64 {
+	now := l.now()
+	if c, ok := l.clock.(*ManualClock); ok && p.kind.isBucket() {
+		now = max(now, min(c.latest(), maxTime))
+	}
+	return now
 }
 
 // giveBackReadHook, when set (by tests only), runs in refundAt between the
@@ -198,7 +217,7 @@ func (l *Limiter) refundAt(p *params, w *atomic.Uint64, cost int64, a admission)
 		if old&deadBit != 0 {
 			return false, false
 		}
-		now := l.now() // after the word: see above
+		now := l.giveBackNow(p)
 		next := p.refundWord(old, cost, a, now)
 		if p.resetAfter(next, now) == 0 {
 			return false, true
