@@ -1,16 +1,20 @@
 package redislimit
 
 import (
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sony/gobreaker/v2"
 )
 
 // Breaker is a circuit breaker in front of Redis, one circuit per node,
 // so that a dead or unreachable server costs one fast failure per request
 // instead of a timeout per request, and so that on a Redis Cluster one
-// dead master fails only the keys it serves.
+// dead master fails only the keys it serves. Each circuit is a
+// github.com/sony/gobreaker/v2 two-step breaker.
 //
 // Each circuit starts closed: calls to its node go through. After
 // Failures consecutive failed calls (a timeout, a refused or broken
@@ -21,7 +25,9 @@ import (
 // circuit and its failure opens it for another Cooldown. A reply error
 // from a live server (a script error, a wrong key type, a MOVED or ASK
 // redirection) is not a failure of the connection and does not count, nor
-// does a call whose caller's context had already ended before it was sent.
+// does a call whose caller's context had already ended before it was sent
+// (a probe abandoned so lets the next caller probe). The outcome of a call
+// let through before the circuit last changed state counts for nothing.
 //
 // A node is named by its address as the client knows it; a client that
 // names none (a Ring, or any other Scripter) has one circuit.
@@ -30,47 +36,37 @@ import (
 // limiters that use the same client should share one (WithBreaker); each
 // Limiter otherwise has its own. Create one with NewBreaker.
 type Breaker struct {
-	threshold int32
+	threshold uint32
 	cooldown  time.Duration
-	now       func() time.Duration // monotonic; replaced by tests
 
 	mu    sync.Mutex                          // guards writes to nodes
 	nodes atomic.Pointer[map[string]*circuit] // copy on write: read without a lock
 }
 
-// circuit is a Breaker's state for one node.
-//
-// Invariants: state is breakerClosed, breakerOpen or breakerHalfOpen;
-// probing is true only in breakerHalfOpen; fails is 0 outside
-// breakerClosed.
+// circuit is a Breaker's gobreaker circuit for one node, and the state
+// changes it reported that the hooks have not seen yet.
 type circuit struct {
 	b    *Breaker
 	node string
+	cb   *gobreaker.TwoStepCircuitBreaker[struct{}]
 
-	// state is read without the lock on the fast path: a closed circuit
-	// with no failures costs one atomic load per call and one per result.
-	state atomic.Int32 // breakerClosed, breakerOpen or breakerHalfOpen
-	fails atomic.Int32 // consecutive failures while closed
-
-	mu       sync.Mutex    // guards the transitions and the fields below
-	openedAt time.Duration // when the circuit last opened
-	probing  bool          // half-open: a probe is in flight
+	pending atomic.Bool // changes is not empty
+	mu      sync.Mutex  // guards the fields below; taken inside gobreaker's lock, never around a gobreaker call
+	opened  time.Time   // when the circuit last opened
+	changes []change    // reported by gobreaker, for the hooks
 }
+
+// change is one state change of a circuit.
+type change struct{ from, to BreakerState }
 
 // BreakerState is the state of one node's circuit.
 type BreakerState int32
 
-const (
-	breakerClosed int32 = iota
-	breakerOpen
-	breakerHalfOpen
-)
-
 // The states a node's circuit moves between (see Breaker).
 const (
-	BreakerClosed   = BreakerState(breakerClosed)
-	BreakerOpen     = BreakerState(breakerOpen)
-	BreakerHalfOpen = BreakerState(breakerHalfOpen)
+	BreakerClosed BreakerState = iota
+	BreakerOpen
+	BreakerHalfOpen
 )
 
 // String returns "closed", "open" or "half-open".
@@ -84,6 +80,16 @@ func (s BreakerState) String() string {
 		return "half-open"
 	}
 	return "BreakerState(" + strconv.Itoa(int(s)) + ")"
+}
+
+func stateOf(s gobreaker.State) BreakerState {
+	switch s {
+	case gobreaker.StateOpen:
+		return BreakerOpen
+	case gobreaker.StateHalfOpen:
+		return BreakerHalfOpen
+	}
+	return BreakerClosed
 }
 
 // Default breaker settings, used by New when no WithBreaker is given.
@@ -100,14 +106,16 @@ func monoNow() time.Duration { return time.Since(monoStart) }
 // consecutive failures and probe again after cooldown. Values below 1
 // (failures) or 0 (cooldown) are raised to them.
 func NewBreaker(failures int, cooldown time.Duration) *Breaker {
-	if failures < 1 {
-		failures = 1
-	}
-	if failures > 1<<30 {
-		failures = 1 << 30
-	}
-	return &Breaker{threshold: int32(failures), cooldown: max(0, cooldown), now: monoNow}
+	failures = min(max(failures, 1), 1<<30)
+	return &Breaker{threshold: uint32(failures), cooldown: max(0, cooldown)}
 }
+
+// errNotCounted is the outcome given to gobreaker for a call that says
+// nothing about its node (see circuit.release).
+var errNotCounted = errors.New("redislimit: call not counted")
+
+// errFailed is the outcome given to gobreaker for a failed call.
+var errFailed = errors.New("redislimit: call failed")
 
 // circuit returns node's circuit, creating it closed.
 func (b *Breaker) circuit(node string) *circuit {
@@ -131,6 +139,29 @@ func (b *Breaker) circuit(node string) *circuit {
 		}
 	}
 	c := &circuit{b: b, node: node}
+	timeout := b.cooldown
+	if timeout <= 0 {
+		timeout = time.Nanosecond // gobreaker reads 0 as its default, 60s
+	}
+	c.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:        node,
+		MaxRequests: 1, // one probe while half-open
+		Timeout:     timeout,
+		ReadyToTrip: func(n gobreaker.Counts) bool { return n.ConsecutiveFailures >= b.threshold },
+		IsExcluded:  func(err error) bool { return err == errNotCounted },
+		// Called under gobreaker's lock: the change is queued, and the
+		// hooks see it once the call that caused it has left gobreaker
+		// (see flush), so that a hook may use the breaker.
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			c.mu.Lock()
+			if to == gobreaker.StateOpen {
+				c.opened = time.Now()
+			}
+			c.changes = append(c.changes, change{stateOf(from), stateOf(to)})
+			c.pending.Store(true)
+			c.mu.Unlock()
+		},
+	})
 	m[node] = c
 	b.nodes.Store(&m)
 	return c
@@ -158,11 +189,12 @@ func (b *Breaker) Open() bool {
 }
 
 // State returns the state of node's circuit ("" names the only node of a
-// client that names none; a node never called is closed).
+// client that names none; a node never called is closed). An open circuit
+// whose cool-down has passed reads half-open.
 func (b *Breaker) State(node string) BreakerState {
 	if m := b.nodes.Load(); m != nil {
 		if c := (*m)[node]; c != nil {
-			return BreakerState(c.state.Load())
+			return stateOf(c.cb.State())
 		}
 	}
 	return BreakerClosed
@@ -180,16 +212,12 @@ func (b *Breaker) retryIn(node string) time.Duration {
 }
 
 func (c *circuit) open() bool {
-	if c.state.Load() == breakerClosed {
-		return false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch c.state.Load() {
-	case breakerOpen:
-		return c.b.now()-c.openedAt < c.b.cooldown
-	case breakerHalfOpen:
-		return c.probing
+	switch c.cb.State() {
+	case gobreaker.StateOpen:
+		return true
+	case gobreaker.StateHalfOpen:
+		n := c.cb.Counts()
+		return n.Requests > n.TotalExclusions // the probe is in flight
 	}
 	return false
 }
@@ -197,109 +225,60 @@ func (c *circuit) open() bool {
 // retryIn returns how long until the circuit lets a probe through, 0 when
 // it lets calls through now.
 func (c *circuit) retryIn() time.Duration {
-	if c.state.Load() == breakerClosed {
+	if c.cb.State() != gobreaker.StateOpen {
 		return 0
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.state.Load() == breakerOpen {
-		return max(0, c.b.cooldown-(c.b.now()-c.openedAt))
-	}
-	return 0
+	return max(0, c.b.cooldown-time.Since(c.opened))
 }
 
-// notify reports a change of node's circuit from one state to another to
-// h. It is called after the circuit's lock is released, so a hook may use
-// the limiter.
-func notify(h *Hooks, node string, from, to int32) {
-	if from != to && h != nil && h.Breaker != nil {
-		h.Breaker(node, BreakerState(from), BreakerState(to))
-	}
-}
-
-// acquire reports whether a call may go to the node now (ok), and whether
-// that call is the half-open state's probe. An ok result must be followed
-// by exactly one done, or one release given probe.
-func (c *circuit) acquire(h *Hooks) (ok, probe bool) {
-	if c.state.Load() == breakerClosed {
-		return true, false
+// flush reports the circuit's queued state changes to h, outside any lock.
+func (c *circuit) flush(h *Hooks) {
+	if !c.pending.Load() {
+		return
 	}
 	c.mu.Lock()
-	switch c.state.Load() {
-	case breakerClosed:
-		c.mu.Unlock()
-		return true, false
-	case breakerOpen:
-		if c.b.now()-c.openedAt < c.b.cooldown {
-			c.mu.Unlock()
-			return false, false
+	changes := c.changes
+	c.changes = nil
+	c.pending.Store(false)
+	c.mu.Unlock()
+	if h != nil && h.Breaker != nil {
+		for _, ch := range changes {
+			h.Breaker(c.node, ch.from, ch.to)
 		}
-		c.state.Store(breakerHalfOpen)
-		c.probing = true
-		c.mu.Unlock()
-		notify(h, c.node, breakerOpen, breakerHalfOpen)
-		return true, true
-	default: // half-open
-		ok = !c.probing
-		c.probing = true
-		c.mu.Unlock()
-		return ok, ok
 	}
+}
+
+// ticket is an acquired call's outcome report (gobreaker's done).
+type ticket func(error)
+
+// acquire reports whether a call may go to the node now, and the ticket
+// its outcome goes to: an ok result must be followed by exactly one done
+// or release of that ticket.
+func (c *circuit) acquire(h *Hooks) (bool, ticket) {
+	done, err := c.cb.Allow()
+	c.flush(h)
+	if err != nil {
+		return false, nil
+	}
+	return true, done
 }
 
 // release returns an acquired call that was not made, or whose outcome
-// says nothing about the node; probe is what acquire said. Only the
-// probe's release lets another caller probe: a call acquired before the
-// circuit opened, abandoned now, must not free the slot of the probe in
-// flight.
-func (c *circuit) release(probe bool) {
-	if !probe {
-		return
-	}
-	c.mu.Lock()
-	if c.state.Load() == breakerHalfOpen {
-		c.probing = false
-	}
-	c.mu.Unlock()
+// says nothing about the node: it counts neither way, and a probe so
+// released lets the next caller probe.
+func (c *circuit) release(t ticket, h *Hooks) {
+	t(errNotCounted)
+	c.flush(h)
 }
 
 // done records the outcome of an acquired call.
-func (c *circuit) done(ok bool, h *Hooks) {
+func (c *circuit) done(t ticket, ok bool, h *Hooks) {
 	if ok {
-		if c.state.Load() == breakerClosed && c.fails.Load() == 0 {
-			return // the common case: nothing to write
-		}
-		c.mu.Lock()
-		from := c.state.Load()
-		c.fails.Store(0)
-		c.state.Store(breakerClosed)
-		c.probing = false
-		c.mu.Unlock()
-		notify(h, c.node, from, breakerClosed)
-		return
+		t(nil)
+	} else {
+		t(errFailed)
 	}
-	c.mu.Lock()
-	from := c.state.Load()
-	switch from {
-	case breakerClosed:
-		if c.fails.Add(1) >= c.b.threshold {
-			c.tripLocked()
-		}
-	case breakerHalfOpen:
-		c.tripLocked()
-	case breakerOpen:
-		// A call acquired before the circuit opened failed late: it is
-		// already open.
-	}
-	to := c.state.Load()
-	c.mu.Unlock()
-	notify(h, c.node, from, to)
-}
-
-// tripLocked opens the circuit. Requires c.mu.
-func (c *circuit) tripLocked() {
-	c.state.Store(breakerOpen)
-	c.openedAt = c.b.now()
-	c.probing = false
-	c.fails.Store(0)
+	c.flush(h)
 }

@@ -3,106 +3,117 @@ package redislimit
 import (
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
-// fakeTime is a settable monotonic clock for the breaker.
+// fakeTime is a settable monotonic clock for the two-tier cache.
 type fakeTime struct{ t time.Duration }
 
 func (f *fakeTime) now() time.Duration { return f.t }
 
+// The breaker's circuits are gobreaker's, which read time.Now: the tests
+// that need a cool-down to pass run in a synctest bubble, whose clock
+// moves only when they sleep.
+
 func TestBreakerStates(t *testing.T) {
-	var ft fakeTime
-	b := NewBreaker(3, time.Second)
-	b.now = ft.now
-	c := b.circuit("")
-	fail := func() {
-		t.Helper()
-		if !acq(c) {
-			t.Fatal("acquire refused while closed")
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBreaker(3, time.Second)
+		c := b.circuit("")
+		fail := func() {
+			t.Helper()
+			ok, tk := c.acquire(nil)
+			if !ok {
+				t.Fatal("acquire refused while closed")
+			}
+			c.done(tk, false, nil)
 		}
-		c.done(false, nil)
-	}
-	fail()
-	fail()
-	if b.Open() {
-		t.Fatal("open after 2 of 3 failures")
-	}
-	// A success resets the count of consecutive failures.
-	if !acq(c) {
-		t.Fatal("acquire refused")
-	}
-	c.done(true, nil)
-	fail()
-	fail()
-	fail()
-	if !b.Open() || acq(c) {
-		t.Fatal("not open after 3 consecutive failures")
-	}
-	if got := c.retryIn(); got != time.Second {
-		t.Fatalf("retryIn = %v, want 1s", got)
-	}
-	ft.t += 999 * time.Millisecond
-	if acq(c) {
-		t.Fatal("let a call through before the cool-down ended")
-	}
-	ft.t += time.Millisecond
-	// Half-open: exactly one probe.
-	if !acq(c) {
-		t.Fatal("no probe after the cool-down")
-	}
-	if acq(c) {
-		t.Fatal("a second call went through while the probe was in flight")
-	}
-	c.done(false, nil) // the probe failed: open for another cool-down
-	if acq(c) {
-		t.Fatal("a failed probe did not reopen the breaker")
-	}
-	ft.t += time.Second
-	if !acq(c) {
-		t.Fatal("no probe after the second cool-down")
-	}
-	c.release(true) // the probe was not made: another caller may probe
-	if !acq(c) {
-		t.Fatal("a released probe was not given to the next caller")
-	}
-	c.done(true, nil)
-	if b.Open() || !acq(c) {
-		t.Fatal("a successful probe did not close the breaker")
-	}
-	c.done(true, nil)
-	if c.fails.Load() != 0 {
-		t.Fatal("failures not reset after closing")
-	}
+		fail()
+		fail()
+		if b.Open() {
+			t.Fatal("open after 2 of 3 failures")
+		}
+		// A success resets the count of consecutive failures.
+		ok, tk := c.acquire(nil)
+		if !ok {
+			t.Fatal("acquire refused")
+		}
+		c.done(tk, true, nil)
+		fail()
+		fail()
+		fail()
+		if !b.Open() || acq(c) {
+			t.Fatal("not open after 3 consecutive failures")
+		}
+		if got := c.retryIn(); got != time.Second {
+			t.Fatalf("retryIn = %v, want 1s", got)
+		}
+		time.Sleep(999 * time.Millisecond)
+		if acq(c) {
+			t.Fatal("let a call through before the cool-down ended")
+		}
+		time.Sleep(time.Millisecond + time.Nanosecond)
+		// Half-open: exactly one probe.
+		ok, probe := c.acquire(nil)
+		if !ok {
+			t.Fatal("no probe after the cool-down")
+		}
+		if acq(c) {
+			t.Fatal("a second call went through while the probe was in flight")
+		}
+		c.done(probe, false, nil) // the probe failed: open for another cool-down
+		if acq(c) {
+			t.Fatal("a failed probe did not reopen the breaker")
+		}
+		time.Sleep(time.Second + time.Nanosecond)
+		ok, probe = c.acquire(nil)
+		if !ok {
+			t.Fatal("no probe after the second cool-down")
+		}
+		c.release(probe, nil) // the probe was not made: another caller may probe
+		ok, probe = c.acquire(nil)
+		if !ok {
+			t.Fatal("a released probe was not given to the next caller")
+		}
+		c.done(probe, true, nil)
+		ok, tk = c.acquire(nil)
+		if b.Open() || !ok {
+			t.Fatal("a successful probe did not close the breaker")
+		}
+		c.done(tk, true, nil)
+		if n := c.cb.Counts(); n.ConsecutiveFailures != 0 {
+			t.Fatalf("failures not reset after closing: %+v", n)
+		}
+	})
 }
 
 // TestBreakerOneProbe: in half-open state exactly one probe is in flight.
 // A call acquired while the breaker was still closed and abandoned later
 // (its caller's context ended) must not hand out a second probe.
 func TestBreakerOneProbe(t *testing.T) {
-	var ft fakeTime
-	b := NewBreaker(2, time.Second)
-	b.now = ft.now
-	c := b.circuit("")
-	old, _ := c.acquire(nil) // acquired while closed, still in flight
-	if !old {
-		t.Fatal("acquire refused while closed")
-	}
-	for range 2 {
-		if !acq(c) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBreaker(2, time.Second)
+		c := b.circuit("")
+		ok, old := c.acquire(nil) // acquired while closed, still in flight
+		if !ok {
 			t.Fatal("acquire refused while closed")
 		}
-		c.done(false, nil)
-	}
-	ft.t += time.Second
-	ok, probe := c.acquire(nil)
-	if !ok || !probe {
-		t.Fatalf("acquire after the cool-down = %v, %v; want the probe", ok, probe)
-	}
-	c.release(false) // the old call's caller gave up
-	if ok, _ := c.acquire(nil); ok {
-		t.Fatal("a second probe went through while the first was in flight")
-	}
+		for range 2 {
+			ok, tk := c.acquire(nil)
+			if !ok {
+				t.Fatal("acquire refused while closed")
+			}
+			c.done(tk, false, nil)
+		}
+		time.Sleep(time.Second + time.Nanosecond)
+		if ok, _ := c.acquire(nil); !ok {
+			t.Fatal("no probe after the cool-down")
+		}
+		c.release(old, nil) // the old call's caller gave up
+		if acq(c) {
+			t.Fatal("a second probe went through while the first was in flight")
+		}
+	})
 }
 
 // TestBreakerConcurrent drives one breaker from many goroutines, under
@@ -117,34 +128,38 @@ func TestBreakerConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 2000 {
-				ok, probe := c.acquire(nil)
+				ok, tk := c.acquire(nil)
 				if !ok {
 					continue
 				}
 				switch (g + i) % 3 {
 				case 0:
-					c.done(true, nil)
+					c.done(tk, true, nil)
 				case 1:
-					c.done(false, nil)
+					c.done(tk, false, nil)
 				default:
-					c.release(probe)
+					c.release(tk, nil)
 				}
 			}
 		}()
 	}
 	wg.Wait()
 	for range 10 { // a probe (or a closed breaker) lets a call through
-		if ok, _ := c.acquire(nil); ok {
-			c.done(true, nil)
+		if ok, tk := c.acquire(nil); ok {
+			c.done(tk, true, nil)
 		}
 	}
-	if b.Open() || c.state.Load() != breakerClosed || c.probing {
-		t.Fatalf("breaker not closed after successes: state %d, probing %v", c.state.Load(), c.probing)
+	if b.Open() || b.State("") != BreakerClosed {
+		t.Fatalf("breaker not closed after successes: %v", b.State(""))
 	}
 }
 
-// acq reports whether c lets a call through.
+// acq reports whether c lets a call through; the call is then given back
+// uncounted.
 func acq(c *circuit) bool {
-	ok, _ := c.acquire(nil)
+	ok, tk := c.acquire(nil)
+	if ok {
+		c.release(tk, nil)
+	}
 	return ok
 }

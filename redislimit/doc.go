@@ -113,7 +113,8 @@
 // goes out on a spare connection of the same node, which go-redis's pool
 // back-off after repeated failed dials does not hold up.
 //
-// A Breaker keeps one circuit per node. A node's circuit opens after
+// A Breaker keeps one circuit per node (a github.com/sony/gobreaker/v2
+// breaker). A node's circuit opens after
 // consecutive failures (DefaultFailures) so that a dead node costs one
 // fast failure (ErrCircuitOpen) per request rather than a timeout; after
 // a cool-down (DefaultCooldown) one probe goes through, and its success

@@ -366,16 +366,17 @@ func TestFaultCallerGaveUp(t *testing.T) {
 // size, go-redis stops dialing and redials in the background about once a
 // second. The breaker's probe must not wait for that: once the server is
 // back, the first probe (cool-down later) is decided by Redis, and so is
-// every call after it.
+// every call after it. Each probe is sent after sleeping past the
+// cool-down since the circuit opened (the breaker reads the real clock),
+// so it is a probe whatever the schedule.
 func TestFaultRecoveryAfterLongOutage(t *testing.T) {
 	srv := redistest.StartServer(t, 0)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true,
 		PoolSize: 4, DialTimeout: time.Second, Protocol: 2, DisableIdentity: true})
 	defer c.Close()
 	ctx := context.Background()
-	var ft fakeTime
-	b := NewBreaker(1, 200*time.Millisecond)
-	b.now = ft.now
+	const cooldown = 20 * time.Millisecond
+	b := NewBreaker(1, cooldown)
 	l := must(New(c, "recover", slowBucket, WithBreaker(b), WithTimeout(time.Second)))
 	if _, err := l.Allow(ctx, "k"); err != nil {
 		t.Fatal(err)
@@ -383,13 +384,13 @@ func TestFaultRecoveryAfterLongOutage(t *testing.T) {
 	srv.Stop()
 	// A long outage: 12 probes, one per cool-down, all failing to dial.
 	for i := range 12 {
-		ft.t += 200 * time.Millisecond
+		time.Sleep(cooldown + time.Millisecond)
 		if _, err := l.Allow(ctx, "k"); err == nil || errors.Is(err, ErrCircuitOpen) {
 			t.Fatalf("probe %d with the server down: %v; want a failed call", i, err)
 		}
 	}
 	redistest.StartServer(t, srv.Port)
-	ft.t += 200 * time.Millisecond
+	time.Sleep(cooldown + time.Millisecond)
 	for i := range 20 {
 		if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed {
 			t.Fatalf("call %d after the server came back (the first is the probe): %+v, %v", i, d, err)

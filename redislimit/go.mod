@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/hotlimit/hotlimit v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/sony/gobreaker/v2 v2.4.0
 )
 
 require (

@@ -3,13 +3,16 @@ package redislimit
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/hotlimit/hotlimit/redislimit/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // recorder collects what the hooks report.
@@ -58,13 +61,54 @@ func (r *recorder) hooks() Hooks {
 // Redis is unreachable; the hooks see every call to the node, every
 // failure-policy decision with its error (also when a Backend hides the
 // error from the middleware), and the circuit's state changes.
+//
+// The client is one whose every call fails as a refused connection would
+// (deadScripter, a Scripter that names no node: its circuit is ""), so
+// that the test runs in a synctest bubble, whose clock passes the
+// breaker's cool-down (gobreaker reads time.Now) without waiting.
 func TestHooksSeeEveryFailure(t *testing.T) {
-	dead := "127.0.0.1:1" // nothing listens there
-	c := redistest.Client(t, dead)
+	synctest.Test(t, testHooksSeeEveryFailure)
+}
+
+// deadScripter is a redis.Scripter whose every call fails with a network
+// error, as a server that refuses connections makes them fail.
+type deadScripter struct{ _ byte }
+
+var errRefused = &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection refused")}
+
+func (*deadScripter) cmd(ctx context.Context) *redis.Cmd {
+	c := redis.NewCmd(ctx)
+	c.SetErr(errRefused)
+	return c
+}
+func (d *deadScripter) Eval(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+	return d.cmd(ctx)
+}
+func (d *deadScripter) EvalSha(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+	return d.cmd(ctx)
+}
+func (d *deadScripter) EvalRO(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+	return d.cmd(ctx)
+}
+func (d *deadScripter) EvalShaRO(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+	return d.cmd(ctx)
+}
+func (*deadScripter) ScriptExists(ctx context.Context, _ ...string) *redis.BoolSliceCmd {
+	c := redis.NewBoolSliceCmd(ctx)
+	c.SetErr(errRefused)
+	return c
+}
+func (*deadScripter) ScriptLoad(ctx context.Context, _ string) *redis.StringCmd {
+	c := redis.NewStringCmd(ctx)
+	c.SetErr(errRefused)
+	return c
+}
+
+func testHooksSeeEveryFailure(t *testing.T) {
+	dead := "" // the node of a client that names none
+	c := &deadScripter{}
 	var rec recorder
-	var ft fakeTime
 	b := NewBreaker(2, time.Second)
-	b.now = ft.now
 	ctx := context.Background()
 	l := must(New(c, "open", slowBucket, WithFailurePolicy(FailOpen), WithBreaker(b), WithHooks(rec.hooks())))
 	for i := range 3 {
@@ -72,8 +116,8 @@ func TestHooksSeeEveryFailure(t *testing.T) {
 			t.Fatalf("call %d: %+v, %v", i, d, err)
 		}
 	}
-	ft.t += time.Second
-	l.Allow(ctx, "k") // the probe, which fails
+	time.Sleep(time.Second + time.Nanosecond) // the bubble's clock: the cool-down passes
+	l.Allow(ctx, "k")                         // the probe, which fails
 	if len(rec.failures) != 4 || !errors.Is(rec.failures[2], ErrCircuitOpen) {
 		t.Fatalf("Failure saw %v; want 4 errors, the third ErrCircuitOpen", rec.failures)
 	}

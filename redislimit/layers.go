@@ -130,22 +130,22 @@ func allowLayers(ctx context.Context, layers []Layer, states []admission.LayerSt
 	// Go through node's circuit in every distinct breaker (usually one,
 	// shared).
 	var cbuf [4]*circuit
-	var pbuf [4]bool // whether the call is cs[i]'s probe
-	cs, probes := cbuf[:0], pbuf[:0]
+	var tbuf [4]ticket // cs[i]'s outcome report
+	cs, tickets := cbuf[:0], tbuf[:0]
 	for _, ly := range layers {
 		if c := ly.Limiter.circuit(node); !slices.Contains(cs, c) {
 			cs = append(cs, c)
 		}
 	}
 	for i, c := range cs {
-		ok, probe := c.acquire(first.hooks)
+		ok, t := c.acquire(first.hooks)
 		if !ok {
 			for j, a := range cs[:i] {
-				a.release(probes[j])
+				a.release(tickets[j], first.hooks)
 			}
 			return failed(layers, node, ErrCircuitOpen)
 		}
-		probes = append(probes, probe)
+		tickets = append(tickets, t)
 	}
 
 	sent := sentAt(layers)
@@ -153,7 +153,7 @@ func allowLayers(ctx context.Context, layers []Layer, states []admission.LayerSt
 	reply, err := run(cctx, client, node, layers, keys, states != nil, rbuf[:0])
 	failedNode := false
 	for i, c := range cs {
-		failedNode = settle(ctx, c, probes[i], err, first.hooks) || failedNode
+		failedNode = settle(ctx, c, tickets[i], err, first.hooks) || failedNode
 	}
 	if err != nil {
 		if failedNode {

@@ -197,12 +197,12 @@ func (l *Limiter) callQuiet(ctx context.Context, s *luaScript, rkey string, args
 		return fail(err)
 	}
 	c := l.circuit(node)
-	ok, probe := c.acquire(l.hooks)
+	ok, t := c.acquire(l.hooks)
 	if !ok {
 		return fail(ErrCircuitOpen)
 	}
 	vals, err := l.rt.send(cctx, s, client, node, l.hooks, []string{rkey}, args)
-	settle(ctx, c, probe, err, l.hooks)
+	settle(ctx, c, t, err, l.hooks)
 	if err != nil {
 		return fail(err)
 	}
@@ -217,8 +217,8 @@ func (l *Limiter) callQuiet(ctx context.Context, s *luaScript, rkey string, args
 	return out, nil
 }
 
-// settle records in c the outcome err of a call it let through (probe as
-// acquire said), made for a caller whose context is ctx, and reports
+// settle records in c the outcome err of a call it let through (with the
+// ticket acquire gave), made for a caller whose context is ctx, and reports
 // whether the call counted as a failure of the node.
 //
 // A reply error comes from a live server, and a cancellation from the
@@ -226,15 +226,15 @@ func (l *Limiter) callQuiet(ctx context.Context, s *luaScript, rkey string, args
 // does count: the node did not answer in the time it was given, and a hung
 // node must open its circuit even when every caller's deadline is shorter
 // than WithTimeout.
-func settle(ctx context.Context, c *circuit, probe bool, err error, h *Hooks) (failed bool) {
+func settle(ctx context.Context, c *circuit, t ticket, err error, h *Hooks) (failed bool) {
 	var rerr redis.Error
 	switch {
 	case err == nil || errors.As(err, &rerr):
-		c.done(true, h)
+		c.done(t, true, h)
 	case errors.Is(ctx.Err(), context.Canceled):
-		c.release(probe)
+		c.release(t, h)
 	default:
-		c.done(false, h)
+		c.done(t, false, h)
 		return true
 	}
 	return false
