@@ -218,6 +218,63 @@ func elementStart(line string, end int) int {
 	return 0
 }
 
+// peerIPv4 returns the host of a RemoteAddr of the form "a.b.c.d:port"
+// written as netip.Addr.String writes an IPv4 address (four decimal
+// fields, each at most 255, without leading zeros), with a port of 1 to 5
+// digits, and that address; ok is false for every other form, which
+// peerAddr parses. For the forms it accepts, peerAddr gives the same
+// address, and AppendIP writes host: appendKey's fast path relies on it.
+func peerIPv4(s string) (host string, a [4]byte, ok bool) {
+	field, n, digits := 0, uint(0), 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if d := uint(c - '0'); d <= 9 {
+			if n == 0 && digits > 0 || n > 25 {
+				return "", a, false // a leading zero (which netip refuses), or above 255
+			}
+			n, digits = n*10+d, digits+1
+			continue
+		}
+		if digits == 0 || n > 255 {
+			return "", a, false
+		}
+		if c == '.' && field < 3 {
+			a[field], field, n, digits = byte(n), field+1, 0, 0
+			continue
+		}
+		if c != ':' || field != 3 {
+			return "", a, false
+		}
+		a[3] = byte(n)
+		port := s[i+1:]
+		return s[:i], a, len(port) >= 1 && len(port) <= 5 && allDigits(port)
+	}
+	return "", a, false
+}
+
+// allDigits reports whether s holds decimal digits only.
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// plain4 reports whether c takes the IPv4 peer a as the client's address
+// and groups it as itself (by 32 bits): a is not a trusted proxy, and
+// IPv4Bits is 0, 32, or out of range (which group treats as 32).
+func (c *ClientIP) plain4(a [4]byte) bool {
+	if c == nil {
+		return true
+	}
+	if c.IPv4Bits > 0 && c.IPv4Bits < 32 {
+		return false
+	}
+	return len(c.TrustedProxies) == 0 || !c.trusted(netip.AddrFrom4(a))
+}
+
 // peerAddr parses RemoteAddr ("ip:port", "[ip%zone]:port", or a bare ip).
 func peerAddr(s string) (netip.Addr, bool) {
 	if ap, err := netip.ParseAddrPort(s); err == nil {

