@@ -1,6 +1,7 @@
 package hotlimit_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -112,12 +113,50 @@ func TestParseRate(t *testing.T) {
 	}
 	// A signed duration is read as such, not as a unit: "-1m" is negative.
 	for _, s := range []string{"100/-1m", "5/-1ns", "5/+0s", "5/0s"} {
-		if _, err := hotlimit.ParseRate(s); err == nil || !strings.Contains(err.Error(), "the duration must be positive") {
+		if _, err := hotlimit.ParseRate(s); err == nil || !strings.Contains(err.Error(), "the duration after the slash must be positive") {
 			t.Errorf("ParseRate(%q) error %v: want one about the duration's sign, not its unit", s, err)
 		}
 	}
 	if r, err := hotlimit.ParseRate("5/+1s"); err != nil || r != hotlimit.PerSecond(5) {
 		t.Errorf(`ParseRate("5/+1s") = %v, %v`, r, err)
+	}
+}
+
+// TestParseRateMessages: a string ParseRate refuses is explained in its
+// own terms (the count before the slash, the slash, the duration after
+// it) with what that part accepts, never with a field's name (rate.N) or
+// the text of strconv or time.ParseDuration (which, for "100/s/s", spoke
+// of "1s/s", a string nobody wrote).
+func TestParseRateMessages(t *testing.T) {
+	const durationForm = "write a number and a unit (ns, us, ms, s, m, h), such as 1m, 250ms or 24h (a day), or a unit alone (10/s)"
+	for s, want := range map[string]string{
+		"100":                    "write N/duration: a whole number, a slash and a duration, such as 100/1m, 10/s or 5/250ms",
+		"100/s/s":                "one slash only: write N/duration: a whole number, a slash and a duration, such as 100/1m, 10/s or 5/250ms",
+		"0/s":                    `the count before the slash must be a whole number of at least 1, got "0"`,
+		"-1/s":                   `the count before the slash must be a whole number of at least 1, got "-1"`,
+		" x /s":                  `the count before the slash must be a whole number of at least 1, got "x"`,
+		"1e3/s":                  `the count before the slash must be a whole number of at least 1, got "1e3"`,
+		"99999999999999999999/s": "the count 99999999999999999999 is too large (at most 9223372036854775807)",
+		"100/":                   "the duration after the slash is missing: " + durationForm,
+		"100/1y":                 `"1y" after the slash is not a duration: ` + durationForm,
+		"100/x":                  `"x" after the slash is not a duration: ` + durationForm,
+		"5/1.5.5s":               `"1.5.5s" after the slash is not a duration: ` + durationForm,
+		"100/0s":                 `the duration after the slash must be positive, got "0s"`,
+		"100/-99999999999h":      `the duration after the slash must be positive, got "-99999999999h"`,
+		"100/99999999999h":       `the duration "99999999999h" after the slash is too long: at most 2562047h (about 292 years)`,
+		"2000000000/s":           "2000000000 per 1s is faster than one request per nanosecond, the finest step of the clock",
+		"1001/1us":               "1001 per 1µs is faster than one request per nanosecond, the finest step of the clock",
+	} {
+		_, err := hotlimit.ParseRate(s)
+		if full := fmt.Sprintf("hotlimit: rate %q: %s", s, want); err == nil || err.Error() != full {
+			t.Errorf("ParseRate(%q) error:\n got %v\nwant %s", s, err, full)
+			continue
+		}
+		for _, internal := range []string{"rate.N", "rate.Per", "time:", "strconv", "ParseInt"} {
+			if strings.Contains(err.Error(), internal) {
+				t.Errorf("ParseRate(%q) error names %q: %v", s, internal, err)
+			}
+		}
 	}
 }
 

@@ -1,7 +1,9 @@
 package hotlimit
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -53,30 +55,89 @@ func (r Rate) validate(field string) error {
 // ParseRate parses a rate written as "N/unit" or "N/duration", such as
 // "100/s", "100/1m", "5/250ms" or "1/24h". Units are those of
 // time.ParseDuration; a bare unit means one of it. N must be a positive
-// integer and the duration positive.
+// integer and the duration positive, and the rate no faster than one
+// request per nanosecond. Spaces around N and the duration are ignored.
+//
+// An error says, in the string's own terms, which part is wrong (the count
+// before the slash, the slash, the duration after it) and what that part
+// accepts, such as
+//
+//	hotlimit: rate "100/1y": "1y" after the slash is not a duration: write a number and a unit (ns, us, ms, s, m, h), such as 1m, 250ms or 24h (a day), or a unit alone (10/s)
+//
+// so that a program can show it to whoever wrote the string as it is.
 func ParseRate(s string) (Rate, error) {
+	bad := func(format string, args ...any) (Rate, error) {
+		return Rate{}, fmt.Errorf("hotlimit: rate %q: "+format, append([]any{s}, args...)...)
+	}
 	num, per, ok := strings.Cut(strings.TrimSpace(s), "/")
-	if !ok {
-		return Rate{}, fmt.Errorf("hotlimit: rate %q: want N/duration, such as 100/s or 5/250ms", s)
+	num, per = strings.TrimSpace(num), strings.TrimSpace(per)
+	switch {
+	case !ok:
+		return bad("%s", rateForm)
+	case strings.Contains(per, "/"):
+		return bad("one slash only: %s", rateForm)
 	}
-	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
-	if err != nil {
-		return Rate{}, fmt.Errorf("hotlimit: rate %q: count: %w", s, err)
+	n, err := strconv.ParseInt(num, 10, 64)
+	switch {
+	case errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(num, "-"):
+		return bad("the count %s is too large (at most %d)", num, int64(math.MaxInt64))
+	case err != nil || n < 1:
+		return bad("the count before the slash must be a whole number of at least 1, got %q", num)
 	}
-	per = strings.TrimSpace(per)
+	unit := per
 	if per != "" && (per[0] < '0' || per[0] > '9') && !strings.ContainsRune(".+-", rune(per[0])) {
-		per = "1" + per // "s" means "1s"; "-1m" stays negative, and is rejected below
+		unit = "1" + per // "s" means "1s"; "-1m" stays negative, and is rejected below
 	}
-	d, err := time.ParseDuration(per)
-	if err != nil {
-		return Rate{}, fmt.Errorf("hotlimit: rate %q: duration: %w", s, err)
-	}
-	if d <= 0 {
-		return Rate{}, fmt.Errorf("hotlimit: rate %q: the duration must be positive, got %v", s, d)
+	d, err := time.ParseDuration(unit)
+	switch {
+	case per == "":
+		return bad("the duration after the slash is missing: %s", durationForm)
+	case err != nil && !isDurationSyntax(unit):
+		return bad("%q after the slash is not a duration: %s", per, durationForm)
+	case err == nil && d <= 0, err != nil && unit[0] == '-':
+		return bad("the duration after the slash must be positive, got %q", per)
+	case err != nil: // well formed, so too long for time.Duration
+		return bad("the duration %q after the slash is too long: at most %dh (about 292 years)", per, int64(math.MaxInt64/int64(time.Hour)))
+	case int64(d) < n:
+		return bad("%d per %v is faster than one request per nanosecond, the finest step of the clock", n, d)
 	}
 	r := Rate{N: n, Per: d}
-	if err := r.validate("rate"); err != nil {
+	if err := r.validate("rate"); err != nil { // cannot fail after the checks above
 		return Rate{}, fmt.Errorf("%w (parsing %q)", err, s)
 	}
 	return r, nil
+}
+
+// rateForm and durationForm say what ParseRate accepts, for its errors.
+const (
+	rateForm     = "write N/duration: a whole number, a slash and a duration, such as 100/1m, 10/s or 5/250ms"
+	durationForm = "write a number and a unit (ns, us, ms, s, m, h), such as 1m, 250ms or 24h (a day), or a unit alone (10/s)"
+)
+
+// isDurationSyntax reports whether s is written as time.ParseDuration
+// reads a duration (an optional sign, then numbers each followed by a
+// unit), so that an error parsing it can only be an overflow.
+func isDurationSyntax(s string) bool {
+	s = strings.TrimLeft(s, "+-")
+	if s == "" {
+		return false
+	}
+	for s != "" {
+		i := strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+		if i <= 0 || strings.Count(s[:i], ".") > 1 || s[:i] == "." {
+			return false // no number, a malformed one, or a number with no unit
+		}
+		s = s[i:]
+		j := strings.IndexFunc(s, func(r rune) bool { return '0' <= r && r <= '9' || r == '.' })
+		if j < 0 {
+			j = len(s)
+		}
+		switch s[:j] {
+		case "ns", "us", "µs", "μs", "ms", "s", "m", "h":
+		default:
+			return false
+		}
+		s = s[j:]
+	}
+	return true
 }

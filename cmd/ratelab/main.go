@@ -27,12 +27,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/cmd/ratelab/internal/lab"
@@ -301,45 +298,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 // policyForm says how to write a policy, for the messages.
 const policyForm = "write N/duration: a whole number of requests per key, a slash and a duration, such as 100/1m, 10/s or 5/250ms"
 
-// parsePolicy parses the -policy flag with hotlimit.ParseRate, and says
-// what is wrong in the words of the flag (the count, the slash, the
-// duration), not in those of ParseRate's fields or of time.ParseDuration.
+// parsePolicy parses the -policy flag with hotlimit.ParseRate, whose
+// errors already say what is wrong in the string's own terms (the count,
+// the slash, the duration); only a flag with no slash is told the flag's
+// own form, in requests per key.
 func parsePolicy(s string) (hotlimit.Rate, error) {
 	rate, err := hotlimit.ParseRate(s)
-	if err == nil {
+	switch {
+	case err == nil:
 		return rate, nil
-	}
-	num, per, ok := strings.Cut(strings.TrimSpace(s), "/")
-	num, per = strings.TrimSpace(num), strings.TrimSpace(per)
-	switch {
-	case !ok:
+	case !strings.Contains(s, "/"):
 		return rate, errors.New(policyForm)
-	case strings.Contains(per, "/"):
-		return rate, fmt.Errorf("one slash only: %s", policyForm)
 	}
-	if n, nerr := strconv.ParseInt(num, 10, 64); nerr != nil || n < 1 {
-		if errors.Is(nerr, strconv.ErrRange) && !strings.HasPrefix(num, "-") {
-			return rate, fmt.Errorf("the count %s is too large (at most %d)", num, int64(math.MaxInt64))
-		}
-		return rate, fmt.Errorf("the count before the slash must be a whole number of at least 1, got %q", num)
-	}
-	d, derr := time.ParseDuration(per)
-	if derr != nil {
-		d, derr = time.ParseDuration("1" + per) // a bare unit, as in 10/s
-	}
-	const durationForm = "write a number and a unit (ns, us, ms, s, m, h), such as 1m, 250ms or 24h (a day), or a unit alone (10/s)"
-	switch {
-	case per == "":
-		return rate, fmt.Errorf("the duration after the slash is missing: %s", durationForm)
-	case derr != nil:
-		return rate, fmt.Errorf("%q after the slash is not a duration: %s", per, durationForm)
-	case d <= 0:
-		return rate, fmt.Errorf("the duration after the slash must be positive, got %q", per)
-	}
-	if n, _ := strconv.ParseInt(num, 10, 64); int64(d) < n {
-		return rate, fmt.Errorf("%s per %v is faster than one request per nanosecond, the finest step of the clock", num, d)
-	}
-	return rate, errors.New(strings.TrimPrefix(err.Error(), "hotlimit: "))
+	return rate, errors.New(strings.TrimPrefix(err.Error(), fmt.Sprintf("hotlimit: rate %q: ", s)))
 }
 
 // chartDir returns out as an absolute path, after creating the folder if
