@@ -166,7 +166,9 @@ func (b *Local) AllowBinding(ctx context.Context, layers []Layer) (hotlimit.Deci
 
 // AllowStates implements StateBackend with hotlimit.AllowLayersState:
 // each layer's Remaining, Window and Policy are those of its own
-// decision (see hotlimit.LayerState). A nil states reads none.
+// decision (see hotlimit.LayerState). A nil states reads none; a states
+// of another length than layers gets the states of the layers it has
+// room for, and Remaining −1 (unknown) past the last layer.
 func (b *Local) AllowStates(_ context.Context, layers []Layer, states []LayerState) (hotlimit.Decision, int, error) {
 	var buf [8]hotlimit.Layer
 	ls := buf[:0]
@@ -198,9 +200,13 @@ func allowStates(ls []hotlimit.Layer, states []LayerState) (hotlimit.Decision, i
 		each = make([]hotlimit.LayerState, len(ls))
 	}
 	d, i := hotlimit.AllowLayersState(each, ls...)
-	for j := range states {
+	n := min(len(states), len(ls))
+	for j := range n {
 		st := &each[j]
 		states[j] = LayerState{Remaining: st.Decision.Remaining, Window: st.Next, Policy: st.Policy}
+	}
+	for j := n; j < len(states); j++ {
+		states[j] = LayerState{Remaining: -1} // no such layer: unknown
 	}
 	return d, i
 }
