@@ -190,6 +190,21 @@ func (b *Local) AllowStates(_ context.Context, layers []Layer, states []LayerSta
 	return d, i, nil
 }
 
+// allowResolved is AllowStates (AllowBinding for a nil states) for a
+// Pipeline, which found each layer's limiter once (infos[i].lim, see
+// Pipeline.resolveLocal) and has at most MaxLayers layers.
+func (b *Local) allowResolved(layers []Layer, infos []*limitInfo, states []LayerState) (hotlimit.Decision, int) {
+	var buf [MaxLayers]hotlimit.Layer
+	ls := buf[:len(layers)]
+	for i := range ls {
+		ls[i] = hotlimit.Layer{Limiter: infos[i].lim, Key: layers[i].Key, Cost: layers[i].Cost}
+	}
+	if states == nil {
+		return hotlimit.AllowLayersIndex(ls...)
+	}
+	return allowStates(ls, states)
+}
+
 // allowStates decides ls with hotlimit.AllowLayersState and reports each
 // layer's state in states. It is AllowStates' path with states, apart so
 // that a decision without them does not zero the buffer.

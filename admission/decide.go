@@ -313,6 +313,13 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 	idx := -1
 	var d hotlimit.Decision
 	switch {
+	case p.local != nil:
+		var states []LayerState
+		if p.stater != nil {
+			states = res.states[:len(layers)]
+			res.nstates = len(layers) // a Local knows every layer's state
+		}
+		d, idx = p.local.allowResolved(layers, res.infos, states)
 	case p.stater != nil:
 		states := res.states[:len(layers)]
 		d, idx, err = p.stater.AllowStates(ctx, layers, states)
