@@ -330,6 +330,11 @@ func (m *Model) AdmitN(key string, cost int64) (hotlimit.Decision, Admission) {
 // GiveBack gives back what the state still owes to a, as hotlimit's
 // Admission.Refund does: nothing if the key's state was removed since a
 // (whatever holds it now), else as GiveBackAt.
+//
+// The model reads its clock as it is. A limiter on a ManualClock that was
+// set back gives a bucket admission back at the latest reading the clock
+// has held (see hotlimit's refund.go), so scripts that compare the two
+// must not give back on a bucket while such a clock is behind.
 func (m *Model) GiveBack(a Admission) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
