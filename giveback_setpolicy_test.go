@@ -1,7 +1,10 @@
 package hotlimit_test
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
@@ -93,6 +96,39 @@ func TestGiveBackAfterSetPolicyLongerWindow(t *testing.T) {
 			if with != without {
 				t.Errorf("after the give-back %q admits %d at the frozen instant; without the admission it admits %d", "k", with, without)
 			}
+		})
+	}
+}
+
+// TestWaitCancelledAfterSetPolicy: a Wait that reserved a 100 ms slot at
+// 10/s and is cancelled after SetPolicy to 1/s gives back those 100 ms,
+// leaving the debt of the unit admitted before it (100 ms), not 200 ms
+// (its cost at the new rate, which would also give back that unit).
+func TestWaitCancelledAfterSetPolicy(t *testing.T) {
+	for name, pp := range map[string][2]hotlimit.Policy{
+		"TokenBucket": {hotlimit.TokenBucket{Rate: hotlimit.PerSecond(10), Burst: 1}, hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1}},
+		"LeakyBucket": {hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(10), Capacity: 1}, hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(1), Capacity: 1}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l, c := newManual(t, pp[0])
+				c.Set(time.Hour)
+				l.Allow("k")
+				ctx, cancel := context.WithCancel(context.Background())
+				errc := make(chan error)
+				go func() { errc <- l.Wait(ctx, "k", 1) }()
+				synctest.Wait() // Wait has reserved its slot and sleeps
+				if err := l.SetPolicy(pp[1]); err != nil {
+					t.Fatal(err)
+				}
+				cancel()
+				if err := <-errc; !errors.Is(err, context.Canceled) {
+					t.Fatalf("Wait = %v, want context.Canceled", err)
+				}
+				if d := l.Check("k", 0); d.ResetAfter != 100*time.Millisecond {
+					t.Errorf("after the cancelled Wait, k's debt is %v, want the 100 ms of the unit admitted before it", d.ResetAfter)
+				}
+			})
 		})
 	}
 }
