@@ -44,6 +44,18 @@ func TestOracleMetadata(t *testing.T) {
 	}
 }
 
+// grpcVariants are policies of each algorithm for SetPolicy; the second
+// of each has a capacity of 1.
+func grpcVariants() map[string][2]hotlimit.Policy {
+	return map[string][2]hotlimit.Policy{
+		"TokenBucket":   {hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 3, Per: 2 * time.Second}, Burst: 4}, hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 3 * time.Second}, Burst: 1}},
+		"LeakyBucket":   {hotlimit.LeakyBucket{Rate: hotlimit.Rate{N: 2, Per: 3 * time.Second}, Capacity: 3}, hotlimit.LeakyBucket{Rate: hotlimit.Rate{N: 5, Per: 2 * time.Second}, Capacity: 0}},
+		"FixedWindow":   {hotlimit.FixedWindow{Limit: 5, Window: 7 * time.Second}, hotlimit.FixedWindow{Limit: 1, Window: 3 * time.Second}},
+		"SlidingWindow": {hotlimit.SlidingWindow{Limit: 6, Window: 5 * time.Second}, hotlimit.SlidingWindow{Limit: 1, Window: 9 * time.Second}},
+		"SlidingLog":    {hotlimit.SlidingLog{Limit: 4, Window: 6 * time.Second}, hotlimit.SlidingLog{Limit: 1, Window: 2 * time.Second}},
+	}
+}
+
 type oracleLayer struct {
 	name string
 	lim  *hotlimit.Limiter
@@ -78,20 +90,35 @@ func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy) {
 	}
 	rng := rand.New(rand.NewPCG(uint64(len(t.Name())), 9))
 	seen := map[codes.Code]int{}
-	for step := range 120 {
+	nevers := 0
+	for step := range 200 {
 		if rng.IntN(3) == 0 {
 			clock.Advance(time.Duration(rng.Int64N(int64(3 * time.Second))))
+		}
+		if rng.IntN(15) == 0 {
+			// A runtime policy change (same algorithm), on the interceptor's
+			// backend and the oracle alike: the variants of capacity 1 make
+			// a stream (cost 2 in the group's layer) never pass.
+			l := layers[rng.IntN(len(layers))]
+			np := grpcVariants()[l.lim.Describe().Algorithm.String()][rng.IntN(2)]
+			if err := ic.Backend().(*httplimit.Local).Classes().SetPolicy(l.name, np); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.lim.SetPolicy(np); err != nil {
+				t.Fatal(err)
+			}
 		}
 		stream := rng.IntN(3) == 0
 		layers[0].cost = 1
 		if stream {
 			layers[0].cost = 2
 		}
-		allowed := true
+		allowed, never := true, false
 		var wait time.Duration
 		for _, l := range layers {
 			if c := l.lim.Check("k", l.cost); !c.Allowed {
 				allowed = false
+				never = never || c.RetryAfter == hotlimit.Never
 				wait = max(wait, c.RetryAfter)
 			}
 		}
@@ -150,20 +177,31 @@ func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy) {
 			}
 			md = trailer
 			var ri *errdetails.RetryInfo
+			reason := ""
 			for _, d := range status.Convert(err).Details() {
-				if x, ok := d.(*errdetails.RetryInfo); ok {
+				switch x := d.(type) {
+				case *errdetails.RetryInfo:
 					ri = x
+				case *errdetails.ErrorInfo:
+					reason = x.Reason
 				}
 			}
-			if ri == nil || ri.RetryDelay.AsDuration() != wait {
-				t.Fatalf("%s: RetryInfo %v, oracle %v", where, ri, wait)
-			}
-			ms := (wait + time.Millisecond - 1) / time.Millisecond
-			if got := first(md, grpclimit.MDPushback); got != strconv.FormatInt(int64(ms), 10) {
-				t.Fatalf("%s: pushback %q, oracle %d ms", where, got, ms)
-			}
-			if got, want := first(md, grpclimit.MDRetryAfter), strconv.FormatInt(max(1, ceilSec(wait)), 10); got != want {
-				t.Fatalf("%s: retry-after %q, oracle %s", where, got, want)
+			if never {
+				nevers++
+				if reason != grpclimit.ReasonNever || ri != nil || first(md, grpclimit.MDPushback) != "-1" || len(md.Get(grpclimit.MDRetryAfter)) != 0 {
+					t.Fatalf("%s: a call that can never pass: %s, RetryInfo %v, metadata %v", where, reason, ri, md)
+				}
+			} else {
+				if reason != grpclimit.ReasonExceeded || ri == nil || ri.RetryDelay.AsDuration() != wait {
+					t.Fatalf("%s: %s, RetryInfo %v, oracle %v", where, reason, ri, wait)
+				}
+				ms := (wait + time.Millisecond - 1) / time.Millisecond
+				if got := first(md, grpclimit.MDPushback); got != strconv.FormatInt(int64(ms), 10) {
+					t.Fatalf("%s: pushback %q, oracle %d ms", where, got, ms)
+				}
+				if got, want := first(md, grpclimit.MDRetryAfter), strconv.FormatInt(max(1, ceilSec(wait)), 10); got != want {
+					t.Fatalf("%s: retry-after %q, oracle %s", where, got, want)
+				}
 			}
 		} else {
 			if err != nil {
@@ -207,8 +245,8 @@ func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy) {
 			t.Fatalf("%s: ratelimit-name/-limit/-remaining %v describe no layer", where, md)
 		}
 	}
-	if seen[codes.OK] == 0 || seen[codes.ResourceExhausted] == 0 {
-		t.Errorf("codes seen %v: the run does not cover admissions and refusals", seen)
+	if seen[codes.OK] == 0 || seen[codes.ResourceExhausted] == 0 || nevers == 0 {
+		t.Errorf("codes seen %v, %d refusals for good: the run does not cover admissions, refusals and refusals for good", seen, nevers)
 	}
 }
 
