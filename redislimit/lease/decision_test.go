@@ -16,6 +16,7 @@ import (
 	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/hotlimit/hotlimit/redislimit"
 	"github.com/hotlimit/hotlimit/redislimit/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 var _ admission.StateBackend = (*Backend)(nil)
@@ -207,5 +208,66 @@ func TestBackendAllOrNothing(t *testing.T) {
 	}
 	if states[0].Remaining < 1 || states[1].Remaining != 0 || states[0].Window != hotlimit.Never {
 		t.Fatalf("states %+v; want wide's lease (with the unit given back) with Window Never, narrow 0", states)
+	}
+}
+
+// TestDecideTokenBucket: on a token bucket alone in the fleet, Decide's
+// ResetAfter is exact: the shared TAT in Redis less the instant, as the
+// last take left it and counted down since (another instance's takes
+// would only push the TAT later: a lower bound). Remaining is the lease's
+// units after the decision, and a refusal's RetryAfter Redis's wait for
+// that cost.
+func TestDecideTokenBucket(t *testing.T) {
+	addr := redistest.Addr(t)
+	clk := hotlimit.NewManualClock()
+	c := redistest.Client(t, addr)
+	const T = int64(100_000) // µs: 10 per second
+	l, err := New(c, redistest.Prefix(t), hotlimit.TokenBucket{Rate: hotlimit.PerSecond(10), Burst: 20}, WithClock(clk), WithMaxLease(5), WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.testNow = func() int64 { return epoch + int64(clk.Now()/time.Microsecond) }
+	ctx := context.Background()
+	tat := func() int64 { // the shared state, µs (0: none yet)
+		v, err := c.Get(ctx, l.RedisKey("k")).Int64()
+		if err == redis.Nil {
+			return 0
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	refused := false
+	for i := range 60 {
+		clk.Advance(7 * time.Millisecond)
+		// Paid from the lease, the Decision reflects the last take (tat0);
+		// otherwise the take it made itself (read before any refill).
+		h0, tat0 := l.held("k"), tat()
+		d, err := l.Decide(ctx, "k", 2)
+		want, last := h0-2, tat0
+		if h0 < 2 {
+			want, last = l.held("k"), tat()
+		}
+		l.bg.Wait()
+		if err != nil || d.Limit != 20 {
+			t.Fatalf("request %d: %+v, %v", i, d, err)
+		}
+		if w := time.Duration(max(0, last-l.testNow())) * time.Microsecond; d.ResetAfter != w {
+			t.Fatalf("request %d: ResetAfter %v, want %v (TAT − now)", i, d.ResetAfter, w)
+		}
+		if d.Remaining != want {
+			t.Fatalf("request %d: Remaining %d, want %d (what the lease holds)", i, d.Remaining, want)
+		}
+		if !d.Allowed {
+			refused = true
+			// Redis's wait for 2 units: the TAT's excess over the burst.
+			if w := time.Duration(last+2*T-20*T-l.testNow()) * time.Microsecond; d.RetryAfter != w {
+				t.Fatalf("request %d refused: RetryAfter %v, want %v", i, d.RetryAfter, w)
+			}
+		}
+	}
+	if !refused {
+		t.Fatal("never refused: the test did not reach the bucket's limit")
 	}
 }
