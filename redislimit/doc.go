@@ -114,11 +114,10 @@
 // back-off after repeated failed dials does not hold up.
 //
 // A Breaker keeps one circuit per node (a github.com/sony/gobreaker/v2
-// breaker). A node's circuit opens after
-// consecutive failures (DefaultFailures) so that a dead node costs one
-// fast failure (ErrCircuitOpen) per request rather than a timeout; after
-// a cool-down (DefaultCooldown) one probe goes through, and its success
-// closes it. A reply error from a live server does not count, nor does a
+// breaker). A node's circuit opens after consecutive failures
+// (DefaultFailures) so that a dead node costs one fast failure
+// (ErrCircuitOpen) per request rather than a timeout; after a cool-down
+// (DefaultCooldown) one probe goes through, and its success closes it. A reply error from a live server does not count, nor does a
 // call whose caller's context had ended before it was sent. On a Redis
 // Cluster, one dead master fails only the keys it serves.
 //
