@@ -110,17 +110,16 @@ func (l *Limiter) Allow(key string) Decision { return l.AllowN(key, 1) }
 // RetryAfter = Never. A denial never changes any state, and a peek or a
 // denial for an unknown key creates no entry.
 func (l *Limiter) AllowN(key string, cost int64) (d Decision) {
-	v, _, p := l.allow(key, cost, nil)
+	v, _, p := l.allow(key, cost, nil, l.now())
 	d.setFrom(v, p.limit, p.delay(v, cost))
 	return d
 }
 
-// allow is AllowN before its Decision is built. It also returns the
-// instant the decision was made at and the policy it was made under and,
-// when a is not nil and the request is admitted, sets *a to what a
-// give-back of it needs (refund.go).
-func (l *Limiter) allow(key string, cost int64, a *admission) (verdict, int64, *params) {
-	now := l.now()
+// allow is AllowN before its Decision is built, at now, a reading of l's
+// clock (l.now). It also returns the instant the decision was made at and
+// the policy it was made under and, when a is not nil and the request is
+// admitted, sets *a to what a give-back of it needs (refund.go).
+func (l *Limiter) allow(key string, cost int64, a *admission, now int64) (verdict, int64, *params) {
 	if len(key) > MaxKeyLen {
 		return l.never(key, now, cost, a)
 	}

@@ -322,3 +322,43 @@ func TestAllowLayersIndex(t *testing.T) {
 		t.Fatalf("no layers: index %d, want -1", idx)
 	}
 }
+
+// TestAllowLayersOneReading: layers whose limiters read the default clock
+// are decided at one reading of it, so two fixed windows of one length
+// report the same ResetAfter to the nanosecond (read apart, they differ
+// by the time between the readings); a limiter with a clock of its own
+// (WithClock) still reads that clock.
+func TestAllowLayersOneReading(t *testing.T) {
+	policy := hotlimit.FixedWindow{Limit: 1 << 40, Window: time.Hour}
+	var lims [2]*hotlimit.Limiter
+	for i := range lims {
+		l, err := hotlimit.New(policy, hotlimit.WithSweepInterval(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		lims[i] = l
+	}
+	manual, err := hotlimit.New(policy, hotlimit.WithClock(hotlimit.NewManualClock()), hotlimit.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer manual.Close()
+	each := make([]hotlimit.Decision, 3)
+	for i := range 200 {
+		key := fmt.Sprint("k", i) // a fresh key: its window ends when the clock's current one does
+		d, _ := hotlimit.AllowLayersEach(each,
+			hotlimit.Layer{Limiter: lims[0], Key: key, Cost: 1},
+			hotlimit.Layer{Limiter: manual, Key: key, Cost: 1},
+			hotlimit.Layer{Limiter: lims[1], Key: key, Cost: 1})
+		if !d.Allowed {
+			t.Fatalf("request %d refused: %+v", i, d)
+		}
+		if each[0].ResetAfter != each[2].ResetAfter {
+			t.Fatalf("request %d: ResetAfter %v and %v: the default clock was read twice", i, each[0].ResetAfter, each[2].ResetAfter)
+		}
+		if each[1].ResetAfter != time.Hour {
+			t.Fatalf("request %d: the ManualClock's layer has ResetAfter %v, want 1h (its clock reads 0)", i, each[1].ResetAfter)
+		}
+	}
+}

@@ -83,7 +83,7 @@ type Admission struct {
 // method on the same *a.
 func (l *Limiter) AdmitN(a *Admission, key string, cost int64) (d Decision) {
 	var adm admission
-	v, _, p := l.allow(key, cost, &adm)
+	v, _, p := l.allow(key, cost, &adm, l.now())
 	d.setFrom(v, p.limit, p.delay(v, cost))
 	held := v.ok && cost > 0
 	if held {

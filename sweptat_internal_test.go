@@ -43,7 +43,7 @@ func TestOnlyARemovalRaisesSweptAt(t *testing.T) {
 	defer l.Close()
 	clk.Set(5 * time.Millisecond)
 	var a admission
-	if v, _, _ := l.allow("k", 1, &a); !v.ok {
+	if v, _, _ := l.allow("k", 1, &a, l.now()); !v.ok {
 		t.Fatal("first admission refused")
 	}
 	clk.skip = 1 // the lock-free attempt's read: it finds k would be left fresh
