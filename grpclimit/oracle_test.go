@@ -24,42 +24,18 @@ import (
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/grpclimit"
 	"github.com/hotlimit/hotlimit/httplimit"
+	"github.com/hotlimit/hotlimit/internal/layeroracle"
 	"github.com/hotlimit/hotlimit/internal/sfv"
 )
 
 func TestOracleMetadata(t *testing.T) {
-	pols := map[string]hotlimit.Policy{
-		"TokenBucket":   hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 3, Per: 2 * time.Second}, Burst: 4},
-		"LeakyBucket":   hotlimit.LeakyBucket{Rate: hotlimit.Rate{N: 2, Per: 3 * time.Second}, Capacity: 3},
-		"FixedWindow":   hotlimit.FixedWindow{Limit: 5, Window: 7 * time.Second},
-		"SlidingWindow": hotlimit.SlidingWindow{Limit: 6, Window: 5 * time.Second},
-		"SlidingLog":    hotlimit.SlidingLog{Limit: 4, Window: 6 * time.Second},
-	}
-	names := []string{"TokenBucket", "LeakyBucket", "FixedWindow", "SlidingWindow", "SlidingLog"}
+	names := layeroracle.Algorithms
 	for i, ga := range names {
 		ia := names[(i+2)%len(names)]
 		t.Run(ga+"+"+ia, func(t *testing.T) {
-			oracleGRPC(t, pols[ga], pols[ia], pols[names[(i+1)%len(names)]])
+			oracleGRPC(t, layeroracle.Policy(ga, 0), layeroracle.Policy(ia, 0), layeroracle.Policy(names[(i+1)%len(names)], 0))
 		})
 	}
-}
-
-// grpcVariants are policies of each algorithm for SetPolicy; the second
-// of each has a capacity of 1.
-func grpcVariants() map[string][2]hotlimit.Policy {
-	return map[string][2]hotlimit.Policy{
-		"TokenBucket":   {hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 3, Per: 2 * time.Second}, Burst: 4}, hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 3 * time.Second}, Burst: 1}},
-		"LeakyBucket":   {hotlimit.LeakyBucket{Rate: hotlimit.Rate{N: 2, Per: 3 * time.Second}, Capacity: 3}, hotlimit.LeakyBucket{Rate: hotlimit.Rate{N: 5, Per: 2 * time.Second}, Capacity: 0}},
-		"FixedWindow":   {hotlimit.FixedWindow{Limit: 5, Window: 7 * time.Second}, hotlimit.FixedWindow{Limit: 1, Window: 3 * time.Second}},
-		"SlidingWindow": {hotlimit.SlidingWindow{Limit: 6, Window: 5 * time.Second}, hotlimit.SlidingWindow{Limit: 1, Window: 9 * time.Second}},
-		"SlidingLog":    {hotlimit.SlidingLog{Limit: 4, Window: 6 * time.Second}, hotlimit.SlidingLog{Limit: 1, Window: 2 * time.Second}},
-	}
-}
-
-type oracleLayer struct {
-	name string
-	lim  *hotlimit.Limiter
-	cost int64
 }
 
 func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy) {
@@ -76,18 +52,11 @@ func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy) {
 		Wait:         func(context.Context, time.Duration) error { return nil },
 	})
 	client := serveIC(t, ic)
-	var layers []oracleLayer
-	for _, l := range []struct {
-		name string
-		p    hotlimit.Policy
-	}{{"grp", gp}, {"glob", glp}, {"per-tenant", ip}} {
-		lim, err := hotlimit.New(l.p, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lim.Close()
-		layers = append(layers, oracleLayer{name: l.name, lim: lim, cost: 1})
+	layers, err := layeroracle.NewLayers(clock, layeroracle.Spec{Name: "grp", Policy: gp}, layeroracle.Spec{Name: "glob", Policy: glp}, layeroracle.Spec{Name: "per-tenant", Policy: ip})
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer layeroracle.Close(layers)
 	rng := rand.New(rand.NewPCG(uint64(len(t.Name())), 9))
 	seen := map[codes.Code]int{}
 	nevers := 0
@@ -95,50 +64,26 @@ func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy) {
 		if rng.IntN(3) == 0 {
 			clock.Advance(time.Duration(rng.Int64N(int64(3 * time.Second))))
 		}
-		if rng.IntN(15) == 0 {
+		if rng.IntN(8) == 0 {
 			// A runtime policy change (same algorithm), on the interceptor's
-			// backend and the oracle alike: the variants of capacity 1 make
-			// a stream (cost 2 in the group's layer) never pass.
+			// backend and the oracle alike: variant 2, of capacity 1, makes a
+			// stream (cost 2 in the group's layer) never pass.
 			l := layers[rng.IntN(len(layers))]
-			np := grpcVariants()[l.lim.Describe().Algorithm.String()][rng.IntN(2)]
-			if err := ic.Backend().(*httplimit.Local).Classes().SetPolicy(l.name, np); err != nil {
+			np := layeroracle.Policy(l.Lim.Describe().Algorithm.String(), rng.IntN(3))
+			if err := ic.Backend().(*httplimit.Local).Classes().SetPolicy(l.Name, np); err != nil {
 				t.Fatal(err)
 			}
-			if err := l.lim.SetPolicy(np); err != nil {
+			if err := l.Lim.SetPolicy(np); err != nil {
 				t.Fatal(err)
 			}
 		}
 		stream := rng.IntN(3) == 0
-		layers[0].cost = 1
+		layers[0].Cost = 1
 		if stream {
-			layers[0].cost = 2
+			layers[0].Cost = 2
 		}
-		allowed, never := true, false
-		var wait time.Duration
-		for _, l := range layers {
-			if c := l.lim.Check("k", l.cost); !c.Allowed {
-				allowed = false
-				never = never || c.RetryAfter == hotlimit.Never
-				wait = max(wait, c.RetryAfter)
-			}
-		}
-		type state struct {
-			r    int64
-			next time.Duration
-		}
-		st := make([]state, len(layers))
-		for i, l := range layers {
-			var d hotlimit.Decision
-			if allowed {
-				d = l.lim.AllowN("k", l.cost)
-			} else {
-				d = l.lim.Check("k", 0)
-			}
-			st[i].r = d.Remaining
-			if d.Remaining < d.Limit {
-				st[i].next = l.lim.Check("k", d.Remaining+1).RetryAfter
-			}
-		}
+		v := layeroracle.Decide("k", layers)
+		allowed, never, wait, st := v.Allowed, v.Never, v.Wait, v.States
 		where := fmt.Sprintf("step %d (stream %v, now %v)", step, stream, clock.Now())
 
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -199,7 +144,7 @@ func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy) {
 				if got := first(md, grpclimit.MDPushback); got != strconv.FormatInt(int64(ms), 10) {
 					t.Fatalf("%s: pushback %q, oracle %d ms", where, got, ms)
 				}
-				if got, want := first(md, grpclimit.MDRetryAfter), strconv.FormatInt(max(1, ceilSec(wait)), 10); got != want {
+				if got, want := first(md, grpclimit.MDRetryAfter), strconv.FormatInt(max(1, layeroracle.CeilSeconds(wait)), 10); got != want {
 					t.Fatalf("%s: retry-after %q, oracle %s", where, got, want)
 				}
 			}
@@ -221,23 +166,23 @@ func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy) {
 		}
 		found := false
 		for i, l := range layers {
-			q := l.lim.Describe().Limit
-			if pol[i].Value.Str != l.name || rl[i].Value.Str != l.name {
-				t.Fatalf("%s: item %d named %q / %q, want %q", where, i, pol[i].Value.Str, rl[i].Value.Str, l.name)
+			q := l.Lim.Describe().Limit
+			if pol[i].Value.Str != l.Name || rl[i].Value.Str != l.Name {
+				t.Fatalf("%s: item %d named %q / %q, want %q", where, i, pol[i].Value.Str, rl[i].Value.Str, l.Name)
 			}
 			if qv, _ := pol[i].Params.Get("q"); qv.Int != q {
-				t.Fatalf("%s: %s q=%d, want %d", where, l.name, qv.Int, q)
+				t.Fatalf("%s: %s q=%d, want %d", where, l.Name, qv.Int, q)
 			}
 			rv, _ := rl[i].Params.Get("r")
-			if rv.Int != st[i].r {
-				t.Fatalf("%s: %s r=%d, oracle %d (%q)", where, l.name, rv.Int, st[i].r, first(md, grpclimit.MDLayers))
+			if rv.Int != st[i].Remaining {
+				t.Fatalf("%s: %s r=%d, oracle %d (%q)", where, l.Name, rv.Int, st[i].Remaining, first(md, grpclimit.MDLayers))
 			}
 			tv, hasT := rl[i].Params.Get("t")
-			if st[i].next == 0 && hasT || st[i].next != 0 && (!hasT || tv.Int != ceilSec(st[i].next)) {
-				t.Fatalf("%s: %s t=%d (present %v), oracle %v", where, l.name, tv.Int, hasT, st[i].next)
+			if st[i].Next == 0 && hasT || st[i].Next != 0 && (!hasT || tv.Int != layeroracle.CeilSeconds(st[i].Next)) {
+				t.Fatalf("%s: %s t=%d (present %v), oracle %v", where, l.Name, tv.Int, hasT, st[i].Next)
 			}
-			if first(md, grpclimit.MDName) == l.name && first(md, grpclimit.MDLimit) == strconv.FormatInt(q, 10) &&
-				first(md, grpclimit.MDRemaining) == strconv.FormatInt(st[i].r, 10) {
+			if first(md, grpclimit.MDName) == l.Name && first(md, grpclimit.MDLimit) == strconv.FormatInt(q, 10) &&
+				first(md, grpclimit.MDRemaining) == strconv.FormatInt(st[i].Remaining, 10) {
 				found = true
 			}
 		}
@@ -255,12 +200,4 @@ func first(md metadata.MD, key string) string {
 		return v[0]
 	}
 	return ""
-}
-
-func ceilSec(d time.Duration) int64 {
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/httplimit"
+	"github.com/hotlimit/hotlimit/internal/layeroracle"
 	"github.com/hotlimit/hotlimit/internal/sfv"
 )
 
@@ -22,13 +23,12 @@ import (
 // spent, and that no 429 has a t on an item it exceeded later than its
 // Retry-After.
 func TestConcurrentLayersFields(t *testing.T) {
-	pols := oraclePolicies()
-	names := []string{"TokenBucket", "LeakyBucket", "FixedWindow", "SlidingWindow", "SlidingLog"}
+	names := layeroracle.Algorithms
 	for i, ga := range names {
 		t.Run(ga, func(t *testing.T) {
 			clock := hotlimit.NewManualClock()
 			clock.Set(1000*time.Second + 250*time.Millisecond)
-			lims := map[string]hotlimit.Policy{"grp": pols[ga], "glob": pols[names[(i+1)%5]], "per-ip": pols[names[(i+2)%5]]}
+			lims := map[string]hotlimit.Policy{"grp": layeroracle.Policy(ga, 0), "glob": layeroracle.Policy(names[(i+1)%5], 0), "per-ip": layeroracle.Policy(names[(i+2)%5], 0)}
 			m, err := httplimit.New(httplimit.Config{
 				Limits:       lims,
 				Groups:       []httplimit.Group{{Name: "api", Limit: "grp"}},

@@ -17,50 +17,20 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/httplimit"
+	"github.com/hotlimit/hotlimit/internal/layeroracle"
 	"github.com/hotlimit/hotlimit/internal/sfv"
 )
-
-// oraclePolicies are small policies of every algorithm, so a short run
-// crosses refusals, refills and window ends.
-func oraclePolicies() map[string]hotlimit.Policy {
-	return map[string]hotlimit.Policy{
-		"TokenBucket":   hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 3, Per: 2 * time.Second}, Burst: 4},
-		"LeakyBucket":   hotlimit.LeakyBucket{Rate: hotlimit.Rate{N: 2, Per: 3 * time.Second}, Capacity: 3},
-		"FixedWindow":   hotlimit.FixedWindow{Limit: 5, Window: 7 * time.Second},
-		"SlidingWindow": hotlimit.SlidingWindow{Limit: 6, Window: 5 * time.Second},
-		"SlidingLog":    hotlimit.SlidingLog{Limit: 4, Window: 6 * time.Second},
-	}
-}
-
-// oracleVariants are other policies of each algorithm, for SetPolicy.
-func oracleVariants() map[string][2]hotlimit.Policy {
-	return map[string][2]hotlimit.Policy{
-		"TokenBucket":   {hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 3, Per: 2 * time.Second}, Burst: 4}, hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 3 * time.Second}, Burst: 2}},
-		"LeakyBucket":   {hotlimit.LeakyBucket{Rate: hotlimit.Rate{N: 2, Per: 3 * time.Second}, Capacity: 3}, hotlimit.LeakyBucket{Rate: hotlimit.Rate{N: 5, Per: 2 * time.Second}, Capacity: 1}},
-		"FixedWindow":   {hotlimit.FixedWindow{Limit: 5, Window: 7 * time.Second}, hotlimit.FixedWindow{Limit: 2, Window: 3 * time.Second}},
-		"SlidingWindow": {hotlimit.SlidingWindow{Limit: 6, Window: 5 * time.Second}, hotlimit.SlidingWindow{Limit: 3, Window: 9 * time.Second}},
-		"SlidingLog":    {hotlimit.SlidingLog{Limit: 4, Window: 6 * time.Second}, hotlimit.SlidingLog{Limit: 7, Window: 2 * time.Second}},
-	}
-}
-
-// oracleLayer is one layer as the oracle decides it: its own limiter.
-type oracleLayer struct {
-	name string
-	lim  *hotlimit.Limiter
-	cost int64
-}
 
 // TestOracleFields drives a middleware whose group, global and identity
 // layers take every combination of algorithms, at random costs and clock
 // steps, and checks every response's status, Retry-After, RateLimit,
 // RateLimit-Policy and X-RateLimit-* against the oracle.
 func TestOracleFields(t *testing.T) {
-	pols := oraclePolicies()
-	names := []string{"TokenBucket", "LeakyBucket", "FixedWindow", "SlidingWindow", "SlidingLog"}
+	names := layeroracle.Algorithms
 	for _, ga := range names {
 		for _, ia := range names {
 			t.Run(ga+"+"+ia, func(t *testing.T) {
-				oracleRun(t, pols[ga], pols[ia], pols[names[(len(ga)+len(ia))%len(names)]])
+				oracleRun(t, layeroracle.Policy(ga, 0), layeroracle.Policy(ia, 0), layeroracle.Policy(names[(len(ga)+len(ia))%len(names)], 0))
 			})
 		}
 	}
@@ -88,18 +58,11 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy) {
 	}
 	defer m.Close()
 	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }))
-	var layers []oracleLayer
-	for _, l := range []struct {
-		name string
-		p    hotlimit.Policy
-	}{{"grp", gp}, {"glob", glp}, {"per-ip", ip}} {
-		lim, err := hotlimit.New(l.p, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lim.Close()
-		layers = append(layers, oracleLayer{name: l.name, lim: lim, cost: 1})
+	layers, err := layeroracle.NewLayers(clock, layeroracle.Spec{Name: "grp", Policy: gp}, layeroracle.Spec{Name: "glob", Policy: glp}, layeroracle.Spec{Name: "per-ip", Policy: ip})
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer layeroracle.Close(layers)
 	rng := rand.New(rand.NewPCG(uint64(len(t.Name())), 7))
 	seen := map[int]int{}
 	defer func() {
@@ -115,53 +78,21 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy) {
 			// A runtime policy change (same algorithm, other figures), on the
 			// middleware's backend and the oracle alike.
 			l := layers[rng.IntN(len(layers))]
-			np := oracleVariants()[l.lim.Describe().Algorithm.String()][rng.IntN(2)]
-			if err := m.Backend().(*httplimit.Local).Classes().SetPolicy(l.name, np); err != nil {
+			np := layeroracle.Policy(l.Lim.Describe().Algorithm.String(), rng.IntN(3))
+			if err := m.Backend().(*httplimit.Local).Classes().SetPolicy(l.Name, np); err != nil {
 				t.Fatal(err)
 			}
-			if err := l.lim.SetPolicy(np); err != nil {
+			if err := l.Lim.SetPolicy(np); err != nil {
 				t.Fatal(err)
 			}
 		}
-		cost := rng.Int64N(layers[0].lim.Describe().Limit + 2) // 0 … capacity+1
+		cost := rng.Int64N(layers[0].Lim.Describe().Limit + 2) // 0 … capacity+1
 		if rng.IntN(4) != 0 {
 			cost = 1
 		}
-		layers[0].cost = cost
-		// The oracle: check each layer; admit on all only if all admit.
-		allowed, never := true, false
-		var wait time.Duration
-		for _, l := range layers {
-			c := l.lim.Check("k", l.cost)
-			if !c.Allowed {
-				allowed = false
-				if c.RetryAfter == hotlimit.Never {
-					never = true
-				}
-				wait = max(wait, c.RetryAfter)
-			}
-		}
-		type state struct {
-			r     int64
-			next  time.Duration
-			reset time.Duration
-		}
-		st := make([]state, len(layers))
-		for i, l := range layers {
-			var d hotlimit.Decision
-			if allowed {
-				d = l.lim.AllowN("k", l.cost)
-				if !d.Allowed {
-					t.Fatalf("step %d: oracle layer %s refused after Check admitted", step, l.name)
-				}
-			} else {
-				d = l.lim.Check("k", 0)
-			}
-			st[i].r, st[i].reset = d.Remaining, d.ResetAfter
-			if d.Remaining < d.Limit {
-				st[i].next = l.lim.Check("k", d.Remaining+1).RetryAfter
-			}
-		}
+		layers[0].Cost = cost
+		v := layeroracle.Decide("k", layers)
+		allowed, never, wait, st := v.Allowed, v.Never, v.Wait, v.States
 
 		r := httptest.NewRequest("GET", "/x", nil)
 		r.RemoteAddr = "192.0.2.7:1234"
@@ -185,7 +116,7 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy) {
 		}
 		ra := res.Header.Get("Retry-After")
 		if wantStatus == 429 {
-			if want := strconv.FormatInt(max(1, ceilSec(wait)), 10); ra != want {
+			if want := strconv.FormatInt(max(1, layeroracle.CeilSeconds(wait)), 10); ra != want {
 				t.Fatalf("%s: Retry-After %q, oracle %s", where, ra, want)
 			}
 		} else if ra != "" {
@@ -201,31 +132,31 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy) {
 			t.Fatalf("%s: RateLimit %q: %v", where, res.Header.Get("RateLimit"), err)
 		}
 		for i, l := range layers {
-			if pol[i].Value.Kind != sfv.String || pol[i].Value.Str != l.name ||
-				rl[i].Value.Kind != sfv.String || rl[i].Value.Str != l.name {
-				t.Fatalf("%s: item %d: names %+v %+v, want %q", where, i, pol[i].Value, rl[i].Value, l.name)
+			if pol[i].Value.Kind != sfv.String || pol[i].Value.Str != l.Name ||
+				rl[i].Value.Kind != sfv.String || rl[i].Value.Str != l.Name {
+				t.Fatalf("%s: item %d: names %+v %+v, want %q", where, i, pol[i].Value, rl[i].Value, l.Name)
 			}
 			q, _ := pol[i].Params.Get("q")
-			if q.Kind != sfv.Integer || q.Int != l.lim.Describe().Limit {
-				t.Fatalf("%s: %s q=%+v, want %d", where, l.name, q, l.lim.Describe().Limit)
+			if q.Kind != sfv.Integer || q.Int != l.Lim.Describe().Limit {
+				t.Fatalf("%s: %s q=%+v, want %d", where, l.Name, q, l.Lim.Describe().Limit)
 			}
 			rv, ok := rl[i].Params.Get("r")
-			if !ok || rv.Kind != sfv.Integer || rv.Int != st[i].r || rv.Int > q.Int {
-				t.Fatalf("%s: %s r=%+v, oracle %d (RateLimit %q)", where, l.name, rv, st[i].r, res.Header.Get("RateLimit"))
+			if !ok || rv.Kind != sfv.Integer || rv.Int != st[i].Remaining || rv.Int > q.Int {
+				t.Fatalf("%s: %s r=%+v, oracle %d (RateLimit %q)", where, l.Name, rv, st[i].Remaining, res.Header.Get("RateLimit"))
 			}
 			tv, hasT := rl[i].Params.Get("t")
-			if st[i].next == 0 {
+			if st[i].Next == 0 {
 				if hasT {
-					t.Fatalf("%s: %s t=%d on a full limit", where, l.name, tv.Int)
+					t.Fatalf("%s: %s t=%d on a full limit", where, l.Name, tv.Int)
 				}
 				continue
 			}
-			if !hasT || tv.Kind != sfv.Integer || tv.Int != ceilSec(st[i].next) || tv.Int < 1 {
-				t.Fatalf("%s: %s t=%+v (present %v), oracle %v (RateLimit %q)", where, l.name, tv, hasT, st[i].next, res.Header.Get("RateLimit"))
+			if !hasT || tv.Kind != sfv.Integer || tv.Int != layeroracle.CeilSeconds(st[i].Next) || tv.Int < 1 {
+				t.Fatalf("%s: %s t=%+v (present %v), oracle %v (RateLimit %q)", where, l.Name, tv, hasT, st[i].Next, res.Header.Get("RateLimit"))
 			}
-			if wantStatus == 429 && st[i].r < l.cost {
+			if wantStatus == 429 && st[i].Remaining < l.Cost {
 				if n, _ := strconv.ParseInt(ra, 10, 64); n < tv.Int {
-					t.Fatalf("%s: Retry-After %d earlier than exceeded %s's t=%d", where, n, l.name, tv.Int)
+					t.Fatalf("%s: Retry-After %d earlier than exceeded %s's t=%d", where, n, l.Name, tv.Int)
 				}
 			}
 		}
@@ -235,7 +166,7 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy) {
 		lim, rem, rst := res.Header.Get("X-RateLimit-Limit"), res.Header.Get("X-RateLimit-Remaining"), res.Header.Get("X-RateLimit-Reset")
 		found := false
 		for i, l := range layers {
-			if lim == strconv.FormatInt(l.lim.Describe().Limit, 10) && rem == strconv.FormatInt(st[i].r, 10) {
+			if lim == strconv.FormatInt(l.Lim.Describe().Limit, 10) && rem == strconv.FormatInt(st[i].Remaining, 10) {
 				found = true
 			}
 		}
@@ -244,9 +175,9 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy) {
 		}
 		var full time.Duration
 		for _, s := range st {
-			full = max(full, s.reset)
+			full = max(full, s.ResetAfter)
 		}
-		wantReset := strconv.FormatInt(ceilSec(full), 10)
+		wantReset := strconv.FormatInt(layeroracle.CeilSeconds(full), 10)
 		if wantStatus == 429 {
 			wantReset = ra
 		}
@@ -254,12 +185,4 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy) {
 			t.Fatalf("%s: X-RateLimit-Reset %q, oracle %s", where, rst, wantReset)
 		}
 	}
-}
-
-func ceilSec(d time.Duration) int64 {
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
 }
