@@ -192,8 +192,9 @@ func (b *Local) AllowStates(_ context.Context, layers []Layer, states []LayerSta
 
 // allowResolved is AllowStates (AllowBinding for a nil states) for a
 // Pipeline, which found each layer's limiter once (infos[i].lim, see
-// Pipeline.resolveLocal) and has at most MaxLayers layers.
-func (b *Local) allowResolved(layers []Layer, infos []*limitInfo, states []LayerState) (hotlimit.Decision, int) {
+// Pipeline.resolveLocal), has at most MaxLayers layers, and reads the
+// states as hotlimit reports them (no copy into LayerStates).
+func (b *Local) allowResolved(layers []Layer, infos []*limitInfo, states []hotlimit.LayerState) (hotlimit.Decision, int) {
 	var buf [MaxLayers]hotlimit.Layer
 	ls := buf[:len(layers)]
 	for i := range ls {
@@ -202,7 +203,7 @@ func (b *Local) allowResolved(layers []Layer, infos []*limitInfo, states []Layer
 	if states == nil {
 		return hotlimit.AllowLayersIndex(ls...)
 	}
-	return allowStates(ls, states)
+	return hotlimit.AllowLayersState(states, ls...)
 }
 
 // allowStates decides ls with hotlimit.AllowLayersState and reports each

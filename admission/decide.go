@@ -69,11 +69,12 @@ type Result struct {
 
 	buf     [maxKeyBuf]byte
 	layers  [MaxLayers]Layer
-	states  [MaxLayers]LayerState
-	nlayers int   // layers decided; 0 when no backend was asked
-	nstates int   // states the backend reported: nlayers or 0
-	built   int   // layers whose keys were written: cleared by Release
-	ev      Event // what the observers are handed: here, so it does not escape per request
+	states  [MaxLayers]hotlimit.LayerState // of them only Decision.Remaining, Next and Policy are read
+	bstates [MaxLayers]LayerState          // what a StateBackend that is not a Local reports, copied into states
+	nlayers int                            // layers decided; 0 when no backend was asked
+	nstates int                            // states the backend reported: nlayers or 0
+	built   int                            // layers whose keys were written: cleared by Release
+	ev      Event                          // what the observers are handed: here, so it does not escape per request
 	names   []string
 	infos   []*limitInfo
 }
@@ -112,7 +113,7 @@ func (res *Result) Item(i int) Item {
 	it := Item{Name: res.names[i], Cost: res.layers[i].Cost, Policy: res.infos[i].PolicyInfo}
 	if i < res.nstates {
 		st := &res.states[i]
-		it.Remaining, it.Window, it.Known = st.Remaining, st.Window, true
+		it.Remaining, it.Window, it.Known = st.Decision.Remaining, st.Next, true
 		if st.Policy.Algorithm != 0 {
 			it.Policy = st.Policy
 		}
@@ -126,7 +127,7 @@ func (res *Result) Item(i int) Item {
 // after the decision, as Item does, without the rest (i < Layers(), and
 // States() true).
 func (res *Result) State(i int) (name string, remaining int64, window time.Duration) {
-	return res.names[i], res.states[i].Remaining, res.states[i].Window
+	return res.names[i], res.states[i].Decision.Remaining, res.states[i].Next
 }
 
 // States reports whether the backend reported every layer's own state.
@@ -156,7 +157,7 @@ func (res *Result) Violated() []string {
 	}
 	var out []string
 	for i := range res.nstates {
-		if res.states[i].Remaining < res.layers[i].Cost {
+		if res.states[i].Decision.Remaining < res.layers[i].Cost {
 			out = append(out, res.names[i])
 		}
 	}
@@ -294,15 +295,18 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 		}
 		key, ends[i] = k, len(k)
 	}
-	all := string(key) // the one allocation of the keys
-	layers := res.layers[:1]
+	all := string(key)               // the one allocation of the keys
+	layers := res.layers[:g.nlayers] // the group's, the global one, the identities'
 	layers[0] = Layer{Limit: g.limit.name, Key: all[:groupEnd], Cost: cost}
+	n := 1
 	if p.global != nil {
-		layers = append(layers, Layer{Limit: p.global.name, Key: all[:idEnd], Cost: p.globalCost})
+		layers[1] = Layer{Limit: p.global.name, Key: all[:idEnd], Cost: p.globalCost}
+		n = 2
 	}
 	start := groupEnd
 	for i := range p.ids {
-		layers = append(layers, Layer{Limit: p.ids[i].limit.name, Key: all[start:ends[i]], Cost: p.ids[i].cost})
+		il := &p.ids[i]
+		layers[n+i] = Layer{Limit: il.limit.name, Key: all[start:ends[i]], Cost: il.cost}
 		start = ends[i]
 	}
 	res.nlayers, res.built = len(layers), len(layers)
@@ -314,21 +318,23 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 	var d hotlimit.Decision
 	switch {
 	case p.local != nil:
-		var states []LayerState
+		var states []hotlimit.LayerState
 		if p.stater != nil {
 			states = res.states[:len(layers)]
 			res.nstates = len(layers) // a Local knows every layer's state
 		}
 		d, idx = p.local.allowResolved(layers, res.infos, states)
 	case p.stater != nil:
-		states := res.states[:len(layers)]
+		states := res.bstates[:len(layers)]
 		d, idx, err = p.stater.AllowStates(ctx, layers, states)
 		if err == nil {
 			res.nstates = len(layers)
 			for i := range states {
-				if states[i].Remaining < 0 {
+				st := &states[i]
+				if st.Remaining < 0 {
 					res.nstates = 0 // the backend could not tell them all
 				}
+				res.states[i] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: st.Remaining}, Next: st.Window, Policy: st.Policy}
 			}
 		}
 	case p.binder != nil:
