@@ -1,6 +1,7 @@
 package otellimit
 
 import (
+	"context"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -8,7 +9,10 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/grpclimit"
 	"github.com/hotlimit/hotlimit/httplimit"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 )
 
 // TestObserve: an HTTP observer handed to the middleware as an
@@ -64,6 +68,47 @@ func TestObserve(t *testing.T) {
 		"hotlimit.backend.duration{error.type=_OTHER,hotlimit.algorithm=token_bucket,hotlimit.backend.result=error,hotlimit.limit=cheap}":  1,
 		"hotlimit.backend.remaining{hotlimit.algorithm=fixed_window,hotlimit.limit=search}":                                                2,
 		"hotlimit.backend.remaining{hotlimit.algorithm=fixed_window,hotlimit.limit=global}":                                                2,
+	}
+	compare(t, rg.collect(t), want)
+}
+
+// TestObserveGRPC: the same observer in grpclimit.Config.Observers records
+// every decision of the interceptor's backend, as its doc says it can.
+func TestObserveGRPC(t *testing.T) {
+	rg := newRig()
+	clock := hotlimit.NewManualClock()
+	down := new(atomic.Bool)
+	obs, err := NewHTTP(HTTPOptions{MeterProvider: rg.mp, TracerProvider: rg.tp, Spans: SpansOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic, err := grpclimit.New(grpclimit.Config{
+		Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Hour}},
+		Groups:       []grpclimit.Group{{Name: "g", Limit: "l"}},
+		DefaultGroup: "g",
+		Key:          grpclimit.MetadataKey("authorization"),
+		Backend:      switchableBackend(clock, down),
+		Observers:    []admission.Observer{obs},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ic.Close()
+	u := ic.Unary()
+	tok := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+rawToken))
+	call := func(ctx context.Context) {
+		u(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/svc.A/M"}, func(ctx context.Context, req any) (any, error) { return req, nil })
+	}
+	call(tok)                  // allowed
+	call(tok)                  // denied
+	call(context.Background()) // no key: the backend is not asked
+	down.Store(true)
+	call(tok) // backend down
+	want := map[string]int64{
+		"hotlimit.backend.duration{hotlimit.algorithm=fixed_window,hotlimit.backend.result=allowed,hotlimit.limit=l}":                 1,
+		"hotlimit.backend.duration{hotlimit.algorithm=fixed_window,hotlimit.backend.result=denied,hotlimit.limit=l}":                  1,
+		"hotlimit.backend.duration{error.type=_OTHER,hotlimit.algorithm=fixed_window,hotlimit.backend.result=error,hotlimit.limit=l}": 1,
+		"hotlimit.backend.remaining{hotlimit.algorithm=fixed_window,hotlimit.limit=l}":                                                2,
 	}
 	compare(t, rg.collect(t), want)
 }
