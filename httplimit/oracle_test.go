@@ -30,13 +30,29 @@ func TestOracleFields(t *testing.T) {
 	for _, ga := range names {
 		for _, ia := range names {
 			t.Run(ga+"+"+ia, func(t *testing.T) {
-				oracleRun(t, layeroracle.Policy(ga, 0), layeroracle.Policy(ia, 0), layeroracle.Policy(names[(len(ga)+len(ia))%len(names)], 0))
+				oracleRun(t, layeroracle.Policy(ga, 0), layeroracle.Policy(ia, 0), layeroracle.Policy(names[(len(ga)+len(ia))%len(names)], 0), false)
 			})
 		}
 	}
 }
 
-func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy) {
+// TestOracleFieldsWrapped is TestOracleFields through a StateBackend
+// that is not a *Local (as promlimit's and otellimit's wrappers are),
+// which the pipeline asks through the interface.
+func TestOracleFieldsWrapped(t *testing.T) {
+	names := layeroracle.Algorithms
+	for i, ga := range names {
+		ia := names[(i+3)%len(names)]
+		t.Run(ga+"+"+ia, func(t *testing.T) {
+			oracleRun(t, layeroracle.Policy(ga, 0), layeroracle.Policy(ia, 0), layeroracle.Policy(names[(i+1)%len(names)], 0), true)
+		})
+	}
+}
+
+// wrappedLocal is a StateBackend that is not a *Local.
+type wrappedLocal struct{ *httplimit.Local }
+
+func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy, wrap bool) {
 	clock := hotlimit.NewManualClock()
 	clock.Set(1000*time.Second + 250*time.Millisecond)
 	cfg := httplimit.Config{
@@ -50,7 +66,17 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy) {
 		Identities:   []httplimit.IdentityLimit{{Limit: "per-ip", Key: httplimit.IPKey(nil)}},
 		Headers:      httplimit.HeadersBoth,
 		Wait:         func(context.Context, time.Duration) error { return nil },
-		Backend:      httplimit.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
+	}
+	var local *httplimit.Local
+	cfg.Backend = func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
+		var err error
+		if local, err = httplimit.NewLocal(limits, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)); err != nil {
+			return nil, err
+		}
+		if wrap {
+			return wrappedLocal{local}, nil
+		}
+		return local, nil
 	}
 	m, err := httplimit.New(cfg)
 	if err != nil {
@@ -79,7 +105,7 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy) {
 			// middleware's backend and the oracle alike.
 			l := layers[rng.IntN(len(layers))]
 			np := layeroracle.Policy(l.Lim.Describe().Algorithm.String(), rng.IntN(3))
-			if err := m.Backend().(*httplimit.Local).Classes().SetPolicy(l.Name, np); err != nil {
+			if err := local.Classes().SetPolicy(l.Name, np); err != nil {
 				t.Fatal(err)
 			}
 			if err := l.Lim.SetPolicy(np); err != nil {
