@@ -85,10 +85,14 @@ func FuncKey(kind string, f func(ctx context.Context) (id string, ok bool)) KeyF
 			return dst, errors.New("grpclimit: FuncKey: kind " + strconv.Quote(kind) + " must be lower-case letters and digits, and not \"ip\" or \"tok\", and f must not be nil")
 		}
 		id, ok := f(ctx)
-		if !ok || strings.TrimSpace(id) == "" {
+		if !ok {
 			return dst, ErrNoKey
 		}
-		return admission.AppendID(dst, kind, id), nil
+		k := admission.AppendID(dst, kind, id)
+		if len(k) == len(dst)+len(kind)+1 { // "kind:": id was blank
+			return dst, ErrNoKey
+		}
+		return k, nil
 	}
 }
 

@@ -215,6 +215,11 @@ func TestFuncKey(t *testing.T) {
 			t.Errorf("ID %#v: %q, %v, want ErrNoKey", v, got, err)
 		}
 	}
+	// After a prefix, as the pipeline calls it: a blank ID is still no key.
+	blank := context.WithValue(context.Background(), ctxUser{}, " \t ")
+	if got, err := k(blank, []byte("rl:v1:")); !errors.Is(err, grpclimit.ErrNoKey) {
+		t.Errorf("blank ID after a prefix: %q, %v, want ErrNoKey", got, err)
+	}
 	for _, kind := range []string{"", "ip", "tok", "User", "a:b"} {
 		_, err := grpclimit.FuncKey(kind, user)(context.Background(), nil)
 		if err == nil || errors.Is(err, grpclimit.ErrNoKey) {

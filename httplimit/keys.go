@@ -121,10 +121,11 @@ func ContextKey(kind string, ctxKey any) KeyFunc {
 			return dst, errors.New("httplimit: ContextKey: kind " + strconv.Quote(kind) + " must be lower-case letters and digits, and not \"ip\" or \"tok\"")
 		}
 		id, _ := r.Context().Value(ctxKey).(string)
-		if strings.TrimSpace(id) == "" {
+		k := admission.AppendID(dst, kind, id)
+		if len(k) == len(dst)+len(kind)+1 { // "kind:": id was blank
 			return dst, ErrNoKey
 		}
-		return admission.AppendID(dst, kind, id), nil
+		return k, nil
 	}
 }
 

@@ -86,6 +86,7 @@ func TestKeyFuncs(t *testing.T) {
 		{"user email", ContextKey("user", ctxKey{}), withID("Ann@example.com"), "user:Ann@example.com"},
 		{"forged separator hashed", ContextKey("tenant", ctxKey{}), withID("x:route:admin"), "tenant:~"},
 		{"missing id", ContextKey("tenant", ctxKey{}), httptest.NewRequest("GET", "/", nil), ""},
+		{"blank id", ContextKey("tenant", ctxKey{}), withID(" \t "), ""},
 		{"non-string id", ContextKey("tenant", ctxKey{}), withID(42), ""},
 		{"bad kind", ContextKey("Ten:ant", ctxKey{}), withID("acme"), ""},
 		// "ip" and "tok" would let a context value impersonate IPKey's or TokenKey's keys.
@@ -108,6 +109,13 @@ func TestKeyFuncs(t *testing.T) {
 		case strings.Contains(string(got), ":route:"):
 			t.Errorf("%s: identity %q contains the route separator", tt.name, got)
 		}
+	}
+	// After a prefix, as the pipeline calls them.
+	if got, err := ContextKey("tenant", ctxKey{})([]byte("rl:v1:"), withID(" \t ")); err == nil {
+		t.Errorf("blank id after a prefix: got %q, want an error", got)
+	}
+	if got, err := ContextKey("tenant", ctxKey{})([]byte("rl:v1:"), withID("acme")); err != nil || string(got) != "rl:v1:tenant:acme" {
+		t.Errorf("id after a prefix: %q, %v", got, err)
 	}
 	if !strings.HasPrefix(tok, "tok:") || len(tok) != 4+32 || strings.Contains(tok, "abc") {
 		t.Errorf("token identity %q: want tok: and 32 hex digits", tok)

@@ -33,9 +33,7 @@ func ValidName(s string) bool {
 func AppendID(dst []byte, id string) []byte {
 	plain := len(id) <= 128
 	for i := 0; plain && i < len(id); i++ {
-		c := id[i]
-		plain = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '.' || c == '_' || c == '@' || c == '+' || c == '-'
+		plain = plainID[id[i]]
 	}
 	if plain {
 		return append(dst, id...)
@@ -44,6 +42,17 @@ func AppendID(dst []byte, id string) []byte {
 	dst = append(dst, '~')
 	return hex.AppendEncode(dst, sum[:16])
 }
+
+// plainID reports the bytes an ID used as is may hold: letters, digits
+// and "._@+-". A table: the comparisons took about 20 instructions a byte
+// (callgrind).
+var plainID = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '.' || c == '_' || c == '@' || c == '+' || c == '-'
+	}
+	return t
+}()
 
 // MaxKinds bounds the identity kinds a Kinds names; a kind beyond them is
 // reported as "other".
