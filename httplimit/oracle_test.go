@@ -30,7 +30,7 @@ func TestOracleFields(t *testing.T) {
 	for _, ga := range names {
 		for _, ia := range names {
 			t.Run(ga+"+"+ia, func(t *testing.T) {
-				oracleRun(t, layeroracle.Policy(ga, 0), layeroracle.Policy(ia, 0), layeroracle.Policy(names[(len(ga)+len(ia))%len(names)], 0), false)
+				oracleRun(t, layeroracle.Policy(ga, 0), layeroracle.Policy(ia, 0), layeroracle.Policy(names[(len(ga)+len(ia))%len(names)], 0), false, httplimit.HeadersBoth)
 			})
 		}
 	}
@@ -44,7 +44,19 @@ func TestOracleFieldsWrapped(t *testing.T) {
 	for i, ga := range names {
 		ia := names[(i+3)%len(names)]
 		t.Run(ga+"+"+ia, func(t *testing.T) {
-			oracleRun(t, layeroracle.Policy(ga, 0), layeroracle.Policy(ia, 0), layeroracle.Policy(names[(i+1)%len(names)], 0), true)
+			oracleRun(t, layeroracle.Policy(ga, 0), layeroracle.Policy(ia, 0), layeroracle.Policy(names[(i+1)%len(names)], 0), true, httplimit.HeadersBoth)
+		})
+	}
+}
+
+// TestOracleFieldsLegacy is TestOracleFields with HeadersLegacy alone, for
+// which the pipeline asks for no layer states (hotlimit.AllowLayersIndex).
+func TestOracleFieldsLegacy(t *testing.T) {
+	names := layeroracle.Algorithms
+	for i, ga := range names {
+		ia := names[(i+1)%len(names)]
+		t.Run(ga+"+"+ia, func(t *testing.T) {
+			oracleRun(t, layeroracle.Policy(ga, 0), layeroracle.Policy(ia, 0), layeroracle.Policy(names[(i+4)%len(names)], 0), false, httplimit.HeadersLegacy)
 		})
 	}
 }
@@ -52,7 +64,7 @@ func TestOracleFieldsWrapped(t *testing.T) {
 // wrappedLocal is a StateBackend that is not a *Local.
 type wrappedLocal struct{ *httplimit.Local }
 
-func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy, wrap bool) {
+func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy, wrap bool, headers httplimit.HeaderMode) {
 	clock := hotlimit.NewManualClock()
 	clock.Set(1000*time.Second + 250*time.Millisecond)
 	cfg := httplimit.Config{
@@ -64,7 +76,7 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy, wrap bool) {
 		Key:          httplimit.TokenKey("Authorization"),
 		Global:       "glob",
 		Identities:   []httplimit.IdentityLimit{{Limit: "per-ip", Key: httplimit.IPKey(nil)}},
-		Headers:      httplimit.HeadersBoth,
+		Headers:      headers,
 		Wait:         func(context.Context, time.Duration) error { return nil },
 	}
 	var local *httplimit.Local
@@ -149,40 +161,46 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy, wrap bool) {
 			t.Fatalf("%s: Retry-After %q on a %d", where, ra, wantStatus)
 		}
 
-		pol, err := sfv.ParseList(res.Header.Get("RateLimit-Policy"))
-		if err != nil || len(pol) != len(layers) {
-			t.Fatalf("%s: RateLimit-Policy %q: %v", where, res.Header.Get("RateLimit-Policy"), err)
-		}
-		rl, err := sfv.ParseList(res.Header.Get("RateLimit"))
-		if err != nil || len(rl) != len(layers) {
-			t.Fatalf("%s: RateLimit %q: %v", where, res.Header.Get("RateLimit"), err)
-		}
-		for i, l := range layers {
-			if pol[i].Value.Kind != sfv.String || pol[i].Value.Str != l.Name ||
-				rl[i].Value.Kind != sfv.String || rl[i].Value.Str != l.Name {
-				t.Fatalf("%s: item %d: names %+v %+v, want %q", where, i, pol[i].Value, rl[i].Value, l.Name)
+		if headers == httplimit.HeadersLegacy {
+			if res.Header.Get("RateLimit") != "" || res.Header.Get("RateLimit-Policy") != "" {
+				t.Fatalf("%s: HeadersLegacy wrote %v", where, res.Header)
 			}
-			q, _ := pol[i].Params.Get("q")
-			if q.Kind != sfv.Integer || q.Int != l.Lim.Describe().Limit {
-				t.Fatalf("%s: %s q=%+v, want %d", where, l.Name, q, l.Lim.Describe().Limit)
+		} else {
+			pol, err := sfv.ParseList(res.Header.Get("RateLimit-Policy"))
+			if err != nil || len(pol) != len(layers) {
+				t.Fatalf("%s: RateLimit-Policy %q: %v", where, res.Header.Get("RateLimit-Policy"), err)
 			}
-			rv, ok := rl[i].Params.Get("r")
-			if !ok || rv.Kind != sfv.Integer || rv.Int != st[i].Remaining || rv.Int > q.Int {
-				t.Fatalf("%s: %s r=%+v, oracle %d (RateLimit %q)", where, l.Name, rv, st[i].Remaining, res.Header.Get("RateLimit"))
+			rl, err := sfv.ParseList(res.Header.Get("RateLimit"))
+			if err != nil || len(rl) != len(layers) {
+				t.Fatalf("%s: RateLimit %q: %v", where, res.Header.Get("RateLimit"), err)
 			}
-			tv, hasT := rl[i].Params.Get("t")
-			if st[i].Next == 0 {
-				if hasT {
-					t.Fatalf("%s: %s t=%d on a full limit", where, l.Name, tv.Int)
+			for i, l := range layers {
+				if pol[i].Value.Kind != sfv.String || pol[i].Value.Str != l.Name ||
+					rl[i].Value.Kind != sfv.String || rl[i].Value.Str != l.Name {
+					t.Fatalf("%s: item %d: names %+v %+v, want %q", where, i, pol[i].Value, rl[i].Value, l.Name)
 				}
-				continue
-			}
-			if !hasT || tv.Kind != sfv.Integer || tv.Int != layeroracle.CeilSeconds(st[i].Next) || tv.Int < 1 {
-				t.Fatalf("%s: %s t=%+v (present %v), oracle %v (RateLimit %q)", where, l.Name, tv, hasT, st[i].Next, res.Header.Get("RateLimit"))
-			}
-			if wantStatus == 429 && st[i].Remaining < l.Cost {
-				if n, _ := strconv.ParseInt(ra, 10, 64); n < tv.Int {
-					t.Fatalf("%s: Retry-After %d earlier than exceeded %s's t=%d", where, n, l.Name, tv.Int)
+				q, _ := pol[i].Params.Get("q")
+				if q.Kind != sfv.Integer || q.Int != l.Lim.Describe().Limit {
+					t.Fatalf("%s: %s q=%+v, want %d", where, l.Name, q, l.Lim.Describe().Limit)
+				}
+				rv, ok := rl[i].Params.Get("r")
+				if !ok || rv.Kind != sfv.Integer || rv.Int != st[i].Remaining || rv.Int > q.Int {
+					t.Fatalf("%s: %s r=%+v, oracle %d (RateLimit %q)", where, l.Name, rv, st[i].Remaining, res.Header.Get("RateLimit"))
+				}
+				tv, hasT := rl[i].Params.Get("t")
+				if st[i].Next == 0 {
+					if hasT {
+						t.Fatalf("%s: %s t=%d on a full limit", where, l.Name, tv.Int)
+					}
+					continue
+				}
+				if !hasT || tv.Kind != sfv.Integer || tv.Int != layeroracle.CeilSeconds(st[i].Next) || tv.Int < 1 {
+					t.Fatalf("%s: %s t=%+v (present %v), oracle %v (RateLimit %q)", where, l.Name, tv, hasT, st[i].Next, res.Header.Get("RateLimit"))
+				}
+				if wantStatus == 429 && st[i].Remaining < l.Cost {
+					if n, _ := strconv.ParseInt(ra, 10, 64); n < tv.Int {
+						t.Fatalf("%s: Retry-After %d earlier than exceeded %s's t=%d", where, n, l.Name, tv.Int)
+					}
 				}
 			}
 		}
