@@ -16,6 +16,9 @@ func init() {
 		lim := l.(*Limiter)
 		return lim.callQuiet(ctx, script.(*luaScript), lim.RedisKey(key), args...)
 	}
+	bridge.ModeOption = func(build func(l any, policy hotlimit.Policy) (bridge.Leaser, error)) any {
+		return Option(func(c *config) { c.leaser = build })
+	}
 	bridge.Fail = func(l any, key string, cost int64, err error) hotlimit.Decision {
 		lim := l.(*Limiter)
 		d, _ := failDecision([]Layer{{Limiter: lim, Key: key, Cost: cost}}, lim.rt.addr)

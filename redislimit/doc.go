@@ -145,6 +145,14 @@
 // server unreachable empties the caches of its layers, and ForgetDenials
 // empties a limiter's cache on demand.
 //
+// # Leases
+//
+// With the option redislimit/lease.Mode, a Limiter (and a backend built
+// with it) decides at in-process speed from units it leases from the same
+// Redis state, debited before they are spent: the fleet never admits more
+// than the shared policy grants, and the Decision holds within the bounds
+// lease.Limiter.Decide states. Token bucket and fixed window only.
+//
 // # Observability
 //
 // WithHooks installs functions that see, synchronously, each call's node,

@@ -22,6 +22,11 @@ type Layer struct {
 	Cost    int64
 }
 
+// ErrMixedModes is returned by AllowLayers for layers of which some
+// limiters are in lease mode (redislimit/lease's Mode) and others decide
+// on Redis: one call cannot be both all in process and one script.
+var ErrMixedModes = errors.New("redislimit: the layers mix limiters in lease mode with limiters that decide on Redis")
+
 // ErrMixedClients is returned by AllowLayers for layers whose limiters do
 // not share one client: one script cannot span two servers.
 var ErrMixedClients = errors.New("redislimit: the layers' limiters use different clients")
@@ -94,6 +99,11 @@ func allowLayers(ctx context.Context, layers []Layer, states []admission.LayerSt
 		}
 		if i == 0 || ly.Limiter.timeout < timeout {
 			timeout = ly.Limiter.timeout
+		}
+	}
+	for _, ly := range layers {
+		if ly.Limiter.leaser != nil {
+			return allowLeased(ctx, layers, states)
 		}
 	}
 	// A cached denial comes first: it costs no allocation. (A call whose
@@ -171,6 +181,58 @@ func allowLayers(ctx context.Context, layers []Layer, states []admission.LayerSt
 		remember(layers, denied, binding, d, sent)
 	}
 	return d, binding, nil
+}
+
+// allowLeased decides layers whose limiters are all in lease mode, in
+// process and all or nothing: each layer decides from its lease in order,
+// and when one refuses, the units the layers before it took go back into
+// their leases. An admitted call reports the layer with the fewest
+// requests of its cost left, as hotlimit.AllowLayers does; a refused one
+// the layer that refused (the layers after it are not decided) with the
+// largest ResetAfter of those decided. states[i], when asked for, is
+// layer i's Remaining after the call (-1 for a layer not decided) and an
+// unknown Window (Never). A layer a failure policy admitted takes nothing
+// to give back; its error is returned with the call's Decision.
+func allowLeased(ctx context.Context, layers []Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
+	for _, ly := range layers {
+		if ly.Limiter.leaser == nil {
+			return misconfigured(layers[0].Limiter, -1, ErrMixedModes)
+		}
+	}
+	var ubuf [8]func()
+	undos := ubuf[:0]
+	var out hotlimit.Decision
+	binding, best := -1, int64(0)
+	var failure error
+	for i, ly := range layers {
+		d, undo, err := ly.Limiter.leaser.Decide(ctx, ly.Key, ly.Cost, len(layers) > 1)
+		if states != nil {
+			states[i] = admission.LayerState{Remaining: d.Remaining, Window: hotlimit.Never}
+		}
+		if !d.Allowed {
+			for j, u := range undos {
+				if u != nil {
+					u()
+					if states != nil {
+						states[j].Remaining += layers[j].Cost
+					}
+				}
+			}
+			d.ResetAfter = max(d.ResetAfter, out.ResetAfter)
+			return d, i, err
+		}
+		if err != nil {
+			failure, undo = err, nil
+		}
+		undos = append(undos, undo)
+		if n := requests(d.Remaining, ly.Cost); binding < 0 || n < best || n == best && d.Remaining < out.Remaining {
+			best, binding = n, i
+			out.Limit, out.Remaining = d.Limit, d.Remaining
+		}
+		out.Allowed = true
+		out.ResetAfter = max(out.ResetAfter, d.ResetAfter)
+	}
+	return out, binding, failure
 }
 
 // hasRepeat reports whether two layers name the same limiter and key.

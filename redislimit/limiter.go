@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/redislimit/internal/bridge"
 	"github.com/hotlimit/hotlimit/redislimit/internal/luasrc"
 	"github.com/redis/go-redis/v9"
 )
@@ -69,6 +70,7 @@ type Limiter struct {
 	id      uint64            // unique among the process's limiters
 	circ    *circuit          // breaker's circuit for the client's only node, or nil on a cluster
 	special string            // the Redis key of key k is special + k when k's hash tag would be empty (see RedisKey)
+	leaser  bridge.Leaser     // lease.Mode: requests are decided from leases; nil: by Redis
 
 	// testNow, when set, is the instant (µs) the script decides at
 	// instead of the server's TIME. Only this package's tests set it.
@@ -151,6 +153,12 @@ func New(client redis.Scripter, name string, policy hotlimit.Policy, opts ...Opt
 	if cfg.denyKeys > 0 {
 		l.cache = newDenyCache(cfg.denyKeys)
 	}
+	if cfg.leaser != nil {
+		if l.leaser, err = cfg.leaser(l, policy); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
 	return l, nil
 }
 
@@ -199,16 +207,31 @@ func (l *Limiter) Allow(ctx context.Context, key string) (hotlimit.Decision, err
 // and its cause, and the Decision is the limiter's FailurePolicy's answer;
 // the call is not retried, since it may have consumed quota.
 func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (hotlimit.Decision, error) {
+	if l.leaser != nil {
+		if len(key) > hotlimit.MaxKeyLen {
+			return hotlimit.Decision{Limit: l.spec.limit, RetryAfter: hotlimit.Never}, nil
+		}
+		d, _, err := l.leaser.Decide(ctx, key, cost, false)
+		return d, err
+	}
 	return AllowLayers(ctx, Layer{Limiter: l, Key: key, Cost: cost})
 }
 
-// Close closes the in-process limiter that FallbackLocal built, if any.
-// The Limiter keeps working after Close.
+// Close closes the in-process limiter that FallbackLocal built, if any,
+// and in lease mode (redislimit/lease's Mode) gives back what the leases
+// hold, within the limiter's timeout. The Limiter keeps working after
+// Close, except in lease mode, where it then refuses every request.
 func (l *Limiter) Close() error {
-	if l.owned {
-		return l.local.Close()
+	var err error
+	if l.leaser != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+		err = l.leaser.Close(ctx)
+		cancel()
 	}
-	return nil
+	if l.owned {
+		return errors.Join(err, l.local.Close())
+	}
+	return err
 }
 
 // ForgetDenials drops every denial the two-tier cache holds on this

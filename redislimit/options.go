@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/redislimit/internal/bridge"
 )
 
 // Option configures a Limiter.
@@ -18,6 +21,7 @@ type config struct {
 	failSet  bool
 	denyKeys int
 	hooks    *Hooks
+	leaser   func(l any, policy hotlimit.Policy) (bridge.Leaser, error) // lease.Mode, or nil
 	err      error
 }
 

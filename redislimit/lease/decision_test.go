@@ -2,10 +2,10 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -95,80 +95,130 @@ func TestDecideFixedWindow(t *testing.T) {
 }
 
 // TestLeaseBehindMiddleware: two instances, each an httplimit middleware
-// whose backend is lease's, share one budget per client through a real
-// Redis: the fleet admits at most the limit and at least the limit less
-// what the two leases may hold, every response carries its own decision's
-// rate-limit fields, a refusal its Retry-After, and the calls go through
-// redislimit's options (here the hooks, given with WithRedis).
+// whose backend decides from leases, share one budget per client through
+// a real Redis: the fleet admits at most the limit and at least the limit
+// less what the two leases may hold, every response carries its own
+// decision's rate-limit fields, a refusal its Retry-After, and the calls
+// go through redislimit's options (here the hooks). Run with lease's
+// Backend (options through WithRedis) and with redislimit's own backend
+// in lease mode (Mode).
 func TestLeaseBehindMiddleware(t *testing.T) {
-	addr := redistest.Addr(t)
-	prefix := redistest.Prefix(t)
 	const limit, maxLease = 30, 5
-	var calls atomic.Int64
-	hooks := redislimit.Hooks{Call: func(string, time.Duration, error) { calls.Add(1) }}
-	var handlers []http.Handler
-	var backends []*Backend
-	for range 2 {
-		c := redistest.Client(t, addr)
-		m, err := httplimit.New(httplimit.Config{
-			Limits:       map[string]hotlimit.Policy{"api": hotlimit.FixedWindow{Limit: limit, Window: time.Hour}},
-			Groups:       []httplimit.Group{{Name: "g", Limit: "api"}},
-			DefaultGroup: "g",
-			Key:          httplimit.TokenKey("Authorization"),
-			Backend: func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
-				b, err := NewBackend(c, limits, WithPrefix(strings.ReplaceAll(prefix, "{", "")), WithMaxLease(maxLease),
-					WithTimeout(5*time.Second), WithRedis(redislimit.WithHooks(hooks)))
-				if b != nil {
-					backends = append(backends, b)
+	for _, tc := range []struct {
+		name    string
+		backend func(c *redis.Client, prefix string, hooks redislimit.Hooks) httplimit.BackendFactory
+	}{
+		{"lease.Backend", func(c *redis.Client, prefix string, hooks redislimit.Hooks) httplimit.BackendFactory {
+			return BackendFactory(c, WithPrefix(prefix), WithMaxLease(maxLease), WithTimeout(5*time.Second), WithRedis(redislimit.WithHooks(hooks)))
+		}},
+		{"redislimit.BackendFactory+Mode", func(c *redis.Client, prefix string, hooks redislimit.Hooks) httplimit.BackendFactory {
+			return redislimit.BackendFactory(c, redislimit.WithPrefix(prefix), redislimit.WithTimeout(5*time.Second), redislimit.WithHooks(hooks),
+				Mode(WithMaxLease(maxLease)))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := redistest.Addr(t)
+			prefix := redistest.Prefix(t)
+			var calls atomic.Int64
+			hooks := redislimit.Hooks{Call: func(string, time.Duration, error) { calls.Add(1) }}
+			var handlers []http.Handler
+			var backends []admission.Backend
+			for range 2 {
+				c := redistest.Client(t, addr)
+				factory := tc.backend(c, prefix, hooks)
+				m, err := httplimit.New(httplimit.Config{
+					Limits:       map[string]hotlimit.Policy{"api": hotlimit.FixedWindow{Limit: limit, Window: time.Hour}},
+					Groups:       []httplimit.Group{{Name: "g", Limit: "api"}},
+					DefaultGroup: "g",
+					Key:          httplimit.TokenKey("Authorization"),
+					Backend: func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
+						b, err := factory(limits)
+						if b != nil {
+							backends = append(backends, b)
+						}
+						return b, err
+					},
+				})
+				if err != nil {
+					t.Fatal(err)
 				}
-				return b, err
-			},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		handlers = append(handlers, m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
-	}
-	t.Cleanup(func() {
-		for _, b := range backends {
-			b.Close(context.Background())
-		}
-	})
-	var mu sync.Mutex
-	admitted, refused := 0, 0
-	var wg sync.WaitGroup
-	for i, h := range handlers {
-		wg.Go(func() {
-			for j := range 40 {
-				r := httptest.NewRequest("GET", "/", nil)
-				r.Header.Set("Authorization", "Bearer client-0123456789abcdef")
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, r)
-				mu.Lock()
-				switch w.Code {
-				case http.StatusOK:
-					admitted++
-				case http.StatusTooManyRequests:
-					refused++
-					if s, err := strconv.Atoi(w.Header().Get("Retry-After")); err != nil || s <= 0 || s > 3600 {
-						t.Errorf("instance %d, request %d: Retry-After %q; want 1..3600 s (the window's end)", i, j, w.Header().Get("Retry-After"))
+				handlers = append(handlers, m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+			}
+			t.Cleanup(func() {
+				for _, b := range backends {
+					switch b := b.(type) {
+					case *Backend:
+						b.Close(context.Background())
+					case *redislimit.RedisBackend:
+						b.Close()
 					}
-				default:
-					t.Errorf("instance %d, request %d: status %d", i, j, w.Code)
 				}
-				if w.Header().Get("RateLimit") == "" && w.Header().Get("X-RateLimit-Limit") == "" {
-					t.Errorf("instance %d, request %d: no rate-limit fields: %v", i, j, w.Header())
-				}
-				mu.Unlock()
+			})
+			var mu sync.Mutex
+			admitted, refused := 0, 0
+			var wg sync.WaitGroup
+			for i, h := range handlers {
+				wg.Go(func() {
+					for j := range 40 {
+						r := httptest.NewRequest("GET", "/", nil)
+						r.Header.Set("Authorization", "Bearer client-0123456789abcdef")
+						w := httptest.NewRecorder()
+						h.ServeHTTP(w, r)
+						mu.Lock()
+						switch w.Code {
+						case http.StatusOK:
+							admitted++
+						case http.StatusTooManyRequests:
+							refused++
+							if s, err := strconv.Atoi(w.Header().Get("Retry-After")); err != nil || s <= 0 || s > 3600 {
+								t.Errorf("instance %d, request %d: Retry-After %q; want 1..3600 s (the window's end)", i, j, w.Header().Get("Retry-After"))
+							}
+						default:
+							t.Errorf("instance %d, request %d: status %d", i, j, w.Code)
+						}
+						if w.Header().Get("RateLimit") == "" && w.Header().Get("X-RateLimit-Limit") == "" {
+							t.Errorf("instance %d, request %d: no rate-limit fields: %v", i, j, w.Header())
+						}
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			if admitted > limit || admitted < limit-2*maxLease || admitted+refused != 80 {
+				t.Fatalf("%d admitted, %d refused of 80; want between %d and %d admitted (the limit less what two leases may hold)", admitted, refused, limit-2*maxLease, limit)
+			}
+			if n := calls.Load(); n == 0 || n >= 80 {
+				t.Fatalf("the Call hook saw %d calls for 80 requests; want some, and fewer than one per request (leases)", n)
 			}
 		})
 	}
-	wg.Wait()
-	if admitted > limit || admitted < limit-2*maxLease || admitted+refused != 80 {
-		t.Fatalf("%d admitted, %d refused of 80; want between %d and %d admitted (the limit less what two leases may hold)", admitted, refused, limit-2*maxLease, limit)
+}
+
+// TestModeMixed: a layered call that mixes a limiter in lease mode with
+// one deciding on Redis is refused as misconfigured, before deciding.
+func TestModeMixed(t *testing.T) {
+	c := redistest.Client(t, redistest.Addr(t))
+	var seen atomic.Int64
+	hooks := redislimit.WithHooks(redislimit.Hooks{Misconfigured: func(string, hotlimit.Decision, error) { seen.Add(1) }})
+	p := hotlimit.FixedWindow{Limit: 10, Window: time.Hour}
+	leased, err := redislimit.New(c, "leased", p, redislimit.WithPrefix(redistest.Prefix(t)), hooks, Mode())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if calls.Load() == 0 {
-		t.Fatal("the Call hook given with WithRedis saw no call")
+	defer leased.Close()
+	plain, err := redislimit.New(c, "plain", p, redislimit.WithPrefix(redistest.Prefix(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := redislimit.AllowLayers(context.Background(), redislimit.Layer{Limiter: leased, Key: "k", Cost: 1}, redislimit.Layer{Limiter: plain, Key: "k", Cost: 1})
+	if !errors.Is(err, redislimit.ErrMixedModes) || d.Allowed || seen.Load() != 1 {
+		t.Fatalf("mixed layers: %+v, %v, %d hook calls; want a refusal with ErrMixedModes, seen by Misconfigured", d, err, seen.Load())
+	}
+	if d, err := leased.AllowN(context.Background(), "k", 3); err != nil || !d.Allowed || d.Limit != 10 {
+		t.Fatalf("lease mode alone: %+v, %v", d, err)
+	}
+	if _, err := redislimit.New(c, "slog", hotlimit.SlidingLog{Limit: 5, Window: time.Second}, Mode()); err == nil {
+		t.Fatal("lease mode accepted a sliding log")
 	}
 }
 
@@ -269,5 +319,44 @@ func TestDecideTokenBucket(t *testing.T) {
 	}
 	if !refused {
 		t.Fatal("never refused: the test did not reach the bucket's limit")
+	}
+}
+
+// TestModeAllOrNothing: redislimit.AllowLayers over limiters in lease
+// mode gives the units of the layers admitted before a refusal back to
+// their leases, and reports each layer's state.
+func TestModeAllOrNothing(t *testing.T) {
+	var built []*Limiter
+	modeBuilt = func(l *Limiter) { built = append(built, l) }
+	defer func() { modeBuilt = nil }()
+	c := redistest.Client(t, redistest.Addr(t))
+	prefix := redistest.Prefix(t)
+	wide, err := redislimit.New(c, "wide", hotlimit.FixedWindow{Limit: 100, Window: time.Hour}, redislimit.WithPrefix(prefix), redislimit.WithTimeout(5*time.Second), Mode(WithMaxLease(10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wide.Close()
+	narrow, err := redislimit.New(c, "narrow", hotlimit.FixedWindow{Limit: 2, Window: time.Hour}, redislimit.WithPrefix(prefix), redislimit.WithTimeout(5*time.Second), Mode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer narrow.Close()
+	ctx := context.Background()
+	ls := []redislimit.Layer{{Limiter: wide, Key: "k", Cost: 1}, {Limiter: narrow, Key: "k", Cost: 2}}
+	d, i, err := redislimit.AllowLayersIndex(ctx, ls...)
+	if err != nil || !d.Allowed || i != 1 || d.Remaining != 0 {
+		t.Fatalf("first request: %+v, binding %d, %v; want admitted, narrow binding with 0 left", d, i, err)
+	}
+	w := built[0]
+	w.bg.Wait()
+	e := w.lookup("k")
+	spent := e.spent()
+	d, i, err = redislimit.AllowLayersIndex(ctx, ls...)
+	if err != nil || d.Allowed || i != 1 || d.RetryAfter <= 0 {
+		t.Fatalf("second request: %+v, binding %d, %v; want refused by narrow", d, i, err)
+	}
+	w.bg.Wait()
+	if got := e.spent(); got != spent {
+		t.Fatalf("wide spent %d after the refusal, %d before: its unit was not given back", got, spent)
 	}
 }

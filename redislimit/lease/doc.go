@@ -110,6 +110,13 @@
 // process, all or nothing, and the rate-limit fields come from the
 // Decisions.
 //
+// Mode makes the same leases a mode of redislimit's own Limiter:
+// redislimit.New(client, name, policy, redislimit options..., Mode()) is
+// a redislimit.Limiter whose AllowN and AllowLayers decide from leases,
+// and redislimit.BackendFactory(client, ..., Mode()) a RedisBackend that
+// does, each with redislimit's options, breaker, hooks and failure policy
+// as they are.
+//
 // # What it does not do
 //
 // Give-backs to Redis happen on Close and on Sweep, which the application

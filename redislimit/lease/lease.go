@@ -207,14 +207,9 @@ func WithClock(clk hotlimit.Clock) Option {
 // context deadlines (ContextTimeoutEnabled: true), as redislimit.New
 // requires: a retried take could debit twice. New makes no call to Redis.
 func New(client redis.Scripter, name string, policy hotlimit.Policy, opts ...Option) (*Limiter, error) {
-	cfg := config{prefix: "hotlimit:", period: 100 * time.Millisecond, timeout: 100 * time.Millisecond, clock: hotlimit.SystemClock{}}
-	for _, o := range opts {
-		if o == nil {
-			return nil, errors.New("lease: nil Option")
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	cfg, err := configure(opts)
+	if err != nil {
+		return nil, err
 	}
 	// The synchronous limiter checks the client (no retries, deadlines
 	// applied), the name and the policy as this one needs them checked,
@@ -227,6 +222,25 @@ func New(client redis.Scripter, name string, policy hotlimit.Policy, opts ...Opt
 	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
 	}
+	return newOn(sl, policy, cfg)
+}
+
+// configure applies opts to the defaults.
+func configure(opts []Option) (config, error) {
+	cfg := config{prefix: "hotlimit:", period: 100 * time.Millisecond, timeout: 100 * time.Millisecond, clock: hotlimit.SystemClock{}}
+	for _, o := range opts {
+		if o == nil {
+			return cfg, errors.New("lease: nil Option")
+		}
+		if err := o(&cfg); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// newOn returns a Limiter for policy that makes its calls through sl.
+func newOn(sl *redislimit.Limiter, policy hotlimit.Policy, cfg config) (*Limiter, error) {
 	l := &Limiter{sync: sl, period: int64(cfg.period), timeout: cfg.timeout, failOpen: cfg.failOpen, clock: cfg.clock}
 	var tau int64
 	switch p := policy.(type) {
@@ -234,12 +248,12 @@ func New(client redis.Scripter, name string, policy hotlimit.Policy, opts ...Opt
 		if p == nil {
 			return nil, errors.New("lease: nil *hotlimit.TokenBucket")
 		}
-		return New(client, name, *p, opts...)
+		return newOn(sl, *p, cfg)
 	case *hotlimit.FixedWindow:
 		if p == nil {
 			return nil, errors.New("lease: nil *hotlimit.FixedWindow")
 		}
-		return New(client, name, *p, opts...)
+		return newOn(sl, *p, cfg)
 	case hotlimit.TokenBucket:
 		if p.Rate.N <= 0 || p.Rate.Per <= 0 || p.Burst <= 0 {
 			return nil, fmt.Errorf("lease: TokenBucket needs Rate.N > 0, Rate.Per > 0 and Burst > 0, got %+v", p)

@@ -27,3 +27,19 @@ var (
 	// reports both to l's Failure hook.
 	Fail func(l any, key string, cost int64, err error) hotlimit.Decision
 )
+
+// A Leaser decides a Limiter's requests from leases (redislimit/lease's
+// mode, see lease.Mode): the Limiter asks it instead of Redis.
+type Leaser interface {
+	// Decide decides a request of cost on key. With undo, an admission
+	// from a lease also returns the function that gives its units back
+	// to that lease (nil when nothing can be given back).
+	Decide(ctx context.Context, key string, cost int64, undo bool) (hotlimit.Decision, func(), error)
+	// Close gives back what the leases hold (see lease.Limiter.Close).
+	Close(ctx context.Context) error
+}
+
+// ModeOption returns a redislimit.Option (as any) that makes a Limiter
+// decide through the Leaser build returns; build is called by
+// redislimit.New with the new *redislimit.Limiter and its policy.
+var ModeOption func(build func(l any, policy hotlimit.Policy) (Leaser, error)) any
