@@ -9,7 +9,9 @@ package grpclimit_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -33,12 +35,24 @@ func TestOracleMetadata(t *testing.T) {
 	for i, ga := range names {
 		ia := names[(i+2)%len(names)]
 		t.Run(ga+"+"+ia, func(t *testing.T) {
-			oracleGRPC(t, layeroracle.Policy(ga, 0), layeroracle.Policy(ia, 0), layeroracle.Policy(names[(i+1)%len(names)], 0))
+			oracleGRPC(t, layeroracle.Policy(ga, 0), layeroracle.Policy(ia, 0), layeroracle.Policy(names[(i+1)%len(names)], 0), false)
 		})
 	}
 }
 
-func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy) {
+// TestOracleNoMetadata is TestOracleMetadata with Config.NoMetadata: the
+// status details and the pushback trailer only.
+func TestOracleNoMetadata(t *testing.T) {
+	names := layeroracle.Algorithms
+	for i, ga := range names {
+		ia := names[(i+4)%len(names)]
+		t.Run(ga+"+"+ia, func(t *testing.T) {
+			oracleGRPC(t, layeroracle.Policy(ga, 0), layeroracle.Policy(ia, 0), layeroracle.Policy(names[(i+3)%len(names)], 0), true)
+		})
+	}
+}
+
+func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy, noMD bool) {
 	clock := hotlimit.NewManualClock()
 	clock.Set(1000*time.Second + 250*time.Millisecond)
 	ic := newIC(t, nil, grpclimit.Config{
@@ -50,6 +64,7 @@ func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy) {
 		Identities:   []grpclimit.IdentityLimit{{Limit: "per-tenant", Key: grpclimit.MetadataKey("x-tenant")}},
 		Backend:      httplimit.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
 		Wait:         func(context.Context, time.Duration) error { return nil },
+		NoMetadata:   noMD,
 	})
 	client := serveIC(t, ic)
 	layers, err := layeroracle.NewLayers(clock, layeroracle.Spec{Name: "grp", Policy: gp}, layeroracle.Spec{Name: "glob", Policy: glp}, layeroracle.Spec{Name: "per-tenant", Policy: ip})
@@ -144,7 +159,7 @@ func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy) {
 				if got := first(md, grpclimit.MDPushback); got != strconv.FormatInt(int64(ms), 10) {
 					t.Fatalf("%s: pushback %q, oracle %d ms", where, got, ms)
 				}
-				if got, want := first(md, grpclimit.MDRetryAfter), strconv.FormatInt(max(1, layeroracle.CeilSeconds(wait)), 10); got != want {
+				if got, want := first(md, grpclimit.MDRetryAfter), strconv.FormatInt(max(1, layeroracle.CeilSeconds(wait)), 10); !noMD && got != want {
 					t.Fatalf("%s: retry-after %q, oracle %s", where, got, want)
 				}
 			}
@@ -155,6 +170,17 @@ func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy) {
 			if len(md.Get(grpclimit.MDPushback)) != 0 || len(md.Get(grpclimit.MDRetryAfter)) != 0 {
 				t.Fatalf("%s: an admitted call carries %v", where, md)
 			}
+		}
+		if noMD {
+			// Only a refusal's pushback: no quota metadata (beside gRPC's
+			// own content-type and status details).
+			md = md.Copy()
+			delete(md, "content-type")
+			delete(md, "grpc-status-details-bin")
+			if n := len(md.Get(grpclimit.MDPushback)); len(md) != n || allowed == (n != 0) {
+				t.Fatalf("%s: with NoMetadata, allowed %v: %q", where, allowed, slices.Collect(maps.Keys(md)))
+			}
+			continue
 		}
 		pol, err := sfv.ParseList(first(md, grpclimit.MDPolicy))
 		if err != nil || len(pol) != len(layers) {
