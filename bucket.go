@@ -83,13 +83,12 @@ func (g *gcra) reserve(w uint64, now, c, maxWait int64) (next uint64, wait int64
 	return packTAT(n), wait, true
 }
 
-// refund gives back what an admission that added span to the TAT (its
-// cost·T at its policy's rate) and left TAT end still owes at now: the
-// part of span that has not drained, min(span, end − now). TAT moves back
-// by that much, but never below now (a bucket is never fuller than full).
-// See refund.go.
-func (g *gcra) refund(w uint64, now, span, end int64) uint64 {
-	owed := min(span, end-now)
+// refund gives back what an admission that added the interval [from, end)
+// to the TAT (its cost·T at its policy's rate) still owes at now: the part
+// that has not drained, end − max(from, now). TAT moves back by that much,
+// but never below now (a bucket is never fuller than full). See refund.go.
+func (g *gcra) refund(w uint64, now, from, end int64) uint64 {
+	owed := end - max(from, now)
 	if owed <= 0 {
 		return w
 	}

@@ -18,7 +18,7 @@ import "sync/atomic"
 //   - token and leaky bucket: the part of the admission's cost·T that has
 //     not drained by the give-back's instant, min(cost·T, end − now), where
 //     end is the TAT it left and T the interval of the policy it was
-//     decided under (span: SetPolicy keeps TATs as time); TAT moves back
+//     decided under (admission.from: SetPolicy keeps TATs as time); TAT moves back
 //     by that much but never below now. The instant is read after the word, so it is no older than any
 //     decision the word reflects. Proof: if the admission's units have not
 //     all drained (end > now), no later admission found the bucket full,
@@ -35,25 +35,31 @@ import "sync/atomic"
 // back their own, and an Admission is spent by its first Refund.
 
 // admission is what a give-back needs to know of the admission it undoes.
+//
+// Three words, so that AllowLayers' per-layer record stays small (a fourth
+// and fifth word cost AllowLayers=3 about 15% in CPU time: bench/RESULTS.md).
 type admission struct {
 	inc uint64 // the entry's incarnation: shard.incarnation, logRing.inc
-	at  int64  // the instant it was decided at
-	end int64  // token and leaky bucket: the TAT it left
-	// span, for the token and leaky bucket, is the time it added to the
-	// TAT: cost·T under the policy it was decided under, which SetPolicy
-	// may have replaced since (the TAT is kept as time, so span still
-	// measures the admission; cost·T at the new rate would not).
-	span int64
-	// epoch, for the windows, is params.epoch of the policy it was
-	// counted under: a window count is the admission's only while the
-	// window length it was counted in holds.
-	epoch uint64
+	// from and to, by policy:
+	//   - token and leaky bucket: the interval [from, to) of TAT it added.
+	//     to is the TAT it left and from = to − cost·T, T the interval of
+	//     the policy it was decided under: SetPolicy keeps TATs as time, so
+	//     this still measures the admission after a change of rate, where
+	//     cost·T at the new rate would not.
+	//   - windows: from is the instant it was decided at, and to the epoch
+	//     (params.epoch) of the window layout it was counted in: a count is
+	//     the admission's own only in that layout.
+	//   - sliding log: from is the instant it was decided at.
+	from, to int64
 }
 
 // admitted returns the admission of cost decided at instant at under p on
 // the entry of incarnation inc, leaving TAT end (buckets).
 func (p *params) admitted(inc uint64, at, end, cost int64) admission {
-	return admission{inc: inc, at: at, end: end, span: cost * p.g.t, epoch: p.epoch}
+	if p.kind.isBucket() {
+		return admission{inc, end - cost*p.g.t, end}
+	}
+	return admission{inc, at, int64(p.epoch)}
 }
 
 // Admission records what one admitted request consumed, so that Refund can
@@ -234,14 +240,14 @@ func (l *Limiter) refundAt(p *params, w *atomic.Uint64, cost int64, a admission)
 // refundWord is w after giving back cost of admission a at now.
 func (p *params) refundWord(w uint64, cost int64, a admission, now int64) uint64 {
 	if p.kind.isBucket() {
-		return p.g.refund(w, now, a.span, a.end)
+		return p.g.refund(w, now, a.from, a.to)
 	}
-	if a.epoch != p.epoch {
+	if a.to != int64(p.epoch) {
 		// Counted in a window of another length: SetPolicy merged that
 		// window's counts into the window of the new length holding its
 		// instant, together with counts of other windows, so no count of
 		// the state is the admission's any more.
 		return w
 	}
-	return p.win.refund(w, cost, a.at)
+	return p.win.refund(w, cost, a.from)
 }

@@ -212,7 +212,7 @@ func (l *Limiter) allowLog(key string, now, cost int64, a *admission) (verdict, 
 		}
 		r.push(at, cost)
 		if a != nil {
-			*a = admission{inc: r.inc, at: at, end: at + v.reset}
+			*a = admission{inc: r.inc, from: at}
 		}
 		break
 	}
@@ -265,7 +265,7 @@ func (l *Limiter) peekLog(key string, now, cost int64) (cur, v verdict, p *param
 }
 
 // refundLog gives back cost of admission a on key: it removes up to cost
-// of key's newest instants that are ≤ a.at and still count, if key's ring
+// of key's newest instants that are ≤ a.from and still count, if key's ring
 // is the one a was admitted into, and the ring if it is then empty.
 func (l *Limiter) refundLog(key string, cost int64, a admission) {
 	ls, s := l.logShardOf(key)
@@ -277,7 +277,7 @@ func (l *Limiter) refundLog(key string, cost int64, a admission) {
 	}
 	r.expire(first)
 	r.last = now
-	r.drop(cost, a.at)
+	r.drop(cost, a.from)
 	l.tally.countRefund()
 	if r.n == 0 {
 		l.removeLogLocked(ls, s, key, now, true)
