@@ -18,9 +18,10 @@ import "sync/atomic"
 //   - token and leaky bucket: the part of the admission's cost·T that has
 //     not drained by the give-back's instant, min(cost·T, end − now), where
 //     end is the TAT it left and T the interval of the policy it was
-//     decided under (admission.from: SetPolicy keeps TATs as time); TAT moves back
-//     by that much but never below now. The instant is read after the word, so it is no older than any
-//     decision the word reflects. Proof: if the admission's units have not
+//     decided under (SetPolicy keeps TATs as time: admission.from); TAT
+//     moves back by that much but never below now. The instant is read
+//     after the word, so it is no older than any decision the word
+//     reflects (see giveBackNow). Proof: if the admission's units have not
 //     all drained (end > now), no later admission found the bucket full,
 //     so TAT = end + (later costs)·T, and TAT − owed ≥ now + (later costs)·T,
 //     which is at least what every later admission alone would have left;
@@ -36,8 +37,9 @@ import "sync/atomic"
 
 // admission is what a give-back needs to know of the admission it undoes.
 //
-// Three words, so that AllowLayers' per-layer record stays small (a fourth
-// and fifth word cost AllowLayers=3 about 15% in CPU time: bench/RESULTS.md).
+// Three words, so that AllowLayers' per-layer record stays small: five
+// cost AllowLayers=3 about 18% in CPU time (the bench module's RESULTS.md,
+// "The admission record stays three words").
 type admission struct {
 	inc uint64 // the entry's incarnation: shard.incarnation, logRing.inc
 	// from and to, by policy:
