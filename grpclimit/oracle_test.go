@@ -190,7 +190,6 @@ func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy, noMD bool) {
 		if err != nil || len(rl) != len(layers) {
 			t.Fatalf("%s: %s %q: %v", where, grpclimit.MDLayers, first(md, grpclimit.MDLayers), err)
 		}
-		found := false
 		for i, l := range layers {
 			q := l.Lim.Describe().Limit
 			if pol[i].Value.Str != l.Name || rl[i].Value.Str != l.Name {
@@ -207,13 +206,12 @@ func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy, noMD bool) {
 			if st[i].Next == 0 && hasT || st[i].Next != 0 && (!hasT || tv.Int != layeroracle.CeilSeconds(st[i].Next)) {
 				t.Fatalf("%s: %s t=%d (present %v), oracle %v", where, l.Name, tv.Int, hasT, st[i].Next)
 			}
-			if first(md, grpclimit.MDName) == l.Name && first(md, grpclimit.MDLimit) == strconv.FormatInt(q, 10) &&
-				first(md, grpclimit.MDRemaining) == strconv.FormatInt(st[i].Remaining, 10) {
-				found = true
-			}
 		}
-		if !found {
-			t.Fatalf("%s: ratelimit-name/-limit/-remaining %v describe no layer", where, md)
+		b := layers[v.Binding]
+		if first(md, grpclimit.MDName) != b.Name || first(md, grpclimit.MDLimit) != strconv.FormatInt(b.Lim.Describe().Limit, 10) ||
+			first(md, grpclimit.MDRemaining) != strconv.FormatInt(st[v.Binding].Remaining, 10) {
+			t.Fatalf("%s: ratelimit-name/-limit/-remaining %q %q %q; the binding layer %s has %d of %d", where,
+				first(md, grpclimit.MDName), first(md, grpclimit.MDLimit), first(md, grpclimit.MDRemaining), b.Name, st[v.Binding].Remaining, b.Lim.Describe().Limit)
 		}
 	}
 	if seen[codes.OK] == 0 || seen[codes.ResourceExhausted] == 0 || nevers == 0 {

@@ -30,7 +30,7 @@ func TestOracleFields(t *testing.T) {
 	for _, ga := range names {
 		for _, ia := range names {
 			t.Run(ga+"+"+ia, func(t *testing.T) {
-				oracleRun(t, layeroracle.Policy(ga, 0), layeroracle.Policy(ia, 0), layeroracle.Policy(names[(len(ga)+len(ia))%len(names)], 0), false, httplimit.HeadersBoth)
+				oracleRun(t, layeroracle.Policy(ga, 0), layeroracle.Policy(ia, 0), layeroracle.Policy(names[(len(ga)+len(ia))%len(names)], 0), false, httplimit.HeadersBoth, 1)
 			})
 		}
 	}
@@ -38,25 +38,27 @@ func TestOracleFields(t *testing.T) {
 
 // TestOracleFieldsWrapped is TestOracleFields through a StateBackend
 // that is not a *Local (as promlimit's and otellimit's wrappers are),
-// which the pipeline asks through the interface.
+// which the pipeline asks through the interface, with the global and
+// identity layers costing 2.
 func TestOracleFieldsWrapped(t *testing.T) {
 	names := layeroracle.Algorithms
 	for i, ga := range names {
 		ia := names[(i+3)%len(names)]
 		t.Run(ga+"+"+ia, func(t *testing.T) {
-			oracleRun(t, layeroracle.Policy(ga, 0), layeroracle.Policy(ia, 0), layeroracle.Policy(names[(i+1)%len(names)], 0), true, httplimit.HeadersBoth)
+			oracleRun(t, layeroracle.Policy(ga, 0), layeroracle.Policy(ia, 0), layeroracle.Policy(names[(i+1)%len(names)], 0), true, httplimit.HeadersBoth, 2)
 		})
 	}
 }
 
 // TestOracleFieldsLegacy is TestOracleFields with HeadersLegacy alone, for
-// which the pipeline asks for no layer states (hotlimit.AllowLayersIndex).
+// which the pipeline asks for no layer states (hotlimit.AllowLayersIndex),
+// with the global and identity layers costing 2.
 func TestOracleFieldsLegacy(t *testing.T) {
 	names := layeroracle.Algorithms
 	for i, ga := range names {
 		ia := names[(i+1)%len(names)]
 		t.Run(ga+"+"+ia, func(t *testing.T) {
-			oracleRun(t, layeroracle.Policy(ga, 0), layeroracle.Policy(ia, 0), layeroracle.Policy(names[(i+4)%len(names)], 0), false, httplimit.HeadersLegacy)
+			oracleRun(t, layeroracle.Policy(ga, 0), layeroracle.Policy(ia, 0), layeroracle.Policy(names[(i+4)%len(names)], 0), false, httplimit.HeadersLegacy, 2)
 		})
 	}
 }
@@ -64,7 +66,11 @@ func TestOracleFieldsLegacy(t *testing.T) {
 // wrappedLocal is a StateBackend that is not a *Local.
 type wrappedLocal struct{ *httplimit.Local }
 
-func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy, wrap bool, headers httplimit.HeaderMode) {
+// oracleRun drives one middleware against the oracle. The global and
+// identity layers cost layerCost each (the group's layer, a random
+// CostFunc price); wrap hides the *Local behind a StateBackend of another
+// type.
+func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy, wrap bool, headers httplimit.HeaderMode, layerCost int64) {
 	clock := hotlimit.NewManualClock()
 	clock.Set(1000*time.Second + 250*time.Millisecond)
 	cfg := httplimit.Config{
@@ -75,7 +81,8 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy, wrap bool, headers htt
 		DefaultGroup: "api",
 		Key:          httplimit.TokenKey("Authorization"),
 		Global:       "glob",
-		Identities:   []httplimit.IdentityLimit{{Limit: "per-ip", Key: httplimit.IPKey(nil)}},
+		GlobalCost:   layerCost,
+		Identities:   []httplimit.IdentityLimit{{Limit: "per-ip", Key: httplimit.IPKey(nil), Cost: layerCost}},
 		Headers:      headers,
 		Wait:         func(context.Context, time.Duration) error { return nil },
 	}
@@ -101,6 +108,7 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy, wrap bool, headers htt
 		t.Fatal(err)
 	}
 	defer layeroracle.Close(layers)
+	layers[1].Cost, layers[2].Cost = layerCost, layerCost
 	rng := rand.New(rand.NewPCG(uint64(len(t.Name())), 7))
 	seen := map[int]int{}
 	defer func() {
@@ -208,14 +216,9 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy, wrap bool, headers htt
 		// Legacy fields: the binding layer's capacity and remaining; Reset
 		// is Retry-After on a 429, else the time until every layer is full.
 		lim, rem, rst := res.Header.Get("X-RateLimit-Limit"), res.Header.Get("X-RateLimit-Remaining"), res.Header.Get("X-RateLimit-Reset")
-		found := false
-		for i, l := range layers {
-			if lim == strconv.FormatInt(l.Lim.Describe().Limit, 10) && rem == strconv.FormatInt(st[i].Remaining, 10) {
-				found = true
-			}
-		}
-		if !found {
-			t.Fatalf("%s: X-RateLimit-Limit %q, -Remaining %q describe no layer (%+v)", where, lim, rem, st)
+		b := layers[v.Binding]
+		if lim != strconv.FormatInt(b.Lim.Describe().Limit, 10) || rem != strconv.FormatInt(st[v.Binding].Remaining, 10) {
+			t.Fatalf("%s: X-RateLimit-Limit %q, -Remaining %q; the binding layer %s has %d of %d (%+v)", where, lim, rem, b.Name, st[v.Binding].Remaining, b.Lim.Describe().Limit, st)
 		}
 		var full time.Duration
 		for _, s := range st {

@@ -4,6 +4,7 @@
 package layeroracle
 
 import (
+	"math"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
@@ -61,15 +62,24 @@ type Verdict struct {
 	Never   bool          // a layer can never admit it
 	Wait    time.Duration // when refused: the longest RetryAfter of the refusing layers
 	States  []State
+	// Binding is the layer the request's Decision describes, as
+	// hotlimit.AllowLayersIndex defines it: when refused, the first of
+	// the refusing layers with the longest wait; when admitted, the one
+	// with the fewest requests of its cost left (the fewest units on a
+	// tie, the first on another).
+	Binding int
 }
 
 // Decide checks every layer, under key, at its cost; only if all admit
 // does it admit the request on each. The states are each layer's after
 // the decision: after its admission, or, when refused, as it was.
 func Decide(key string, layers []Layer) Verdict {
-	v := Verdict{Allowed: true, States: make([]State, len(layers))}
-	for _, l := range layers {
+	v := Verdict{Allowed: true, States: make([]State, len(layers)), Binding: -1}
+	for i, l := range layers {
 		if c := l.Lim.Check(key, l.Cost); !c.Allowed {
+			if v.Allowed || c.RetryAfter > v.Wait {
+				v.Binding = i
+			}
 			v.Allowed = false
 			v.Never = v.Never || c.RetryAfter == hotlimit.Never
 			v.Wait = max(v.Wait, c.RetryAfter)
@@ -86,8 +96,22 @@ func Decide(key string, layers []Layer) Verdict {
 		if d.Remaining < d.Limit {
 			v.States[i].Next = l.Lim.Check(key, d.Remaining+1).RetryAfter
 		}
+		if v.Allowed {
+			if b := v.Binding; b < 0 || requests(d.Remaining, l.Cost) < requests(v.States[b].Remaining, layers[b].Cost) ||
+				requests(d.Remaining, l.Cost) == requests(v.States[b].Remaining, layers[b].Cost) && d.Remaining < v.States[b].Remaining {
+				v.Binding = i
+			}
+		}
 	}
 	return v
+}
+
+// requests is how many requests of cost fit in remaining units.
+func requests(remaining, cost int64) int64 {
+	if cost <= 0 {
+		return math.MaxInt64
+	}
+	return remaining / cost
 }
 
 // Algorithms are the policy types' names, as Algorithm.String gives them.
