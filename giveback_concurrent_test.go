@@ -22,33 +22,21 @@ func TestRefundsUnderSweepExact(t *testing.T) {
 				l, c := newManual(t, p)
 				c.Set(time.Hour + 7*time.Millisecond)
 				var kept atomic.Int64
-				stop, swept := make(chan struct{}), make(chan struct{})
-				go func() {
-					defer close(swept)
-					for {
-						select {
-						case <-stop:
-							return
-						default:
-							l.Sweep()
+				whileRunning(func() {
+					inParallel(8, func(g int) {
+						for i := range 100 {
+							var a hotlimit.Admission
+							if !l.AdmitN(&a, "k", 1).Allowed {
+								continue
+							}
+							if (g+i)%3 == 0 {
+								kept.Add(1)
+							} else if !a.Refund() {
+								t.Error("the first Refund of an admission did not spend it")
+							}
 						}
-					}
-				}()
-				inParallel(8, func(g int) {
-					for i := range 100 {
-						var a hotlimit.Admission
-						if !l.AdmitN(&a, "k", 1).Allowed {
-							continue
-						}
-						if (g+i)%3 == 0 {
-							kept.Add(1)
-						} else if !a.Refund() {
-							t.Error("the first Refund of an admission did not spend it")
-						}
-					}
-				})
-				close(stop)
-				<-swept
+					})
+				}, func(int) { l.Sweep() })
 				if n, after := kept.Load(), drain(t, l, "k"); n+after != l.Limit() {
 					t.Fatalf("round %d: %d admissions kept and %d admitted after, want %d in all (%+v)", round, n, after, l.Limit(), l.Stats())
 				}
