@@ -370,9 +370,15 @@ func (l *Limiter) decide(ctx context.Context, key string, cost int64) (hotlimit.
 	}
 	e := l.lookup(key)
 	if e != nil {
+		// The bucket's reset as of the last take before this decision:
+		// spend may start a refill, whose take would be after it.
+		at := e.resetAt.Load()
 		if g, a, ok := l.spend(e, key, cost); ok {
 			now := int64(l.clock.Now())
-			return hotlimit.Decision{Allowed: true, Limit: l.limit, Remaining: a - cost, ResetAfter: l.resetAfter(e, g, now)}, g, nil
+			if g.end != never {
+				at = g.end
+			}
+			return hotlimit.Decision{Allowed: true, Limit: l.limit, Remaining: a - cost, ResetAfter: time.Duration(max(0, at-now))}, g, nil
 		}
 	}
 	return l.slow(ctx, key, e, cost)
