@@ -7,10 +7,12 @@ package httplimit_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -39,7 +41,7 @@ func TestOracleFields(t *testing.T) {
 // TestOracleFieldsWrapped is TestOracleFields through a StateBackend
 // that is not a *Local (as promlimit's and otellimit's wrappers are),
 // which the pipeline asks through the interface, with the global and
-// identity layers costing 2.
+// identity layers costing 2, and ProblemDetails bodies.
 func TestOracleFieldsWrapped(t *testing.T) {
 	names := layeroracle.Algorithms
 	for i, ga := range names {
@@ -78,13 +80,14 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy, wrap bool, headers htt
 		Groups: []httplimit.Group{{Name: "api", Limit: "grp", CostFunc: func(r *http.Request) (int64, error) {
 			return strconv.ParseInt(r.Header.Get("X-Cost"), 10, 64)
 		}}},
-		DefaultGroup: "api",
-		Key:          httplimit.TokenKey("Authorization"),
-		Global:       "glob",
-		GlobalCost:   layerCost,
-		Identities:   []httplimit.IdentityLimit{{Limit: "per-ip", Key: httplimit.IPKey(nil), Cost: layerCost}},
-		Headers:      headers,
-		Wait:         func(context.Context, time.Duration) error { return nil },
+		DefaultGroup:   "api",
+		Key:            httplimit.TokenKey("Authorization"),
+		Global:         "glob",
+		GlobalCost:     layerCost,
+		Identities:     []httplimit.IdentityLimit{{Limit: "per-ip", Key: httplimit.IPKey(nil), Cost: layerCost}},
+		Headers:        headers,
+		ProblemDetails: wrap,
+		Wait:           func(context.Context, time.Duration) error { return nil },
 	}
 	var local *httplimit.Local
 	cfg.Backend = func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
@@ -159,6 +162,26 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy, wrap bool, headers htt
 		seen[wantStatus]++
 		if res.StatusCode != wantStatus {
 			t.Fatalf("%s: status %d, oracle %d", where, res.StatusCode, wantStatus)
+		}
+		if wrap && wantStatus != 200 {
+			// ProblemDetails (on with wrap): violated-policies names the
+			// layers short of the request's cost there.
+			var body struct {
+				Status   int      `json:"status"`
+				Violated []string `json:"violated-policies"`
+			}
+			if err := json.NewDecoder(res.Body).Decode(&body); err != nil || body.Status != wantStatus {
+				t.Fatalf("%s: problem body %+v: %v", where, body, err)
+			}
+			var want []string
+			for i, l := range layers {
+				if st[i].Remaining < l.Cost {
+					want = append(want, l.Name)
+				}
+			}
+			if !slices.Equal(body.Violated, want) {
+				t.Fatalf("%s: violated-policies %q, oracle %q (%+v)", where, body.Violated, want, st)
+			}
 		}
 		ra := res.Header.Get("Retry-After")
 		if wantStatus == 429 {
