@@ -75,6 +75,7 @@ type wrappedLocal struct{ *httplimit.Local }
 func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy, wrap bool, headers httplimit.HeaderMode, layerCost int64) {
 	clock := hotlimit.NewManualClock()
 	clock.Set(1000*time.Second + 250*time.Millisecond)
+	var last httplimit.Event // the hook's event of the latest request
 	cfg := httplimit.Config{
 		Limits: map[string]hotlimit.Policy{"grp": gp, "glob": glp, "per-ip": ip},
 		Groups: []httplimit.Group{{Name: "api", Limit: "grp", CostFunc: func(r *http.Request) (int64, error) {
@@ -85,6 +86,7 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy, wrap bool, headers htt
 		Global:         "glob",
 		GlobalCost:     layerCost,
 		Identities:     []httplimit.IdentityLimit{{Limit: "per-ip", Key: httplimit.IPKey(nil), Cost: layerCost}},
+		Hook:           func(ev httplimit.Event) { last = ev },
 		Headers:        headers,
 		ProblemDetails: wrap,
 		Wait:           func(context.Context, time.Duration) error { return nil },
@@ -182,6 +184,16 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy, wrap bool, headers htt
 			if !slices.Equal(body.Violated, want) {
 				t.Fatalf("%s: violated-policies %q, oracle %q (%+v)", where, body.Violated, want, st)
 			}
+		}
+		// The hook's event describes the same decision: its outcome, the
+		// binding layer's limit and algorithm, and that layer's Remaining.
+		wantOutcome := httplimit.OutcomeAllowed
+		if wantStatus != 200 {
+			wantOutcome = httplimit.OutcomeDenied
+		}
+		if b := layers[v.Binding]; last.Outcome != wantOutcome || last.Limit != b.Name || last.Decision.Remaining != st[v.Binding].Remaining ||
+			last.Decision.Allowed != allowed || last.Group != "api" || last.Algorithm != b.Lim.Describe().Algorithm.String() {
+			t.Fatalf("%s: hook event %v %q %+v, oracle %v %q remaining %d", where, last.Outcome, last.Limit, last.Decision, wantOutcome, b.Name, st[v.Binding].Remaining)
 		}
 		ra := res.Header.Get("Retry-After")
 		if wantStatus == 429 {
