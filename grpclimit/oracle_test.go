@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,6 +54,8 @@ func TestOracleNoMetadata(t *testing.T) {
 }
 
 func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy, noMD bool) {
+	var mu sync.Mutex
+	var last grpclimit.Event // the hook's event of the latest call
 	clock := hotlimit.NewManualClock()
 	clock.Set(1000*time.Second + 250*time.Millisecond)
 	ic := newIC(t, nil, grpclimit.Config{
@@ -64,7 +67,12 @@ func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy, noMD bool) {
 		Identities:   []grpclimit.IdentityLimit{{Limit: "per-tenant", Key: grpclimit.MetadataKey("x-tenant")}},
 		Backend:      httplimit.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
 		Wait:         func(context.Context, time.Duration) error { return nil },
-		NoMetadata:   noMD,
+		Hook: func(ev grpclimit.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			last = ev
+		},
+		NoMetadata: noMD,
 	})
 	client := serveIC(t, ic)
 	layers, err := layeroracle.NewLayers(clock, layeroracle.Spec{Name: "grp", Policy: gp}, layeroracle.Spec{Name: "glob", Policy: glp}, layeroracle.Spec{Name: "per-tenant", Policy: ip})
@@ -170,6 +178,21 @@ func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy, noMD bool) {
 			if len(md.Get(grpclimit.MDPushback)) != 0 || len(md.Get(grpclimit.MDRetryAfter)) != 0 {
 				t.Fatalf("%s: an admitted call carries %v", where, md)
 			}
+		}
+		// The hook's event describes the same decision: its outcome, the
+		// binding layer's limit and that layer's Remaining.
+		mu.Lock()
+		ev := last
+		mu.Unlock()
+		wantOutcome := grpclimit.OutcomeAllowed
+		switch {
+		case never:
+			wantOutcome = grpclimit.OutcomeDeniedNever
+		case !allowed:
+			wantOutcome = grpclimit.OutcomeDenied
+		}
+		if b := layers[v.Binding]; ev.Outcome != wantOutcome || ev.Limit != b.Name || ev.Decision.Remaining != st[v.Binding].Remaining || ev.Group != "health" {
+			t.Fatalf("%s: hook event %v %q %+v, oracle %v %q remaining %d", where, ev.Outcome, ev.Limit, ev.Decision, wantOutcome, b.Name, st[v.Binding].Remaining)
 		}
 		if noMD {
 			// Only a refusal's pushback: no quota metadata (beside gRPC's
