@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -107,6 +108,7 @@ type Config[R any] struct {
 	// Identify fills Result.IdentityHash and Result.IdentityKind.
 	Identify bool
 	// Observers see every decision the backend made or failed to make.
+	// None may be nil; New keeps its own copy of the slice.
 	Observers []Observer
 }
 
@@ -192,10 +194,18 @@ func New[R any](cfg Config[R]) (*Pipeline[R], error) {
 	case len(cfg.Identities) > MaxLayers-2:
 		return nil, fmt.Errorf("%s: Config.Identities has %d layers, at most %d", pfx, len(cfg.Identities), MaxLayers-2)
 	}
+	for i, o := range cfg.Observers {
+		if o == nil {
+			return nil, fmt.Errorf("%s: Config.Observers[%d] is nil", pfx, i)
+		}
+	}
 	p := &Pipeline[R]{
 		key: cfg.Key, fallback: cfg.Fallback, globalCost: max(cfg.GlobalCost, 1),
 		failOpen: cfg.OnBackendError == FailOpen, dryRun: cfg.DryRun, identify: cfg.Identify,
-		observers: cfg.Observers, seed: maphash.MakeSeed(),
+		seed: maphash.MakeSeed(),
+	}
+	if len(cfg.Observers) > 0 {
+		p.observers = slices.Clone(cfg.Observers) // the caller may reuse its slice
 	}
 	limits, err := namedLimits(pfx, cfg.Limits)
 	if err != nil {
