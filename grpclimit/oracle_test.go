@@ -84,21 +84,11 @@ func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy, noMD bool) {
 	seen := map[codes.Code]int{}
 	nevers := 0
 	for step := range 200 {
-		if rng.IntN(3) == 0 {
-			clock.Advance(time.Duration(rng.Int64N(int64(3 * time.Second))))
-		}
-		if rng.IntN(8) == 0 {
-			// A runtime policy change (same algorithm), on the interceptor's
-			// backend and the oracle alike: variant 2, of capacity 1, makes a
-			// stream (cost 2 in the group's layer) never pass.
-			l := layers[rng.IntN(len(layers))]
-			np := layeroracle.Policy(l.Lim.Describe().Algorithm.String(), rng.IntN(3))
-			if err := ic.Backend().(*httplimit.Local).Classes().SetPolicy(l.Name, np); err != nil {
-				t.Fatal(err)
-			}
-			if err := l.Lim.SetPolicy(np); err != nil {
-				t.Fatal(err)
-			}
+		// Time moves, and now and then a layer's policy changes (in the
+		// oracle too); variant 2 has capacity 1, so a stream (cost 2 in the
+		// group's layer) can then never pass.
+		if err := layeroracle.Perturb(rng, clock, layers, 8, ic.Backend().(*httplimit.Local).Classes().SetPolicy); err != nil {
+			t.Fatal(err)
 		}
 		stream := rng.IntN(3) == 0
 		layers[0].Cost = 1

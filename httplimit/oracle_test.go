@@ -122,20 +122,10 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy, wrap bool, headers htt
 		}
 	}()
 	for step := range 300 {
-		if rng.IntN(3) == 0 {
-			clock.Advance(time.Duration(rng.Int64N(int64(3 * time.Second))))
-		}
-		if rng.IntN(20) == 0 {
-			// A runtime policy change (same algorithm, other figures), on the
-			// middleware's backend and the oracle alike.
-			l := layers[rng.IntN(len(layers))]
-			np := layeroracle.Policy(l.Lim.Describe().Algorithm.String(), rng.IntN(3))
-			if err := local.Classes().SetPolicy(l.Name, np); err != nil {
-				t.Fatal(err)
-			}
-			if err := l.Lim.SetPolicy(np); err != nil {
-				t.Fatal(err)
-			}
+		// Time moves, and now and then a layer's policy changes (in the
+		// oracle too).
+		if err := layeroracle.Perturb(rng, clock, layers, 20, local.Classes().SetPolicy); err != nil {
+			t.Fatal(err)
 		}
 		cost := rng.Int64N(layers[0].Lim.Describe().Limit + 2) // 0 … capacity+1
 		if rng.IntN(4) != 0 {

@@ -5,6 +5,7 @@ package layeroracle
 
 import (
 	"math"
+	"math/rand/v2"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
@@ -150,6 +151,25 @@ var policies = map[string][3]hotlimit.Policy{
 		hotlimit.SlidingLog{Limit: 7, Window: 2 * time.Second},
 		hotlimit.SlidingLog{Limit: 1, Window: 2 * time.Second},
 	},
+}
+
+// Perturb is one step's change of the world: one step in three it
+// advances clock by up to 3 s, and one step in every it gives a random
+// layer another policy of its algorithm (Policy's variants), through set
+// (the transport's backend: Classes().SetPolicy) and in the oracle alike.
+func Perturb(rng *rand.Rand, clock *hotlimit.ManualClock, layers []Layer, every int, set func(limit string, p hotlimit.Policy) error) error {
+	if rng.IntN(3) == 0 {
+		clock.Advance(time.Duration(rng.Int64N(int64(3 * time.Second))))
+	}
+	if rng.IntN(every) != 0 {
+		return nil
+	}
+	l := layers[rng.IntN(len(layers))]
+	np := Policy(l.Lim.Describe().Algorithm.String(), rng.IntN(3))
+	if err := set(l.Name, np); err != nil {
+		return err
+	}
+	return l.Lim.SetPolicy(np)
 }
 
 // CeilSeconds rounds d up to whole seconds.
