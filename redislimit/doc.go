@@ -162,11 +162,12 @@
 // ErrMixedClients), and every request the two-tier cache answered. With a failure
 // policy set the caller may see no error; the hooks see all of them.
 //
-// # HTTP
+// # HTTP and gRPC
 //
-// Backend adapts a set of named limits to httplimit.BackendFactory, so the
-// httplimit middleware can use Redis unchanged; each request's layers are
-// one script call, all or nothing. The same call reports each layer's
+// BackendFactory builds a RedisBackend from a set of named limits, an
+// admission.Backend, so httplimit's middleware and grpclimit's interceptor
+// can use Redis unchanged; each request's layers are one script call, all
+// or nothing (or, in lease mode, decided from leases). The same call reports each layer's
 // state, so the RateLimit field has one item per limit, each with its own
 // r and t (except when a cached denial answers: one item then), and
 // Middleware.Reset unblocks a client in Redis and in this instance's
