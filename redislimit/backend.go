@@ -147,7 +147,20 @@ func (b *RedisBackend) Reset(ctx context.Context, limit, key string) error {
 	return err
 }
 
-// Close closes every limiter (their FallbackLocal limiters).
+// SweepLeases calls Limiter.SweepLeases on every limiter (lease mode:
+// idle keys' leases go back to Redis), and returns the first error.
+func (b *RedisBackend) SweepLeases(ctx context.Context) error {
+	var first error
+	for _, l := range b.limiters {
+		if err := l.SweepLeases(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Close closes every limiter (their FallbackLocal limiters, and in lease
+// mode gives back what the leases hold).
 func (b *RedisBackend) Close() error {
 	for _, l := range b.limiters {
 		l.Close()

@@ -234,6 +234,18 @@ func (l *Limiter) Close() error {
 	return err
 }
 
+// SweepLeases, in lease mode (redislimit/lease's Mode), gives back the
+// leases of keys on which nothing was spent since the previous call and
+// forgets those keys, as lease.Limiter.Sweep does: call it periodically
+// (every few lease periods), so that idle keys hold no budget and no
+// memory. Otherwise it does nothing.
+func (l *Limiter) SweepLeases(ctx context.Context) error {
+	if l.leaser == nil {
+		return nil
+	}
+	return l.leaser.Sweep(ctx)
+}
+
 // ForgetDenials drops every denial the two-tier cache holds on this
 // instance (see WithLocalDenials), so that the next request on each key
 // goes to Redis: use it after Redis lost its data (a flush, a restart

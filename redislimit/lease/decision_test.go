@@ -360,3 +360,30 @@ func TestModeAllOrNothing(t *testing.T) {
 		t.Fatalf("wide spent %d after the refusal, %d before: its unit was not given back", got, spent)
 	}
 }
+
+// TestModeSweep: redislimit's SweepLeases reaches the lease mode's Sweep:
+// a key with no spending since the previous sweep is forgotten.
+func TestModeSweep(t *testing.T) {
+	var built []*Limiter
+	modeBuilt = func(l *Limiter) { built = append(built, l) }
+	defer func() { modeBuilt = nil }()
+	c := redistest.Client(t, redistest.Addr(t))
+	rb, err := redislimit.NewBackend(c, map[string]hotlimit.Policy{"a": hotlimit.FixedWindow{Limit: 100, Window: time.Hour}},
+		redislimit.WithPrefix(redistest.Prefix(t)), redislimit.WithTimeout(5*time.Second), Mode(WithMaxLease(10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rb.Close()
+	ctx := context.Background()
+	if d, err := rb.Allow(ctx, []admission.Layer{{Limit: "a", Key: "k", Cost: 1}}); err != nil || !d.Allowed {
+		t.Fatalf("%+v, %v", d, err)
+	}
+	l := built[0]
+	l.bg.Wait()
+	if err := rb.SweepLeases(ctx); err != nil || l.lookup("k") == nil {
+		t.Fatalf("first sweep after spending: %v; the key must stay", err)
+	}
+	if err := rb.SweepLeases(ctx); err != nil || l.lookup("k") != nil {
+		t.Fatalf("second sweep, nothing spent since: %v; the key must be forgotten", err)
+	}
+}

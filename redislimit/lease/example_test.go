@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/httplimit"
+	"github.com/hotlimit/hotlimit/redislimit"
 	"github.com/hotlimit/hotlimit/redislimit/lease"
 	"github.com/redis/go-redis/v9"
 )
@@ -43,4 +45,27 @@ func Example() {
 		}
 		w.Write([]byte("hello\n"))
 	})
+}
+
+// Leases as a mode of redislimit's backend: an httplimit middleware whose
+// limits are shared by every replica, decided in process, with
+// redislimit's breaker, hooks and failure policy.
+func ExampleMode() {
+	client := redis.NewClient(&redis.Options{Addr: "localhost:6379", MaxRetries: -1, ContextTimeoutEnabled: true})
+	backend := redislimit.BackendFactory(client,
+		redislimit.WithFailurePolicy(redislimit.FallbackLocal()), // Redis down: limit per replica
+		lease.Mode(lease.WithMaxLease(20)))
+	m, err := httplimit.New(httplimit.Config{
+		Limits:       map[string]hotlimit.Policy{"api": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(500), Burst: 500}},
+		Groups:       []httplimit.Group{{Name: "api", Limit: "api"}},
+		DefaultGroup: "api",
+		Key:          httplimit.TokenKey("Authorization"),
+		Backend:      backend,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	http.Handle("/", m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("hello\n"))
+	})))
 }

@@ -21,8 +21,10 @@ import (
 // A layered call decides every layer from its lease, all or nothing: the
 // units of the layers admitted before a refusal go back into their leases.
 // Its limiters must all be in lease mode (else redislimit.ErrMixedModes).
-// Limiter.Close gives back what the leases hold, as Limiter.Close here
-// does; the limiter refuses later requests.
+// redislimit's Limiter.SweepLeases (and RedisBackend.SweepLeases) gives
+// back idle keys' leases, as Limiter.Sweep here does: call it
+// periodically. Its Close gives back what the leases hold, as
+// Limiter.Close here does; the limiter refuses later requests.
 func Mode(opts ...Option) redislimit.Option {
 	return bridge.ModeOption(func(l any, policy hotlimit.Policy) (bridge.Leaser, error) {
 		cfg, err := configure(opts)
@@ -54,5 +56,7 @@ func (m modeLeaser) Decide(ctx context.Context, key string, cost int64, undo boo
 	}
 	return d, func() { g.avail.Add(cost) }, nil
 }
+
+func (m modeLeaser) Sweep(ctx context.Context) error { return m.l.Sweep(ctx) }
 
 func (m modeLeaser) Close(ctx context.Context) error { return m.l.Close(ctx) }

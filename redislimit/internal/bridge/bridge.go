@@ -35,6 +35,8 @@ type Leaser interface {
 	// from a lease also returns the function that gives its units back
 	// to that lease (nil when nothing can be given back).
 	Decide(ctx context.Context, key string, cost int64, undo bool) (hotlimit.Decision, func(), error)
+	// Sweep gives back idle keys' leases (see lease.Limiter.Sweep).
+	Sweep(ctx context.Context) error
 	// Close gives back what the leases hold (see lease.Limiter.Close).
 	Close(ctx context.Context) error
 }
