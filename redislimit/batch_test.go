@@ -68,7 +68,7 @@ func TestBatchMatchesOneByOne(t *testing.T) {
 						args = append(args, "1")
 					}
 					calls = append(calls, &batchCall{keys: keys, args: args, next: next, deadline: time.Now().Add(5 * time.Second)})
-					w, err := run(ctx, c, routerFor(c).addr, la, akeys, next, nil)
+					w, err := run(ctx, c, routerFor(c).addr, la, akeys, next, "", nil)
 					if err != nil {
 						t.Fatal(err)
 					}

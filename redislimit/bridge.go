@@ -14,7 +14,7 @@ func init() {
 	bridge.NewScript = func(src string) any { return newScript(luasrc.Start + src) }
 	bridge.Call = func(ctx context.Context, l any, script any, key string, args ...any) ([]int64, error) {
 		lim := l.(*Limiter)
-		return lim.callQuiet(ctx, script.(*luaScript), lim.RedisKey(key), args...)
+		return lim.callQuiet(ctx, script.(*luaScript), []string{lim.RedisKey(key)}, args...)
 	}
 	bridge.ModeOption = func(build func(l any, policy hotlimit.Policy) (bridge.Leaser, error)) any {
 		return Option(func(c *config) { c.leaser = build })

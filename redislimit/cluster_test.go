@@ -304,11 +304,15 @@ func TestClusterOps(t *testing.T) {
 	for i := range 30 {
 		k := "k" + strconv.Itoa(i)
 		nodes[nodeOf(t, c, l.RedisKey(k))] = true
-		if err := l.Wait(ctx, k, 2); err != nil {
+		if err := l.Wait(ctx, k, 1); err != nil {
 			t.Fatalf("Wait on %s: %v", k, err)
 		}
-		if err := l.Refund(ctx, k, 1); err != nil {
-			t.Fatal(err)
+		var a Admission
+		if d := must(l.AdmitN(ctx, &a, k, 1)); !d.Allowed {
+			t.Fatalf("AdmitN on %s: %+v", k, d)
+		}
+		if ok, err := a.Refund(ctx); err != nil || !ok {
+			t.Fatalf("Refund on %s: %v, %v", k, ok, err)
 		}
 		if d := must(l.AllowN(ctx, k, 0)); d.Remaining != 1 {
 			t.Fatalf("%s after a refund of 1: %+v", k, d)

@@ -110,7 +110,7 @@ func (c *Concurrency) TryAcquireN(ctx context.Context, key string, n int64) (Per
 	var id [12]byte
 	rand.Read(id[:])
 	member := strconv.FormatInt(n, 10) + ":" + hex.EncodeToString(id[:])
-	r, err := c.l.call1(ctx, permitScript, c.l.RedisKey(key), c.now(), "acquire", member, n, c.argv[0], c.argv[1])
+	r, err := c.l.call1(ctx, permitScript, []string{c.l.RedisKey(key)}, c.now(), "acquire", member, n, c.argv[0], c.argv[1])
 	if err != nil {
 		return Permit{}, c.l.fail.mode == failOpen, err
 	}
@@ -124,7 +124,7 @@ func (c *Concurrency) TryAcquireN(ctx context.Context, key string, n int64) (Per
 // not released and whose lease has not ended. It writes nothing but the
 // removal of ended leases.
 func (c *Concurrency) InFlight(ctx context.Context, key string) (int64, error) {
-	r, err := c.l.call1(ctx, permitScript, c.l.RedisKey(key), c.now(), "acquire", "0:", c.limit+1, c.argv[0], c.argv[1])
+	r, err := c.l.call1(ctx, permitScript, []string{c.l.RedisKey(key)}, c.now(), "acquire", "0:", c.limit+1, c.argv[0], c.argv[1])
 	if err != nil {
 		return 0, err
 	}
@@ -142,7 +142,7 @@ func (p Permit) Release(ctx context.Context) (bool, error) {
 	if p.member == "" {
 		return false, nil
 	}
-	r, err := p.c.l.call1(ctx, permitScript, p.c.l.RedisKey(p.key), p.c.now(), "release", p.member, 0, p.c.argv[0], p.c.argv[1])
+	r, err := p.c.l.call1(ctx, permitScript, []string{p.c.l.RedisKey(p.key)}, p.c.now(), "release", p.member, 0, p.c.argv[0], p.c.argv[1])
 	if err != nil {
 		return false, err
 	}
@@ -156,7 +156,7 @@ func (p Permit) Renew(ctx context.Context) (bool, error) {
 	if p.member == "" {
 		return false, nil
 	}
-	r, err := p.c.l.call1(ctx, permitScript, p.c.l.RedisKey(p.key), p.c.now(), "renew", p.member, 0, p.c.argv[0], p.c.argv[1])
+	r, err := p.c.l.call1(ctx, permitScript, []string{p.c.l.RedisKey(p.key)}, p.c.now(), "renew", p.member, 0, p.c.argv[0], p.c.argv[1])
 	if err != nil {
 		return false, err
 	}

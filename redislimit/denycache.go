@@ -15,7 +15,7 @@ import (
 // request was sent, is a lower bound for the same request: other requests
 // can only consume more and push it later. It answers only that request
 // (the same cost): a larger cost needs longer, by an amount only Redis
-// knows, and a smaller one may be admitted sooner. Refund and Reset, which give quota back, drop the key's entry on
+// knows, and a smaller one may be admitted sooner. Give-backs and Reset, which give quota back, drop the key's entry on
 // this instance; on other instances the entry stays until its RetryAfter.
 // A lost Redis state (a flush, a failover, a restart) can only make the
 // cache deny longer than Redis would, never admit more; a call that finds

@@ -13,7 +13,8 @@
 // with the Decision semantics of the in-process hotlimit.Limiter (see
 // hotlimit.Decision): the same Allowed, Remaining, RetryAfter, ResetAfter
 // and Delay on the same trace, to the microsecond, alone and in layers.
-// Refund, Reset and Wait behave as hotlimit's do, and Concurrency limits
+// AdmitN with Admission.Refund, Reset and Wait behave as hotlimit's do,
+// and Concurrency limits
 // the operations in flight per key. The package's tests check this
 // decision for decision, against a real redis-server and a real Redis
 // Cluster (redislimit/test.sh starts both on loopback ports). It needs
@@ -52,9 +53,10 @@
 // or an outage fails each of its decisions, as it would have failed each
 // call. On a Redis Cluster every decision is its own call.
 //
-// Refund, Reset and Wait's reservation are one call each of a second
-// script. Wait on a bucket reserves its slot in Redis and sleeps until it
-// (giving it back if the context ends first), as hotlimit's Wait does.
+// Admission.Refund, Reset and Wait's reservation are one call each of a
+// second script (ops.lua). Wait on a bucket reserves its slot in Redis and
+// sleeps until it (giving it back if the context ends first), as
+// hotlimit's Wait does.
 //
 // Cost, serially on loopback beside a PING on the same client (medians;
 // the redisbench module's RESULTS.md has the command and the machine,
@@ -139,11 +141,30 @@
 // the same call (layers, keys and costs), with the Decision Redis gave it.
 // A denial stays true until its RetryAfter whatever others consume, so
 // this never admits more than Redis would. It can deny longer than Redis
-// would: after a Refund or Reset on another instance, or after Redis lost
-// its data (a flush, a restart without persistence). Refund and Reset
+// would: after a give-back or Reset on another instance, or after Redis
+// lost its data (a flush, a restart without persistence). Give-backs and
+// Reset
 // drop the key's entry on their own instance, a call that finds the
 // server unreachable empties the caches of its layers, and ForgetDenials
 // empties a limiter's cache on demand.
+//
+// # Give-backs
+//
+// A give-back (Admission.Refund for an admission AdmitN recorded, a Wait
+// cancelled while it sleeps) refers to its admission, not to its key, and
+// gives back only what the key's state still owes to it, with the rules of
+// hotlimit's Admission (see Admission): nothing once the state was deleted
+// and created again, and for the buckets never units that refilled since.
+// There is no give-back by key alone: it could return units that another
+// admission, a Reset or time had already accounted for. A key's state
+// deleted by Reset, or left fresh by a give-back, gets a new incarnation, a
+// number stored under a second Redis key in the same slot (the state key
+// with "#" in place of the ":" after the limiter's name) for as long as the
+// deleted state could still have owed anything; the decisions' scripts
+// never read it, so it costs nothing to AllowN. A state that Redis itself
+// drops (maxmemory eviction, a flush) keeps no incarnation: an earlier
+// admission's give-back may then land in the new state, as the lost state
+// already lets the key admit again.
 //
 // # Leases
 //

@@ -74,6 +74,12 @@ func AllowLayersIndex(ctx context.Context, layers ...Layer) (hotlimit.Decision, 
 // (a cached denial answered, or Redis did not decide) it sets every
 // Remaining to -1, unknown. states is nil or has len(layers) elements.
 func allowLayers(ctx context.Context, layers []Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
+	return allowRecorded(ctx, layers, states, nil)
+}
+
+// allowRecorded is allowLayers that, with rec, records in rec the
+// admission of its one layer (Limiter.AdmitN).
+func allowRecorded(ctx context.Context, layers []Layer, states []admission.LayerState, rec *Admission) (hotlimit.Decision, int, error) {
 	for i := range states {
 		states[i] = admission.LayerState{Remaining: -1}
 	}
@@ -160,7 +166,11 @@ func allowLayers(ctx context.Context, layers []Layer, states []admission.LayerSt
 
 	sent := sentAt(layers)
 	var rbuf [2 + 5*8]int64
-	reply, err := run(cctx, client, node, layers, keys, states != nil, rbuf[:0])
+	var incKey string
+	if rec != nil {
+		incKey = first.incKey(layers[0].Key)
+	}
+	reply, err := run(cctx, client, node, layers, keys, states != nil, incKey, rbuf[:0])
 	failedNode := false
 	for i, c := range cs {
 		failedNode = settle(ctx, c, tickets[i], err, first.hooks) || failedNode
@@ -173,9 +183,16 @@ func allowLayers(ctx context.Context, layers []Layer, states []admission.LayerSt
 		}
 		return failed(layers, node, err)
 	}
+	var inc, mark int64
+	if rec != nil && len(reply) > 2 && reply[0] == 1 {
+		inc, mark, reply = reply[len(reply)-2], reply[len(reply)-1], reply[:len(reply)-2]
+	}
 	d, denied, binding, err := decode(reply, layers, states)
 	if err != nil {
 		return failed(layers, node, err)
+	}
+	if rec != nil && d.Allowed {
+		*rec = Admission{l: first, key: layers[0].Key, inc: inc, mark: mark, cost: layers[0].Cost}
 	}
 	if denied >= 0 {
 		remember(layers, denied, binding, d, sent)
@@ -325,12 +342,13 @@ func misconfigured(first *Limiter, i int, err error) (hotlimit.Decision, int, er
 // run makes the one script call for layers, whose Redis keys are keys, on
 // client (node's, as route returned them), and appends the reply's
 // integers to out. With next, the reply reports each layer's next unit
-// back too.
+// back too; with incKey (one layer), an admission's reply ends with its
+// record (see script.lua).
 //
 // The slices handed to go-redis escape to the heap whatever their size:
 // they are made to measure rather than from arrays on the stack, which
 // would move to the heap whole.
-func run(ctx context.Context, client redis.Scripter, node string, layers []Layer, keys []string, next bool, out []int64) ([]int64, error) {
+func run(ctx context.Context, client redis.Scripter, node string, layers []Layer, keys []string, next bool, incKey string, out []int64) ([]int64, error) {
 	args := make([]any, 0, 2+5*len(layers))
 	first := layers[0].Limiter
 	if first.testNow != nil {
@@ -345,9 +363,15 @@ func run(ctx context.Context, client redis.Scripter, node string, layers []Layer
 	if next {
 		args = append(args, "1")
 	}
+	if incKey != "" {
+		if !next {
+			args = append(args, "0")
+		}
+		args = append(args, incKey)
+	}
 	var vals []any
 	var err error
-	if b := first.rt.batch; b != nil && first.testNow == nil {
+	if b := first.rt.batch; b != nil && first.testNow == nil && incKey == "" {
 		dl, _ := ctx.Deadline() // bounded set one
 		vals, err = b.do(ctx, &batchCall{keys: keys, args: args, next: next, deadline: dl, hooks: first.hooks})
 	} else {

@@ -36,7 +36,7 @@ var (
 	permitSource string
 
 	decideScript = newScript(luasrc.Start + decideSource) // decisions, one or more layers
-	opsScript    = newScript(luasrc.Start + opsSource)    // Wait's reservation, Refund, Reset
+	opsScript    = newScript(luasrc.Start + opsSource)    // Wait's reservation, Admission.Refund, Reset
 	permitScript = newScript(luasrc.Start + permitSource) // the concurrency limit's permits
 )
 
@@ -57,6 +57,8 @@ type Limiter struct {
 	spec    spec
 	argv    [4]any // spec's kind, a, tau, limit, in decimal, boxed once for the script call
 	head    string // the Redis key is head + key + tail
+	ihead   string // the key's incarnation key (see incKey) is ihead + key + tail
+	ispec   string // or ispec + key, where the state's is special + key
 	tail    string
 	timeout time.Duration
 	breaker *Breaker
@@ -131,9 +133,11 @@ func New(client redis.Scripter, name string, policy hotlimit.Policy, opts ...Opt
 	l.argv = [4]any{strconv.Itoa(sp.kind), strconv.FormatInt(sp.a, 10), strconv.FormatInt(sp.tau, 10), strconv.FormatInt(sp.limit, 10)}
 	if cfg.tag != nil {
 		l.head, l.tail = cfg.prefix+"{"+*cfg.tag+"}"+name+":{", "}"
+		l.ihead = cfg.prefix + "{" + *cfg.tag + "}" + name + "#{"
 	} else {
 		l.head, l.tail = cfg.prefix+name+":{", "}"
 		l.special = cfg.prefix + name + "!{~}"
+		l.ihead, l.ispec = cfg.prefix+name+"#{", cfg.prefix+name+"%{~}"
 	}
 	if l.breaker == nil {
 		l.breaker = NewBreaker(DefaultFailures, DefaultCooldown)

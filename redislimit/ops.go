@@ -11,29 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Refund gives back cost that an admission for key consumed, as if it had
-// not happened, with the semantics of hotlimit's Limiter.Refund: the
-// buckets move the key's TAT back by cost·T (never making a bucket fuller
-// than full); the windows lower the count of the current window (or, for
-// the sliding window, of the previous one when the window has just
-// turned); the sliding log removes the newest admitted units that still
-// count. It never gives back more than the state holds. A cost ≤ 0 or
-// above Limit does nothing. It also drops this instance's cached denial of
-// key (WithLocalDenials), which the refund may have made untrue.
-//
-// One round trip; an error wraps ErrUnavailable, and then the refund may
-// or may not have happened (it is never retried).
-func (l *Limiter) Refund(ctx context.Context, key string, cost int64) error {
-	if cost <= 0 || cost > l.spec.limit || len(key) > hotlimit.MaxKeyLen {
-		return nil
-	}
-	if l.cache != nil {
-		l.cache.del(key)
-	}
-	_, err := l.op(ctx, "refund", key, cost, 0)
-	return err
-}
-
 // Reset makes key fresh: it deletes the key's state in Redis, for every
 // instance, and this instance's cached denial of key (other instances'
 // cached denials stay until their RetryAfter; see ForgetDenials). One
@@ -45,7 +22,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if l.cache != nil {
 		l.cache.del(key)
 	}
-	_, err := l.op(ctx, "reset", key, 0, 0)
+	_, err := l.op(ctx, "reset", key, 0)
 	return err
 }
 
@@ -57,8 +34,9 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 // request fits for the token bucket, the start of its turn for the leaky
 // bucket. If the context's deadline is before the slot, Wait fails at once
 // with an error wrapping hotlimit.ErrDeadline, consuming nothing; if the
-// context ends while it sleeps, it gives the slot back (Refund) and
-// returns the context's error. For the window policies and the sliding
+// context ends while it sleeps, it gives the slot back, as
+// Admission.Refund does (only what the key's state still owes the
+// reservation), and returns the context's error. For the window policies and the sliding
 // log, which cannot hold a reservation in a future window, Wait sleeps
 // until RetryAfter and tries again, so it is not first-come first-served
 // under contention.
@@ -91,7 +69,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) error {
 	if err != nil {
 		return l.waitFailed(ctx, key, cost, err)
 	}
-	if len(r) != 2 {
+	if len(r) < 2 || r[0] == 1 && len(r) != 4 {
 		return fmt.Errorf("%w: redislimit: unexpected reply %v", ErrUnavailable, r)
 	}
 	wait := micros(r[1])
@@ -108,9 +86,12 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) error {
 	case <-ctx.Done():
 		t.Stop()
 		// Give the slot back, on a context of its own: the caller's has
-		// ended.
+		// ended. The reservation is an admission of this incarnation that
+		// left the TAT r[3]: the give-back returns only what the state
+		// still owes it.
+		a := Admission{l: l, key: key, inc: r[2], mark: r[3], cost: cost}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
-		l.Refund(rctx, key, cost)
+		a.Refund(rctx)
 		cancel()
 		return ctx.Err()
 	}
@@ -153,8 +134,9 @@ func (l *Limiter) waitFailed(ctx context.Context, key string, cost int64, err er
 	return err
 }
 
-// op runs one operation of ops.lua on key (see call1).
-func (l *Limiter) op(ctx context.Context, name, key string, cost, maxWait int64) ([]int64, error) {
+// op runs one operation of ops.lua on key (see call1), with the
+// arguments after cost: maxWait, or an admission's incarnation and mark.
+func (l *Limiter) op(ctx context.Context, name, key string, cost int64, more ...any) ([]int64, error) {
 	now := ""
 	if l.testNow != nil {
 		now = strconv.FormatInt(l.testNow(), 10)
@@ -163,15 +145,17 @@ func (l *Limiter) op(ctx context.Context, name, key string, cost, maxWait int64)
 	if l.spec.leaky {
 		leaky = "1"
 	}
-	return l.call1(ctx, opsScript, l.RedisKey(key), now, name, l.argv[0], l.argv[1], l.argv[2], l.argv[3], leaky, cost, maxWait)
+	rkey := l.RedisKey(key)
+	args := append([]any{now, name, l.argv[0], l.argv[1], l.argv[2], l.argv[3], leaky, cost}, more...)
+	return l.call1(ctx, opsScript, []string{rkey, l.incKey(key)}, args...)
 }
 
-// call1 runs s on the Redis key rkey with args, through the limiter's
+// call1 runs s on the Redis keys (all in keys[0]'s slot) with args, through the limiter's
 // router, its node's circuit and the hooks, and returns the reply's
 // integers. An error wraps ErrUnavailable and its cause, and is reported
 // to the Failure hook.
-func (l *Limiter) call1(ctx context.Context, s *luaScript, rkey string, args ...any) ([]int64, error) {
-	out, err := l.callQuiet(ctx, s, rkey, args...)
+func (l *Limiter) call1(ctx context.Context, s *luaScript, keys []string, args ...any) ([]int64, error) {
+	out, err := l.callQuiet(ctx, s, keys, args...)
 	if err != nil && l.hooks != nil && l.hooks.Failure != nil {
 		l.hooks.Failure(l.name, hotlimit.Decision{}, err)
 	}
@@ -180,7 +164,7 @@ func (l *Limiter) call1(ctx context.Context, s *luaScript, rkey string, args ...
 
 // callQuiet is call1 that leaves the error's report to the Failure hook
 // to its caller (which knows the Decision the failure policy made).
-func (l *Limiter) callQuiet(ctx context.Context, s *luaScript, rkey string, args ...any) ([]int64, error) {
+func (l *Limiter) callQuiet(ctx context.Context, s *luaScript, keys []string, args ...any) ([]int64, error) {
 	fail := func(cause error) ([]int64, error) {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, cause)
 	}
@@ -191,7 +175,7 @@ func (l *Limiter) callQuiet(ctx context.Context, s *luaScript, rkey string, args
 	if cancel != nil {
 		defer cancel()
 	}
-	client, node, err := l.rt.route(cctx, l.client, rkey)
+	client, node, err := l.rt.route(cctx, l.client, keys[0])
 	if err != nil {
 		reportCall(l.hooks, "", 0, err)
 		return fail(err)
@@ -201,7 +185,7 @@ func (l *Limiter) callQuiet(ctx context.Context, s *luaScript, rkey string, args
 	if !ok {
 		return fail(ErrCircuitOpen)
 	}
-	vals, err := l.rt.send(cctx, s, client, node, l.hooks, []string{rkey}, args)
+	vals, err := l.rt.send(cctx, s, client, node, l.hooks, keys, args)
 	settle(ctx, c, t, err, l.hooks)
 	if err != nil {
 		return fail(err)

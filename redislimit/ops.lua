@@ -1,24 +1,57 @@
 -- redislimit: the operations other than a decision, on one key.
 --
 -- KEYS[1]  the state key (see script.lua for its layouts).
+-- KEYS[2]  the key's incarnation key (Limiter.incKey, in KEYS[1]'s slot).
 -- ARGV[1]  "" to work at the server's TIME, else an instant in µs (tests;
 --          see internal/luasrc/start.lua).
 -- ARGV[2]  the operation:
 --            "reserve"  Wait on a bucket: take the slot of cost units and
 --                       reply how long until it starts
---            "refund"   give back cost units an admission consumed
+--            "refund"   give back what the state still owes to one
+--                       admission (Admission.Refund)
 --            "reset"    delete the state: the key is fresh
 -- ARGV[3..6] kind, a, tau, limit, as for script.lua; ARGV[7] leaky ("1" or
 --          "0"); ARGV[8] cost; ARGV[9] for "reserve": the longest wait
---          the caller accepts, µs.
+--          the caller accepts, µs; for "refund": the admission's
+--          incarnation; ARGV[10] for "refund": its mark (script.lua).
 --
--- Reply: "reserve" {1, wait} when the slot was taken, {0, wait} when the
--- wait would be longer than accepted (nothing is written; wait -1: never);
--- "refund" and "reset" {1}. Durations in µs.
+-- Reply: "reserve" {1, wait, incarnation, TAT left} when the slot was
+-- taken, {0, wait} when the wait would be longer than accepted (nothing is
+-- written; wait -1: never); "refund" {1} when it gave something back, else
+-- {0}; "reset" {1}. Durations in µs.
+--
+-- Incarnations. A give-back must not give units to a state that does not
+-- owe them: a state deleted (Reset, or a refund that left it fresh) and
+-- created again owes nothing to the admissions of the deleted one. Each
+-- removal therefore gives the key a new incarnation: a number, greater than
+-- the one before, stored under KEYS[2] (absent: 0) for as long as the
+-- removed state could still have owed an admission anything (its TTL: the
+-- time until it would have been fresh, when no admission is owed anything
+-- by the rules below), and for as long as any recorded admission of the
+-- new incarnation may be owed (script.lua and "reserve" extend it). A
+-- number is the larger of the previous one + 1 and the server's clock in
+-- µs, so it never repeats while the clock does not go back. A state that
+-- expires is fresh: the rules below owe nothing to its admissions then.
 
-local key, op = KEYS[1], ARGV[2]
-if op == "reset" then
+local key, op, incKey = KEYS[1], ARGV[2], KEYS[2]
+
+-- remove deletes the state and gives the key a new incarnation if anyone
+-- may hold a record of the old one (the state or the incarnation exists).
+local function remove()
+  local p, q = redis.call("PTTL", key), redis.call("PTTL", incKey)
+  if p ~= -2 or q ~= -2 then
+    local old = tonumber(redis.call("GET", incKey)) or 0
+    local t = redis.call("TIME")
+    local inc = math.max(old + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
+    local ttl = math.max(p, q, 1)
+    if p == -1 or q == -1 then ttl = 86400000 end -- no TTL: keep a day
+    redis.call("SET", incKey, string.format("%.0f", inc), "PX", ttl)
+  end
   redis.call("DEL", key)
+end
+
+if op == "reset" then
+  remove()
   return { 1 }
 end
 
@@ -40,27 +73,38 @@ if op == "reserve" then
     wait = math.max(0, nx - tau - now)
   end
   if wait > maxWait then return { 0, wait } end
-  redis.call("SET", key, string.format("%.0f", nx), "PX", ttlMs(nx - now))
-  return { 1, wait }
+  local ms = ttlMs(nx - now)
+  redis.call("SET", key, string.format("%.0f", nx), "PX", ms)
+  local inc = tonumber(redis.call("GET", incKey)) or 0
+  if inc ~= 0 and redis.call("PTTL", incKey) < ms then
+    redis.call("PEXPIRE", incKey, ms)
+  end
+  return { 1, wait, inc, nx }
 end
 
--- op == "refund"
+-- op == "refund": nothing unless the state is the admission's incarnation.
+local mark = tonumber(ARGV[10])
+if (tonumber(redis.call("GET", incKey)) or 0) ~= tonumber(ARGV[9]) then return { 0 } end
 local v = redis.call("GET", key)
-if not v then return { 1 } end
+if not v then return { 0 } end
 if kind == 1 then
-  -- Move the TAT back by c·T, never below now (no fuller than full).
+  -- The part of c·T that has not drained: the TAT moves back by
+  -- min(c·T, E − now), E the TAT the admission left, never below now.
   local tat = tonumber(v) or 0
-  local nt = math.max(now, tat - c * a)
-  if nt >= tat then return { 1 } end
+  local g = math.min(c * a, mark - now)
+  if g <= 0 then return { 0 } end
+  local nt = math.max(now, tat - g)
+  if nt >= tat then return { 0 } end
   if nt <= now then
-    redis.call("DEL", key)
+    remove()
   else
     redis.call("SET", key, string.format("%.0f", nt), "PX", ttlMs(nt - now))
   end
   return { 1 }
 end
 if kind == 4 then
-  -- Drop the c newest admitted units that still count.
+  -- Drop up to c of the newest admitted units logged no later than the
+  -- admission's instant that still count.
   local last, ts, cs, j = 0, {}, {}, 0
   for num in string.gmatch(v, "%d+") do
     if j == 0 then
@@ -75,40 +119,42 @@ if kind == 4 then
   local t = math.max(now, last)
   local first = 1
   while first <= #ts and ts[first] + a <= t do first = first + 1 end
-  local parts, n = {}, #ts
-  while c > 0 and n >= first do
-    local take = math.min(c, cs[n])
-    cs[n] = cs[n] - take
-    c = c - take
-    if cs[n] == 0 then n = n - 1 end
+  local gave = false
+  for i = #ts, first, -1 do
+    if c == 0 then break end
+    if ts[i] <= mark and cs[i] > 0 then
+      local take = math.min(c, cs[i])
+      cs[i], c, gave = cs[i] - take, c - take, true
+    end
   end
-  if n < first then
-    redis.call("DEL", key)
-    return { 1 }
+  if not gave then return { 0 } end
+  local parts = { string.format("%.0f", t) }
+  for i = first, #ts do
+    if cs[i] > 0 then parts[#parts + 1] = string.format("%.0f %.0f", ts[i], cs[i]) end
   end
-  parts[1] = string.format("%.0f", t)
-  for i = first, n do
-    parts[#parts + 1] = string.format("%.0f %.0f", ts[i], cs[i])
+  if #parts == 1 then
+    remove()
+  else
+    redis.call("SET", key, table.concat(parts, " "), "KEEPTTL")
   end
-  redis.call("SET", key, table.concat(parts, " "), "KEEPTTL")
   return { 1 }
 end
--- Windows: lower the count of the current window, or for the sliding
--- window the previous one when the stored window is one ahead of now.
+-- Windows: c off the count of the admission's window k while the state is
+-- in it; for the sliding window, c off the previous count in the window
+-- after it; nothing later.
 local k, p, q = string.match(v, "^(%d+) (%d+) (%d+)$")
-if not k then return { 1 } end
+if not k then return { 0 } end
 k, p, q = tonumber(k), tonumber(p), tonumber(q)
-local ka = math.floor(now / a)
-while ka * a > now do ka = ka - 1 end
-while (ka + 1) * a <= now do ka = ka + 1 end
-if k < ka then return { 1 } end
-local d = k - ka
-if d == 0 then
+if k == mark and q > 0 then
   q = math.max(0, q - c)
-elseif d == 1 and kind == 3 then
+elseif k == mark + 1 and kind == 3 and p > 0 then
   p = math.max(0, p - c)
 else
-  return { 1 }
+  return { 0 }
 end
-redis.call("SET", key, string.format("%.0f %.0f %.0f", k, p, q), "KEEPTTL")
+if p == 0 and q == 0 then
+  remove() -- fresh: removed, as a give-back that leaves a bucket full
+else
+  redis.call("SET", key, string.format("%.0f %.0f %.0f", k, p, q), "KEEPTTL")
+end
 return { 1 }

@@ -16,8 +16,7 @@ import (
 // script and hotlimit's limiter on one manual clock: every decision after
 // a refund must agree, so the refund gave back exactly what hotlimit's
 // does, for every policy. Each refund gives back an admission made at the
-// same instant, hotlimit's through its Admission: there the script's
-// Refund by key and hotlimit's bounded give-back of that admission agree.
+// same instant, through each side's Admission.
 func TestDifferentialRefund(t *testing.T) {
 	c := redistest.Client(t, redistest.Addr(t))
 	ctx := context.Background()
@@ -35,8 +34,9 @@ func TestDifferentialRefund(t *testing.T) {
 				cost := 1 + rng.Int64N(min(limit, 3))
 				if rng.IntN(3) == 0 {
 					var a hotlimit.Admission
+					var ra Admission
 					want := p.local.AdmitN(&a, "k", cost)
-					got, err := p.remote.AllowN(ctx, "k", cost)
+					got, err := p.remote.AdmitN(ctx, &ra, "k", cost)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -44,9 +44,9 @@ func TestDifferentialRefund(t *testing.T) {
 						t.Fatalf("step %d, cost %d before a refund:\n local %+v\n redis %+v", step, cost, want, got)
 					}
 					if want.Allowed {
-						a.Refund()
-						if err := p.remote.Refund(ctx, "k", cost); err != nil {
-							t.Fatal(err)
+						gave := a.Refund()
+						if rgave, err := ra.Refund(ctx); err != nil || rgave != gave {
+							t.Fatalf("step %d: Refund gave %v (%v), hotlimit's %v", step, rgave, err, gave)
 						}
 					}
 					cost = 0 // look at the state the refund left

@@ -11,6 +11,11 @@
 --          limit Burst, Capacity+1 or Limit
 --          cost
 -- ARGV[2+5n] optional: "1" to report each layer's next unit (see Reply).
+-- ARGV[3+5n] optional, one layer only (Limiter.AdmitN): the Redis key of
+--          the key's incarnation (see ops.lua). The reply of an admission
+--          then ends with the incarnation and the admission's mark: for
+--          kind 1 the TAT it left, for kinds 2 and 3 the index of the
+--          window it counted in, for kind 4 the instant it was logged at.
 --
 -- All arithmetic is on integers held in Lua numbers (doubles), exact below
 -- 2^53: New bounds T, W, Burst·T and Limit by 2^50, and products that can
@@ -40,12 +45,13 @@
 -- it in a function of KEYS and ARGV, called once per decision of a batch
 -- (see batch.go).
 local wantNext = ARGV[2 + 5 * #KEYS] == "1"
+local incKey = ARGV[3 + 5 * #KEYS] -- nil unless an admission is recorded
 
 -- Fast path: a single token-bucket layer, the common call. It is step
 -- and the write below for that case, written out without closures or
 -- tables: creating them (and collecting them) is most of the cost of a
 -- script this small. Every other call takes the general path after it.
-if #KEYS == 1 and ARGV[2] == "1" then
+if #KEYS == 1 and ARGV[2] == "1" and not incKey then
   local key, T, tau, c = KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
   local base = tonumber(redis.call("GET", key)) or 0
   if base < now then base = now end -- a stale reading: no time has passed
@@ -89,7 +95,7 @@ end
 -- keys (the common layered call: per user, per IP, global): the general
 -- path's decisions written out over flat arrays, with one helper instead
 -- of the general path's closures and state tables.
-if ARGV[2] == "1" then
+if ARGV[2] == "1" and not incKey then
   local n, fast = #KEYS, true
   for i = 2, n do
     if ARGV[2 + 5 * (i - 1)] ~= "1" then fast = false; break end
@@ -450,6 +456,17 @@ for i = 1, n do
       redis.call("SET", key, string.format("%.0f %.0f %.0f", st.k, st.p, st.q), "PX", ms)
     end
     pending[key] = nil
+    if incKey then
+      -- The record of this admission (one layer): the incarnation, kept
+      -- for as long as this state may owe the admission anything.
+      local inc = tonumber(redis.call("GET", incKey)) or 0
+      if inc ~= 0 and redis.call("PTTL", incKey) < ms then
+        redis.call("PEXPIRE", incKey, ms)
+      end
+      local mark = st.tat or st.last or st.k
+      out[#out + 1] = inc
+      out[#out + 1] = mark
+    end
   end
 end
 return out
