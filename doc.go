@@ -51,6 +51,8 @@
 // github.com/cespare/xxhash/v2 and the standard library. It holds, besides
 // this package:
 //
+//   - admission: the decision pipeline that every transport shares (keys,
+//     groups, layers, backends, outcomes);
 //   - httplimit: net/http middleware (route groups, layers, client IPs,
 //     the IETF RateLimit headers);
 //   - httpretry: an http.RoundTripper that retries politely on 429 and 503;
@@ -70,6 +72,9 @@
 //     limiters with porcupine;
 //   - github.com/hotlimit/hotlimit/cmd/ratelab: what each algorithm admits
 //     on typical traffic shapes, as a table and charts;
-//   - github.com/hotlimit/hotlimit/bench and …/bench/redisbench: benchmarks
-//     against other limiters.
+//   - github.com/hotlimit/hotlimit/examples/routers: httplimit behind chi,
+//     gin and echo;
+//   - github.com/hotlimit/hotlimit/bench and
+//     github.com/hotlimit/hotlimit/bench/redisbench: benchmarks against
+//     other limiters.
 package hotlimit

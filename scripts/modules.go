@@ -32,7 +32,9 @@
 //     line, which would make a development machine with an older Go fetch
 //     a toolchain; docs/modules.md's table states every module's minimum Go
 //     as its go.mod does, and README.md the root module's ("needs Go 1.25
-//     or later").
+//     or later");
+//   - the root package's documentation (doc.go) names every nested module
+//     in its map of the modules.
 //
 // It uses only the standard library and the go command.
 package main
@@ -224,6 +226,17 @@ func check(mods []module) []string {
 	}
 
 	problems = append(problems, checkGo(mods, byPath)...)
+
+	// doc.go's map names every nested module.
+	if doc, err := os.ReadFile("doc.go"); err != nil {
+		problems = append(problems, err.Error())
+	} else {
+		for _, m := range mods[1:] {
+			if !regexp.MustCompile(`(?m)^//.*\b` + regexp.QuoteMeta(m.Path) + `\b`).Match(doc) {
+				problems = append(problems, fmt.Sprintf("doc.go's map of the modules does not name %s", m.Path))
+			}
+		}
+	}
 
 	// Replaces of siblings point at them; commands have none.
 	for _, m := range mods {
