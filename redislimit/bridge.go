@@ -11,10 +11,10 @@ import (
 // The calls redislimit/lease makes through a Limiter (see
 // internal/bridge).
 func init() {
-	bridge.NewScript = func(src string) any { return newScript(luasrc.Start + src) }
+	bridge.NewScript = func(src string) any { return newScript(luasrc.Start + luasrc.Incarnation + src) }
 	bridge.Call = func(ctx context.Context, l any, script any, key string, args ...any) ([]int64, error) {
 		lim := l.(*Limiter)
-		return lim.callQuiet(ctx, script.(*luaScript), []string{lim.RedisKey(key)}, args...)
+		return lim.callQuiet(ctx, script.(*luaScript), []string{lim.RedisKey(key), lim.incKey(key)}, args...)
 	}
 	bridge.ModeOption = func(build func(l any, policy hotlimit.Policy) (bridge.Leaser, error)) any {
 		return Option(func(c *config) { c.leaser = build })

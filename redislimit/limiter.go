@@ -27,7 +27,8 @@ type luaScript struct {
 func newScript(src string) *luaScript { return &luaScript{redis.NewScript(src), src} }
 
 var (
-	// Each script is luasrc.Start, then its own file.
+	// Each script is luasrc.Start, then its own file (ops.lua after
+	// luasrc.Incarnation).
 	//go:embed script.lua
 	decideSource string
 	//go:embed ops.lua
@@ -35,9 +36,9 @@ var (
 	//go:embed permits.lua
 	permitSource string
 
-	decideScript = newScript(luasrc.Start + decideSource) // decisions, one or more layers
-	opsScript    = newScript(luasrc.Start + opsSource)    // Wait's reservation, Admission.Refund, Reset
-	permitScript = newScript(luasrc.Start + permitSource) // the concurrency limit's permits
+	decideScript = newScript(luasrc.Start + decideSource)                   // decisions, one or more layers
+	opsScript    = newScript(luasrc.Start + luasrc.Incarnation + opsSource) // Wait's reservation, Admission.Refund, Reset
+	permitScript = newScript(luasrc.Start + permitSource)                   // the concurrency limit's permits
 )
 
 // Limiter is a keyed rate limiter whose state lives in Redis, so that

@@ -20,38 +20,13 @@
 -- written; wait -1: never); "refund" {1} when it gave something back, else
 -- {0}; "reset" {1}. Durations in µs.
 --
--- Incarnations. A give-back must not give units to a state that does not
--- owe them: a state deleted (Reset, or a refund that left it fresh) and
--- created again owes nothing to the admissions of the deleted one. Each
--- removal therefore gives the key a new incarnation: a number, greater than
--- the one before, stored under KEYS[2] (absent: 0) for as long as the
--- removed state could still have owed an admission anything (its TTL: the
--- time until it would have been fresh, when no admission is owed anything
--- by the rules below), and for as long as any recorded admission of the
--- new incarnation may be owed (script.lua and "reserve" extend it). A
--- number is the larger of the previous one + 1 and the server's clock in
--- µs, so it never repeats while the clock does not go back. A state that
--- expires is fresh: the rules below owe nothing to its admissions then.
+-- Incarnations: see internal/luasrc/incarnation.lua, which this script
+-- starts with (after internal/luasrc/start.lua).
 
 local key, op, incKey = KEYS[1], ARGV[2], KEYS[2]
 
--- remove deletes the state and gives the key a new incarnation if anyone
--- may hold a record of the old one (the state or the incarnation exists).
-local function remove()
-  local p, q = redis.call("PTTL", key), redis.call("PTTL", incKey)
-  if p ~= -2 or q ~= -2 then
-    local old = tonumber(redis.call("GET", incKey)) or 0
-    local t = redis.call("TIME")
-    local inc = math.max(old + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
-    local ttl = math.max(p, q, 1)
-    if p == -1 or q == -1 then ttl = 86400000 end -- no TTL: keep a day
-    redis.call("SET", incKey, string.format("%.0f", inc), "PX", ttl)
-  end
-  redis.call("DEL", key)
-end
-
 if op == "reset" then
-  remove()
+  remove(key, incKey)
   return { 1 }
 end
 
@@ -75,11 +50,7 @@ if op == "reserve" then
   if wait > maxWait then return { 0, wait } end
   local ms = ttlMs(nx - now)
   redis.call("SET", key, string.format("%.0f", nx), "PX", ms)
-  local inc = tonumber(redis.call("GET", incKey)) or 0
-  if inc ~= 0 and redis.call("PTTL", incKey) < ms then
-    redis.call("PEXPIRE", incKey, ms)
-  end
-  return { 1, wait, inc, nx }
+  return { 1, wait, incarnation(incKey, ms), nx }
 end
 
 -- op == "refund": nothing unless the state is the admission's incarnation.
@@ -96,7 +67,7 @@ if kind == 1 then
   local nt = math.max(now, tat - g)
   if nt >= tat then return { 0 } end
   if nt <= now then
-    remove()
+    remove(key, incKey)
   else
     redis.call("SET", key, string.format("%.0f", nt), "PX", ttlMs(nt - now))
   end
@@ -133,7 +104,7 @@ if kind == 4 then
     if cs[i] > 0 then parts[#parts + 1] = string.format("%.0f %.0f", ts[i], cs[i]) end
   end
   if #parts == 1 then
-    remove()
+    remove(key, incKey)
   else
     redis.call("SET", key, table.concat(parts, " "), "KEEPTTL")
   end
@@ -153,7 +124,7 @@ else
   return { 0 }
 end
 if p == 0 and q == 0 then
-  remove() -- fresh: removed, as a give-back that leaves a bucket full
+  remove(key, incKey) -- fresh: removed, as a give-back that leaves a bucket full
 else
   redis.call("SET", key, string.format("%.0f %.0f %.0f", k, p, q), "KEEPTTL")
 end

@@ -458,7 +458,9 @@ for i = 1, n do
     pending[key] = nil
     if incKey then
       -- The record of this admission (one layer): the incarnation, kept
-      -- for as long as this state may owe the admission anything.
+      -- for as long as this state may owe the admission anything
+      -- (internal/luasrc/incarnation.lua's incarnation, inline: this
+      -- script does not start with that file).
       local inc = tonumber(redis.call("GET", incKey)) or 0
       if inc ~= 0 and redis.call("PTTL", incKey) < ms then
         redis.call("PEXPIRE", incKey, ms)

@@ -66,7 +66,11 @@
 // that time left, which is never after the window's end on the server,
 // provided the instance's clock runs no slower than the server's. So every
 // window admits at most Limit across the fleet. A give-back names its
-// window and the script applies it only in that same window.
+// window and the script applies it only in that same window, and only the
+// units taken from the key's current state: after a Reset (redislimit's
+// Limiter.Reset, which gives the key's state a new incarnation; see
+// redislimit's "Give-backs") nothing taken before it is given back, in
+// either policy, even when the new state looks like the old one.
 //
 // # The other policies
 //

@@ -79,6 +79,7 @@ type entry struct {
 
 	// Guarded by busy.
 	stamp     int64 // what the last take into the lease replied (TAT or window index)
+	inc       int64 // and the incarnation of the key's state it was taken from (lease.lua)
 	lastGrant int64 // units of that take still undoable by a give
 	lastAt    int64 // clock ns of the previous refill
 	lastSpent int64 // units spent by then
@@ -551,14 +552,20 @@ func (l *Limiter) refill(ctx context.Context, e *entry, key string, need int64) 
 		if keep > 0 {
 			g.low.Store(keep / 2)
 		}
-		e.stamp, e.lastGrant = r.stamp, keep
+		e.stamp, e.inc, e.lastGrant = r.stamp, r.inc, keep
 		e.resetAt.Store(sent + r.left*int64(time.Microsecond))
 		return true, nil
 	}
 	g := e.cur.Load()
 	if g != deadGrant && g.win == r.stamp && sent < g.end {
 		g.avail.Add(keep)
-		e.lastGrant += keep
+		if r.inc == e.inc {
+			e.lastGrant += keep
+		} else {
+			// The state was deleted (Reset) and created again since the
+			// last take: only this take's units are owed by it.
+			e.lastGrant = keep
+		}
 	} else {
 		// A new window, or the same one after this instance's deadline
 		// for it (which comes a round trip early at most): the old
@@ -574,7 +581,7 @@ func (l *Limiter) refill(ctx context.Context, e *entry, key string, need int64) 
 	if keep > 0 {
 		g.low.Store(keep / 2)
 	}
-	e.stamp = r.stamp
+	e.stamp, e.inc = r.stamp, r.inc
 	return true, nil
 }
 
@@ -660,7 +667,7 @@ func (l *Limiter) call(ctx context.Context, key string, args ...any) ([]int64, e
 }
 
 type reply struct {
-	granted, stamp, left, retry int64
+	granted, stamp, left, retry, inc int64
 }
 
 func (l *Limiter) now() string {
@@ -678,8 +685,8 @@ func (l *Limiter) take(ctx context.Context, key string, lo, want int64) (reply, 
 	switch {
 	case len(v) == 2 && v[0] == 0:
 		return reply{retry: v[1]}, nil
-	case len(v) == 3 && v[0] >= lo && v[0] <= want:
-		return reply{granted: v[0], stamp: v[1], left: v[2]}, nil
+	case len(v) == 4 && v[0] >= lo && v[0] <= want:
+		return reply{granted: v[0], stamp: v[1], left: v[2], inc: v[3]}, nil
 	}
 	return reply{}, fmt.Errorf("%w: unexpected reply %v", ErrUnavailable, v)
 }
@@ -693,7 +700,7 @@ func (l *Limiter) giveBack(ctx context.Context, e *entry, key string) error {
 	if r <= 0 || (g.end != never && int64(l.clock.Now()) >= g.end) {
 		return nil
 	}
-	_, err := l.call(ctx, key, l.now(), "give", l.argv[0], l.argv[1], l.argv[2], l.argv[3], r, e.stamp)
+	_, err := l.call(ctx, key, l.now(), "give", l.argv[0], l.argv[1], l.argv[2], l.argv[3], r, e.stamp, e.inc)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}

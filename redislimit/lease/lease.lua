@@ -4,6 +4,8 @@
 -- kind 2 "k 0 q" (window index, unused, units counted in window k).
 --
 -- KEYS[1]  the key's state.
+-- KEYS[2]  the key's incarnation (redislimit/internal/luasrc/incarnation.lua,
+--          which this script starts with, after start.lua).
 -- ARGV[1]  "" to work at the server's TIME, else an instant in µs (tests;
 --          read by the common start, redislimit/internal/luasrc/start.lua).
 -- ARGV[2]  "take" or "give"
@@ -13,19 +15,25 @@
 -- ARGV[6]  the limit: Burst or Limit
 -- take: ARGV[7] min, ARGV[8] want (1 <= min <= want <= limit)
 --   Debits g = min(want, available) units if g >= min.
---   Reply {g, stamp, left}: stamp is the TAT written (kind 1) or the
+--   Reply {g, stamp, left, inc}: stamp is the TAT written (kind 1) or the
 --   window index (kind 2); left is the µs until the state is fresh again:
---   the bucket full (kind 1), the window's end (kind 2). Denied:
---   {0, retry}, retry the µs until min would fit.
--- give: ARGV[7] units r, ARGV[8] stamp (what the giver's last take
---   replied). Kind 1: only if the stored TAT is still stamp (nothing was
---   debited since), the TAT moves back by r·T: an exact undo of r units of
---   that take. Kind 2: only if the stored window and the current one are
---   both stamp, q drops by r. Reply {1} when given back, else {0}.
+--   the bucket full (kind 1), the window's end (kind 2); inc the state's
+--   incarnation. Denied: {0, retry}, retry the µs until min would fit.
+-- give: ARGV[7] units r, ARGV[8] stamp, ARGV[9] inc (what the giver's last
+--   take replied). Nothing unless the state is still incarnation inc (not
+--   deleted by a Reset since, nor left fresh by a give-back: a state
+--   created again can look the same as the one taken from). Kind 1: only
+--   if the stored TAT is still stamp (nothing was debited since), the TAT
+--   moves back by r·T: an exact undo of r units of that take. Kind 2: only
+--   if the stored window and the current one are both stamp, q drops by r.
+--   Reply {1} when given back, else {0}.
 
-local key, op, kind = KEYS[1], ARGV[2], ARGV[3]
+local key, incKey, op, kind = KEYS[1], KEYS[2], ARGV[2], ARGV[3]
 local A, tau, limit = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local x, y = tonumber(ARGV[7]), tonumber(ARGV[8])
+if op == "give" and (tonumber(redis.call("GET", incKey)) or 0) ~= tonumber(ARGV[9]) then
+  return { 0 }
+end
 
 if kind == "1" then
   local tat = tonumber(redis.call("GET", key)) or 0
@@ -35,7 +43,7 @@ if kind == "1" then
     if nt > now then
       redis.call("SET", key, string.format("%.0f", nt), "PX", ttlMs(nt - now))
     else
-      redis.call("DEL", key)
+      remove(key, incKey)
     end
     return { 1 }
   end
@@ -46,8 +54,9 @@ if kind == "1" then
   local g = math.min(y, avail)
   if g < x then return { 0, base + x * A - tau - now } end
   local nx = base + g * A
-  redis.call("SET", key, string.format("%.0f", nx), "PX", ttlMs(nx - now))
-  return { g, nx, nx - now }
+  local ms = ttlMs(nx - now)
+  redis.call("SET", key, string.format("%.0f", nx), "PX", ms)
+  return { g, nx, nx - now, incarnation(incKey, ms) }
 end
 
 -- kind 2: the fixed window.
@@ -68,5 +77,6 @@ end
 if sk ~= k then q = 0 end
 local g = math.min(y, limit - q)
 if g < x then return { 0, A - e } end
-redis.call("SET", key, string.format("%.0f 0 %.0f", k, q + g), "PX", ttlMs(A - e))
-return { g, k, A - e }
+local ms = ttlMs(A - e)
+redis.call("SET", key, string.format("%.0f 0 %.0f", k, q + g), "PX", ms)
+return { g, k, A - e, incarnation(incKey, ms) }

@@ -111,7 +111,7 @@ func TestGiveChecksWindow(t *testing.T) {
 		t.Fatalf("take in window k+1: %+v, %v", r2, err)
 	}
 	for _, stamp := range []int64{r.stamp, r2.stamp + 1} {
-		v, err := l.call(ctx, key, l.now(), "give", l.argv[0], l.argv[1], l.argv[2], l.argv[3], 5, stamp)
+		v, err := l.call(ctx, key, l.now(), "give", l.argv[0], l.argv[1], l.argv[2], l.argv[3], 5, stamp, r2.inc)
 		if err != nil || len(v) != 1 || v[0] != 0 {
 			t.Fatalf("give for window %d in window %d: %v, %v; want {0}", stamp, r2.stamp, v, err)
 		}
@@ -119,7 +119,7 @@ func TestGiveChecksWindow(t *testing.T) {
 	if q := windowCount(t, c, l, key, r2.stamp); q != 7 {
 		t.Fatalf("window k+1 counts %d after the give-backs, want 7", q)
 	}
-	v, err := l.call(ctx, key, l.now(), "give", l.argv[0], l.argv[1], l.argv[2], l.argv[3], 3, r2.stamp)
+	v, err := l.call(ctx, key, l.now(), "give", l.argv[0], l.argv[1], l.argv[2], l.argv[3], 3, r2.stamp, r2.inc)
 	if err != nil || len(v) != 1 || v[0] != 1 {
 		t.Fatalf("give within window k+1: %v, %v; want {1}", v, err)
 	}

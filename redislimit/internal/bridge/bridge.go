@@ -13,11 +13,13 @@ import (
 
 var (
 	// NewScript returns a script for Call: src after the common start of
-	// every script (redislimit/internal/luasrc).
+	// every script and the incarnation functions
+	// (redislimit/internal/luasrc's Start and Incarnation).
 	NewScript func(src string) any
 
-	// Call runs script on the Redis key of key under l, with args after
-	// the key, through l's router, circuit, timeout and Call hook. Its
+	// Call runs script on the Redis key of key under l (KEYS[1]) and
+	// key's incarnation key (KEYS[2]; see luasrc's incarnation.lua), with
+	// args, through l's router, circuit, timeout and Call hook. Its
 	// error wraps redislimit.ErrUnavailable; it is not reported to the
 	// Failure hook (see Fail).
 	Call func(ctx context.Context, l any, script any, key string, args ...any) ([]int64, error)

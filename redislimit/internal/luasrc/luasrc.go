@@ -11,3 +11,10 @@ import _ "embed"
 //
 //go:embed start.lua
 var Start string
+
+// Incarnation defines incarnation and remove, the functions of the scripts
+// that record admissions and give them back (see incarnation.lua). Such a
+// script is Start, then Incarnation, then its own source.
+//
+//go:embed incarnation.lua
+var Incarnation string
