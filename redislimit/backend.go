@@ -105,7 +105,21 @@ func (b *RedisBackend) AllowBinding(ctx context.Context, layers []admission.Laye
 // state, for every policy. The states are unknown (Remaining -1) when a
 // cached denial (WithLocalDenials) or a failure policy answered. A nil
 // states reads none, and the script computes none.
+//
+// A states of another length than layers (the interface asks for
+// len(layers)) never panics: the call is decided with states for every
+// layer, states receives those of its first layers, and any element
+// beyond the layers is unknown (Remaining -1), as admission.Local does.
 func (b *RedisBackend) AllowStates(ctx context.Context, layers []admission.Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
+	if states != nil && len(states) != len(layers) {
+		own := make([]admission.LayerState, len(layers))
+		d, i, err := b.AllowStates(ctx, layers, own)
+		n := copy(states, own)
+		for j := n; j < len(states); j++ {
+			states[j] = admission.LayerState{Remaining: -1}
+		}
+		return d, i, err
+	}
 	var buf [8]Layer
 	ls := buf[:0]
 	for _, ly := range layers {

@@ -3,6 +3,7 @@ package redislimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -155,6 +156,41 @@ func TestBackendStatesUnknown(t *testing.T) {
 		d, _, err := rb.AllowStates(ctx, ls, states)
 		if err != nil || d.Allowed != (i == 0) || states[0].Remaining != want || want == 0 && states[0].Window <= 0 {
 			t.Fatalf("call %d: %+v, %v, state %+v; want Remaining %d", i, d, err, states[0], want)
+		}
+	}
+}
+
+// TestBackendStatesLength: AllowStates given a states slice shorter or
+// longer than its layers (a caller's reusable buffer) does not panic: the
+// layers states has room for get their states, the elements beyond the
+// layers are unknown (Remaining -1), and the decision is the same.
+func TestBackendStatesLength(t *testing.T) {
+	c := redistest.Client(t, redistest.Addr(t))
+	rb := must(NewBackend(c, map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Hour}},
+		WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second)))
+	ctx := context.Background()
+	for _, n := range []int{1, 2, 5, 9} {
+		ls := make([]httplimit.Layer, 3)
+		for i := range ls {
+			ls[i] = httplimit.Layer{Limit: "l", Key: fmt.Sprint("k", n, i), Cost: int64(i + 1)}
+		}
+		states := make([]httplimit.LayerState, n)
+		for i := range states {
+			states[i] = httplimit.LayerState{Remaining: 77}
+		}
+		d, _, err := rb.AllowStates(ctx, ls, states)
+		if err != nil || !d.Allowed {
+			t.Fatalf("%d states: %+v, %v", n, d, err)
+		}
+		for i, st := range states {
+			if want := int64(-1); i < len(ls) {
+				want = 5 - int64(i+1)
+				if st.Remaining != want {
+					t.Fatalf("%d states: states[%d] = %+v; want Remaining %d", n, i, st, want)
+				}
+			} else if st.Remaining != want {
+				t.Fatalf("%d states: states[%d] = %+v; want Remaining %d", n, i, st, want)
+			}
 		}
 	}
 }
