@@ -24,7 +24,9 @@ import (
 // sent at once, alone as before when nothing waits (a serial caller never
 // waits for a batch); otherwise it queues, and the next batch to finish
 // hands every queued call to the first of them, which sends them as one
-// batch. A batch is one call: it succeeds or fails as a whole, each of its
+// batch. A batch is one call: a timeout or an outage fails it as a whole,
+// while a script error of one decision (its key holds another type) fails
+// that decision alone, as it would have alone (batch.lua); each of its
 // decisions is reported to its own limiter's hooks, and a call that left
 // the queue before it was sent (its context ended) sent nothing. The batch
 // carries the earliest deadline of its calls.
@@ -187,9 +189,12 @@ func (b *batcher) sendMany(batch []*batchCall, now string) {
 			c.err = err
 			continue
 		}
-		if r, ok := vals[i].([]any); ok {
+		switch r := vals[i].(type) {
+		case []any:
 			c.reply = r
-		} else {
+		case error: // this decision's script error (batch.lua): its own
+			c.err = r
+		default:
 			c.err = errBadReply(vals[i])
 		}
 	}

@@ -11,7 +11,11 @@
 --          number of layers n, its next flag ("1" or ""), then its 5n
 --          layer arguments as in script.lua.
 --
--- Reply: m replies, each script.lua's reply to that decision.
+-- Reply: m replies, each script.lua's reply to that decision, or the
+-- error that decision raised (a key holding another type): an error fails
+-- its own decision, never the others of the batch. A decision raises only
+-- before it writes (script.lua reads every key first), so a failed
+-- decision changed nothing.
 local out, ki, ai = {}, 1, 3
 for c = 1, tonumber(ARGV[2]) do
   local n, flag = tonumber(ARGV[ai]), ARGV[ai + 1]
@@ -26,6 +30,13 @@ for c = 1, tonumber(ARGV[2]) do
     ai = ai + 1
   end
   as[5 * n + 2] = flag
-  out[c] = decide(ks, as)
+  local ok, r = pcall(decide, ks, as)
+  if ok then
+    out[c] = r
+  elseif type(r) == "table" and r.err then
+    out[c] = r
+  else
+    out[c] = redis.error_reply(tostring(r))
+  end
 end
 return out

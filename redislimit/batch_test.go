@@ -142,3 +142,33 @@ func TestBatchExactTotals(t *testing.T) {
 	}
 	t.Logf("3200 decisions in %d commands", sent.N())
 }
+
+// TestBatchScriptErrorIsolated: a decision that fails in the script (its
+// key holds another type) fails alone; the other decisions of its batch
+// are decided and replied as they would be alone, and the one after it
+// sees the state the one before it left.
+func TestBatchScriptErrorIsolated(t *testing.T) {
+	c := redistest.Client(t, redistest.Addr(t))
+	ctx := context.Background()
+	b := routerFor(c).batch
+	now := int64(baseMicros)
+	l := must(New(c, "e", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 3}, WithPrefix(redistest.Prefix(t))))
+	if err := c.HSet(ctx, l.RedisKey("bad"), "f", "v").Err(); err != nil {
+		t.Fatal(err)
+	}
+	mk := func(key string) *batchCall {
+		return &batchCall{keys: []string{l.RedisKey(key)}, args: []any{"", l.argv[0], l.argv[1], l.argv[2], l.argv[3], int64(2)},
+			deadline: time.Now().Add(5 * time.Second)}
+	}
+	calls := []*batchCall{mk("good"), mk("bad"), mk("good")}
+	b.sendMany(calls, strconv.FormatInt(now, 10))
+	if calls[1].err == nil {
+		t.Fatalf("the decision on a hash was not an error: %v", calls[1].reply)
+	}
+	for i, want := range []int64{1, 0} { // the first admitted, the second denied (2+2 > 3)
+		bc := calls[2*i]
+		if bc.err != nil || len(bc.reply) == 0 || bc.reply[0] != want {
+			t.Fatalf("decision %d of the batch: %v, %v; want allowed=%d", 2*i, bc.reply, bc.err, want)
+		}
+	}
+}
