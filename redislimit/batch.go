@@ -20,16 +20,18 @@ import (
 // (the redisbench module's RESULTS.md,
 // https://github.com/hotlimit/hotlimit/blob/main/bench/redisbench/RESULTS.md).
 //
-// A call that finds fewer than maxBatchesInFlight batches in flight is
-// sent at once, alone as before when nothing waits (a serial caller never
-// waits for a batch); otherwise it queues, and the next batch to finish
-// hands every queued call to the first of them, which sends them as one
-// batch. A batch is one call: a timeout or an outage fails it as a whole,
+// A call that finds fewer than maxBatchesInFlight batches in flight and
+// none queued is sent at once, alone, on its own goroutine (a serial
+// caller never waits for a batch); otherwise it queues, and the sender of
+// the next batch to finish sends every queued call (up to maxBatch) as one
+// batch, on a goroutine of its own. Each caller waits for its reply or
+// for its own context, whichever comes first. A batch is one call: a timeout or an outage fails it as a whole,
 // while a script error of one decision (its key holds another type) fails
 // that decision alone, as it would have alone (batch.lua); each of its
 // decisions is reported to its own limiter's hooks, and a call that left
 // the queue before it was sent (its context ended) sent nothing. The batch
-// carries the earliest deadline of its calls.
+// carries the latest deadline of its calls, so that a call with little
+// time left fails no other call.
 //
 // Only a *redis.Client is batched: on a Redis Cluster a script's keys must
 // share a slot, and decisions with a test instant go alone.
@@ -59,9 +61,8 @@ type batchCall struct {
 	deadline time.Time
 	hooks    *Hooks
 
-	wake  chan struct{} // receives once: the reply is in, or lead is set
-	lead  []*batchCall  // set before wake: the batch this call sends
-	reply []any
+	wake  chan struct{} // receives once, buffered: the reply is in
+	reply []any         // written before wake, read after it
 	err   error
 }
 
@@ -74,38 +75,42 @@ type batcher struct {
 	inFlight int          // guarded by mu: batches being sent
 }
 
-// do sends bc, alone or in a batch, and returns its reply.
+// do sends bc, alone or in a batch, and returns its reply, or its
+// context's error when the context ends first: a call still queued then
+// leaves the queue (nothing was sent); a call in a batch in flight leaves
+// the batch to finish without it, and its decision may or may not have
+// been made, as for a call sent alone whose context ends.
 func (b *batcher) do(ctx context.Context, bc *batchCall) ([]any, error) {
 	b.mu.Lock()
-	if b.inFlight < maxBatchesInFlight {
+	if b.inFlight < maxBatchesInFlight && len(b.queue) == 0 {
+		// Alone, the serial caller's case: sent on its own goroutine.
 		b.inFlight++
-		var batch []*batchCall // nil: bc alone, the serial caller's case
-		if len(b.queue) > 0 {
-			batch = b.takeLocked(bc)
-		}
 		b.mu.Unlock()
-		b.send(ctx, batch, bc)
+		bc.reply, bc.err = b.r.send(ctx, decideScript, b.r.single, b.r.addr, bc.hooks, bc.keys, bc.args)
+		b.next()
 		return bc.reply, bc.err
 	}
 	bc.wake = make(chan struct{}, 1)
-	b.queue = append(b.queue, bc)
-	b.mu.Unlock()
+	if b.inFlight < maxBatchesInFlight {
+		b.inFlight++
+		batch := b.takeLocked(bc)
+		b.mu.Unlock()
+		go b.sendAll(batch)
+	} else {
+		b.queue = append(b.queue, bc)
+		b.mu.Unlock()
+	}
 	select {
 	case <-bc.wake:
+		return bc.reply, bc.err
 	case <-ctx.Done():
 		b.mu.Lock()
 		if i := slices.Index(b.queue, bc); i >= 0 {
 			b.queue = slices.Delete(b.queue, i, i+1)
-			b.mu.Unlock()
-			return nil, ctx.Err() // not sent
 		}
 		b.mu.Unlock()
-		<-bc.wake // taken into a batch: its outcome is that batch's
+		return nil, ctx.Err()
 	}
-	if bc.lead != nil {
-		b.send(ctx, bc.lead, bc)
-	}
-	return bc.reply, bc.err
 }
 
 // takeLocked returns the queued calls, up to maxBatch, then self when it
@@ -121,43 +126,53 @@ func (b *batcher) takeLocked(self *batchCall) []*batchCall {
 	return batch
 }
 
-// send sends batch, which holds self, the call whose goroutine sends it
-// (ctx is self's), or self alone when batch is nil; wakes its other calls
-// with their replies, then hands the calls queued meanwhile to the first
-// of them, or ends its turn.
-func (b *batcher) send(ctx context.Context, batch []*batchCall, self *batchCall) {
-	if len(batch) <= 1 {
-		self.reply, self.err = b.r.send(ctx, decideScript, b.r.single, b.r.addr, self.hooks, self.keys, self.args)
-	} else {
+// sendAll sends batch, wakes its calls with their replies, then sends the
+// calls queued meanwhile, batch after batch, until none is queued; it
+// holds one of the in-flight turns throughout. It runs on a goroutine of
+// its own, so that no caller waits for a batch past its own context.
+func (b *batcher) sendAll(batch []*batchCall) {
+	for {
 		b.sendMany(batch, "")
-	}
-	for _, c := range batch {
-		if c != self {
-			c.wake <- struct{}{}
+		for _, c := range batch {
+			c.wake <- struct{}{} // buffered: never blocks
 		}
+		b.mu.Lock()
+		if len(b.queue) == 0 {
+			b.inFlight--
+			b.mu.Unlock()
+			return
+		}
+		batch = b.takeLocked(nil)
+		b.mu.Unlock()
 	}
+}
+
+// next ends the in-flight turn of a call sent alone: it hands the turn to
+// the calls queued meanwhile, or gives it up.
+func (b *batcher) next() {
 	b.mu.Lock()
 	if len(b.queue) == 0 {
 		b.inFlight--
 		b.mu.Unlock()
 		return
 	}
-	next := b.takeLocked(nil)
+	batch := b.takeLocked(nil)
 	b.mu.Unlock()
-	next[0].lead = next
-	next[0].wake <- struct{}{}
+	go b.sendAll(batch)
 }
 
 // sendMany sends the calls of batch as one call of batchScript, under the
-// earliest of their deadlines, and sets each call's reply or error. now is
-// the instant to decide at, "" for the server's (only tests pass another).
+// latest of their deadlines (a call whose deadline comes first has left
+// by then: see do; the earliest would fail calls that alone would have
+// been decided), and sets each call's reply or error. now is the instant
+// to decide at, "" for the server's (only tests pass another).
 func (b *batcher) sendMany(batch []*batchCall, now string) {
 	nk, na := 0, 2
 	dl := batch[0].deadline
 	for _, c := range batch {
 		nk += len(c.keys)
 		na += 2 + 5*len(c.keys)
-		if c.deadline.Before(dl) {
+		if c.deadline.After(dl) {
 			dl = c.deadline
 		}
 	}

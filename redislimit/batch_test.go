@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -170,5 +171,57 @@ func TestBatchScriptErrorIsolated(t *testing.T) {
 		if bc.err != nil || len(bc.reply) == 0 || bc.reply[0] != want {
 			t.Fatalf("decision %d of the batch: %v, %v; want allowed=%d", 2*i, bc.reply, bc.err, want)
 		}
+	}
+}
+
+// TestBatchDeadlineIsNotShared: a call whose deadline has passed does not
+// fail the other calls of its batch; alone they would have been decided.
+// (Each caller waits for its own context: see batcher.do.)
+func TestBatchDeadlineIsNotShared(t *testing.T) {
+	c := redistest.Client(t, redistest.Addr(t))
+	b := routerFor(c).batch
+	l := must(New(c, "d", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 3}, WithPrefix(redistest.Prefix(t))))
+	mk := func(key string, dl time.Time) *batchCall {
+		return &batchCall{keys: []string{l.RedisKey(key)}, args: []any{"", l.argv[0], l.argv[1], l.argv[2], l.argv[3], int64(1)}, deadline: dl}
+	}
+	calls := []*batchCall{mk("a", time.Now().Add(5*time.Second)), mk("b", time.Now().Add(-time.Millisecond)), mk("c", time.Now().Add(5*time.Second))}
+	b.sendMany(calls, strconv.FormatInt(baseMicros, 10))
+	for _, i := range []int{0, 2} {
+		if bc := calls[i]; bc.err != nil || len(bc.reply) == 0 || bc.reply[0] != int64(1) {
+			t.Fatalf("call %d, with 5 s left, in a batch with a call past its deadline: %v, %v", i, bc.reply, bc.err)
+		}
+	}
+}
+
+// TestBatchWaiterLeavesOnItsContext: a call whose context ends while its
+// batch is in flight returns the context's error then, without waiting
+// for the batch.
+func TestBatchWaiterLeavesOnItsContext(t *testing.T) {
+	c := redistest.Client(t, redistest.Addr(t))
+	b := &batcher{r: routerFor(c)}
+	l := must(New(c, "w", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 3}, WithPrefix(redistest.Prefix(t))))
+	// Every batch slot is taken: the call queues.
+	b.mu.Lock()
+	b.inFlight = maxBatchesInFlight
+	b.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	bc := &batchCall{keys: []string{l.RedisKey("k")}, args: []any{"", l.argv[0], l.argv[1], l.argv[2], l.argv[3], int64(1)}, deadline: time.Now().Add(5 * time.Second)}
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.do(ctx, bc)
+		done <- err
+	}()
+	redistest.WaitFor(t, "the call to queue", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.queue) == 1
+	})
+	// Taken into a batch that is in flight (nobody sends it here).
+	b.mu.Lock()
+	b.takeLocked(nil)
+	b.mu.Unlock()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("do: %v; want the context's error", err)
 	}
 }

@@ -49,9 +49,13 @@
 // concurrent callers on a loopback server this decided about 3 times as
 // many requests per second as one call per decision, for 0.4 times the
 // server's CPU per decision (the redisbench module's RESULTS.md, see Cost
-// below). A batch is one call: a timeout
-// or an outage fails each of its decisions, as it would have failed each
-// call. On a Redis Cluster every decision is its own call.
+// below). A batch is one call: a timeout or an outage fails each of its
+// decisions, as it would have failed each call; a script error of one
+// decision (its key holds another type) fails that one alone. Each caller
+// waits for the batch only as long as its own context allows, and the
+// batch runs until the latest of its callers' deadlines, so a caller with
+// little time left fails no other. On a Redis Cluster every decision is
+// its own call.
 //
 // Admission.Refund, Reset and Wait's reservation are one call each of a
 // second script (ops.lua). Wait on a bucket reserves its slot in Redis and
