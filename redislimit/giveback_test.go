@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -254,5 +256,35 @@ func TestDifferentialGiveBack(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRefundOnce: concurrent Refunds of one Admission give it back once:
+// exactly one reports that it spent it, and the key owes the admission's
+// cost once, not twice.
+func TestRefundOnce(t *testing.T) {
+	now := int64(baseMicros)
+	l := frozen(t, hotlimit.FixedWindow{Limit: 10, Window: time.Hour}, &now)
+	ctx := context.Background()
+	must(l.AllowN(ctx, "k", 4))
+	var a Admission
+	must(l.AdmitN(ctx, &a, "k", 3))
+	var spent atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if ok, err := a.Refund(ctx); err != nil {
+				t.Error(err)
+			} else if ok {
+				spent.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := spent.Load(); n != 1 {
+		t.Fatalf("%d Refunds spent the Admission; want 1", n)
+	}
+	if d := must(l.AllowN(ctx, "k", 0)); d.Remaining != 6 {
+		t.Fatalf("after the refunds: Remaining %d; want 6 (4 still count)", d.Remaining)
 	}
 }
