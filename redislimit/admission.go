@@ -21,7 +21,9 @@ import (
 //     give-back that left it fresh), even when the key has a state again;
 //   - the buckets: the part of cost·T that has not drained, min(cost·T,
 //     E − now) with E the TAT the admission left, never making the bucket
-//     fuller than full;
+//     fuller than full; and nothing once a give-back of an earlier
+//     admission (one below it in the bucket) has moved its units down
+//     since: such a give-back gives the state a new incarnation;
 //   - the fixed window: cost off the count while the state is in the
 //     admission's window; the sliding window: also cost off the previous
 //     count in the window after it; nothing later;

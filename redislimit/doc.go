@@ -158,7 +158,9 @@
 // cancelled while it sleeps) refers to its admission, not to its key, and
 // gives back only what the key's state still owes to it, with the rules of
 // hotlimit's Admission (see Admission): nothing once the state was deleted
-// and created again, and for the buckets never units that refilled since.
+// and created again, and for the buckets never units that refilled since,
+// nor anything once an earlier admission's give-back moved its units down
+// (stricter than hotlimit's, which can then give back too much).
 // There is no give-back by key alone: it could return units that another
 // admission, a Reset or time had already accounted for. A key's state
 // deleted by Reset, or left fresh by a give-back, gets a new incarnation, a

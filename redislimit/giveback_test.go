@@ -199,8 +199,9 @@ func TestWaitCancelledGivesBack(t *testing.T) {
 
 // TestDifferentialGiveBack runs random traces of admissions recorded on
 // both sides, Resets, moving time and give-backs of any earlier admission
-// through redislimit and hotlimit on one manual clock: every decision and
-// every give-back's result agree, for every policy.
+// (the buckets: the latest) through redislimit and hotlimit on one manual
+// clock: every decision and every give-back's result agree, for every
+// policy.
 func TestDifferentialGiveBack(t *testing.T) {
 	c := redistest.Client(t, redistest.Addr(t))
 	ctx := context.Background()
@@ -211,6 +212,7 @@ func TestDifferentialGiveBack(t *testing.T) {
 			clock.Set(baseMicros * time.Microsecond)
 			p := newPair(t, c, clock, "giveback", redistest.Prefix(t), policy)
 			limit, per := p.remote.Limit(), period(policy)
+			bucket := p.remote.spec.kind == kindTokenBucket
 			type pair struct {
 				local  *hotlimit.Admission
 				remote *Admission
@@ -227,6 +229,13 @@ func TestDifferentialGiveBack(t *testing.T) {
 					}
 				case r < 6 && len(held) > 0:
 					i := rng.IntN(len(held))
+					if bucket {
+						// The latest first: a bucket give-back below the
+						// top renews the incarnation here (the records
+						// above it are owed nothing), where hotlimit's
+						// keeps them (TestGiveBackBelowTheTop).
+						i = len(held) - 1
+					}
 					h := held[i]
 					held = append(held[:i], held[i+1:]...)
 					want := h.local.Refund()
@@ -286,5 +295,39 @@ func TestRefundOnce(t *testing.T) {
 	}
 	if d := must(l.AllowN(ctx, "k", 0)); d.Remaining != 6 {
 		t.Fatalf("after the refunds: Remaining %d; want 6 (4 still count)", d.Remaining)
+	}
+}
+
+// TestGiveBackBelowTheTop: a bucket give-back of an admission that later
+// ones sit above moves their units down, so their records must not give
+// back by their own TAT: A and B take 2 each of a burst of 4, A is given
+// back, the bucket refills, C takes all 4, and B's give-back must not let
+// 2 more in (6 against 4 at one instant).
+func TestGiveBackBelowTheTop(t *testing.T) {
+	ctx := context.Background()
+	for _, policy := range []hotlimit.Policy{
+		hotlimit.TokenBucket{Rate: hotlimit.PerSecond(10), Burst: 4},
+		hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(10), Capacity: 3},
+	} {
+		t.Run(fmt.Sprintf("%T", policy), func(t *testing.T) {
+			now := int64(baseMicros)
+			l := frozen(t, policy, &now)
+			var a, b, c Admission
+			must(l.AdmitN(ctx, &a, "k", 2))
+			must(l.AdmitN(ctx, &b, "k", 2))
+			must(a.Refund(ctx))
+			now += 200_000
+			if d := must(l.AdmitN(ctx, &c, "k", 4)); !d.Allowed {
+				t.Fatalf("C: %+v", d)
+			}
+			must(b.Refund(ctx))
+			n := 0
+			for must(l.AllowN(ctx, "k", 1)).Allowed {
+				n++
+			}
+			if n > 0 {
+				t.Fatalf("%d more at one instant after C drained the bucket: %d against 4", n, 4+n)
+			}
+		})
 	}
 }

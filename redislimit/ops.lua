@@ -61,6 +61,12 @@ if not v then return { 0 } end
 if kind == 1 then
   -- The part of c·T that has not drained: the TAT moves back by
   -- min(c·T, E − now), E the TAT the admission left, never below now.
+  -- That bound holds while no unit below E was given back since the
+  -- admission: then TAT = E + (later costs)·T. A give-back below the top
+  -- (E < TAT) moves every later admission's units down by g, so their
+  -- records' E would over-state what they are owed (A, B, B's give-back
+  -- after A's and a refill: more than Burst at one instant): it renews
+  -- the incarnation, and those records are owed nothing.
   local tat = tonumber(v) or 0
   local g = math.min(c * a, mark - now)
   if g <= 0 then return { 0 } end
@@ -70,6 +76,7 @@ if kind == 1 then
     remove(key, incKey)
   else
     redis.call("SET", key, string.format("%.0f", nt), "PX", ttlMs(nt - now))
+    if mark < tat then renew(key, incKey) end
   end
   return { 1 }
 end

@@ -26,10 +26,10 @@ local function incarnation(ik, ms)
   return inc
 end
 
--- remove deletes the state under key and gives it a new incarnation under
--- ik, if anyone may hold a record of the old one (the state or the
--- incarnation exists).
-local function remove(key, ik)
+-- renew gives the state under key a new incarnation under ik, if anyone
+-- may hold a record of the old one (the state or the incarnation exists):
+-- every record of the old one is then owed nothing.
+local function renew(key, ik)
   local p, q = redis.call("PTTL", key), redis.call("PTTL", ik)
   if p ~= -2 or q ~= -2 then
     local old = tonumber(redis.call("GET", ik)) or 0
@@ -39,5 +39,10 @@ local function remove(key, ik)
     if p == -1 or q == -1 then ttl = 86400000 end -- no TTL: keep a day
     redis.call("SET", ik, string.format("%.0f", inc), "PX", ttl)
   end
+end
+
+-- remove deletes the state under key and renews its incarnation.
+local function remove(key, ik)
+  renew(key, ik)
   redis.call("DEL", key)
 end
