@@ -24,7 +24,10 @@ import "sync/atomic"
 //     reflects (see giveBackNow). Proof: if the admission's units have not
 //     all drained (end > now), no later admission found the bucket full,
 //     so TAT = end + (later costs)·T, and TAT − owed ≥ now + (later costs)·T,
-//     which is at least what every later admission alone would have left;
+//     which is at least what every later admission alone would have left.
+//     That holds while give-backs come back latest first: one below later
+//     admissions moves their units back, and their records do not know it
+//     (the open gap docs/semantics.md describes under "Give-backs");
 //   - fixed window: cost from the count of the window the admission was
 //     counted in, while the state is still in that window; sliding window:
 //     also from the previous-window count, once the window has turned;
@@ -124,6 +127,12 @@ func (l *Limiter) AdmitN(a *Admission, key string, cost int64) (d Decision) {
 // A key whose state this leaves fresh is removed, as the sweeper would.
 // Stats.Refunded counts a Refund that found its admission's entry. Refund
 // is safe for concurrent use, also on the same *Admission.
+//
+// On the buckets, give back one key's Admissions latest first, or before
+// the bucket could refill: a Refund of an admission that later ones sit
+// above, followed by a refill and a Refund of one of those, can let the
+// key admit more than its Burst at one instant (docs/semantics.md,
+// "Give-backs", a known gap).
 func (a *Admission) Refund() bool {
 	if !a.held.CompareAndSwap(true, false) {
 		return false
