@@ -68,6 +68,8 @@
 //   - github.com/hotlimit/hotlimit/redislimit: every policy on Redis,
 //     shared across instances, and its lease package, which spends a
 //     budget leased from Redis at in-process speed;
+//   - github.com/hotlimit/hotlimit/hotlimitd: a rate limit service that
+//     Envoy and its gateways ask over gRPC, on any of the backends above;
 //   - github.com/hotlimit/hotlimit/linearize: linearizability checks of the
 //     limiters with porcupine;
 //   - github.com/hotlimit/hotlimit/cmd/ratelab: what each algorithm admits
