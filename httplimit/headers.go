@@ -77,79 +77,6 @@ func retryAfterSeconds(d hotlimit.Decision) (int64, bool) {
 	return max(1, ceilSeconds(d.RetryAfter)), true
 }
 
-// appendServiceLimit appends one RateLimit item: the item name, r, and t
-// (the window rounded up to seconds) unless the window is 0 (the limit
-// is full) or unknown (Never).
-func appendServiceLimit(b []byte, name string, r int64, window time.Duration) []byte {
-	b = append(b, '"')
-	b = append(b, name...)
-	b = append(b, `";r=`...)
-	b = appendDec(b, uint64(min(max(r, 0), maxSFInt)))
-	if window > 0 && window != hotlimit.Never {
-		b = append(b, ";t="...)
-		b = appendDec(b, uint64(ceilSeconds(window))) // ≤ 9,223,372,037: always fits
-	}
-	return b
-}
-
-// appendDec appends u in decimal, as strconv.AppendUint(b, u, 10) does,
-// but writes the digits straight into b, two at a time: strconv writes
-// them into a buffer of its own and appends that, through two calls,
-// which took about 60 of its 100 instructions for a field's numbers
-// (callgrind).
-func appendDec(b []byte, u uint64) []byte {
-	n := decLen(u)
-	l := len(b)
-	if cap(b)-l < n {
-		b = append(b, make([]byte, n)...)
-	}
-	b = b[:l+n]
-	d := b[l:]
-	i := n
-	for u >= 100 {
-		q := u / 100
-		j := (u - q*100) * 2
-		i -= 2
-		d[i], d[i+1] = digitPairs[j], digitPairs[j+1]
-		u = q
-	}
-	if u >= 10 {
-		d[i-2], d[i-1] = digitPairs[u*2], digitPairs[u*2+1]
-	} else {
-		d[i-1] = byte('0' + u)
-	}
-	return b
-}
-
-// digitPairs holds "00" to "99".
-const digitPairs = "00010203040506070809" +
-	"10111213141516171819" +
-	"20212223242526272829" +
-	"30313233343536373839" +
-	"40414243444546474849" +
-	"50515253545556575859" +
-	"60616263646566676869" +
-	"70717273747576777879" +
-	"80818283848586878889" +
-	"90919293949596979899"
-
-// decLen returns the number of decimal digits of u (1 for 0).
-func decLen(u uint64) int {
-	n := 1
-	for ; u >= 10_000; u /= 10_000 {
-		n += 4
-	}
-	switch {
-	case u >= 1000:
-		return n + 3
-	case u >= 100:
-		return n + 2
-	case u >= 10:
-		return n + 1
-	}
-	return n
-}
-
 // writeHeaders sets the rate-limit fields of a decided request of group
 // gi on h, all from its decision res. The RateLimit-Policy value
 // describes the policies the request was decided under; it is shared by
@@ -166,7 +93,7 @@ func (m *Middleware) writeHeaders(h http.Header, gi int, res *admission.Result) 
 					b = append(b, ", "...)
 				}
 				name, r, window := res.State(i)
-				b = appendServiceLimit(b, name, r, window)
+				b = admission.AppendItem(b, name, r, window)
 			}
 		} else {
 			// The backend reported the binding layer's Decision only: its
@@ -177,7 +104,7 @@ func (m *Middleware) writeHeaders(h http.Header, gi int, res *admission.Result) 
 			if !d.Allowed && d.RetryAfter != hotlimit.Never && it.Cost == d.Remaining+1 {
 				window = d.RetryAfter
 			}
-			b = appendServiceLimit(b, it.Name, d.Remaining, window)
+			b = admission.AppendItem(b, it.Name, d.Remaining, window)
 		}
 		h["Ratelimit-Policy"] = m.pipe.PolicyValue(res, gi)
 		h["Ratelimit"] = []string{string(b)}
