@@ -111,15 +111,6 @@ func (b *RedisBackend) AllowBinding(ctx context.Context, layers []admission.Laye
 // layer, states receives those of its first layers, and any element
 // beyond the layers is unknown (Remaining -1), as admission.Local does.
 func (b *RedisBackend) AllowStates(ctx context.Context, layers []admission.Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
-	if states != nil && len(states) != len(layers) {
-		own := make([]admission.LayerState, len(layers))
-		d, i, err := b.AllowStates(ctx, layers, own)
-		n := copy(states, own)
-		for j := n; j < len(states); j++ {
-			states[j] = admission.LayerState{Remaining: -1}
-		}
-		return d, i, err
-	}
 	var buf [8]Layer
 	ls := buf[:0]
 	for _, ly := range layers {
@@ -129,7 +120,7 @@ func (b *RedisBackend) AllowStates(ctx context.Context, layers []admission.Layer
 		}
 		ls = append(ls, Layer{Limiter: l, Key: ly.Key, Cost: ly.Cost})
 	}
-	d, i, err := allowLayers(ctx, ls, states)
+	d, i, err := AllowLayersState(ctx, states, ls...)
 	// A failure policy answers outages, not configuration errors
 	// (ErrCrossSlot, ErrMixedClients): those go to the middleware.
 	if err != nil && (!b.decides || !errors.Is(err, ErrUnavailable)) {

@@ -69,6 +69,31 @@ func AllowLayersIndex(ctx context.Context, layers ...Layer) (hotlimit.Decision, 
 	return allowLayers(ctx, layers, nil)
 }
 
+// AllowLayersState is AllowLayersIndex that also sets states[i] to layer
+// i's state after the decision, in the same script call, as
+// RedisBackend.AllowStates reports it: Remaining is the layer's own, and
+// Window the wait for one unit more on that same state (in lease mode,
+// Remaining is what the layer's lease holds and Window is
+// hotlimit.Never). Every state is unknown (Remaining -1) when a cached
+// denial (WithLocalDenials) answered or Redis did not decide. It is for
+// callers that hold their limiters themselves (a set of limits that
+// changes at runtime) rather than in a RedisBackend. A nil states reads
+// none. A states of another length than layers never panics: the call is
+// decided with states for every layer, states receives those of its
+// first layers, and any element beyond the layers is unknown.
+func AllowLayersState(ctx context.Context, states []admission.LayerState, layers ...Layer) (hotlimit.Decision, int, error) {
+	if states != nil && len(states) != len(layers) {
+		own := make([]admission.LayerState, len(layers))
+		d, i, err := allowLayers(ctx, layers, own)
+		n := copy(states, own)
+		for j := n; j < len(states); j++ {
+			states[j] = admission.LayerState{Remaining: -1}
+		}
+		return d, i, err
+	}
+	return allowLayers(ctx, layers, states)
+}
+
 // allowLayers is AllowLayersIndex that also sets states[i] to layer i's
 // state after the decision, when Redis decided (see decode); otherwise
 // (a cached denial answered, or Redis did not decide) it sets every
