@@ -1,0 +1,242 @@
+package config_test
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/hotlimit/hotlimit/hotlimitd/config"
+)
+
+// d builds a descriptor from key, value pairs.
+func d(kvs ...string) []config.Entry {
+	var es []config.Entry
+	for i := 0; i+1 < len(kvs); i += 2 {
+		es = append(es, config.Entry{Key: kvs[i], Value: kvs[i+1]})
+	}
+	return es
+}
+
+func load(t *testing.T, path string) *config.Config {
+	t.Helper()
+	c, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// want is what one descriptor should match: nothing (rpu < 0), or a limit
+// of rpu per unit with the given flags.
+type want struct {
+	rpu       int64
+	unit      config.Unit
+	unlimited bool
+	shadow    bool
+}
+
+var none = want{rpu: -1}
+
+func check(t *testing.T, c *config.Config, domain string, entries []config.Entry, w want) *config.Limit {
+	t.Helper()
+	l, key, ok := c.Match(nil, domain, entries)
+	if w.rpu < 0 {
+		if ok || l != nil || len(key) != 0 {
+			t.Errorf("%s %v: matched %+v (key %q), want no match", domain, entries, l, key)
+		}
+		return nil
+	}
+	if !ok || l == nil {
+		t.Fatalf("%s %v: no match, want %+v", domain, entries, w)
+	}
+	if l.Unlimited != w.unlimited || l.Shadow != w.shadow {
+		t.Errorf("%s %v: unlimited %v shadow %v, want %v %v", domain, entries, l.Unlimited, l.Shadow, w.unlimited, w.shadow)
+	}
+	if !w.unlimited && (int64(l.RequestsPerUnit) != w.rpu || l.Unit != w.unit) {
+		t.Errorf("%s %v: %d per %v, want %d per %v", domain, entries, l.RequestsPerUnit, l.Unit, w.rpu, w.unit)
+	}
+	if l.Domain != domain {
+		t.Errorf("%s %v: Domain %q", domain, entries, l.Domain)
+	}
+	return l
+}
+
+// key returns the backend key of a descriptor that matches.
+func key(t *testing.T, c *config.Config, domain string, entries []config.Entry) (*config.Limit, string) {
+	t.Helper()
+	l, k, ok := c.Match(nil, domain, entries)
+	if !ok {
+		t.Fatalf("%s %v: no match", domain, entries)
+	}
+	return l, string(k)
+}
+
+func example(n string) string { return filepath.Join("testdata", "envoy", "example"+n+".yaml") }
+
+// Example 1: two values of one key, each its own limit of 500 a second.
+func TestExample1(t *testing.T) {
+	c := load(t, example("1"))
+	users := check(t, c, "mongo_cps", d("database", "users"), want{rpu: 500, unit: config.Second})
+	def := check(t, c, "mongo_cps", d("database", "default"), want{rpu: 500, unit: config.Second})
+	if users == def || users.Name == def.Name {
+		t.Errorf("users and default share a limit: %q", users.Name)
+	}
+	check(t, c, "mongo_cps", d("database", "other"), none)
+	check(t, c, "mongo_cps", d("database", "users", "table", "x"), none)
+	check(t, c, "other_domain", d("database", "users"), none)
+	if got := len(c.Limits()); got != 2 {
+		t.Errorf("Limits: %d, want 2", got)
+	}
+}
+
+// Example 2: a nested key-only rule counts each number apart (5 a day),
+// and the top-level key-only rule gives each number 100 a day.
+func TestExample2(t *testing.T) {
+	c := load(t, example("2"))
+	const dom = "messaging"
+	m1 := check(t, c, dom, d("message_type", "marketing", "to_number", "2061111111"), want{rpu: 5, unit: config.Day})
+	m2 := check(t, c, dom, d("message_type", "marketing", "to_number", "2062222222"), want{rpu: 5, unit: config.Day})
+	if m1 != m2 {
+		t.Error("two numbers under marketing match different rules")
+	}
+	_, k1 := key(t, c, dom, d("message_type", "marketing", "to_number", "2061111111"))
+	_, k2 := key(t, c, dom, d("message_type", "marketing", "to_number", "2062222222"))
+	if k1 == k2 {
+		t.Errorf("two numbers share the key %q: each must get its own 5 a day", k1)
+	}
+	n1 := check(t, c, dom, d("to_number", "2061111111"), want{rpu: 100, unit: config.Day})
+	_, k3 := key(t, c, dom, d("to_number", "2061111111"))
+	_, k4 := key(t, c, dom, d("to_number", "2062222222"))
+	if k3 == k4 {
+		t.Errorf("two numbers share the key %q: each must get its own 100 a day", k3)
+	}
+	if n1 == m1 || n1.Name == m1.Name {
+		t.Error("the nested and the top-level to_number rules share a limit")
+	}
+	// The README's request: both descriptors match, each its own limit.
+	check(t, c, dom, d("message_type", "marketing"), none) // a placeholder, no limit
+	check(t, c, dom, d("message_type", "transactional", "to_number", "2061111111"), none)
+}
+
+// Example 3: key and value are tried before the key alone; 0 refuses.
+func TestExample3(t *testing.T) {
+	c := load(t, example("3"))
+	const dom = "edge_proxy_per_ip"
+	l := check(t, c, dom, d("remote_address", "50.0.0.1"), want{rpu: 10, unit: config.Second})
+	if l.Refuses() || l.Policy == nil {
+		t.Errorf("50.0.0.1: Refuses %v, Policy %v", l.Refuses(), l.Policy)
+	}
+	_, k1 := key(t, c, dom, d("remote_address", "50.0.0.1"))
+	_, k2 := key(t, c, dom, d("remote_address", "50.0.0.2"))
+	if k1 == k2 {
+		t.Error("two addresses share a key: each must get its own 10 a second")
+	}
+	b := check(t, c, dom, d("remote_address", "50.0.0.5"), want{rpu: 0, unit: config.Second})
+	if !b.Refuses() || b.Policy != nil {
+		t.Errorf("50.0.0.5: Refuses %v, Policy %v: want every hit refused", b.Refuses(), b.Policy)
+	}
+	if _, ok := c.Limits()[b.Name]; ok {
+		t.Error("the refusing limit is in Limits")
+	}
+}
+
+// Example 4: a descriptor matches only rules as deep as it is long.
+func TestExample4(t *testing.T) {
+	req := d("key", "value", "subkey", "subvalue")
+	check(t, load(t, example("4a")), "example4", req, none)
+	c := load(t, example("4b"))
+	check(t, c, "example4", req, want{rpu: 300, unit: config.Second})
+	check(t, c, "example4", d("key", "value"), none)
+}
+
+// Example 5: an unlimited rule matches (unlike no rule) and never counts.
+func TestExample5(t *testing.T) {
+	c := load(t, example("5"))
+	l := check(t, c, "internal", d("ldap", "anyone"), want{unlimited: true})
+	if l.Policy != nil || l.Refuses() {
+		t.Errorf("ldap: Policy %v Refuses %v", l.Policy, l.Refuses())
+	}
+	if _, ok := c.Limits()[l.Name]; ok {
+		t.Error("the unlimited limit is in Limits")
+	}
+	check(t, c, "internal", d("azure", "x"), want{rpu: 100, unit: config.Minute})
+	check(t, c, "internal", d("gcp", "x"), none)
+	if got := len(c.Limits()); got != 1 {
+		t.Errorf("Limits: %d, want 1", got)
+	}
+}
+
+// Example 6: user-a's limit is in shadow mode, user-b's is enforced.
+func TestExample6(t *testing.T) {
+	c := load(t, example("6"))
+	check(t, c, "example6", d("service", "auth-service", "user", "user-a"), want{rpu: 10, unit: config.Second, shadow: true})
+	check(t, c, "example6", d("service", "auth-service", "user", "user-b"), want{rpu: 20, unit: config.Second})
+	check(t, c, "example6", d("service", "auth-service", "user", "user-c"), none)
+}
+
+// Example 7: when one request matches both, the replacing limit (10 a
+// second) is decided and the replaced one (5 a second) is left alone.
+func TestExample7(t *testing.T) {
+	c := load(t, example("7"))
+	a := check(t, c, "example7", d("key_1", "value_1", "user", "bkthomps"), want{rpu: 5, unit: config.Second})
+	b := check(t, c, "example7", d("key_2", "value_2", "user", "bkthomps"), want{rpu: 10, unit: config.Second})
+	if a.RuleName != "specific_limit" || !slices.Equal(b.Replaces, []string{"specific_limit"}) {
+		t.Fatalf("RuleName %q, Replaces %q", a.RuleName, b.Replaces)
+	}
+	for _, ls := range [][]*config.Limit{{a, b}, {b, a}, {a, nil, b}} {
+		got := slices.Clone(ls)
+		config.DropReplaced(got)
+		for i, l := range got {
+			if wantNil := ls[i] == a || ls[i] == nil; (l == nil) != wantNil {
+				t.Errorf("DropReplaced(%v)[%d] = %v", ls, i, l)
+			}
+		}
+	}
+	alone := []*config.Limit{a}
+	config.DropReplaced(alone)
+	if alone[0] != a {
+		t.Error("DropReplaced dropped specific_limit with nothing replacing it")
+	}
+}
+
+// Example 8: detailed_metric is carried on the key-only rule; matching is
+// as usual.
+func TestExample8(t *testing.T) {
+	c := load(t, example("8"))
+	u := check(t, c, "example8", d("key1", "unspecified_value"), want{rpu: 10, unit: config.Minute})
+	check(t, c, "example8", d("key1", "unspecified_value2"), want{rpu: 10, unit: config.Minute})
+	v := check(t, c, "example8", d("key1", "value1"), want{rpu: 20, unit: config.Minute})
+	if !u.DetailedMetric || v.DetailedMetric {
+		t.Errorf("DetailedMetric: key-only %v, value1 %v; want true, false", u.DetailedMetric, v.DetailedMetric)
+	}
+}
+
+// Example 9: a wildcard value matches every value with its prefix, each
+// counted apart.
+func TestExample9(t *testing.T) {
+	c := load(t, example("9"))
+	check(t, c, "example9", d("key1", "value1"), want{rpu: 20, unit: config.Minute})
+	check(t, c, "example9", d("key1", "value2"), want{rpu: 20, unit: config.Minute})
+	check(t, c, "example9", d("key1", "value"), want{rpu: 20, unit: config.Minute})
+	check(t, c, "example9", d("key1", "valu"), none)
+	check(t, c, "example9", d("key2", "value1"), none)
+	_, k1 := key(t, c, "example9", d("key1", "value1"))
+	_, k2 := key(t, c, "example9", d("key1", "value2"))
+	if k1 == k2 {
+		t.Error("two values of a wildcard share a key")
+	}
+}
+
+// Every example loads together from the directory, one domain each
+// (example4a and example4b share theirs, so the directory holds one).
+func TestExamplesDirectory(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"1", "2", "3", "4b", "5", "6", "7", "8", "9"} {
+		copyFile(t, example(n), filepath.Join(dir, "example"+n+".yaml"))
+	}
+	c := load(t, dir)
+	if got := len(c.Domains()); got != 9 {
+		t.Errorf("Domains: %v", c.Domains())
+	}
+	check(t, c, "messaging", d("to_number", "1"), want{rpu: 100, unit: config.Day})
+}

@@ -1,0 +1,111 @@
+package config
+
+import (
+	_ "embed"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Load reads the configuration at path: a file, or every *.yaml and *.yml
+// file of a directory (not its subdirectories, nor files whose names
+// start with a dot), in name order. A domain may be in one file only. It
+// returns every error of every file, each an *ErrConfig, joined.
+func Load(path string) (*Config, error) {
+	files, err := readFiles(path)
+	if err != nil {
+		return nil, err
+	}
+	return build(files)
+}
+
+// source is one file's name and content.
+type source struct {
+	name string
+	data []byte
+}
+
+// readFiles reads path as Load does.
+func readFiles(path string) ([]source, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		return []source{{path, data}}, nil
+	}
+	ents, err := os.ReadDir(path)
+	if err != nil {
+		return nil, err
+	}
+	var files []source
+	for _, e := range ents { // ReadDir sorts by name
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
+			continue
+		}
+		full := filepath.Join(path, name)
+		fi, err := os.Stat(full) // follows the symlinks of a Kubernetes ConfigMap
+		if err != nil {
+			return nil, err
+		}
+		if fi.IsDir() {
+			continue
+		}
+		data, err := os.ReadFile(full)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, source{full, data})
+	}
+	if len(files) == 0 {
+		return nil, &ErrConfig{File: path, Msg: "no *.yaml or *.yml file in the directory"}
+	}
+	return files, nil
+}
+
+// build parses files into one Config.
+func build(files []source) (*Config, error) {
+	c := &Config{domains: map[string]*domain{}}
+	var errs []error
+	for _, f := range files {
+		errs = append(errs, c.parse(f.name, f.data)...)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+//go:embed default.yaml
+var defaultYAML []byte
+
+// DefaultFile is the name Default's limits give as their File.
+const DefaultFile = "default.yaml"
+
+// DefaultYAML returns the file Default reads, to show or to start a
+// configuration from.
+func DefaultYAML() []byte { return slices.Clone(defaultYAML) }
+
+// Default returns the built-in configuration, for a server started
+// without one: domain "hotlimitd", whose rules are
+//
+//   - generic_key: 100 per second for each value, a token bucket;
+//   - remote_address: 10 per second for each value, a sliding window;
+//   - remote_address then path: 60 per minute for each pair (a
+//     fixed window).
+//
+// DefaultYAML returns the file.
+func Default() *Config {
+	c, err := Parse(DefaultFile, defaultYAML)
+	if err != nil {
+		panic("config: the built-in default.yaml is invalid: " + err.Error()) // a test parses it
+	}
+	return c
+}

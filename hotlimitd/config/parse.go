@@ -1,0 +1,622 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/hotlimit/hotlimit"
+	"gopkg.in/yaml.v3"
+)
+
+// maxNodes bounds the YAML nodes the parser visits in one file, aliases
+// expanded: a file of a few aliases can otherwise stand for billions.
+const maxNodes = 1 << 20
+
+// Parse reads one configuration file: data is its content and file its
+// name, used in errors and in Limit.File. The file holds one domain, as
+// envoyproxy/ratelimit's do, or several, each in its own YAML document
+// (separated by ---). It returns every error of the file, each an
+// *ErrConfig, joined with errors.Join.
+func Parse(file string, data []byte) (*Config, error) {
+	c := &Config{domains: map[string]*domain{}}
+	if errs := c.parse(file, data); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// parse adds the domains of one file to c and returns the file's errors.
+// c is left in an unspecified state when there are any.
+func (c *Config) parse(file string, data []byte) (errs []error) {
+	p := &parser{file: file, c: c}
+	defer func() {
+		// yaml.v3 is not known to panic on any input since v3.0.1; should
+		// it, the file is refused rather than the process brought down.
+		if r := recover(); r != nil {
+			errs = append(p.errs, &ErrConfig{File: file, Msg: fmt.Sprintf("cannot read the YAML (%v)", r)})
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	docs := 0
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			p.yamlError(err)
+			break
+		}
+		docs++
+		p.parseDocument(&doc)
+	}
+	if docs == 0 && len(p.errs) == 0 {
+		p.errorf(nil, "", "no domain: the file is empty")
+	}
+	return p.errs
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// yamlError reports a syntax error of the YAML itself, with its line.
+func (p *parser) yamlError(err error) {
+	msg := err.Error()
+	line := 0
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = msg[len(m[0]):]
+	} else {
+		msg = strings.TrimPrefix(msg, "yaml: ")
+	}
+	p.errs = append(p.errs, &ErrConfig{File: p.file, Line: line, Msg: "YAML: " + msg})
+}
+
+type parser struct {
+	file  string
+	c     *Config
+	errs  []error
+	nodes int // visited, against maxNodes
+}
+
+func (p *parser) errorf(n *yaml.Node, field, format string, args ...any) {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	p.errs = append(p.errs, &ErrConfig{File: p.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// resolve follows n's alias and counts the node it returns against
+// maxNodes. It returns nil once the budget is spent (reporting it once).
+func (p *parser) resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode; i++ {
+		if i == 8 { // yaml.v3 anchors nodes, never aliases: not reached
+			p.errorf(n, "", "alias of an alias")
+			return nil
+		}
+		n = n.Alias
+	}
+	p.nodes++
+	if p.nodes == maxNodes+1 {
+		p.errorf(n, "", "more than %d YAML nodes (aliases expanded): refused", maxNodes)
+	}
+	if p.nodes > maxNodes {
+		return nil
+	}
+	return n
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+// fields calls f with each field of the mapping m. It refuses (and
+// reports) a node that is not a mapping, a key that is not a string, a
+// field given twice and YAML merge keys.
+func (p *parser) fields(m *yaml.Node, path, want string, f func(name string, v *yaml.Node, field string)) bool {
+	if m.Kind != yaml.MappingNode {
+		if path == "" {
+			p.errorf(m, path, "want a mapping with %s, got %s", want, kindName(m))
+		} else {
+			p.errorf(m, path, "want a mapping (%s), got %s", want, kindName(m))
+		}
+		return false
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k := p.resolve(m.Content[i])
+		if k == nil {
+			return false
+		}
+		if k.Kind != yaml.ScalarNode || k.ShortTag() == "!!null" {
+			p.errorf(k, path, "a field's name must be a string, got %s", kindName(k))
+			continue
+		}
+		name := k.Value
+		field := join(path, name)
+		if name == "<<" && k.ShortTag() == "!!merge" {
+			p.errorf(k, path, "YAML merge keys (<<) are not supported: write the fields out, or alias a whole block")
+			continue
+		}
+		if first, ok := seen[name]; ok {
+			p.errorf(k, field, "given twice (first at line %d)", first)
+			continue
+		}
+		seen[name] = k.Line
+		v := p.resolve(m.Content[i+1])
+		if v == nil {
+			return false
+		}
+		f(name, v, field)
+	}
+	return true
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		if n.ShortTag() == "!!null" {
+			return "nothing"
+		}
+		return strconv.Quote(n.Value)
+	case yaml.DocumentNode:
+		return "a document"
+	}
+	return "an alias"
+}
+
+// str returns the text of a scalar: a key, a value, a name. Any scalar is
+// its text as written (value: 0010 is "0010"); null is refused.
+func (p *parser) str(v *yaml.Node, field string) (string, bool) {
+	if v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" {
+		p.errorf(v, field, "want a string, got %s", kindName(v))
+		return "", false
+	}
+	return v.Value, true
+}
+
+func (p *parser) boolean(v *yaml.Node, field string) (bool, bool) {
+	var b bool
+	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" || v.Decode(&b) != nil {
+		p.errorf(v, field, "want true or false, got %s", kindName(v))
+		return false, false
+	}
+	return b, true
+}
+
+func (p *parser) integer(v *yaml.Node, field string, lo, hi int64) (int64, bool) {
+	var n int64
+	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!int" || v.Decode(&n) != nil || n < lo || n > hi {
+		p.errorf(v, field, "want an integer from %d to %d, got %s", lo, hi, kindName(v))
+		return 0, false
+	}
+	return n, true
+}
+
+// parseDocument reads one domain.
+func (p *parser) parseDocument(doc *yaml.Node) {
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		p.errorf(doc, "", "empty YAML document: want a domain")
+		return
+	}
+	root := p.resolve(doc.Content[0])
+	if root == nil {
+		return
+	}
+	var name string
+	var nameNode, descs *yaml.Node
+	ok := p.fields(root, "", "domain and descriptors", func(f string, v *yaml.Node, field string) {
+		switch f {
+		case "domain":
+			if s, ok := p.str(v, field); ok {
+				if s == "" {
+					p.errorf(v, field, "empty")
+				}
+				name, nameNode = s, v
+			}
+		case "descriptors":
+			descs = v
+		default:
+			p.errorf(v, field, "unknown field (a domain has domain and descriptors)")
+		}
+	})
+	if !ok {
+		return
+	}
+	if nameNode == nil {
+		p.errorf(root, "domain", "missing")
+	}
+	d := &domain{name: name, file: p.file, line: root.Line}
+	if nameNode != nil {
+		d.line = nameNode.Line
+		if prev, dup := p.c.domains[name]; dup {
+			p.errorf(nameNode, "domain", "%q is also at %s:%d", name, prev.file, prev.line)
+		} else if name != "" {
+			p.c.domains[name] = d
+		}
+	}
+	b := &domainBuilder{d: d, names: map[string]bool{}}
+	if descs != nil {
+		p.parseDescriptors(b, &d.root, descs, "descriptors", escape(name))
+	}
+	for _, r := range b.replaces {
+		if !b.names[r.name] {
+			p.errorf(r.n, r.field, "no rate_limit of domain %q is named %q", name, r.name)
+		}
+	}
+}
+
+// domainBuilder collects what is checked once a domain is read.
+type domainBuilder struct {
+	d        *domain
+	names    map[string]bool // every rate_limit name
+	replaces []pendingReplace
+}
+
+type pendingReplace struct {
+	name, field string
+	n           *yaml.Node
+}
+
+func (p *parser) parseDescriptors(b *domainBuilder, parent *node, seq *yaml.Node, field, path string) {
+	if seq.Kind == yaml.ScalarNode && seq.ShortTag() == "!!null" {
+		return // descriptors: with nothing after it is no descriptors
+	}
+	if seq.Kind != yaml.SequenceNode {
+		p.errorf(seq, field, "want a list of descriptors, got %s", kindName(seq))
+		return
+	}
+	for i, item := range seq.Content {
+		item = p.resolve(item)
+		if item == nil {
+			return
+		}
+		p.parseDescriptor(b, parent, item, field+"["+strconv.Itoa(i)+"]", path)
+	}
+}
+
+func (p *parser) parseDescriptor(b *domainBuilder, parent *node, m *yaml.Node, field, path string) {
+	var key, value string
+	var keyNode, valueNode, rl, descs, shadowNode, detailedNode, shareNode *yaml.Node
+	var shadow, detailed, share bool
+	ok := p.fields(m, field, "key, value, rate_limit, descriptors, shadow_mode, detailed_metric, share_threshold", func(f string, v *yaml.Node, fld string) {
+		switch f {
+		case "key":
+			if s, ok := p.str(v, fld); ok {
+				if s == "" {
+					p.errorf(v, fld, "empty")
+				} else {
+					key, keyNode = s, v
+				}
+			}
+		case "value":
+			if s, ok := p.str(v, fld); ok {
+				if s == "" {
+					p.errorf(v, fld, "empty: leave value out for a rule that matches every value of its key")
+				} else {
+					value, valueNode = s, v
+				}
+			}
+		case "rate_limit":
+			rl = v
+		case "descriptors":
+			descs = v
+		case "shadow_mode":
+			shadow, _ = p.boolean(v, fld)
+			shadowNode = v
+		case "detailed_metric":
+			detailed, _ = p.boolean(v, fld)
+			detailedNode = v
+		case "share_threshold":
+			share, _ = p.boolean(v, fld)
+			shareNode = v
+		case "value_to_metric":
+			p.errorf(v, fld, "not supported: hotlimitd names its metrics after limits, never after descriptor values")
+		default:
+			p.errorf(v, fld, "unknown field (a descriptor has key, value, rate_limit, descriptors, shadow_mode, detailed_metric and share_threshold)")
+		}
+	})
+	if !ok {
+		return
+	}
+	if keyNode == nil && !p.hasField(m, "key") {
+		p.errorf(m, join(field, "key"), "missing")
+	}
+	wild := valueNode != nil && strings.HasSuffix(value, "*")
+	child := &node{value: value, share: share && wild, line: m.Line}
+	seg := escape(key)
+	if valueNode != nil {
+		seg += "=" + escape(value)
+	}
+	path += "/" + seg
+	if share && !wild {
+		p.errorf(shareNode, join(field, "share_threshold"), "only for a wildcard value (one that ends in *)")
+	}
+	if rl != nil {
+		child.limit = p.parseRateLimit(b, rl, join(field, "rate_limit"), path, shadow, detailed)
+	} else {
+		if shadow {
+			p.errorf(shadowNode, join(field, "shadow_mode"), "no rate_limit here for it to apply to")
+		}
+		if detailed {
+			p.errorf(detailedNode, join(field, "detailed_metric"), "no rate_limit here for it to apply to")
+		}
+	}
+	if descs != nil {
+		p.parseDescriptors(b, child, descs, join(field, "descriptors"), path)
+	}
+	if keyNode == nil {
+		return
+	}
+	if valueNode != nil {
+		k := kv{key, value}
+		if prev, dup := parent.exact[k]; dup {
+			p.errorf(valueNode, join(field, "value"), "a rule with key %q and value %q is also at line %d", key, value, prev.line)
+			return
+		}
+		if parent.exact == nil {
+			parent.exact = map[kv]*node{}
+		}
+		parent.exact[k] = child
+		if wild {
+			parent.wild = append(parent.wild, wildcard{key: key, prefix: value[:len(value)-1], n: child})
+		}
+		return
+	}
+	if prev, dup := parent.keyOnly[key]; dup {
+		p.errorf(keyNode, join(field, "key"), "a rule with key %q and no value is also at line %d", key, prev.line)
+		return
+	}
+	if parent.keyOnly == nil {
+		parent.keyOnly = map[string]*node{}
+	}
+	parent.keyOnly[key] = child
+}
+
+// hasField reports whether mapping m names field (with a value fields
+// refused, so that one error is enough).
+func (p *parser) hasField(m *yaml.Node, field string) bool {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if k := m.Content[i]; k.Kind == yaml.ScalarNode && k.Value == field {
+			return true
+		}
+	}
+	return false
+}
+
+var unitByName = map[string]Unit{}
+
+func init() {
+	for u := Second; u <= Week; u++ {
+		unitByName[u.String()] = u
+	}
+}
+
+func (p *parser) parseRateLimit(b *domainBuilder, m *yaml.Node, field, path string, shadow, detailed bool) *Limit {
+	l := &Limit{Domain: b.d.name, Shadow: shadow, DetailedMetric: detailed, File: p.file, Line: m.Line, Cost: 1}
+	var unitNode, rpuNode, algNode, burstNode, costNode *yaml.Node
+	ok := p.fields(m, field, "unit and requests_per_unit, or unlimited: true", func(f string, v *yaml.Node, fld string) {
+		switch f {
+		case "unit":
+			unitNode = v
+			if s, ok := p.str(v, fld); ok {
+				if u, ok := unitByName[strings.ToLower(s)]; ok {
+					l.Unit = u
+				} else {
+					p.errorf(v, fld, "unknown unit %q (want second, minute, hour, day, week, month or year)", s)
+				}
+			}
+		case "requests_per_unit":
+			rpuNode = v
+			if n, ok := p.integer(v, fld, 0, math.MaxUint32); ok {
+				l.RequestsPerUnit = uint32(n)
+			}
+		case "unlimited":
+			l.Unlimited, _ = p.boolean(v, fld)
+		case "name":
+			if s, ok := p.str(v, fld); ok {
+				if s == "" {
+					p.errorf(v, fld, "empty")
+				}
+				l.RuleName = s
+				b.names[s] = true
+			}
+		case "replaces":
+			p.parseReplaces(b, l, v, fld)
+		case "algorithm":
+			algNode = v
+			if s, ok := p.str(v, fld); ok {
+				switch a, ok := algorithmByName[s]; {
+				case ok:
+					l.Algorithm = a
+				case s == "concurrency":
+					p.errorf(v, fld, "concurrency limits are not supported: the rate limit service protocol has no call to release a request when it ends")
+				default:
+					p.errorf(v, fld, "unknown algorithm %q (want fixed_window, sliding_window, sliding_log, token_bucket or leaky_bucket)", s)
+				}
+			}
+		case "burst":
+			burstNode = v
+			l.Burst, _ = p.integer(v, fld, 1, math.MaxInt64)
+		case "cost":
+			costNode = v
+			if n, ok := p.integer(v, fld, 1, math.MaxInt64); ok {
+				l.Cost = n
+			}
+		default:
+			p.errorf(v, fld, "unknown field (a rate_limit has unit, requests_per_unit, unlimited, name, replaces, algorithm, burst and cost)")
+		}
+	})
+	if !ok {
+		return nil
+	}
+	for _, r := range l.Replaces {
+		if r == l.RuleName {
+			p.errorf(m, join(field, "replaces"), "replaces its own name %q", r)
+		}
+	}
+	if l.Unlimited {
+		for _, f := range []struct {
+			n    *yaml.Node
+			name string
+		}{{unitNode, "unit"}, {rpuNode, "requests_per_unit"}, {algNode, "algorithm"}, {burstNode, "burst"}, {costNode, "cost"}} {
+			if f.n != nil {
+				p.errorf(f.n, join(field, f.name), "not with unlimited: true (an unlimited rule never counts)")
+			}
+		}
+		l.Unit, l.RequestsPerUnit, l.Algorithm, l.Burst, l.Cost = 0, 0, FixedWindow, 0, 0
+		l.Name = path + "#unlimited"
+		return l
+	}
+	if unitNode == nil {
+		p.errorf(m, join(field, "unit"), "missing (or write unlimited: true)")
+	}
+	if rpuNode == nil {
+		p.errorf(m, join(field, "requests_per_unit"), "missing (0 refuses every hit)")
+	}
+	bucket := l.Algorithm == TokenBucket || l.Algorithm == LeakyBucket
+	if burstNode != nil && !bucket {
+		p.errorf(burstNode, join(field, "burst"), "only for token_bucket and leaky_bucket (a window's capacity is requests_per_unit)")
+	}
+	if l.Unit == 0 || rpuNode == nil {
+		return l // reported
+	}
+	if l.RequestsPerUnit == 0 {
+		for _, f := range []struct {
+			n    *yaml.Node
+			name string
+		}{{algNode, "algorithm"}, {burstNode, "burst"}, {costNode, "cost"}} {
+			if f.n != nil {
+				p.errorf(f.n, join(field, f.name), "has no effect: requests_per_unit 0 refuses every hit")
+			}
+		}
+		l.Algorithm, l.Burst = FixedWindow, 0
+		l.Name = path + "#refuse"
+		return l
+	}
+	if bucket && l.Burst == 0 {
+		l.Burst = int64(l.RequestsPerUnit)
+	}
+	if !bucket {
+		l.Burst = 0
+	}
+	n, w := int64(l.RequestsPerUnit), l.Unit.Duration()
+	switch l.Algorithm {
+	case FixedWindow:
+		l.Policy = hotlimit.FixedWindow{Limit: n, Window: w}
+	case SlidingWindow:
+		l.Policy = hotlimit.SlidingWindow{Limit: n, Window: w}
+	case SlidingLog:
+		l.Policy = hotlimit.SlidingLog{Limit: n, Window: w}
+	case TokenBucket:
+		l.Policy = hotlimit.TokenBucket{Rate: hotlimit.Rate{N: n, Per: w}, Burst: l.Burst}
+	case LeakyBucket:
+		l.Policy = hotlimit.LeakyBucket{Rate: hotlimit.Rate{N: n, Per: w}, Capacity: l.Burst - 1}
+	}
+	info, err := hotlimit.Describe(l.Policy)
+	if err != nil {
+		p.errorf(m, field, "%s %d per %s: %v", l.Algorithm, n, l.Unit, err)
+		l.Policy = nil
+		return l
+	}
+	if l.Cost > info.Limit {
+		p.errorf(costNode, join(field, "cost"), "%d exceeds the limit's capacity %d: every hit would be refused", l.Cost, info.Limit)
+	}
+	l.Name = path + "#" + policyName(l)
+	p.c.limits = append(p.c.limits, l)
+	return l
+}
+
+// policyName is the part of a Limit's Name that changes with its policy.
+func policyName(l *Limit) string {
+	s := l.Algorithm.String() + ":" + strconv.FormatUint(uint64(l.RequestsPerUnit), 10) + "/" + l.Unit.String()
+	if l.Algorithm == TokenBucket || l.Algorithm == LeakyBucket {
+		s += ",burst=" + strconv.FormatInt(l.Burst, 10)
+	}
+	return s
+}
+
+var algorithmByName = map[string]Algorithm{}
+
+func init() {
+	for a := FixedWindow; a <= LeakyBucket; a++ {
+		algorithmByName[a.String()] = a
+	}
+}
+
+func (p *parser) parseReplaces(b *domainBuilder, l *Limit, seq *yaml.Node, field string) {
+	if seq.Kind != yaml.SequenceNode {
+		p.errorf(seq, field, "want a list of {name: ...}, got %s", kindName(seq))
+		return
+	}
+	for i, item := range seq.Content {
+		item = p.resolve(item)
+		if item == nil {
+			return
+		}
+		f := field + "[" + strconv.Itoa(i) + "]"
+		var name *yaml.Node
+		p.fields(item, f, "name", func(n string, v *yaml.Node, fld string) {
+			if n != "name" {
+				p.errorf(v, fld, "unknown field (a replaces entry has name)")
+				return
+			}
+			if s, ok := p.str(v, fld); ok {
+				if s == "" {
+					p.errorf(v, fld, "empty")
+					return
+				}
+				name = v
+				l.Replaces = append(l.Replaces, s)
+				b.replaces = append(b.replaces, pendingReplace{name: s, field: fld, n: v})
+			}
+		})
+		if name == nil && item.Kind == yaml.MappingNode && !p.hasField(item, "name") {
+			p.errorf(item, join(f, "name"), "missing")
+		}
+	}
+}
+
+// escape writes s for a Limit's Name: '%', '/', '=', '#', spaces,
+// control bytes and non-ASCII bytes as %XX, so that the separators of a
+// Name are never part of a key, value or domain.
+func escape(s string) string {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if needsEscape(s[i]) {
+			n++
+		}
+	}
+	if n == 0 {
+		return s
+	}
+	const hex = "0123456789ABCDEF"
+	b := make([]byte, 0, len(s)+2*n)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if needsEscape(c) {
+			b = append(b, '%', hex[c>>4], hex[c&15])
+		} else {
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
+
+func needsEscape(c byte) bool {
+	return c <= ' ' || c >= 0x7f || c == '%' || c == '/' || c == '=' || c == '#'
+}
