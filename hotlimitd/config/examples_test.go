@@ -138,6 +138,9 @@ func TestExample3(t *testing.T) {
 	if _, ok := c.Limits()[b.Name]; ok {
 		t.Error("the refusing limit is in Limits")
 	}
+	if all := c.All(); len(all) != 2 || all[1] != b {
+		t.Errorf("All: %v, want both limits", all)
+	}
 }
 
 // Example 4: a descriptor matches only rules as deep as it is long.
@@ -163,6 +166,9 @@ func TestExample5(t *testing.T) {
 	check(t, c, "internal", d("gcp", "x"), none)
 	if got := len(c.Limits()); got != 1 {
 		t.Errorf("Limits: %d, want 1", got)
+	}
+	if all := c.All(); len(all) != 2 || all[0] != l {
+		t.Errorf("All: %v, want the unlimited limit and azure's", all)
 	}
 }
 

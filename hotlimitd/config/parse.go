@@ -18,6 +18,9 @@ import (
 // expanded: a file of a few aliases can otherwise stand for billions.
 const maxNodes = 1 << 20
 
+// maxErrors bounds the errors reported for one file.
+const maxErrors = 100
+
 // Parse reads one configuration file: data is its content and file its
 // name, used in errors and in Limit.File. The file holds one domain, as
 // envoyproxy/ratelimit's do, or several, each in its own YAML document
@@ -86,6 +89,13 @@ type parser struct {
 }
 
 func (p *parser) errorf(n *yaml.Node, field, format string, args ...any) {
+	if len(p.errs) > maxErrors {
+		return
+	}
+	if len(p.errs) == maxErrors {
+		p.errs = append(p.errs, &ErrConfig{File: p.file, Msg: fmt.Sprintf("more than %d errors: the rest are not shown", maxErrors)})
+		return
+	}
 	line := 0
 	if n != nil {
 		line = n.Line
@@ -215,6 +225,10 @@ func (p *parser) parseDocument(doc *yaml.Node) {
 	}
 	root := p.resolve(doc.Content[0])
 	if root == nil {
+		return
+	}
+	if root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null" {
+		p.errorf(root, "", "empty YAML document: want a domain")
 		return
 	}
 	var name string
@@ -348,6 +362,9 @@ func (p *parser) parseDescriptor(b *domainBuilder, parent *node, m *yaml.Node, f
 	}
 	if rl != nil {
 		child.limit = p.parseRateLimit(b, rl, join(field, "rate_limit"), path, shadow, detailed)
+		if child.limit != nil {
+			p.c.limits = append(p.c.limits, child.limit)
+		}
 	} else {
 		if shadow {
 			p.errorf(shadowNode, join(field, "shadow_mode"), "no rate_limit here for it to apply to")
@@ -537,7 +554,6 @@ func (p *parser) parseRateLimit(b *domainBuilder, m *yaml.Node, field, path stri
 		p.errorf(costNode, join(field, "cost"), "%d exceeds the limit's capacity %d: every hit would be refused", l.Cost, info.Limit)
 	}
 	l.Name = path + "#" + policyName(l)
-	p.c.limits = append(p.c.limits, l)
 	return l
 }
 
