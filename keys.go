@@ -1,6 +1,10 @@
 package hotlimit
 
-import "runtime"
+import (
+	"runtime"
+
+	"github.com/hotlimit/hotlimit/internal/testhook"
+)
 
 // MaxKeyLen is the longest key a Limiter accepts. A longer key is denied
 // with RetryAfter = Never and creates no state: no legitimate identity is
@@ -119,6 +123,9 @@ func (l *Limiter) reserveKey(now int64, h uint64, key string) bool {
 	for !l.tryReserveKey() {
 		found, took, mine := l.evictOne(now, h, key)
 		if took {
+			if f := testhook.Evicted.Load(); f != nil {
+				(*f)() // between the eviction and the decision on key
+			}
 			return true // the evicted entry's room, kept for us
 		}
 		if mine {

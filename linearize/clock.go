@@ -34,8 +34,9 @@ type Recorder struct {
 }
 
 type running struct {
-	nows  []int64 // the instant of each clock read; the last repeats
-	reads []clockRead
+	nows   []int64 // the instant of each clock read; the last repeats
+	reads  []clockRead
+	evicts []int64 // the tick of each eviction it made (see Recorder.evicted)
 }
 
 // clockRead is one clock read by an operation: which limiter read it, and
@@ -81,23 +82,45 @@ func (c *opClock) Now() time.Duration {
 	return time.Duration(now)
 }
 
+// evicted marks, with a tick, that the operation the calling goroutine
+// runs has just evicted an entry to make room for its key, and has not
+// yet decided on that key (internal/testhook.Evicted). It then lets other
+// goroutines run, as a preemption would: a Sweep, a Reset or a peek may
+// land between the eviction and the decision.
+func (r *Recorder) evicted() {
+	id := goid()
+	r.mu.Lock()
+	if op := r.ops[id]; op != nil {
+		op.evicts = append(op.evicts, r.tick.Add(1))
+	}
+	r.mu.Unlock()
+	runtime.Gosched()
+}
+
+// trace is what the recorder saw of one operation: its call and return
+// ticks, its clock reads and the ticks of its evictions.
+type trace struct {
+	call, ret int64
+	reads     []clockRead
+	evicts    []int64
+}
+
 // do runs f as one operation on the calling goroutine, its clock reads
 // returning the instants nows in turn (a clock that moves while the
-// operation runs; see opClock.Now), and returns its call and return
-// ticks and its clock reads.
-func (r *Recorder) do(nows []int64, f func()) (call, ret int64, reads []clockRead) {
+// operation runs; see opClock.Now), and returns its trace.
+func (r *Recorder) do(nows []int64, f func()) trace {
 	id := goid()
 	op := &running{nows: nows}
 	r.mu.Lock()
 	r.ops[id] = op
 	r.mu.Unlock()
-	call = r.tick.Add(1)
+	call := r.tick.Add(1)
 	f()
-	ret = r.tick.Add(1)
+	ret := r.tick.Add(1)
 	r.mu.Lock()
 	delete(r.ops, id)
 	r.mu.Unlock()
-	return call, ret, op.reads
+	return trace{call, ret, op.reads, op.evicts}
 }
 
 // goid returns the calling goroutine's id, read from its stack header

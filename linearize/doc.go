@@ -61,24 +61,21 @@
 // of an A under WithMaxKeys(1), while goroutine 0 now and then admits a
 // key no other operation names ("e1", "e2", …), which evicts whatever A
 // holds. With room for one entry an eviction's victim is the one other
-// entry, so the model evicts as the limiter does: an operation that would
-// insert its key into a full A (a cost a new entry can admit, on a key the
-// model does not hold; a Wait past its deadline too, which evicts before
-// its own decision refuses) first evicts the key held, judged at the
-// inserter's reading. Give-backs, Waits and layered requests then straddle
-// evictions. Two properties of the limiter make this atomic model fit:
-// the room an eviction frees passes to the insertion that evicted (gc.go),
-// and an insertion never evicts its own key inserted meanwhile by another
-// request. It does not fit every history, so the test runs only with
-// LINEARIZE_EVICT=1: the limiter evicts, then decides the new key at
-// max(reading, sweptAt) under the table of that moment, and a Sweep, a
-// Reset or a SetPolicy can land between the two (a new key "e2" decided
-// at a Sweep's later instant, while a peek between them already found "k0"
-// evicted). The model's one step cannot be both before the peek and after
-// the Sweep, so porcupine reports the history illegal, in about 1 CI-sized
-// run in 12 (4 algorithms × 10 histories). Splitting the evicting insertion
-// into an eviction step and a decision step, as splitLayers does for
-// layers, is the fix; it needs a mark between the two.
+// entry, so the model evicts as the limiter does. An insertion into a
+// full A evicts, then decides its key at max(reading, sweptAt) under the
+// table of that moment, and other requests run in between (a Sweep that
+// raises sweptAt, a Reset, a SetPolicy, a peek that finds the victim
+// gone), so it is two steps: the eviction, judged at the inserter's
+// reading, and the decision. The limiter marks the instant between them
+// (internal/testhook.Evicted; the recorder then yields, as a preemption
+// would), and the history cuts the operation there (evictSplit). The room
+// the eviction freed passes to the insertion that evicted (gc.go): in the
+// model it stays reserved until that decision, so no other insertion fits
+// in between, and an operation that inserts into a full A without having
+// evicted is illegal. An insertion never evicts its own key inserted
+// meanwhile by another request: it uses that entry. Give-backs, Waits
+// (including one past its deadline, which evicts before its decision
+// refuses) and layered requests straddle evictions.
 // The sampling of larger limiters is random and is not modelled:
 // its guarantee is a statistical property, tested in the root package
 // (TestEvictionSampleUniform and the flood tests, concurrent ones

@@ -65,17 +65,10 @@ func TestRateLinearizable(t *testing.T) { testRate(t, 2, 0) }
 // TestEvictLinearizable is TestRateLinearizable on one key under
 // WithMaxKeys(1), with goroutine 0 now and then admitting a key of its
 // own, which evicts the one A holds: give-backs, Waits and layered
-// requests then straddle evictions (see RateConfig.MaxKeys).
-//
-// It runs only with LINEARIZE_EVICT=1: about 1 run in 12 of the CI-sized
-// check reports an illegal history that the limiter is right to produce
-// and the model cannot (doc.go, "Eviction"), and CI must not fail on it.
-func TestEvictLinearizable(t *testing.T) {
-	if os.Getenv("LINEARIZE_EVICT") == "" {
-		t.Skip("set LINEARIZE_EVICT=1: the model's one-step evicting insertion does not fit every history (doc.go, \"Eviction\")")
-	}
-	testRate(t, 1, 1)
-}
+// requests then straddle evictions, and each evicting insertion is two
+// steps, its eviction and its decision (see RateConfig.MaxKeys and
+// evictSplit).
+func TestEvictLinearizable(t *testing.T) { testRate(t, 1, 1) }
 
 func testRate(t *testing.T, keys, maxKeys int) {
 	histories := envInt(t, "LINEARIZE_HISTORIES", 10)

@@ -1,6 +1,7 @@
 package linearize
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/internal/refmodel"
+	"github.com/hotlimit/hotlimit/internal/testhook"
 )
 
 // RateConfig describes one history of a rate limiter ("A") and a second
@@ -36,7 +38,8 @@ type RateConfig struct {
 	// admits a key no other operation names ("e0", "e1", …), which evicts
 	// whatever A holds. Under WithMaxKeys(1) every eviction's victim is the
 	// one other entry, so the model can evict as the limiter does: an
-	// operation that inserts a key into a full A first evicts the key held.
+	// operation that inserts a key into a full A first evicts the key held
+	// (an opEvict step), and then decides (see evictSplit).
 	MaxKeys int
 }
 
@@ -53,9 +56,10 @@ const (
 	opWaitReserve               // the reservation of a Wait that is given back later (buckets)
 	opGiveBack                  // AllowLayers, a cancelled Wait or an Admission's Refund giving back admission arg on A
 	opNoLayers                  // AllowLayers with no layers: refused with Never
+	opEvict                     // an insertion of key into a full A evicting the key A holds (arg: the insertion's id)
 )
 
-var rateOpNames = [...]string{"AllowN", "AdmitN", "SetPolicy", "Wait", "Sweep", "Reset", "LayerAllow", "WaitReserve", "GiveBack", "NoLayers"}
+var rateOpNames = [...]string{"AllowN", "AdmitN", "SetPolicy", "Wait", "Sweep", "Reset", "LayerAllow", "WaitReserve", "GiveBack", "NoLayers", "Evict"}
 
 // rateIn is an operation's input: what it did, on which limiter (0 is A,
 // 1 is B), and the instant it read.
@@ -69,6 +73,7 @@ type rateIn struct {
 	maxWait int64 // opWait: the most it may wait (negative: its deadline has passed)
 	back    bool  // opAdmitN, opLayerAllow on A, opWaitReserve: a later opGiveBack gives it back
 	whole   bool  // opLayerAllow: the layer's whole Decision is compared, not only Allowed
+	evicted bool  // the decision of an insertion whose opEvict step (same arg) came first
 }
 
 // rateOut is an operation's output.
@@ -88,12 +93,14 @@ type pending struct {
 	live bool
 }
 
-// rateState is the models' state: A's, B's, and the admissions on A that
-// later steps give back.
+// rateState is the models' state: A's, B's, the admissions on A that
+// later steps give back, and the insertion that evicted to make room and
+// has not decided yet.
 type rateState struct {
-	a, b    *refmodel.Model
-	pending map[int]pending
-	desc    string // canonical description, computed once
+	a, b     *refmodel.Model
+	pending  map[int]pending
+	reserved int    // the id of the insertion holding A's one room after its eviction; 0: none
+	desc     string // canonical description, computed once
 }
 
 func (s *rateState) String() string {
@@ -102,6 +109,9 @@ func (s *rateState) String() string {
 		b.WriteString(s.a.String())
 		b.WriteString(" | ")
 		b.WriteString(s.b.String())
+		if s.reserved != 0 {
+			fmt.Fprintf(&b, " reserved:#%d", s.reserved)
+		}
 		for _, k := range slices.Sorted(maps.Keys(s.pending)) {
 			p := s.pending[k]
 			fmt.Fprintf(&b, " pending%d:%s/%d@%d-%d+%d,E%d/%v", k, p.a.Key, p.a.Cost, p.a.At, p.a.End, p.a.Span, p.a.Epoch, p.live)
@@ -116,9 +126,10 @@ func (s *rateState) String() string {
 func rateModel(cfg RateConfig) porcupine.Model {
 	clone := func(s *rateState) *rateState {
 		return &rateState{
-			a:       s.a.Clone(hotlimit.NewManualClock()),
-			b:       s.b.Clone(hotlimit.NewManualClock()),
-			pending: maps.Clone(s.pending),
+			a:        s.a.Clone(hotlimit.NewManualClock()),
+			b:        s.b.Clone(hotlimit.NewManualClock()),
+			pending:  maps.Clone(s.pending),
+			reserved: s.reserved,
 		}
 	}
 	return porcupine.Model{
@@ -143,15 +154,32 @@ func rateModel(cfg RateConfig) porcupine.Model {
 			} else {
 				s.a = m
 			}
-			if in.lim == 0 && cfg.MaxKeys == 1 && inserts(in, m) {
-				for _, k := range m.Held() {
-					if k != in.key {
-						m.Evict(k) // judged at the inserter's reading, as reserveKey does
+			if in.lim == 0 && cfg.MaxKeys == 1 {
+				// A's one room. An insertion into a full A evicts (an
+				// opEvict step, below) and keeps the room freed until
+				// its decision: no other insertion fits in between.
+				switch {
+				case in.evicted:
+					if s.reserved != in.arg {
+						return false, s
 					}
+					s.reserved = 0
+				case in.op != opEvict && inserts(in, m) && (s.reserved != 0 || len(m.Held()) > 0):
+					return false, s // it would have had to evict, and did not
 				}
 			}
 			ok := true
 			switch in.op {
+			case opEvict:
+				// The one entry A holds, not the inserter's key (an
+				// insertion finding its key in the sample uses it),
+				// judged at the inserter's reading, as reserveKey does.
+				held := m.Held()
+				if s.reserved != 0 || len(held) != 1 || held[0] == in.key {
+					return false, s
+				}
+				m.Evict(held[0])
+				s.reserved = in.arg
 			case opAllowN:
 				ok = m.AllowN(in.key, in.cost) == out.d
 			case opAdmitN:
@@ -213,6 +241,9 @@ func rateModel(cfg RateConfig) porcupine.Model {
 		DescribeOperation: func(input, output any) string {
 			in, out := input.(rateIn), output.(rateOut)
 			s := fmt.Sprintf("%s lim%d %s cost %d @%d", rateOpNames[in.op], in.lim, in.key, in.cost, in.at)
+			if in.evicted {
+				s += fmt.Sprintf(" (after eviction #%d)", in.arg)
+			}
 			switch in.op {
 			case opAllowN, opAdmitN:
 				s += fmt.Sprintf(" → %+v", out.d)
@@ -229,7 +260,7 @@ func rateModel(cfg RateConfig) porcupine.Model {
 				}
 			case opNoLayers:
 				s += fmt.Sprintf(" → %+v", out.d)
-			case opGiveBack:
+			case opGiveBack, opEvict:
 				s += fmt.Sprintf(" #%d", in.arg)
 			case opSweep:
 				s += fmt.Sprintf(" → %d", out.n)
@@ -246,6 +277,7 @@ func rateModel(cfg RateConfig) porcupine.Model {
 // names a key m does not hold, with a cost a new entry can admit (as
 // lockSlotFirst inserts, evicting to make room, before the request's own
 // decision, which may still refuse a Wait whose deadline has passed).
+// Under WithMaxKeys(1), such an operation on a full A must have evicted.
 func inserts(in rateIn, m *refmodel.Model) bool {
 	switch in.op {
 	case opAllowN, opAdmitN, opLayerAllow, opWait, opWaitReserve:
@@ -284,6 +316,11 @@ func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 	opts := []hotlimit.Option{hotlimit.WithClock(rec.Clock(0)), hotlimit.WithShards(1), hotlimit.WithSweepInterval(0)}
 	if cfg.MaxKeys == 1 {
 		opts = append(opts, hotlimit.WithMaxKeys(1))
+		mark := rec.evicted
+		if !testhook.Evicted.CompareAndSwap(nil, &mark) {
+			return nil, errors.New("linearize: RunRate with MaxKeys runs one history at a time")
+		}
+		defer testhook.Evicted.Store(nil)
 	}
 	a, err := hotlimit.New(cfg.Policies[0], append(opts, cfg.Options...)...)
 	if err != nil {
@@ -327,9 +364,6 @@ func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 		}
 		mu.Unlock()
 	}
-	one := func(in rateIn, out rateOut, call, ret int64) porcupine.Operation {
-		return porcupine.Operation{Input: in, Output: out, Call: call, Return: ret}
-	}
 	start := make(chan struct{}) // every worker starts at once
 	for g := range cfg.Workers {
 		wg.Add(1)
@@ -340,6 +374,15 @@ func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 			var heldID int              // its id; 0: none held
 			var heldKey string
 			var heldCost int64
+			var failed error // the first harness error: the worker stops
+			// record adds the steps of operation in, traced as tr.
+			record := func(in rateIn, out rateOut, tr trace) {
+				ops, err := evictSplit(porcupine.Operation{Input: in, Output: out, Call: tr.call, Return: tr.ret}, tr.evicts)
+				if err != nil {
+					failed = cmp.Or(failed, err)
+				}
+				add(g, ops...)
+			}
 			<-start
 			// later returns nows[0] followed by n instants, each the one
 			// before it or later: a clock that moves while one operation
@@ -356,6 +399,10 @@ func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 				return nows
 			}
 			for range cfg.Ops {
+				if failed != nil {
+					errs <- failed
+					return
+				}
 				if r.IntN(4) == 0 {
 					runtime.Gosched() // vary the interleaving
 				}
@@ -370,13 +417,12 @@ func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 				}
 				now := []int64{at}
 				key := fmt.Sprint("k", r.IntN(cfg.Keys))
-				in := rateIn{lim: 0, key: key, at: at}
+				in := rateIn{lim: 0, key: key, at: at, arg: int(nextID.Add(1))} // arg: the operation's id, unless set below
 				var out rateOut
 				if cfg.MaxKeys == 1 && g == 0 && r.IntN(3) == 0 {
 					// A key of its own, new: it evicts whatever A holds.
 					in.op, in.key, in.cost = opAllowN, fmt.Sprint("e", nextID.Add(1)), 1
-					call, ret, _ := rec.do(now, func() { out.d = a.AllowN(in.key, 1) })
-					add(g, one(in, out, call, ret))
+					record(in, out, rec.do(now, func() { out.d = a.AllowN(in.key, 1) }))
 					continue
 				}
 				x := r.IntN(24)
@@ -386,36 +432,33 @@ func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 				switch {
 				case x < 8:
 					in.op, in.cost = opAllowN, r.Int64N(minLimit+3)-1 // −1 … Limit+1
-					call, ret, _ := rec.do(now, func() { out.d = a.AllowN(key, in.cost) })
-					add(g, one(in, out, call, ret))
+					record(in, out, rec.do(now, func() { out.d = a.AllowN(key, in.cost) }))
 				case x < 10 && heldID != 0: // the Refund of the AdmitN below
 					in.op, in.key, in.cost, in.arg = opGiveBack, heldKey, heldCost, heldID
-					call, ret, _ := rec.do(now, func() { held.Refund() })
-					add(g, one(in, out, call, ret))
+					record(in, out, rec.do(now, func() { held.Refund() }))
 					heldID = 0
 				case x < 10:
-					in.op, in.cost, in.arg = opAdmitN, r.Int64N(minLimit+3)-1, int(nextID.Add(1))
-					call, ret, _ := rec.do(now, func() { out.d = a.AdmitN(&held, key, in.cost) })
+					in.op, in.cost = opAdmitN, r.Int64N(minLimit+3)-1
+					tr := rec.do(now, func() { out.d = a.AdmitN(&held, key, in.cost) })
 					if in.back = out.d.Allowed && in.cost > 0; in.back {
 						heldID, heldKey, heldCost = in.arg, key, in.cost
 					}
-					add(g, one(in, out, call, ret))
+					record(in, out, tr)
 				case x < 11:
 					in.op, in.arg = opSetPolicy, r.IntN(len(cfg.Policies))
 					var err error
-					call, ret, _ := rec.do(now, func() { err = a.SetPolicy(cfg.Policies[in.arg]) })
+					tr := rec.do(now, func() { err = a.SetPolicy(cfg.Policies[in.arg]) })
 					if err != nil {
 						errs <- err
 						return
 					}
-					add(g, one(in, out, call, ret))
+					record(in, out, tr)
 				case x < 12:
 					in.op = opReset
-					call, ret, _ := rec.do(now, func() { a.Reset(key) })
-					add(g, one(in, out, call, ret))
+					record(in, out, rec.do(now, func() { a.Reset(key) }))
 				case x < 15:
 					in.cost = 1 + r.Int64N(minLimit)
-					ops, err := runWait(rec, a, r.IntN(3), in, int(nextID.Add(1)), later(at, 1))
+					ops, err := runWait(rec, a, r.IntN(3), in, later(at, 1))
 					if err != nil {
 						errs <- err
 						return
@@ -423,10 +466,8 @@ func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 					add(g, ops...)
 				case x < 16:
 					in.op = opSweep
-					call, ret, _ := rec.do(now, func() { out.n = a.Sweep() })
-					add(g, one(in, out, call, ret))
+					record(in, out, rec.do(now, func() { out.n = a.Sweep() }))
 				default:
-					id := int(nextID.Add(1))
 					ly := []hotlimit.Layer{{Limiter: a, Key: key, Cost: 1 + r.Int64N(minLimit)}, {Limiter: b, Key: "g", Cost: 1}}
 					if r.IntN(3) == 0 { // A's key twice: one limit, for the two costs together
 						second := hotlimit.Layer{Limiter: a, Key: key, Cost: 1 + r.Int64N(minLimit)}
@@ -440,21 +481,23 @@ func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 					}
 					if r.IntN(20) == 0 { // no layers at all
 						in.op = opNoLayers
-						call, ret, _ := rec.do(now, func() { out.d = hotlimit.AllowLayers() })
-						add(g, one(in, out, call, ret))
+						record(in, out, rec.do(now, func() { out.d = hotlimit.AllowLayers() }))
 						continue
 					}
 					nows := later(at, 2)
 					var d hotlimit.Decision
 					each := make([]hotlimit.Decision, len(ly))
-					_, ret, reads := rec.do(nows, func() { d, _ = hotlimit.AllowLayersEach(each, ly...) })
-					ops, err := splitLayers(id, key, cost, nows, d.Allowed, each[0], each[slices.IndexFunc(ly, func(l hotlimit.Layer) bool { return l.Limiter == b })], ret, reads)
+					tr := rec.do(nows, func() { d, _ = hotlimit.AllowLayersEach(each, ly...) })
+					ops, err := splitLayers(in.arg, key, cost, nows, d.Allowed, each[0], each[slices.IndexFunc(ly, func(l hotlimit.Layer) bool { return l.Limiter == b })], tr)
 					if err != nil {
 						errs <- err
 						return
 					}
 					add(g, ops...)
 				}
+			}
+			if failed != nil {
+				errs <- failed
 			}
 		}()
 	}
@@ -473,8 +516,10 @@ func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 // reservation, the second for a give-back), and returns its steps: one
 // operation when it was admitted or refused at once; when it gave its slot
 // back, the reservation and the give-back, cut at the give-back's first
-// clock read (the reservation reads the clock once, first).
-func runWait(rec *Recorder, a *hotlimit.Limiter, kind int, in rateIn, id int, nows []int64) ([]porcupine.Operation, error) {
+// clock read (the reservation reads the clock once, first). Either way,
+// an eviction for its key comes first (see evictSplit). in.arg is the
+// Wait's id.
+func runWait(rec *Recorder, a *hotlimit.Limiter, kind int, in rateIn, nows []int64) ([]porcupine.Operation, error) {
 	var ctx context.Context = context.Background()
 	in.op, in.maxWait = opWait, math.MaxInt64
 	switch kind {
@@ -484,9 +529,10 @@ func runWait(rec *Recorder, a *hotlimit.Limiter, kind int, in rateIn, id int, no
 		ctx = &cancelledWhileWaiting{Context: ctx}
 	}
 	var err error
-	call, ret, reads := rec.do(nows, func() { err = a.Wait(ctx, in.key, in.cost) })
+	tr := rec.do(nows, func() { err = a.Wait(ctx, in.key, in.cost) })
+	call, ret, reads := tr.call, tr.ret, tr.reads
 	if err == nil || kind != 2 || !errors.Is(err, context.Canceled) {
-		return []porcupine.Operation{{Input: in, Output: rateOut{allowed: err == nil}, Call: call, Return: ret}}, nil
+		return evictSplit(porcupine.Operation{Input: in, Output: rateOut{allowed: err == nil}, Call: call, Return: ret}, tr.evicts)
 	}
 	// Cancelled while it slept: it reserved, then gave its slot back. The
 	// give-back reads the clock only when it finds the reservation's entry
@@ -499,11 +545,35 @@ func runWait(rec *Recorder, a *hotlimit.Limiter, kind int, in rateIn, id int, no
 		resEnd, gbStart = reads[1].tick, reads[1].tick
 	}
 	res, gb := in, in
-	res.op, res.arg, res.back = opWaitReserve, id, true
-	gb.op, gb.arg, gb.at = opGiveBack, id, nows[1]
+	res.op, res.back = opWaitReserve, true
+	gb.op, gb.at = opGiveBack, nows[1]
+	ops, err := evictSplit(porcupine.Operation{Input: res, Output: rateOut{allowed: true}, Call: call, Return: resEnd}, tr.evicts)
+	return append(ops, porcupine.Operation{Input: gb, Output: rateOut{}, Call: gbStart, Return: ret}), err
+}
+
+// evictSplit returns the steps of op, an operation on A whose evictions
+// the recorder marked at the ticks evicts (Recorder.evicted): op itself
+// when it evicted nothing, else an eviction (opEvict) from op's call to
+// the mark, then op's decision from the mark to its return. An insertion
+// into a full A evicts, then decides its key at max(reading, sweptAt)
+// under the table of that moment (keys.go, lockSlotFirst), and a Sweep, a
+// Reset, a SetPolicy or a peek can land in between: one step could not be
+// both after a Sweep that raised sweptAt and before a peek that already
+// found the victim gone. An operation inserts once, so it evicts at most
+// once, inside op.
+func evictSplit(op porcupine.Operation, evicts []int64) ([]porcupine.Operation, error) {
+	if len(evicts) == 0 {
+		return []porcupine.Operation{op}, nil
+	}
+	in := op.Input.(rateIn)
+	if len(evicts) > 1 || evicts[0] < op.Call || evicts[0] > op.Return || in.lim != 0 {
+		return []porcupine.Operation{op}, fmt.Errorf("linearize: %s on %s evicted at ticks %v, not once within its step [%d, %d]", rateOpNames[in.op], in.key, evicts, op.Call, op.Return)
+	}
+	ev := rateIn{op: opEvict, lim: 0, key: in.key, at: in.at, arg: in.arg}
+	in.evicted = true
 	return []porcupine.Operation{
-		{Input: res, Output: rateOut{allowed: true}, Call: call, Return: resEnd},
-		{Input: gb, Output: rateOut{}, Call: gbStart, Return: ret},
+		{Input: ev, Output: rateOut{}, Call: op.Call, Return: evicts[0]},
+		{Input: in, Output: op.Output, Call: evicts[0], Return: op.Return},
 	}, nil
 }
 
@@ -521,8 +591,19 @@ func runWait(rec *Recorder, a *hotlimit.Limiter, kind int, in rateIn, id int, no
 //	denied, B refused:   A B A…       → A admits, B refuses, A gives back (and A is checked)
 //
 // The give-back reads the clock only when it finds the admission's entry,
-// so it is placed between B's read and the call's return.
-func splitLayers(id int, key string, cost int64, nows []int64, allowed bool, da, db hotlimit.Decision, ret int64, reads []clockRead) ([]porcupine.Operation, error) {
+// so it is placed between B's read and the call's return. An eviction for
+// A's key comes before A's step's decision, within it (see evictSplit).
+func splitLayers(id int, key string, cost int64, nows []int64, allowed bool, da, db hotlimit.Decision, tr trace) ([]porcupine.Operation, error) {
+	ops, err := splitLayerReads(id, key, cost, nows, allowed, da, db, tr.ret, tr.reads)
+	if err != nil {
+		return nil, err
+	}
+	first, err := evictSplit(ops[0], tr.evicts)
+	return append(first, ops[1:]...), err
+}
+
+// splitLayerReads is splitLayers before the eviction's cut.
+func splitLayerReads(id int, key string, cost int64, nows []int64, allowed bool, da, db hotlimit.Decision, ret int64, reads []clockRead) ([]porcupine.Operation, error) {
 	lims := make([]int, len(reads))
 	for i, r := range reads {
 		lims[i] = r.lim
@@ -596,7 +677,7 @@ func stepKinds(hist []porcupine.Operation) map[string]int {
 		case in.op == opLayerAllow && in.lim == 0 && out.allowed && in.back:
 			k["layer given back"]++
 		case in.op == opAllowN && strings.HasPrefix(in.key, "e"):
-			k["evicting AllowN"]++
+			k["AllowN on a key of its own"]++
 		}
 	}
 	return k
