@@ -246,3 +246,30 @@ func TestExamplesDirectory(t *testing.T) {
 	}
 	check(t, c, "messaging", d("to_number", "1"), want{rpu: 100, unit: config.Day})
 }
+
+// Every replaces of a request counts, whatever the order of its
+// descriptors: two limits that replace each other are both dropped, as
+// envoyproxy/ratelimit collects the names replaced before dropping any.
+func TestDropReplacedOrder(t *testing.T) {
+	x := &config.Limit{RuleName: "x", Replaces: []string{"y"}}
+	y := &config.Limit{RuleName: "y", Replaces: []string{"x"}}
+	z := &config.Limit{RuleName: "z"}
+	for _, ls := range [][]*config.Limit{{x, y, z}, {y, x, z}, {z, y, x}} {
+		got := slices.Clone(ls)
+		config.DropReplaced(got)
+		for i, l := range got {
+			if (l == nil) != (ls[i] != z) {
+				t.Errorf("DropReplaced(%v)[%d] = %v", ls, i, l)
+			}
+		}
+	}
+	many := make([]*config.Limit, 100)
+	many[99], many[0] = x, &config.Limit{RuleName: "y"}
+	config.DropReplaced(many)
+	if many[0] != nil || many[99] != x {
+		t.Error("DropReplaced over 64 limits")
+	}
+	if n := testing.AllocsPerRun(100, func() { config.DropReplaced([]*config.Limit{x, y, z}) }); n != 0 {
+		t.Errorf("DropReplaced: %v allocations", n)
+	}
+}

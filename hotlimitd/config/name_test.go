@@ -3,6 +3,7 @@ package config_test
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hotlimit/hotlimit/hotlimitd/config"
@@ -102,6 +103,9 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 1}
   - key: "a b"
     rate_limit: {unit: second, requests_per_unit: 1}
+  - key: "{tag}"
+    value: "{v}é"
+    rate_limit: {unit: second, requests_per_unit: 1}
 `)
 	all := c.All()
 	seen := map[string]bool{}
@@ -110,8 +114,12 @@ descriptors:
 			t.Errorf("Name %q twice", l.Name)
 		}
 		seen[l.Name] = true
+		// redislimit (and so lease) refuses braces in limit names.
+		if strings.ContainsAny(l.Name, "{}") {
+			t.Errorf("Name %q has a brace", l.Name)
+		}
 	}
-	if len(seen) != 7 || len(c.Limits()) != 7 {
+	if len(seen) != 8 || len(c.Limits()) != 8 {
 		t.Errorf("names: %v", slices.Sorted(maps.Keys(seen)))
 	}
 	// Across domains too.

@@ -25,7 +25,10 @@ const maxErrors = 100
 // name, used in errors and in Limit.File. The file holds one domain, as
 // envoyproxy/ratelimit's do, or several, each in its own YAML document
 // (separated by ---). It returns every error of the file, each an
-// *ErrConfig, joined with errors.Join.
+// *ErrConfig, joined with errors.Join (the first 100, then one that says
+// there are more). A file whose YAML nodes, aliases expanded, number
+// more than 2^20 (about 80,000 rules) is refused: a few aliases can
+// stand for billions of nodes.
 func Parse(file string, data []byte) (*Config, error) {
 	c := &Config{domains: map[string]*domain{}}
 	if errs := c.parse(file, data); len(errs) > 0 {
@@ -607,9 +610,11 @@ func (p *parser) parseReplaces(b *domainBuilder, l *Limit, seq *yaml.Node, field
 	}
 }
 
-// escape writes s for a Limit's Name: '%', '/', '=', '#', spaces,
+// escape writes s for a Limit's Name: '%', '/', '=', '#', braces, spaces,
 // control bytes and non-ASCII bytes as %XX, so that the separators of a
-// Name are never part of a key, value or domain.
+// Name are never part of a key, value or domain, and a Name has no brace
+// (redislimit refuses them in limit names: they delimit Redis Cluster
+// hash tags).
 func escape(s string) string {
 	n := 0
 	for i := 0; i < len(s); i++ {
@@ -634,5 +639,5 @@ func escape(s string) string {
 }
 
 func needsEscape(c byte) bool {
-	return c <= ' ' || c >= 0x7f || c == '%' || c == '/' || c == '=' || c == '#'
+	return c <= ' ' || c >= 0x7f || c == '%' || c == '/' || c == '=' || c == '#' || c == '{' || c == '}'
 }
