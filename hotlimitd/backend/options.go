@@ -1,0 +1,164 @@
+package backend
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/redislimit"
+	"github.com/redis/go-redis/v9"
+)
+
+// Kind names where a Store keeps its limits.
+type Kind string
+
+// The kinds of Store.
+const (
+	// Local keeps every limit in this process (hotlimit limiters): the
+	// fastest, and exact, for one replica only.
+	Local Kind = "local"
+	// Redis decides every request in Redis or a Redis Cluster, one
+	// script call per request (redislimit): exact across replicas.
+	Redis Kind = "redis"
+	// Lease decides in process from units leased from the same Redis
+	// state (redislimit/lease): in-process speed across replicas, never
+	// more than the limit in total, but not exact (see the package doc).
+	Lease Kind = "lease"
+)
+
+// Options says which Store Open builds. The zero value is a Local store
+// with hotlimit's default limiter options.
+type Options struct {
+	// Kind is Local (the default when empty), Redis or Lease.
+	Kind Kind
+
+	// RedisAddrs is the host:port of the Redis server, or, with Cluster,
+	// of one or more nodes of the Redis Cluster (the client finds the
+	// others). Redis and Lease need it (or Client); Local takes none.
+	RedisAddrs []string
+	// Cluster says RedisAddrs are Redis Cluster nodes.
+	Cluster bool
+	// RedisUsername and RedisPassword authenticate to Redis (AUTH).
+	RedisUsername, RedisPassword string
+	// RedisDB selects the database of a single server (a Cluster has
+	// only database 0).
+	RedisDB int
+	// Client, instead of RedisAddrs, is a client the caller built (TLS,
+	// a Ring, its own pool sizes). It must not retry commands and must
+	// apply context deadlines, as redislimit.New requires, and the
+	// Store does not close it.
+	Client redis.Scripter
+
+	// Prefix starts every Redis key (default redislimit.DefaultPrefix).
+	// Replicas share a limit's state when they use the same Redis, the
+	// same Prefix and HashTag, and the same limit name.
+	Prefix string
+	// HashTag, when set, puts every key of every limit in one Redis
+	// Cluster slot (see redislimit.WithHashTag). A request whose
+	// descriptors have different keys is one script call, which on a
+	// Cluster must name keys of one slot: without a HashTag such a
+	// request fails with an error wrapping redislimit.ErrCrossSlot
+	// (requests of one descriptor, or of descriptors with the same
+	// key, spread over the Cluster). With it, every key lives on one
+	// master.
+	HashTag string
+	// Timeout bounds each call to Redis (default
+	// redislimit.DefaultTimeout). A call that times out may have
+	// consumed quota; it is never retried.
+	Timeout time.Duration
+	// RedisOptions are given to every redislimit.Limiter after the
+	// Store's own (WithHooks, WithLocalDenials, WithBreaker, ...).
+	RedisOptions []redislimit.Option
+
+	// MaxLease bounds the units one replica holds unspent per key in
+	// Lease mode (default: a tenth of the limit, at least 1): with n
+	// replicas, at most n·MaxLease units of a key's budget are debited
+	// in Redis but not yet spent.
+	MaxLease int64
+	// LeasePeriod is how long a lease should last at a key's recent
+	// rate (default 100ms; see lease.WithPeriod).
+	LeasePeriod time.Duration
+	// SweepInterval is how often a Lease store gives back the leases
+	// of keys idle since the previous sweep (default 1s; < 0 never).
+	SweepInterval time.Duration
+
+	// LocalOptions are given to every hotlimit.Limiter of a Local store
+	// (hotlimit.WithMaxKeys, hotlimit.WithClock, ...).
+	LocalOptions []hotlimit.Option
+}
+
+// DefaultSweepInterval is how often a Lease store gives back idle
+// leases unless Options.SweepInterval says otherwise.
+const DefaultSweepInterval = time.Second
+
+// check returns an error naming the first option that does not fit the
+// kind, or nil. It reaches no server.
+func (o *Options) check() error {
+	switch o.Kind {
+	case "", Local:
+		if len(o.RedisAddrs) > 0 || o.Client != nil || o.Cluster {
+			return errors.New("backend: the local backend takes no Redis address, client or cluster")
+		}
+		return nil
+	case Redis, Lease:
+	default:
+		return fmt.Errorf("backend: unknown backend %q (want local, redis or lease)", o.Kind)
+	}
+	switch {
+	case o.Client != nil && len(o.RedisAddrs) > 0:
+		return errors.New("backend: give a Redis client or Redis addresses, not both")
+	case o.Client == nil && len(o.RedisAddrs) == 0:
+		return fmt.Errorf("backend: the %s backend needs a Redis address", o.Kind)
+	case o.Client == nil && !o.Cluster && len(o.RedisAddrs) > 1:
+		return fmt.Errorf("backend: %d Redis addresses without cluster mode: give one server, or the nodes of a Redis Cluster", len(o.RedisAddrs))
+	case o.Cluster && o.RedisDB != 0:
+		return fmt.Errorf("backend: a Redis Cluster has only database 0, got %d", o.RedisDB)
+	case o.RedisDB < 0:
+		return fmt.Errorf("backend: Redis database %d < 0", o.RedisDB)
+	case o.Timeout < 0:
+		return fmt.Errorf("backend: timeout %v < 0", o.Timeout)
+	case o.MaxLease < 0:
+		return fmt.Errorf("backend: max lease %d < 0", o.MaxLease)
+	case o.LeasePeriod < 0:
+		return fmt.Errorf("backend: lease period %v < 0", o.LeasePeriod)
+	}
+	for _, a := range o.RedisAddrs {
+		if err := checkAddr(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkAddr returns an error unless a is host:port with a port in
+// 1..65535.
+func checkAddr(a string) error {
+	_, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return fmt.Errorf("backend: Redis address %q: want host:port", a)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("backend: Redis address %q: port %q is not a number in 1..65535", a, port)
+	}
+	return nil
+}
+
+// newClient returns a go-redis client for o's addresses, configured as
+// redislimit requires: no retries (a retried call could consume twice),
+// context deadlines applied, and on a Cluster no resending on another
+// node.
+func (o *Options) newClient() redis.UniversalClient {
+	if o.Cluster {
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: o.RedisAddrs, Username: o.RedisUsername, Password: o.RedisPassword,
+			MaxRetries: -1, MaxRedirects: -1, ContextTimeoutEnabled: true, DisableIdentity: true,
+		})
+	}
+	return redis.NewClient(&redis.Options{
+		Addr: o.RedisAddrs[0], Username: o.RedisUsername, Password: o.RedisPassword, DB: o.RedisDB,
+		MaxRetries: -1, ContextTimeoutEnabled: true, DisableIdentity: true,
+	})
+}

@@ -1,0 +1,191 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/redislimit"
+	"github.com/hotlimit/hotlimit/redislimit/redistest"
+)
+
+// The Redis tests give every call a timeout of 5s: the default 100ms is
+// exceeded on a loaded machine, which would fail them for no fault.
+const slow = 5 * time.Second
+
+// servers returns the Options of a Redis store on the test server and
+// on the test Cluster, by name, each with a key prefix of its own.
+func servers(t *testing.T, kind Kind) map[string]Options {
+	return map[string]Options{
+		"server":  {Kind: kind, RedisAddrs: []string{redisAddr(t)}, Prefix: redistest.Prefix(t), Timeout: slow},
+		"cluster": {Kind: kind, RedisAddrs: clusterAddrs(t), Cluster: true, Prefix: redistest.Prefix(t), Timeout: slow},
+	}
+}
+
+// churn keeps replacing s's limits with limits, with and without an
+// extra limit beside them, until the returned stop is called.
+func churn(t *testing.T, s *Store, limits map[string]hotlimit.Policy) (stop func()) {
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; !done.Load(); i++ {
+			next := map[string]hotlimit.Policy{}
+			for k, v := range limits {
+				next[k] = v
+			}
+			if i%2 == 0 {
+				next["extra"] = frozen(7)
+			}
+			if err := s.Update(next); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	return func() { done.Store(true); wg.Wait() }
+}
+
+// TestReplicasExact: two replicas (two Stores) on one Redis, and on one
+// Redis Cluster, with many goroutines each, admit exactly a key's limit
+// between them, while one of them keeps reloading its limits; and a
+// request of two layers is all or nothing across replicas: the layer
+// that would admit more gives exactly what the binding layer admitted.
+func TestReplicasExact(t *testing.T) {
+	for name, o := range servers(t, Redis) {
+		t.Run(name, func(t *testing.T) {
+			const la, lb = 120, 170
+			limits := map[string]hotlimit.Policy{"a": frozen(la), "b": frozen(lb)}
+			r1, r2 := open(t, o, limits), open(t, o, limits)
+			stop := churn(t, r1, limits)
+			got := hammer(t, []*Store{r1, r2}, 4, 40, []admission.Layer{{Limit: "a", Key: "one", Cost: 1}}, nil)
+			if got != la {
+				stop()
+				t.Fatalf("one layer: %d admitted by two replicas; want exactly %d", got, la)
+			}
+			// b first: a layer decided before the binding one must
+			// not keep what it took when the request is refused.
+			two := []admission.Layer{{Limit: "b", Key: "two", Cost: 1}, {Limit: "a", Key: "two", Cost: 1}}
+			got = hammer(t, []*Store{r1, r2}, 4, 40, two, nil)
+			stop()
+			if got != la {
+				t.Fatalf("two layers: %d admitted by two replicas; want exactly %d", got, la)
+			}
+			rest := []admission.Layer{{Limit: "b", Key: "two", Cost: lb - la}}
+			for i, want := range []bool{true, false} {
+				d, err := r2.Allow(context.Background(), rest)
+				if err != nil || d.Allowed != want {
+					t.Fatalf("b's rest, call %d: %+v, %v; want Allowed %v (b gave exactly %d)", i, d, err, want, la)
+				}
+			}
+		})
+	}
+}
+
+// TestRedisKeys: a limit's state is the Redis key Prefix + name + ":{" +
+// key + "}", so it survives reloads and a replica started later sees it.
+func TestRedisKeys(t *testing.T) {
+	o := servers(t, Redis)["server"]
+	r1 := open(t, o, map[string]hotlimit.Policy{"a": frozen(3)})
+	a := admission.Layer{Limit: "a", Key: "k", Cost: 2}
+	if d, err := r1.Allow(context.Background(), []admission.Layer{a}); err != nil || !d.Allowed {
+		t.Fatalf("%+v, %v", d, err)
+	}
+	c := redistest.Client(t, o.RedisAddrs[0])
+	if n, err := c.Exists(context.Background(), o.Prefix+"a:{k}").Result(); err != nil || n != 1 {
+		t.Fatalf("EXISTS %sa:{k} = %d, %v; want 1", o.Prefix, n, err)
+	}
+	if err := r1.Update(map[string]hotlimit.Policy{"a": frozen(3), "b": frozen(1)}); err != nil {
+		t.Fatal(err)
+	}
+	r2 := open(t, o, map[string]hotlimit.Policy{"a": frozen(3)})
+	a.Cost = 1
+	for i, r := range []*Store{r2, r1, r2} {
+		d, err := r.Allow(context.Background(), []admission.Layer{a})
+		if err != nil || d.Allowed != (i == 0) {
+			t.Fatalf("call %d: %+v, %v; want only the first admitted (1 left of 3)", i, d, err)
+		}
+	}
+}
+
+// TestClusterCrossSlot: on a Cluster, a request whose layers' keys are in
+// different slots is refused with ErrCrossSlot, unless the store has a
+// HashTag, which puts every key in one slot.
+func TestClusterCrossSlot(t *testing.T) {
+	o := servers(t, Redis)["cluster"]
+	limits := map[string]hotlimit.Policy{"a": frozen(5), "b": frozen(5)}
+	layers := []admission.Layer{{Limit: "a", Key: "x", Cost: 1}, {Limit: "b", Key: "y", Cost: 1}}
+	s := open(t, o, limits)
+	if _, err := s.Allow(context.Background(), layers); !errors.Is(err, redislimit.ErrCrossSlot) {
+		t.Fatalf("keys x and y without a HashTag: %v; want ErrCrossSlot", err)
+	}
+	o.HashTag = "hotlimitd"
+	s = open(t, o, limits)
+	if d, err := s.Allow(context.Background(), layers); err != nil || !d.Allowed {
+		t.Fatalf("keys x and y with a HashTag: %+v, %v; want admitted", d, err)
+	}
+}
+
+// TestReplicasLease: two Lease replicas on one Redis, and on one Redis
+// Cluster, never admit more than a key's limit between them, while one of
+// them keeps reloading its limits (Lease is not exact: units leased by
+// one replica and unspent can be refused to the other).
+func TestReplicasLease(t *testing.T) {
+	for name, o := range servers(t, Lease) {
+		t.Run(name, func(t *testing.T) {
+			const limit = 150
+			limits := map[string]hotlimit.Policy{"a": frozen(limit), "b": frozen(2 * limit)}
+			o.MaxLease = 10
+			r1, r2 := open(t, o, limits), open(t, o, limits)
+			stop := churn(t, r1, limits)
+			layers := []admission.Layer{{Limit: "b", Key: "k", Cost: 1}, {Limit: "a", Key: "k", Cost: 1}}
+			got := hammer(t, []*Store{r1, r2}, 4, 60, layers, nil)
+			stop()
+			if got > limit || got < limit-2*o.MaxLease {
+				t.Fatalf("%d admitted by two lease replicas; want at most %d, and at least %d (n·MaxLease less)", got, limit, limit-2*o.MaxLease)
+			}
+		})
+	}
+}
+
+// TestLeaseUpdate: a Lease store's Update keeps the lease limiter of a
+// limit it keeps (with its leases), and gives back to Redis the lease of
+// a limit it drops, so that the shared budget gets those units back.
+func TestLeaseUpdate(t *testing.T) {
+	o := servers(t, Lease)["server"]
+	o.MaxLease = 3
+	s := open(t, o, map[string]hotlimit.Policy{"a": frozen(5), "b": frozen(5)})
+	l := admission.Layer{Limit: "a", Key: "k", Cost: 1}
+	// The first decision takes 2 units from Redis: 1 spent, 1 leased.
+	if d, err := s.Allow(context.Background(), []admission.Layer{l}); err != nil || !d.Allowed {
+		t.Fatalf("%+v, %v", d, err)
+	}
+	kept := s.cur.Load().remote["b"]
+	if err := s.Update(map[string]hotlimit.Policy{"b": frozen(5)}); err != nil {
+		t.Fatal(err)
+	}
+	if s.cur.Load().remote["b"] != kept {
+		t.Fatal("Update replaced the limiter of a limit it kept")
+	}
+	o.Kind = Redis
+	r := open(t, o, map[string]hotlimit.Policy{"a": frozen(5)})
+	got := admits(t, r, 5, l)
+	if got != 4 {
+		t.Fatalf("after the lease store dropped a: %d of 5 admitted; want 4 (its unspent unit given back)", got)
+	}
+}
+
+// TestLeasePolicies: a Lease store refuses the policies a lease cannot
+// hold, naming the limit.
+func TestLeasePolicies(t *testing.T) {
+	o := servers(t, Lease)["server"]
+	_, err := Open(context.Background(), o, map[string]hotlimit.Policy{"ok": frozen(1), "sliding": hotlimit.SlidingWindow{Limit: 5, Window: time.Minute}})
+	if err == nil || !strings.Contains(err.Error(), `limit "sliding"`) {
+		t.Fatalf("Open: %v; want an error naming limit \"sliding\"", err)
+	}
+}

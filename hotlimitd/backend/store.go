@@ -1,0 +1,376 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/redislimit"
+	"github.com/hotlimit/hotlimit/redislimit/lease"
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrClosed is returned for a decision or an Update on a closed Store.
+var ErrClosed = errors.New("backend: store closed")
+
+// Store is an admission.StateBackend whose set of limits follows the
+// configuration: Update replaces the set, keeping the state of every
+// limit whose name it keeps. It is safe for concurrent use.
+type Store struct {
+	kind   Kind
+	opts   Options
+	client redis.Scripter        // Redis and Lease
+	owned  redis.UniversalClient // the client Open made, closed by Close
+	ropts  []redislimit.Option   // every redislimit.Limiter's options
+
+	cur atomic.Pointer[set]
+	mu  sync.Mutex // serializes Update and Close
+
+	stop chan struct{} // closed by Close: the sweeper returns
+	done chan struct{} // closed when the sweeper has returned
+}
+
+// set is one immutable set of limits: every decision resolves all of its
+// layers in the one set it loaded.
+type set struct {
+	policies map[string]hotlimit.Policy
+	local    map[string]*hotlimit.Limiter   // Local
+	remote   map[string]*redislimit.Limiter // Redis and Lease
+	closed   bool                           // the Store's closed set: every decision fails with ErrClosed
+
+	// drain: decisions hold use for reading, so that the limiters the
+	// set's successor dropped are closed only once no decision uses
+	// them (a lease Limiter must not be closed while it decides). A
+	// Local store does not need it: a hotlimit.Limiter decides after
+	// Close.
+	drain bool
+	use   sync.RWMutex
+}
+
+// Open builds the Store that o describes with limits (each a hotlimit
+// policy, by limit name), and, for Redis and Lease, checks that Redis
+// answers (a PING within ctx). Its error names the option or the limit
+// at fault. Lease takes hotlimit.TokenBucket and FixedWindow policies
+// only. An empty limits is allowed: every layer is then of an unknown
+// limit until Update gives some.
+func Open(ctx context.Context, o Options, limits map[string]hotlimit.Policy) (*Store, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	s := &Store{kind: o.Kind, opts: o}
+	if s.kind == "" {
+		s.kind = Local
+	}
+	if s.kind != Local {
+		s.client = o.Client
+		if s.client == nil {
+			s.owned = o.newClient()
+			s.client = s.owned
+		}
+		if p, ok := s.client.(interface {
+			Ping(context.Context) *redis.StatusCmd
+		}); ok {
+			if err := p.Ping(ctx).Err(); err != nil {
+				s.closeClient()
+				return nil, fmt.Errorf("backend: Redis %v does not answer: %w", o.RedisAddrs, err)
+			}
+		}
+		s.ropts = []redislimit.Option{redislimit.WithBreaker(redislimit.NewBreaker(redislimit.DefaultFailures, redislimit.DefaultCooldown))}
+		if o.Prefix != "" {
+			s.ropts = append(s.ropts, redislimit.WithPrefix(o.Prefix))
+		}
+		if o.HashTag != "" {
+			s.ropts = append(s.ropts, redislimit.WithHashTag(o.HashTag))
+		}
+		if o.Timeout > 0 {
+			s.ropts = append(s.ropts, redislimit.WithTimeout(o.Timeout))
+		}
+		s.ropts = append(s.ropts, o.RedisOptions...)
+		if s.kind == Lease {
+			var lopts []lease.Option
+			if o.MaxLease > 0 {
+				lopts = append(lopts, lease.WithMaxLease(o.MaxLease))
+			}
+			if o.LeasePeriod > 0 {
+				lopts = append(lopts, lease.WithPeriod(o.LeasePeriod))
+			}
+			s.ropts = append(s.ropts, lease.Mode(lopts...))
+		}
+	}
+	g, err := s.build(&set{}, limits)
+	if err != nil {
+		s.closeClient()
+		return nil, err
+	}
+	s.cur.Store(g)
+	if s.kind == Lease && o.SweepInterval >= 0 {
+		every := o.SweepInterval
+		if every == 0 {
+			every = DefaultSweepInterval
+		}
+		s.stop, s.done = make(chan struct{}), make(chan struct{})
+		go s.sweep(every)
+	}
+	return s, nil
+}
+
+// Kind returns the store's kind.
+func (s *Store) Kind() Kind { return s.kind }
+
+// Names returns the names of the current limits, sorted.
+func (s *Store) Names() []string { return slices.Sorted(maps.Keys(s.cur.Load().policies)) }
+
+// build returns the set of limits whose limiters are old's for the names
+// old has, and new ones for the others. On error it closes the limiters
+// it made and returns an error naming the limit.
+func (s *Store) build(old *set, limits map[string]hotlimit.Policy) (*set, error) {
+	g := &set{policies: maps.Clone(limits), drain: s.kind == Lease}
+	if g.policies == nil {
+		g.policies = map[string]hotlimit.Policy{}
+	}
+	if s.kind == Local {
+		g.local = make(map[string]*hotlimit.Limiter, len(limits))
+	} else {
+		g.remote = make(map[string]*redislimit.Limiter, len(limits))
+	}
+	var made []func() error
+	fail := func(err error) (*set, error) {
+		for _, c := range made {
+			c()
+		}
+		return nil, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(limits)) { // the first error is the same on every run
+		p := limits[name]
+		if op, ok := old.policies[name]; ok {
+			if !reflect.DeepEqual(op, p) {
+				return fail(fmt.Errorf("backend: limit %q: its policy changed but not its name (a limit's state is kept by name, so a new policy needs a new name)", name))
+			}
+			if g.local != nil {
+				g.local[name] = old.local[name]
+			} else {
+				g.remote[name] = old.remote[name]
+			}
+			continue
+		}
+		if g.local != nil {
+			l, err := hotlimit.New(p, s.opts.LocalOptions...)
+			if err != nil {
+				return fail(fmt.Errorf("backend: limit %q: %w", name, err))
+			}
+			g.local[name], made = l, append(made, l.Close)
+			continue
+		}
+		l, err := redislimit.New(s.client, name, p, s.ropts...)
+		if err != nil {
+			return fail(fmt.Errorf("backend: limit %q: %w", name, err))
+		}
+		g.remote[name], made = l, append(made, l.Close)
+	}
+	return g, nil
+}
+
+// Update replaces the set of limits with limits, atomically for new
+// decisions: a decision in flight is decided entirely by the set it
+// started with. A limit whose name the new set keeps keeps its limiter
+// and so its state (its keys' counts, its leases held in this process);
+// a new name starts fresh; a limit the new set drops is closed once no
+// decision uses it (a Lease store gives its leases back to Redis, see
+// lease.Limiter.Close; a Redis store's state stays in Redis until its
+// keys expire). A name whose policy changed is an error: the state of a
+// limit is kept by its name, so a new policy needs a new name (as
+// hotlimitd's config names its limits). On error the running set is
+// kept.
+func (s *Store) Update(limits map[string]hotlimit.Policy) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.cur.Load()
+	if old.closed {
+		return ErrClosed
+	}
+	g, err := s.build(old, limits)
+	if err != nil {
+		return err
+	}
+	s.cur.Store(g)
+	s.retire(old, g)
+	return nil
+}
+
+// retire closes the limiters of old that next does not hold, once no
+// decision on old is in flight. next is nil to close them all.
+func (s *Store) retire(old, next *set) {
+	if old.drain {
+		old.use.Lock() // waits for the decisions in flight on old
+		defer old.use.Unlock()
+	}
+	for name, l := range old.local {
+		if next == nil || next.local[name] != l {
+			l.Close()
+		}
+	}
+	for name, l := range old.remote {
+		if next == nil || next.remote[name] != l {
+			l.Close()
+		}
+	}
+}
+
+// enter returns the current set, held for reading when it drains; leave
+// releases it.
+func (s *Store) enter() *set {
+	for {
+		g := s.cur.Load()
+		if !g.drain {
+			return g
+		}
+		g.use.RLock()
+		if s.cur.Load() == g {
+			return g
+		}
+		g.use.RUnlock() // replaced meanwhile: its dropped limiters may be closed
+	}
+}
+
+func (g *set) leave() {
+	if g.drain {
+		g.use.RUnlock()
+	}
+}
+
+// Allow implements admission.Backend (see AllowStates).
+func (s *Store) Allow(ctx context.Context, layers []admission.Layer) (hotlimit.Decision, error) {
+	d, _, err := s.AllowStates(ctx, layers, nil)
+	return d, err
+}
+
+// AllowBinding implements admission.BindingBackend (see AllowStates).
+func (s *Store) AllowBinding(ctx context.Context, layers []admission.Layer) (hotlimit.Decision, int, error) {
+	return s.AllowStates(ctx, layers, nil)
+}
+
+// AllowStates implements admission.StateBackend: every layer of the
+// request is decided at once, all or nothing, by the one set of limits
+// that was current when the call started. Local decides with
+// hotlimit.AllowLayersState (no allocation for up to 8 layers on keys it
+// holds); Redis with one script call (redislimit.AllowLayersState),
+// exact across every replica on the same Redis; Lease in process from
+// this replica's leases (states' Window is then hotlimit.Never). A layer
+// naming a limit the set does not hold fails the call with an error
+// wrapping admission.ErrUnknownLimit, and consumes nothing. Redis
+// failures are returned as errors (wrapping redislimit.ErrUnavailable),
+// with the Decision of the limiters' failure policy (a denial unless
+// RedisOptions set another); the caller applies its own. states, when not nil, gets
+// each layer's state after the decision; of another length than layers,
+// it gets what it has room for and Remaining -1 beyond the layers.
+func (s *Store) AllowStates(ctx context.Context, layers []admission.Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
+	g := s.enter()
+	defer g.leave()
+	if g.closed {
+		return hotlimit.Decision{}, -1, ErrClosed
+	}
+	if g.local != nil {
+		return g.allowLocal(layers, states)
+	}
+	var buf [admission.MaxLayers]redislimit.Layer
+	ls := buf[:0]
+	for _, ly := range layers {
+		l := g.remote[ly.Limit]
+		if l == nil {
+			return hotlimit.Decision{}, -1, fmt.Errorf("%w %q", admission.ErrUnknownLimit, ly.Limit)
+		}
+		ls = append(ls, redislimit.Layer{Limiter: l, Key: ly.Key, Cost: ly.Cost})
+	}
+	return redislimit.AllowLayersState(ctx, states, ls...)
+}
+
+// allowLocal is AllowStates on a Local set.
+func (g *set) allowLocal(layers []admission.Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
+	var buf [admission.MaxLayers]hotlimit.Layer
+	ls := buf[:0]
+	for _, ly := range layers {
+		l := g.local[ly.Limit]
+		if l == nil {
+			return hotlimit.Decision{}, -1, fmt.Errorf("%w %q", admission.ErrUnknownLimit, ly.Limit)
+		}
+		ls = append(ls, hotlimit.Layer{Limiter: l, Key: ly.Key, Cost: ly.Cost})
+	}
+	if states == nil {
+		d, i := hotlimit.AllowLayersIndex(ls...)
+		return d, i, nil
+	}
+	var sbuf [admission.MaxLayers]hotlimit.LayerState
+	each := sbuf[:]
+	if len(ls) > len(sbuf) {
+		each = make([]hotlimit.LayerState, len(ls))
+	}
+	d, i := hotlimit.AllowLayersState(each, ls...)
+	for j := range states {
+		if j >= len(ls) {
+			states[j] = admission.LayerState{Remaining: -1} // no such layer: unknown
+			continue
+		}
+		st := &each[j]
+		states[j] = admission.LayerState{Remaining: st.Decision.Remaining, Window: st.Next, Policy: st.Policy}
+	}
+	return d, i, nil
+}
+
+// sweep gives back, every interval, the leases of keys idle since the
+// previous sweep, until Close.
+func (s *Store) sweep(every time.Duration) {
+	defer close(s.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		g := s.enter()
+		for _, l := range g.remote {
+			ctx, cancel := context.WithTimeout(context.Background(), every)
+			l.SweepLeases(ctx)
+			cancel()
+		}
+		g.leave()
+	}
+}
+
+// Close stops the store: decisions and Updates after it fail with
+// ErrClosed. It waits for the decisions in flight (Lease), closes every
+// limiter (a Lease store gives back the units its leases hold, where
+// the policy allows, see lease.Limiter.Close; units it cannot give back
+// stay debited: never spent twice) and the client Open made. ctx is not
+// used: each give-back is bounded by the store's Timeout.
+func (s *Store) Close(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.cur.Load()
+	if old.closed {
+		return nil
+	}
+	if s.stop != nil {
+		close(s.stop)
+		<-s.done
+	}
+	s.cur.Store(&set{closed: true})
+	s.retire(old, nil)
+	return s.closeClient()
+}
+
+func (s *Store) closeClient() error {
+	if s.owned != nil {
+		return s.owned.Close()
+	}
+	return nil
+}
