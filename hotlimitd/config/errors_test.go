@@ -52,7 +52,7 @@ func TestParseErrors(t *testing.T) {
 		{"not a mapping", "- a\n", []wantErr{{1, "", "want a mapping with domain and descriptors, got a list"}}},
 		{"missing domain", "descriptors: []\n", []wantErr{{1, "domain", "missing"}}},
 		{"empty domain", "domain: \"\"\n", []wantErr{{1, "domain", "empty"}}},
-		{"null domain", "domain:\n", []wantErr{{1, "domain", "want a string, got nothing"}, {1, "domain", "missing"}}},
+		{"null domain", "domain:\n", []wantErr{{1, "domain", "want a string, got nothing"}}},
 		{"unknown top field", "domain: d\ndomian: x\n", []wantErr{{2, "domian", "unknown field"}}},
 		{"field twice", "domain: d\ndomain: e\n", []wantErr{{2, "domain", "given twice (first at line 1)"}}},
 		{"descriptors not a list", "domain: d\ndescriptors: 5\n", []wantErr{{2, "descriptors", "want a list of descriptors"}}},

@@ -202,6 +202,17 @@ func (p *parser) str(v *yaml.Node, field string) (string, bool) {
 	return v.Value, true
 }
 
+// text is str for a field that must not be empty: it reports ifEmpty
+// for "".
+func (p *parser) text(v *yaml.Node, field, ifEmpty string) (string, bool) {
+	s, ok := p.str(v, field)
+	if ok && s == "" {
+		p.errorf(v, field, "%s", ifEmpty)
+		return "", false
+	}
+	return s, ok
+}
+
 func (p *parser) boolean(v *yaml.Node, field string) (bool, bool) {
 	var b bool
 	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" || v.Decode(&b) != nil {
@@ -239,10 +250,7 @@ func (p *parser) parseDocument(doc *yaml.Node) {
 	ok := p.fields(root, "", "domain and descriptors", func(f string, v *yaml.Node, field string) {
 		switch f {
 		case "domain":
-			if s, ok := p.str(v, field); ok {
-				if s == "" {
-					p.errorf(v, field, "empty")
-				}
+			if s, ok := p.text(v, field, "empty"); ok {
 				name, nameNode = s, v
 			}
 		case "descriptors":
@@ -254,7 +262,7 @@ func (p *parser) parseDocument(doc *yaml.Node) {
 	if !ok {
 		return
 	}
-	if nameNode == nil {
+	if nameNode == nil && !p.hasField(root, "domain") {
 		p.errorf(root, "domain", "missing")
 	}
 	d := &domain{name: name, file: p.file, line: root.Line}
@@ -293,16 +301,23 @@ func (p *parser) parseDescriptors(b *domainBuilder, parent *node, seq *yaml.Node
 	if seq.Kind == yaml.ScalarNode && seq.ShortTag() == "!!null" {
 		return // descriptors: with nothing after it is no descriptors
 	}
+	p.list(seq, field, "descriptors", func(item *yaml.Node, f string) {
+		p.parseDescriptor(b, parent, item, f, path)
+	})
+}
+
+// list calls f with each item of the list seq and its field; it refuses
+// (and reports) a node that is not a list.
+func (p *parser) list(seq *yaml.Node, field, want string, f func(item *yaml.Node, field string)) {
 	if seq.Kind != yaml.SequenceNode {
-		p.errorf(seq, field, "want a list of descriptors, got %s", kindName(seq))
+		p.errorf(seq, field, "want a list of %s, got %s", want, kindName(seq))
 		return
 	}
 	for i, item := range seq.Content {
-		item = p.resolve(item)
-		if item == nil {
+		if item = p.resolve(item); item == nil {
 			return
 		}
-		p.parseDescriptor(b, parent, item, field+"["+strconv.Itoa(i)+"]", path)
+		f(item, field+"["+strconv.Itoa(i)+"]")
 	}
 }
 
@@ -313,20 +328,12 @@ func (p *parser) parseDescriptor(b *domainBuilder, parent *node, m *yaml.Node, f
 	ok := p.fields(m, field, "key, value, rate_limit, descriptors, shadow_mode, detailed_metric, share_threshold", func(f string, v *yaml.Node, fld string) {
 		switch f {
 		case "key":
-			if s, ok := p.str(v, fld); ok {
-				if s == "" {
-					p.errorf(v, fld, "empty")
-				} else {
-					key, keyNode = s, v
-				}
+			if s, ok := p.text(v, fld, "empty"); ok {
+				key, keyNode = s, v
 			}
 		case "value":
-			if s, ok := p.str(v, fld); ok {
-				if s == "" {
-					p.errorf(v, fld, "empty: leave value out for a rule that matches every value of its key")
-				} else {
-					value, valueNode = s, v
-				}
+			if s, ok := p.text(v, fld, "empty: leave value out for a rule that matches every value of its key"); ok {
+				value, valueNode = s, v
 			}
 		case "rate_limit":
 			rl = v
@@ -448,10 +455,7 @@ func (p *parser) parseRateLimit(b *domainBuilder, m *yaml.Node, field, path stri
 		case "unlimited":
 			l.Unlimited, _ = p.boolean(v, fld)
 		case "name":
-			if s, ok := p.str(v, fld); ok {
-				if s == "" {
-					p.errorf(v, fld, "empty")
-				}
+			if s, ok := p.text(v, fld, "empty"); ok {
 				l.RuleName = s
 				b.names[s] = true
 			}
@@ -578,27 +582,14 @@ func init() {
 }
 
 func (p *parser) parseReplaces(b *domainBuilder, l *Limit, seq *yaml.Node, field string) {
-	if seq.Kind != yaml.SequenceNode {
-		p.errorf(seq, field, "want a list of {name: ...}, got %s", kindName(seq))
-		return
-	}
-	for i, item := range seq.Content {
-		item = p.resolve(item)
-		if item == nil {
-			return
-		}
-		f := field + "[" + strconv.Itoa(i) + "]"
+	p.list(seq, field, "{name: ...}", func(item *yaml.Node, f string) {
 		var name *yaml.Node
 		p.fields(item, f, "name", func(n string, v *yaml.Node, fld string) {
 			if n != "name" {
 				p.errorf(v, fld, "unknown field (a replaces entry has name)")
 				return
 			}
-			if s, ok := p.str(v, fld); ok {
-				if s == "" {
-					p.errorf(v, fld, "empty")
-					return
-				}
+			if s, ok := p.text(v, fld, "empty"); ok {
 				name = v
 				l.Replaces = append(l.Replaces, s)
 				b.replaces = append(b.replaces, pendingReplace{name: s, field: fld, n: v})
@@ -607,7 +598,7 @@ func (p *parser) parseReplaces(b *domainBuilder, l *Limit, seq *yaml.Node, field
 		if name == nil && item.Kind == yaml.MappingNode && !p.hasField(item, "name") {
 			p.errorf(item, join(f, "name"), "missing")
 		}
-	}
+	})
 }
 
 // escape writes s for a Limit's Name: '%', '/', '=', '#', braces, spaces,

@@ -33,7 +33,8 @@ type Watcher struct {
 // later load that succeeds, onReload is called with the new Config (by
 // then Current); after each that fails, onError with the error, and
 // Current stays. Either may be nil. They are called one at a time, from
-// Run or Reload's goroutine.
+// Run or Reload's goroutine, while the Watcher holds its lock: they must
+// not call Reload.
 func NewWatcher(path string, interval time.Duration, onReload func(*Config), onError func(error)) (*Watcher, error) {
 	if interval <= 0 {
 		return nil, errors.New("config: NewWatcher: interval must be > 0, got " + interval.String())
