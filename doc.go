@@ -78,5 +78,7 @@
 //     gin and echo;
 //   - github.com/hotlimit/hotlimit/bench and
 //     github.com/hotlimit/hotlimit/bench/redisbench: benchmarks against
-//     other limiters.
+//     other limiters;
+//   - github.com/hotlimit/hotlimit/hotlimitd/bench: hotlimitd against
+//     gubernator, a gRPC load generator on loopback.
 package hotlimit

@@ -1,0 +1,180 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// A Target makes the callers of one run: NewCaller is called once per
+// caller, before the run starts, with the caller's index.
+type Target interface {
+	NewCaller(i int) Caller
+}
+
+// A Caller sends one request at a time; Run never calls one Caller from
+// two goroutines, so it may reuse its request message.
+type Caller interface {
+	// Call sends one request whose descriptors name keys (indexes into
+	// the key space, len(keys) = Options.Descriptors) and reports whether
+	// the service answered over the limit.
+	Call(ctx context.Context, keys []int) (over bool, err error)
+}
+
+// Options says what load Run puts on a Target.
+type Options struct {
+	Callers     int           // concurrent callers, each with one request in flight (> 0)
+	Requests    int64         // measured requests in all; 0: no cap (then Duration is required)
+	Duration    time.Duration // measured time; 0: no cap (then Requests is required)
+	Warmup      time.Duration // unmeasured time before, the same load (connections, keys, caches)
+	Keys        int           // key space (> 0); each descriptor's key is uniform in [0, Keys)
+	Descriptors int           // descriptors per request (> 0)
+	Seed        uint64        // seeds the callers' key streams (caller i: PCG(Seed, i))
+}
+
+func (o Options) validate() error {
+	switch {
+	case o.Callers <= 0:
+		return fmt.Errorf("bench: Callers must be > 0, got %d", o.Callers)
+	case o.Keys <= 0:
+		return fmt.Errorf("bench: Keys must be > 0, got %d", o.Keys)
+	case o.Descriptors <= 0:
+		return fmt.Errorf("bench: Descriptors must be > 0, got %d", o.Descriptors)
+	case o.Requests < 0 || o.Duration < 0 || o.Warmup < 0:
+		return errors.New("bench: Requests, Duration and Warmup must be ≥ 0")
+	case o.Requests == 0 && o.Duration == 0:
+		return errors.New("bench: one of Requests and Duration must be set")
+	}
+	return nil
+}
+
+// Result is what one run measured.
+type Result struct {
+	Requests int64         // measured requests, each answered
+	Over     int64         // of them, answered over the limit
+	Elapsed  time.Duration // from the start of the measured part to the end of its last request
+	// Latency holds every measured request's latency in microseconds.
+	Latency *hdrhistogram.Histogram
+}
+
+// PerSecond returns measured requests per second of Elapsed.
+func (r *Result) PerSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Requests) / r.Elapsed.Seconds()
+}
+
+// Quantile returns the latency at quantile q (0.5 for the median).
+func (r *Result) Quantile(q float64) time.Duration {
+	return time.Duration(r.Latency.ValueAtQuantile(q*100)) * time.Microsecond
+}
+
+// newHistogram returns a histogram of 1 µs to 10 s at 3 significant digits.
+func newHistogram() *hdrhistogram.Histogram {
+	return hdrhistogram.New(1, int64(10*time.Second/time.Microsecond), 3)
+}
+
+// Run puts the load o describes on t: a warmup, then the measured part,
+// which ends when Requests requests have been answered or Duration has
+// passed, whichever comes first. The first error of any call ends the run
+// and is returned: a failed request is never counted as a decision.
+func Run(ctx context.Context, t Target, o Options) (*Result, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	callers := make([]Caller, o.Callers)
+	for i := range callers {
+		callers[i] = t.NewCaller(i)
+	}
+
+	// Phases: every caller runs the warmup, meets the others at the start
+	// line, then runs the measured part. left counts the measured requests
+	// not yet claimed when Requests caps the run.
+	var (
+		start   sync.WaitGroup
+		ready   = make(chan struct{})
+		done    sync.WaitGroup
+		left    atomic.Int64
+		t0      time.Time
+		results = make([]Result, o.Callers)
+	)
+	left.Store(o.Requests)
+	start.Add(o.Callers)
+	done.Add(o.Callers)
+	for i, c := range callers {
+		go func() {
+			defer done.Done()
+			r := &results[i]
+			r.Latency = newHistogram()
+			rng := rand.New(rand.NewPCG(o.Seed, uint64(i)))
+			keys := make([]int, o.Descriptors)
+			draw := func() {
+				for j := range keys {
+					keys[j] = rng.IntN(o.Keys)
+				}
+			}
+			// Warmup: the same calls, not recorded.
+			for end := time.Now().Add(o.Warmup); time.Now().Before(end) && ctx.Err() == nil; {
+				draw()
+				if _, err := c.Call(ctx, keys); err != nil {
+					cancel(fmt.Errorf("warmup: %w", err))
+				}
+			}
+			start.Done()
+			<-ready
+			var deadline time.Time
+			if o.Duration > 0 {
+				deadline = t0.Add(o.Duration)
+			}
+			for ctx.Err() == nil {
+				if o.Requests > 0 && left.Add(-1) < 0 {
+					return
+				}
+				draw()
+				s := time.Now()
+				over, err := c.Call(ctx, keys)
+				e := time.Now()
+				if err != nil {
+					if ctx.Err() == nil {
+						cancel(err)
+					}
+					return
+				}
+				r.Requests++
+				if over {
+					r.Over++
+				}
+				_ = r.Latency.RecordValue(max(1, int64(e.Sub(s)/time.Microsecond)))
+				if !deadline.IsZero() && !e.Before(deadline) {
+					return
+				}
+			}
+		}()
+	}
+	start.Wait()
+	t0 = time.Now()
+	close(ready)
+	done.Wait()
+	elapsed := time.Since(t0)
+	if err := context.Cause(ctx); err != nil {
+		return nil, err
+	}
+
+	total := &Result{Elapsed: elapsed, Latency: newHistogram()}
+	for i := range results {
+		total.Requests += results[i].Requests
+		total.Over += results[i].Over
+		total.Latency.Merge(results[i].Latency)
+	}
+	return total, nil
+}

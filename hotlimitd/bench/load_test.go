@@ -1,0 +1,151 @@
+package bench_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	guber "github.com/gubernator-io/gubernator/v2"
+	"github.com/hotlimit/hotlimit/hotlimitd/bench"
+)
+
+// day is a period long enough that no unit comes back during a test.
+const day = 24 * time.Hour
+
+// targets returns, for each system under test, a Target over the
+// Algorithm a with limit per day; the RLS one against the test's stand-in.
+func targets(t *testing.T, a bench.Algorithm, limit int64, keys int) map[string]bench.Target {
+	t.Helper()
+	names := bench.KeyNames(keys)
+	d, gaddr, err := bench.StartGubernator(context.Background(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	gconns, err := bench.Dial(gaddr, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bench.Close(gconns) })
+	rconns, err := bench.Dial(startStandIn(t, bench.Policy(a, limit, day)), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bench.Close(rconns) })
+	return map[string]bench.Target{
+		"gubernator": &bench.Gubernator{Conns: gconns, Keys: names, Algorithm: a, Limit: limit, Period: day, Behavior: guber.Behavior_NO_BATCHING},
+		"rls":        &bench.RLS{Conns: rconns, Keys: names},
+	}
+}
+
+// TestRunCounts drives each target with a fixed number of requests: every
+// request is answered and recorded once, and with one key of limit 5 per
+// day exactly 5 are admitted, whatever the schedule: Run counts what the
+// services answered, and the callers read their answers right.
+func TestRunCounts(t *testing.T) {
+	for _, a := range []bench.Algorithm{bench.Bucket, bench.Window} {
+		for name, tg := range targets(t, a, 5, 1) {
+			t.Run(string(a)+"/"+name, func(t *testing.T) {
+				o := bench.Options{Callers: 4, Requests: 40, Keys: 1, Descriptors: 1, Seed: 1}
+				res, err := bench.Run(context.Background(), tg, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Requests != 40 || res.Latency.TotalCount() != 40 {
+					t.Fatalf("requests %d, recorded %d, want 40 each", res.Requests, res.Latency.TotalCount())
+				}
+				if res.Over != 35 {
+					t.Fatalf("over the limit: %d, want 35 (5 of 40 admitted)", res.Over)
+				}
+				if res.Elapsed <= 0 || res.PerSecond() <= 0 || res.Quantile(0.5) <= 0 || res.Quantile(0.99) < res.Quantile(0.5) {
+					t.Fatalf("elapsed %v, %v/s, p50 %v, p99 %v", res.Elapsed, res.PerSecond(), res.Quantile(0.5), res.Quantile(0.99))
+				}
+			})
+		}
+	}
+}
+
+// TestRunDescriptors: three descriptors per request under a limit no key
+// reaches; then, with the limits reached, a request is over the limit when
+// any of its descriptors is.
+func TestRunDescriptors(t *testing.T) {
+	for name, tg := range targets(t, bench.Bucket, 1000, 50) {
+		t.Run(name, func(t *testing.T) {
+			o := bench.Options{Callers: 3, Requests: 30, Duration: time.Minute, Keys: 50, Descriptors: 3, Seed: 2}
+			res, err := bench.Run(context.Background(), tg, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Requests != 30 || res.Over != 0 {
+				t.Fatalf("requests %d, over %d; want 30, 0", res.Requests, res.Over)
+			}
+		})
+	}
+	for name, tg := range targets(t, bench.Bucket, 1, 3) {
+		t.Run("limited/"+name, func(t *testing.T) {
+			// Three keys of limit 1: each request names three keys, so
+			// at most 3 of the requests are admitted.
+			o := bench.Options{Callers: 2, Requests: 20, Keys: 3, Descriptors: 3, Seed: 3}
+			res, err := bench.Run(context.Background(), tg, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Requests != 20 || res.Over < 17 {
+				t.Fatalf("requests %d, over %d; want 20, at least 17", res.Requests, res.Over)
+			}
+		})
+	}
+}
+
+// TestRunDuration: a run capped by time alone ends, having answered some
+// requests.
+func TestRunDuration(t *testing.T) {
+	tg := targets(t, bench.Window, 1000, 10)["rls"]
+	res, err := bench.Run(context.Background(), tg, bench.Options{Callers: 2, Duration: 50 * time.Millisecond, Warmup: 10 * time.Millisecond, Keys: 10, Descriptors: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests == 0 || res.Elapsed < 50*time.Millisecond {
+		t.Fatalf("requests %d in %v; want some, in at least 50ms", res.Requests, res.Elapsed)
+	}
+}
+
+type failing struct{ after, n int }
+
+func (f *failing) NewCaller(int) bench.Caller { return f }
+func (f *failing) Call(context.Context, []int) (bool, error) {
+	if f.n++; f.n > f.after {
+		return false, errors.New("refused")
+	}
+	return false, nil
+}
+
+// TestRunError: a failed call ends the run with its error, in the warmup
+// or in the measured part; no result is returned to be read as figures.
+func TestRunError(t *testing.T) {
+	for _, o := range []bench.Options{
+		{Callers: 1, Requests: 10, Keys: 1, Descriptors: 1},
+		{Callers: 1, Requests: 10, Warmup: time.Hour, Keys: 1, Descriptors: 1},
+	} {
+		res, err := bench.Run(context.Background(), &failing{after: 3}, o)
+		if err == nil || !strings.Contains(err.Error(), "refused") || res != nil {
+			t.Fatalf("%+v: result %v, error %v; want no result and the call's error", o, res, err)
+		}
+	}
+}
+
+func TestOptionsRefused(t *testing.T) {
+	for _, o := range []bench.Options{
+		{Requests: 1, Keys: 1, Descriptors: 1},
+		{Callers: 1, Requests: 1, Descriptors: 1},
+		{Callers: 1, Requests: 1, Keys: 1},
+		{Callers: 1, Keys: 1, Descriptors: 1},
+		{Callers: 1, Requests: -1, Keys: 1, Descriptors: 1},
+	} {
+		if _, err := bench.Run(context.Background(), &failing{}, o); err == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
+}

@@ -1,0 +1,207 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	commonrl "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	guber "github.com/gubernator-io/gubernator/v2"
+	"github.com/hotlimit/hotlimit"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Domain is the rate limit domain the RLS target's requests name.
+const Domain = "bench"
+
+// DescriptorKey returns the entry key of a request's j-th descriptor
+// ("d0", "d1", ...): descriptor j is limited by the rule of that key, and
+// gubernator's rate limit j is named after it.
+func DescriptorKey(j int) string { return "d" + strconv.Itoa(j) }
+
+// KeyNames returns the names of a key space of n keys ("k000000", ...),
+// the descriptor values and gubernator unique keys the callers send.
+func KeyNames(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("k%06d", i)
+	}
+	return names
+}
+
+// Dial opens n gRPC client connections to addr (plaintext: loopback
+// only), over which callers are spread round robin: one HTTP/2
+// connection serialises its frames, and a service behind it would be
+// measured through that bottleneck.
+func Dial(addr string, n int) ([]*grpc.ClientConn, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("bench: connections must be > 0, got %d", n)
+	}
+	conns := make([]*grpc.ClientConn, 0, n)
+	for range n {
+		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			Close(conns)
+			return nil, err
+		}
+		c.Connect()
+		conns = append(conns, c)
+	}
+	return conns, nil
+}
+
+// Close closes conns.
+func Close(conns []*grpc.ClientConn) {
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// RLS is the Target that calls envoy's RateLimitService/ShouldRateLimit:
+// each request has one descriptor per key, descriptor j holding the one
+// entry {DescriptorKey(j): key name}, in Domain, hits_addend 1.
+type RLS struct {
+	Conns []*grpc.ClientConn
+	Keys  []string // KeyNames of the run's key space
+}
+
+// NewCaller implements Target.
+func (t *RLS) NewCaller(i int) Caller {
+	return &rlsCaller{client: rlsv3.NewRateLimitServiceClient(t.Conns[i%len(t.Conns)]), keys: t.Keys}
+}
+
+type rlsCaller struct {
+	client rlsv3.RateLimitServiceClient
+	keys   []string
+	req    rlsv3.RateLimitRequest
+}
+
+func (c *rlsCaller) Call(ctx context.Context, keys []int) (bool, error) {
+	if len(c.req.Descriptors) != len(keys) {
+		c.req.Domain = Domain
+		c.req.HitsAddend = 1
+		c.req.Descriptors = make([]*commonrl.RateLimitDescriptor, len(keys))
+		for j := range keys {
+			c.req.Descriptors[j] = &commonrl.RateLimitDescriptor{
+				Entries: []*commonrl.RateLimitDescriptor_Entry{{Key: DescriptorKey(j)}},
+			}
+		}
+	}
+	for j, k := range keys {
+		c.req.Descriptors[j].Entries[0].Value = c.keys[k]
+	}
+	resp, err := c.client.ShouldRateLimit(ctx, &c.req)
+	if err != nil {
+		return false, err
+	}
+	if len(resp.Statuses) != len(keys) {
+		return false, fmt.Errorf("bench: %d descriptors, %d statuses in the reply", len(keys), len(resp.Statuses))
+	}
+	switch resp.OverallCode {
+	case rlsv3.RateLimitResponse_OK:
+		return false, nil
+	case rlsv3.RateLimitResponse_OVER_LIMIT:
+		return true, nil
+	}
+	return false, fmt.Errorf("bench: overall code %v", resp.OverallCode)
+}
+
+// Algorithm names the refill rule both systems are asked for, whatever
+// each calls it (see hotlimitd/RESULTS.md).
+type Algorithm string
+
+const (
+	// Bucket refills continuously, Limit per Period, and holds at most
+	// Limit: hotlimit's TokenBucket (GCRA), gubernator's LEAKY_BUCKET.
+	Bucket Algorithm = "bucket"
+	// Window admits Limit per Period and starts again at the Period's
+	// end: hotlimit's FixedWindow (windows aligned on the clock),
+	// gubernator's TOKEN_BUCKET (a window that starts at a key's first hit).
+	Window Algorithm = "window"
+)
+
+// ParseAlgorithm returns the Algorithm named s.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	switch a := Algorithm(s); a {
+	case Bucket, Window:
+		return a, nil
+	}
+	return "", fmt.Errorf("bench: unknown algorithm %q (want %q or %q)", s, Bucket, Window)
+}
+
+// Gubernator is the Target that calls gubernator's V1/GetRateLimits: each
+// request holds one RateLimitReq per key, rate limit j named
+// DescriptorKey(j), with unique key the key's name, hits 1, and the limit,
+// algorithm and behavior given here.
+type Gubernator struct {
+	Conns     []*grpc.ClientConn
+	Keys      []string
+	Algorithm Algorithm
+	Limit     int64
+	Period    time.Duration
+	Behavior  guber.Behavior
+}
+
+// NewCaller implements Target.
+func (t *Gubernator) NewCaller(i int) Caller {
+	return &guberCaller{t: t, client: guber.NewV1Client(t.Conns[i%len(t.Conns)])}
+}
+
+type guberCaller struct {
+	t      *Gubernator
+	client guber.V1Client
+	req    guber.GetRateLimitsReq
+}
+
+func (c *guberCaller) Call(ctx context.Context, keys []int) (bool, error) {
+	if len(c.req.Requests) != len(keys) {
+		alg := guber.Algorithm_LEAKY_BUCKET
+		if c.t.Algorithm == Window {
+			alg = guber.Algorithm_TOKEN_BUCKET
+		}
+		c.req.Requests = make([]*guber.RateLimitReq, len(keys))
+		for j := range keys {
+			c.req.Requests[j] = &guber.RateLimitReq{
+				Name:      DescriptorKey(j),
+				Hits:      1,
+				Limit:     c.t.Limit,
+				Burst:     c.t.Limit,
+				Duration:  c.t.Period.Milliseconds(),
+				Algorithm: alg,
+				Behavior:  c.t.Behavior,
+			}
+		}
+	}
+	for j, k := range keys {
+		c.req.Requests[j].UniqueKey = c.t.Keys[k]
+	}
+	resp, err := c.client.GetRateLimits(ctx, &c.req)
+	if err != nil {
+		return false, err
+	}
+	if len(resp.Responses) != len(keys) {
+		return false, fmt.Errorf("bench: %d rate limits, %d responses in the reply", len(keys), len(resp.Responses))
+	}
+	over := false
+	for _, r := range resp.Responses {
+		if r.Error != "" {
+			return false, errors.New("bench: gubernator: " + r.Error)
+		}
+		over = over || r.Status == guber.Status_OVER_LIMIT
+	}
+	return over, nil
+}
+
+// Policy returns the hotlimit policy of a, Limit per Period: a
+// TokenBucket of Burst limit refilling limit per period, or a
+// FixedWindow of limit per period.
+func Policy(a Algorithm, limit int64, period time.Duration) hotlimit.Policy {
+	if a == Window {
+		return hotlimit.FixedWindow{Limit: limit, Window: period}
+	}
+	return hotlimit.TokenBucket{Rate: hotlimit.Rate{N: limit, Per: period}, Burst: limit}
+}
