@@ -36,6 +36,11 @@ type Options struct {
 	Keys        int           // key space (> 0); each descriptor's key is uniform in [0, Keys)
 	Descriptors int           // descriptors per request (> 0)
 	Seed        uint64        // seeds the callers' key streams (caller i: PCG(Seed, i))
+	// Phase, when not nil, is called with true just before the measured
+	// part starts (every caller done with its warmup) and with false just
+	// after its last request ends: to measure something else over exactly
+	// that time (the service's CPU).
+	Phase func(measuring bool)
 }
 
 func (o Options) validate() error {
@@ -162,10 +167,16 @@ func Run(ctx context.Context, t Target, o Options) (*Result, error) {
 		}()
 	}
 	start.Wait()
+	if o.Phase != nil {
+		o.Phase(true)
+	}
 	t0 = time.Now()
 	close(ready)
 	done.Wait()
 	elapsed := time.Since(t0)
+	if o.Phase != nil {
+		o.Phase(false)
+	}
 	if err := context.Cause(ctx); err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	guber "github.com/gubernator-io/gubernator/v2"
 	"github.com/hotlimit/hotlimit/hotlimitd/bench"
+	"github.com/hotlimit/hotlimit/hotlimitd/config"
 )
 
 // day is a period long enough that no unit comes back during a test.
@@ -146,6 +147,32 @@ func TestOptionsRefused(t *testing.T) {
 	} {
 		if _, err := bench.Run(context.Background(), &failing{}, o); err == nil {
 			t.Errorf("%+v: no error", o)
+		}
+	}
+}
+
+// TestConfig: hotlimitd's configuration for the RLS target limits each
+// descriptor position by its own rule, with the policy the comparison
+// names (bench.Policy), for every algorithm and unit.
+func TestConfig(t *testing.T) {
+	for _, a := range []bench.Algorithm{bench.Bucket, bench.Window} {
+		for unit, period := range bench.Units {
+			cfg, err := config.Parse("bench.yaml", bench.Config(a, 7, unit, 3))
+			if err != nil {
+				t.Fatalf("%s per %s: %v", a, unit, err)
+			}
+			want := bench.Policy(a, 7, period)
+			if got := cfg.Limits(); len(got) != 3 {
+				t.Fatalf("%s per %s: %d limits, want 3: %v", a, unit, len(got), got)
+			}
+			seen := map[string]bool{}
+			for j := range 3 {
+				l, _, ok := cfg.Match(nil, bench.Domain, []config.Entry{{Key: bench.DescriptorKey(j), Value: "k000001"}})
+				if !ok || l.Policy != want || seen[l.Name] {
+					t.Fatalf("%s per %s, descriptor %d: matched %v, limit %+v; want its own limit of policy %+v", a, unit, j, ok, l, want)
+				}
+				seen[l.Name] = true
+			}
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	commonrl "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -205,3 +206,25 @@ func Policy(a Algorithm, limit int64, period time.Duration) hotlimit.Policy {
 	}
 	return hotlimit.TokenBucket{Rate: hotlimit.Rate{N: limit, Per: period}, Burst: limit}
 }
+
+// Config returns hotlimitd's configuration for the RLS target's requests:
+// domain Domain, one key-only rule per descriptor position j (key
+// DescriptorKey(j), each value counted apart), each with a limit of
+// requests per unit ("second", "minute", "hour" or "day") under a, as
+// Policy gives it.
+func Config(a Algorithm, limit int64, unit string, descriptors int) []byte {
+	alg := "token_bucket"
+	if a == Window {
+		alg = "fixed_window"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "domain: %s\ndescriptors:\n", Domain)
+	for j := range descriptors {
+		fmt.Fprintf(&b, "  - key: %s\n    rate_limit:\n      unit: %s\n      requests_per_unit: %d\n      algorithm: %s\n",
+			DescriptorKey(j), unit, limit, alg)
+	}
+	return []byte(b.String())
+}
+
+// Units are the units Config and the command take, with their periods.
+var Units = map[string]time.Duration{"second": time.Second, "minute": time.Minute, "hour": time.Hour, "day": 24 * time.Hour}
