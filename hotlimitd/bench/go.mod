@@ -7,7 +7,7 @@ require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/gubernator-io/gubernator/v2 v2.13.0
 	github.com/hotlimit/hotlimit v0.1.0
-	github.com/hotlimit/hotlimit/hotlimitd v0.0.0-00010101000000-000000000000
+	github.com/hotlimit/hotlimit/hotlimitd v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sirupsen/logrus v1.9.2
 	google.golang.org/grpc v1.85.0
