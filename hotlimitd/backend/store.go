@@ -281,27 +281,37 @@ func (s *Store) AllowStates(ctx context.Context, layers []admission.Layer, state
 		return g.allowLocal(layers, states)
 	}
 	var buf [admission.MaxLayers]redislimit.Layer
-	ls := buf[:0]
-	for _, ly := range layers {
-		l := g.remote[ly.Limit]
-		if l == nil {
-			return hotlimit.Decision{}, -1, fmt.Errorf("%w %q", admission.ErrUnknownLimit, ly.Limit)
-		}
-		ls = append(ls, redislimit.Layer{Limiter: l, Key: ly.Key, Cost: ly.Cost})
+	ls, err := resolve(buf[:0], g.remote, layers, func(l *redislimit.Limiter, ly admission.Layer) redislimit.Layer {
+		return redislimit.Layer{Limiter: l, Key: ly.Key, Cost: ly.Cost}
+	})
+	if err != nil {
+		return hotlimit.Decision{}, -1, err
 	}
 	return redislimit.AllowLayersState(ctx, states, ls...)
+}
+
+// resolve appends to dst, for each of layers, the layer mk makes of it
+// on its limit's limiter in lims, or returns an error wrapping
+// admission.ErrUnknownLimit for a limit lims does not hold.
+func resolve[L, T any](dst []T, lims map[string]*L, layers []admission.Layer, mk func(*L, admission.Layer) T) ([]T, error) {
+	for _, ly := range layers {
+		l := lims[ly.Limit]
+		if l == nil {
+			return nil, fmt.Errorf("%w %q", admission.ErrUnknownLimit, ly.Limit)
+		}
+		dst = append(dst, mk(l, ly))
+	}
+	return dst, nil
 }
 
 // allowLocal is AllowStates on a Local set.
 func (g *set) allowLocal(layers []admission.Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
 	var buf [admission.MaxLayers]hotlimit.Layer
-	ls := buf[:0]
-	for _, ly := range layers {
-		l := g.local[ly.Limit]
-		if l == nil {
-			return hotlimit.Decision{}, -1, fmt.Errorf("%w %q", admission.ErrUnknownLimit, ly.Limit)
-		}
-		ls = append(ls, hotlimit.Layer{Limiter: l, Key: ly.Key, Cost: ly.Cost})
+	ls, err := resolve(buf[:0], g.local, layers, func(l *hotlimit.Limiter, ly admission.Layer) hotlimit.Layer {
+		return hotlimit.Layer{Limiter: l, Key: ly.Key, Cost: ly.Cost}
+	})
+	if err != nil {
+		return hotlimit.Decision{}, -1, err
 	}
 	if states == nil {
 		d, i := hotlimit.AllowLayersIndex(ls...)
