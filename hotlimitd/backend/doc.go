@@ -41,6 +41,9 @@
 //
 // Update replaces the set of limits at once: a decision reads the set
 // once, so it is decided entirely by the old set or entirely by the new.
+// Reload is Update for a service whose requests read the configuration
+// and then decide: the old and the new limits both decide while the new
+// configuration is published.
 // A limit's state is kept by its name, and hotlimitd's config changes a
 // limit's name when its policy changes: a name the new set keeps keeps
 // its limiter (its in-process counts; in Lease mode the leases it holds),

@@ -248,3 +248,36 @@ func TestClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReload: during Reload's publish both the old and the new limits
+// decide (a request may have read either configuration); a limit kept or
+// added keeps what it consumed then; afterwards the dropped limit is
+// unknown. A refused Reload does not publish and keeps the running set.
+func TestReload(t *testing.T) {
+	s := open(t, Options{}, map[string]hotlimit.Policy{"a": frozen(3), "b": frozen(3)})
+	a, b, c := admission.Layer{Limit: "a", Key: "k", Cost: 1}, admission.Layer{Limit: "b", Key: "k", Cost: 1}, admission.Layer{Limit: "c", Key: "k", Cost: 1}
+	admits(t, s, 1, b)
+	published := 0
+	err := s.Reload(map[string]hotlimit.Policy{"b": frozen(3), "c": frozen(3)}, func() {
+		published++
+		if got := admits(t, s, 1, a) + admits(t, s, 1, b) + admits(t, s, 1, c); got != 3 {
+			t.Fatalf("during publish: %d of a, b and c admitted; want all 3", got)
+		}
+	})
+	if err != nil || published != 1 {
+		t.Fatalf("Reload: %v, published %d times; want nil, once", err, published)
+	}
+	if _, err := s.Allow(context.Background(), []admission.Layer{a}); !errors.Is(err, admission.ErrUnknownLimit) {
+		t.Fatalf("dropped a after Reload: %v; want ErrUnknownLimit", err)
+	}
+	if got := admits(t, s, 3, b) + admits(t, s, 3, c); got != 1+2 {
+		t.Fatalf("after Reload: %d admitted of b and c; want 1 of b and 2 of c (their state kept)", got)
+	}
+	err = s.Reload(map[string]hotlimit.Policy{"b": frozen(4)}, func() { t.Fatal("a refused Reload published") })
+	if err == nil || !strings.Contains(err.Error(), `limit "b"`) {
+		t.Fatalf("Reload changing b's policy: %v; want an error naming b", err)
+	}
+	if got := s.Names(); strings.Join(got, ",") != "b,c" {
+		t.Fatalf("after a refused Reload: limits %v; want [b c]", got)
+	}
+}

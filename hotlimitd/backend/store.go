@@ -192,6 +192,11 @@ func (s *Store) build(old *set, limits map[string]hotlimit.Policy) (*set, error)
 func (s *Store) Update(limits map[string]hotlimit.Policy) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.swap(limits)
+}
+
+// swap makes limits the running set (Update); it requires s.mu.
+func (s *Store) swap(limits map[string]hotlimit.Policy) error {
 	old := s.cur.Load()
 	if old.closed {
 		return ErrClosed
@@ -203,6 +208,28 @@ func (s *Store) Update(limits map[string]hotlimit.Policy) error {
 	s.cur.Store(g)
 	s.retire(old, g)
 	return nil
+}
+
+// Reload is Update for a service whose requests read the configuration
+// first and then decide on the Store: it adds the limits of limits to
+// the running ones (Update with both), calls publish, which makes the
+// new configuration the one requests read, and then drops the limits
+// that limits does not hold. A request that read either configuration
+// during publish finds every limit it names. On error (a limit's policy
+// changed under its name, an invalid policy) publish is not called and
+// the running set is kept. Only a request that read the old
+// configuration before publish and decides after Reload returns can
+// name a dropped limit (an error wrapping admission.ErrUnknownLimit).
+func (s *Store) Reload(limits map[string]hotlimit.Policy, publish func()) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	both := maps.Clone(s.cur.Load().policies)
+	maps.Copy(both, limits)
+	if err := s.swap(both); err != nil {
+		return err
+	}
+	publish()
+	return s.swap(limits) // every limiter is the running set's: nothing can fail
 }
 
 // retire closes the limiters of old that next does not hold, once no
