@@ -1,7 +1,9 @@
 package config_test
 
 import (
+	"sync"
 	"testing"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/hotlimit/hotlimit/hotlimitd/config"
@@ -19,6 +21,15 @@ func TestUnitIsTheProtocolUnit(t *testing.T) {
 		}
 		if u.Duration() <= 0 {
 			t.Errorf("%v.Duration() = %v", u, u.Duration())
+		}
+	}
+	day := 24 * time.Hour
+	for u, want := range map[config.Unit]time.Duration{
+		config.Second: time.Second, config.Minute: time.Minute, config.Hour: time.Hour, config.Day: day,
+		config.Week: 7 * day, config.Month: 30 * day, config.Year: 365 * day,
+	} {
+		if u.Duration() != want {
+			t.Errorf("%v.Duration() = %v, want %v", u, u.Duration(), want)
 		}
 	}
 	if config.Unit(0).Duration() != 0 || config.Unit(8).String() != "Unit(8)" {
@@ -40,5 +51,31 @@ func TestDefault(t *testing.T) {
 	}
 	if len(c.Limits()) != 3 {
 		t.Errorf("Limits: %v", c.Limits())
+	}
+}
+
+// A Config serves Match, Limits and All from many goroutines at once
+// (run with -race), and Limits' map is the caller's.
+func TestConcurrentUse(t *testing.T) {
+	c := load(t, example("2"))
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			buf := make([]byte, 0, 64)
+			for i := range 200 {
+				es := d("message_type", "marketing", "to_number", string(rune('0'+(g+i)%10)))
+				if _, _, ok := c.Match(buf[:0], "messaging", es); !ok {
+					t.Error("no match")
+					return
+				}
+				m := c.Limits()
+				clear(m)
+				_ = c.All()
+			}
+		})
+	}
+	wg.Wait()
+	if len(c.Limits()) != 2 {
+		t.Error("clearing Limits' map changed the Config")
 	}
 }

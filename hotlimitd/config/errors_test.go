@@ -3,6 +3,7 @@ package config_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -226,5 +227,37 @@ func TestLoadErrors(t *testing.T) {
 		if got[i].Error() != want[i] {
 			t.Errorf("error %d: %q, want %q", i, got[i].Error(), want[i])
 		}
+	}
+}
+
+// A file with very many errors reports the first 100 and says so.
+func TestParseErrorsBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("domain: d\ndescriptors:\n")
+	for i := range 150 {
+		fmt.Fprintf(&b, "  - key: k%d\n    bogus: 1\n", i)
+	}
+	_, err := config.Parse("f.yaml", []byte(b.String()))
+	got := configErrors(t, err)
+	if len(got) != 101 || got[99].Line != 202 || got[100].Msg != "more than 100 errors: the rest are not shown" {
+		t.Fatalf("%d errors, the last two %v %v", len(got), got[len(got)-2], got[len(got)-1])
+	}
+}
+
+// Load skips subdirectories, even named *.yaml, and dot files.
+func TestLoadSkips(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yaml"), "domain: d\n")
+	if err := os.Mkdir(filepath.Join(dir, "sub.yaml"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "sub.yaml", "b.yaml"), "domain: d\n")
+	writeFile(t, filepath.Join(dir, ".c.yaml"), "domain: d\n")
+	c, err := config.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Domains(); len(got) != 1 || got[0] != "d" {
+		t.Errorf("Domains: %v", got)
 	}
 }

@@ -227,3 +227,38 @@ func TestWatcherRun(t *testing.T) {
 		}
 	})
 }
+
+// Reload, poll and Current from several goroutines (run with -race):
+// every Current is one of the configurations written, whole.
+func TestWatcherConcurrent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	write(t, path, limitYAML(1))
+	w, _ := newWatcher(t, path)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range 20 {
+			write(t, path+".tmp", limitYAML(1+i%9))
+			if err := os.Rename(path+".tmp", path); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := w.Reload(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	wg.Go(func() {
+		for range 20 {
+			w.poll()
+		}
+	})
+	wg.Go(func() {
+		for range 200 {
+			l, _, ok := w.Current().Match(nil, "d", []Entry{{"k", "v"}})
+			if !ok || l.RequestsPerUnit < 1 || l.RequestsPerUnit > 9 {
+				t.Errorf("Current: %v %v", l, ok)
+			}
+		}
+	})
+	wg.Wait()
+}
