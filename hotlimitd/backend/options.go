@@ -3,8 +3,11 @@ package backend
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
@@ -102,10 +105,22 @@ func (o *Options) check() error {
 		if len(o.RedisAddrs) > 0 || o.Client != nil || o.Cluster {
 			return errors.New("backend: the local backend takes no Redis address, client or cluster")
 		}
+		if f := o.set(redisFields); f != "" {
+			return fmt.Errorf("backend: the local backend takes no %s (a Redis option)", f)
+		}
+		if f := o.set(leaseFields); f != "" {
+			return fmt.Errorf("backend: the local backend takes no %s (a lease option)", f)
+		}
 		return nil
 	case Redis, Lease:
 	default:
 		return fmt.Errorf("backend: unknown backend %q (want local, redis or lease)", o.Kind)
+	}
+	if len(o.LocalOptions) > 0 {
+		return fmt.Errorf("backend: the %s backend takes no LocalOptions", o.Kind)
+	}
+	if f := o.set(leaseFields); f != "" && o.Kind != Lease {
+		return fmt.Errorf("backend: the redis backend takes no %s (a lease option)", f)
 	}
 	switch {
 	case o.Client != nil && len(o.RedisAddrs) > 0:
@@ -118,6 +133,10 @@ func (o *Options) check() error {
 		return fmt.Errorf("backend: a Redis Cluster has only database 0, got %d", o.RedisDB)
 	case o.RedisDB < 0:
 		return fmt.Errorf("backend: Redis database %d < 0", o.RedisDB)
+	case strings.ContainsAny(o.Prefix, "{}"):
+		return fmt.Errorf("backend: key prefix %q contains a brace", o.Prefix)
+	case strings.ContainsAny(o.HashTag, "{}"):
+		return fmt.Errorf("backend: hash tag %q contains a brace", o.HashTag)
 	case o.Timeout < 0:
 		return fmt.Errorf("backend: timeout %v < 0", o.Timeout)
 	case o.MaxLease < 0:
@@ -131,6 +150,34 @@ func (o *Options) check() error {
 		}
 	}
 	return nil
+}
+
+// The options of one kind only, by name, for check's errors.
+var (
+	redisFields = map[string]func(*Options) bool{
+		"RedisUsername": func(o *Options) bool { return o.RedisUsername != "" },
+		"RedisPassword": func(o *Options) bool { return o.RedisPassword != "" },
+		"RedisDB":       func(o *Options) bool { return o.RedisDB != 0 },
+		"Prefix":        func(o *Options) bool { return o.Prefix != "" },
+		"HashTag":       func(o *Options) bool { return o.HashTag != "" },
+		"Timeout":       func(o *Options) bool { return o.Timeout != 0 },
+		"RedisOptions":  func(o *Options) bool { return len(o.RedisOptions) > 0 },
+	}
+	leaseFields = map[string]func(*Options) bool{
+		"MaxLease":      func(o *Options) bool { return o.MaxLease != 0 },
+		"LeasePeriod":   func(o *Options) bool { return o.LeasePeriod != 0 },
+		"SweepInterval": func(o *Options) bool { return o.SweepInterval != 0 },
+	}
+)
+
+// set returns the first name, in order, of fields that o sets, or "".
+func (o *Options) set(fields map[string]func(*Options) bool) string {
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		if fields[name](o) {
+			return name
+		}
+	}
+	return ""
 }
 
 // checkAddr returns an error unless a is host:port with a port in

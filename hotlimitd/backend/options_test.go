@@ -42,6 +42,13 @@ func TestOpenRefuses(t *testing.T) {
 		{Options{Kind: Redis, Timeout: -time.Second, RedisAddrs: []string{"a:1"}}, "timeout -1s"},
 		{Options{Kind: Lease, MaxLease: -1, RedisAddrs: []string{"a:1"}}, "max lease -1"},
 		{Options{Kind: Lease, LeasePeriod: -1, RedisAddrs: []string{"a:1"}}, "lease period -1ns"},
+		{Options{Prefix: "p:"}, "local backend takes no Prefix"},
+		{Options{Kind: Local, Timeout: time.Second}, "local backend takes no Timeout"},
+		{Options{MaxLease: 3}, "local backend takes no MaxLease"},
+		{Options{Kind: Redis, SweepInterval: time.Second, RedisAddrs: []string{"a:1"}}, "redis backend takes no SweepInterval"},
+		{Options{Kind: Lease, LocalOptions: []hotlimit.Option{hotlimit.WithMaxKeys(10)}, RedisAddrs: []string{"a:1"}}, "takes no LocalOptions"},
+		{Options{Kind: Redis, Prefix: "{p}", RedisAddrs: []string{"a:1"}}, "contains a brace"},
+		{Options{Kind: Redis, HashTag: "t}", RedisAddrs: []string{"a:1"}}, "contains a brace"},
 	} {
 		s, err := Open(context.Background(), c.o, limits)
 		if err == nil {

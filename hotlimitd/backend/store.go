@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,7 +81,7 @@ func Open(ctx context.Context, o Options, limits map[string]hotlimit.Policy) (*S
 		}); ok {
 			if err := p.Ping(ctx).Err(); err != nil {
 				s.closeClient()
-				return nil, fmt.Errorf("backend: Redis %v does not answer: %w", o.RedisAddrs, err)
+				return nil, fmt.Errorf("backend: Redis %s does not answer: %w", s.where(), err)
 			}
 		}
 		s.ropts = []redislimit.Option{redislimit.WithBreaker(redislimit.NewBreaker(redislimit.DefaultFailures, redislimit.DefaultCooldown))}
@@ -403,6 +404,14 @@ func (s *Store) Close(ctx context.Context) error {
 	s.cur.Store(&set{closed: true})
 	s.retire(old, nil)
 	return s.closeClient()
+}
+
+// where names the Redis the store uses, for errors.
+func (s *Store) where() string {
+	if s.owned == nil {
+		return "(the given client)"
+	}
+	return strings.Join(s.opts.RedisAddrs, ",")
 }
 
 func (s *Store) closeClient() error {
