@@ -386,8 +386,8 @@ func (p *parser) parseDescriptor(b *domainBuilder, parent *node, m *yaml.Node, f
 	if descs != nil {
 		p.parseDescriptors(b, child, descs, join(field, "descriptors"), path)
 	}
-	if keyNode == nil {
-		return
+	if keyNode == nil || valueNode == nil && p.hasField(m, "value") {
+		return // reported: a key or value not given right places nothing
 	}
 	if valueNode != nil {
 		k := kv{key, value}
@@ -414,8 +414,9 @@ func (p *parser) parseDescriptor(b *domainBuilder, parent *node, m *yaml.Node, f
 	parent.keyOnly[key] = child
 }
 
-// hasField reports whether mapping m names field (with a value fields
-// refused, so that one error is enough).
+// hasField reports whether mapping m has field, whatever its value: a
+// field with a bad value is reported once, for its value, not also as
+// missing.
 func (p *parser) hasField(m *yaml.Node, field string) bool {
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		if k := m.Content[i]; k.Kind == yaml.ScalarNode && k.Value == field {
@@ -436,6 +437,7 @@ func init() {
 func (p *parser) parseRateLimit(b *domainBuilder, m *yaml.Node, field, path string, shadow, detailed bool) *Limit {
 	l := &Limit{Domain: b.d.name, Shadow: shadow, DetailedMetric: detailed, File: p.file, Line: m.Line, Cost: 1}
 	var unitNode, rpuNode, algNode, burstNode, costNode *yaml.Node
+	before := len(p.errs)
 	ok := p.fields(m, field, "unit and requests_per_unit, or unlimited: true", func(f string, v *yaml.Node, fld string) {
 		switch f {
 		case "unit":
@@ -512,12 +514,15 @@ func (p *parser) parseRateLimit(b *domainBuilder, m *yaml.Node, field, path stri
 	if rpuNode == nil {
 		p.errorf(m, join(field, "requests_per_unit"), "missing (0 refuses every hit)")
 	}
+	if len(p.errs) > before {
+		// A field that is missing or wrong leaves nothing to check the
+		// others against (a misspelt algorithm is no reason to call its
+		// burst misplaced).
+		return l
+	}
 	bucket := l.Algorithm == TokenBucket || l.Algorithm == LeakyBucket
 	if burstNode != nil && !bucket {
 		p.errorf(burstNode, join(field, "burst"), "only for token_bucket and leaky_bucket (a window's capacity is requests_per_unit)")
-	}
-	if l.Unit == 0 || rpuNode == nil {
-		return l // reported
 	}
 	if l.RequestsPerUnit == 0 {
 		for _, f := range []struct {
