@@ -172,7 +172,7 @@ func TestLeaseUpdate(t *testing.T) {
 	if s.cur.Load().remote["b"] != kept {
 		t.Fatal("Update replaced the limiter of a limit it kept")
 	}
-	o.Kind = Redis
+	o.Kind, o.MaxLease = Redis, 0
 	r := open(t, o, map[string]hotlimit.Policy{"a": frozen(5)})
 	got := admits(t, r, 5, l)
 	if got != 4 {
