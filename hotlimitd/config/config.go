@@ -124,7 +124,7 @@ type Limit struct {
 	Shadow bool
 	// DetailedMetric is the rule's detailed_metric: a server that names
 	// metrics after descriptors adds the value matched by a key-only
-	// rule to the name.
+	// rule to the name. It changes no decision.
 	DetailedMetric bool
 
 	// Policy is what a backend decides with: nil for an Unlimited limit

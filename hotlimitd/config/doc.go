@@ -49,8 +49,11 @@
 //   - descriptors: the rules for the descriptor's next entry;
 //   - shadow_mode: true: the limit counts and reports as usual, but never
 //     refuses (a server answers OK);
-//   - detailed_metric: true: the limit's metrics, where a server names
-//     them after descriptors, name the value a key-only rule matched;
+//   - detailed_metric: true: read for envoyproxy/ratelimit's files, where it
+//     names a limit's metrics after the value a key-only rule matched. It
+//     changes no decision; Limit.DetailedMetric carries it to a server
+//     that names metrics after descriptors (hotlimitd's name them after
+//     limits only, never after values);
 //   - share_threshold: true, on a wildcard rule only: every value the
 //     wildcard matches counts in one counter.
 //
