@@ -140,14 +140,19 @@ func TestWatcherConfigMapSwap(t *testing.T) {
 		t.Fatal(err)
 	}
 	w, r := newWatcher(t, dir)
-	if rpu(t, w.Current()) != 1 {
+	f, rf := newWatcher(t, filepath.Join(dir, "limits.yaml")) // the file, through its link
+	if rpu(t, w.Current()) != 1 || rpu(t, f.Current()) != 1 {
 		t.Fatal("first load")
 	}
 	version("..v2", 2)
 	swap("..v2")
 	w.poll()
+	f.poll()
 	if len(r.errs) != 0 || len(r.reloads) != 1 || rpu(t, w.Current()) != 2 {
-		t.Fatalf("after the swap: %d reloads, errors %v", len(r.reloads), r.errs)
+		t.Fatalf("directory, after the swap: %d reloads, errors %v", len(r.reloads), r.errs)
+	}
+	if len(rf.errs) != 0 || len(rf.reloads) != 1 || rpu(t, f.Current()) != 2 {
+		t.Fatalf("file, after the swap: %d reloads, errors %v", len(rf.reloads), rf.errs)
 	}
 }
 
