@@ -143,8 +143,9 @@ func (l *Limit) Refuses() bool { return !l.Unlimited && l.RequestsPerUnit == 0 }
 // An Entry is one key/value entry of a request's descriptor.
 type Entry struct{ Key, Value string }
 
-// Config is a set of domains, each a tree of descriptor rules. It is
-// read-only once built, and safe for concurrent use.
+// Config is a set of domains, each a tree of descriptor rules, built by
+// Parse, Load or Default. It is read-only once built, and safe for
+// concurrent use. The zero Config has no domain: nothing matches.
 type Config struct {
 	domains map[string]*domain
 	limits  []*Limit // every limit, in file order

@@ -79,3 +79,11 @@ func TestConcurrentUse(t *testing.T) {
 		t.Error("clearing Limits' map changed the Config")
 	}
 }
+
+// The zero Config matches nothing and has no limits.
+func TestZeroConfig(t *testing.T) {
+	var c config.Config
+	if _, _, ok := c.Match(nil, "d", d("k", "v")); ok || len(c.Limits()) != 0 || len(c.All()) != 0 || len(c.Domains()) != 0 {
+		t.Error("the zero Config is not empty")
+	}
+}
