@@ -13,6 +13,7 @@ import (
 	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/redislimit"
 	"github.com/hotlimit/hotlimit/redislimit/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // The Redis tests give every call a timeout of 5s: the default 100ms is
@@ -187,5 +188,75 @@ func TestLeasePolicies(t *testing.T) {
 	_, err := Open(context.Background(), o, map[string]hotlimit.Policy{"ok": frozen(1), "sliding": hotlimit.SlidingWindow{Limit: 5, Window: time.Minute}})
 	if err == nil || !strings.Contains(err.Error(), `limit "sliding"`) {
 		t.Fatalf("Open: %v; want an error naming limit \"sliding\"", err)
+	}
+}
+
+// gated is a Redis client whose next script call, once armed, holds its
+// reply until released: a decision stays in flight as long as a test
+// needs.
+type gated struct {
+	*redis.Client
+	armed   atomic.Bool
+	entered chan struct{} // the held call has its reply
+	release chan struct{}
+}
+
+func (g *gated) hold() {
+	if g.armed.CompareAndSwap(true, false) {
+		g.entered <- struct{}{}
+		<-g.release
+	}
+}
+
+func (g *gated) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	cmd := g.Client.EvalSha(ctx, sha, keys, args...)
+	g.hold()
+	return cmd
+}
+
+func (g *gated) Eval(ctx context.Context, src string, keys []string, args ...any) *redis.Cmd {
+	cmd := g.Client.Eval(ctx, src, keys, args...)
+	g.hold()
+	return cmd
+}
+
+// TestLeaseUpdateWaitsForDecisions: an Update that drops a limit closes
+// its lease limiter only once the decisions in flight on it are done, so
+// the units a take in flight leased are given back with the rest, never
+// lost in a closed limiter.
+func TestLeaseUpdateWaitsForDecisions(t *testing.T) {
+	o := servers(t, Lease)["server"]
+	g := &gated{Client: redistest.Client(t, o.RedisAddrs[0]), entered: make(chan struct{}), release: make(chan struct{})}
+	lo := o
+	lo.RedisAddrs, lo.Client, lo.MaxLease = nil, g, 3
+	s := open(t, lo, map[string]hotlimit.Policy{"a": frozen(5)})
+	l := admission.Layer{Limit: "a", Key: "k", Cost: 1}
+	g.armed.Store(true)
+	decided := make(chan error, 1)
+	go func() {
+		d, err := s.Allow(context.Background(), []admission.Layer{l})
+		if err == nil && !d.Allowed {
+			err = errors.New("refused")
+		}
+		decided <- err
+	}()
+	<-g.entered // the decision's take (2 units: 1 spent, 1 leased) is debited, its reply held
+	updated := make(chan error, 1)
+	go func() { updated <- s.Update(map[string]hotlimit.Policy{}) }()
+	select {
+	case err := <-updated:
+		t.Fatalf("Update returned (%v) while a decision on the limit it drops was in flight", err)
+	case <-time.After(100 * time.Millisecond): // a bug's Update returns at once; a correct one waits for the release
+	}
+	close(g.release)
+	if err := <-decided; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-updated; err != nil {
+		t.Fatal(err)
+	}
+	r := open(t, o, map[string]hotlimit.Policy{"a": frozen(5)})
+	if got := admits(t, r, 5, l); got != 4 {
+		t.Fatalf("after the drop: %d of 5 admitted; want 4 (the leased unit given back)", got)
 	}
 }

@@ -49,9 +49,9 @@ type set struct {
 
 	// drain: decisions hold use for reading, so that the limiters the
 	// set's successor dropped are closed only once no decision uses
-	// them (a lease Limiter must not be closed while it decides). A
-	// Local store does not need it: a hotlimit.Limiter decides after
-	// Close.
+	// them (a lease Limiter must not be closed while it decides, and
+	// RedisOptions may hold lease.Mode). A Local store does not need it:
+	// a hotlimit.Limiter decides after Close.
 	drain bool
 	use   sync.RWMutex
 }
@@ -133,7 +133,7 @@ func (s *Store) Names() []string { return slices.Sorted(maps.Keys(s.cur.Load().p
 // old has, and new ones for the others. On error it closes the limiters
 // it made and returns an error naming the limit.
 func (s *Store) build(old *set, limits map[string]hotlimit.Policy) (*set, error) {
-	g := &set{policies: maps.Clone(limits), drain: s.kind == Lease}
+	g := &set{policies: maps.Clone(limits), drain: s.kind != Local}
 	if g.policies == nil {
 		g.policies = map[string]hotlimit.Policy{}
 	}
