@@ -1,0 +1,74 @@
+package hotlimitd_test
+
+import (
+	"context"
+	"testing"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/hotlimit/hotlimit/hotlimitd"
+)
+
+const benchYAML = `domain: bench
+descriptors:
+  - key: user
+    rate_limit:
+      unit: second
+      requests_per_unit: 1000000000
+  - key: path
+    value: /a
+    rate_limit:
+      unit: second
+      requests_per_unit: 1000000000
+  - key: tenant
+    rate_limit:
+      unit: second
+      requests_per_unit: 1000000000
+`
+
+// BenchmarkShouldRateLimit measures the service in process, without
+// gRPC: matching, keys, the one backend decision (a Local on a frozen
+// manual clock, keys already held) and the response.
+func BenchmarkShouldRateLimit(b *testing.B) {
+	one := request("bench", desc("user", "ann"))
+	three := request("bench", desc("user", "ann"), desc("path", "/a"), desc("tenant", "acme"))
+	for _, bc := range []struct {
+		name    string
+		req     *rlsv3.RateLimitRequest
+		headers bool
+	}{{"descriptors=1", one, false}, {"descriptors=3", three, false}, {"descriptors=3/headers", three, true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			f := newFixture(b, benchYAML, hotlimitd.Options{Headers: bc.headers})
+			ctx := context.Background()
+			ask(b, f.srv, bc.req)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := f.srv.ShouldRateLimit(ctx, bc.req); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestAllocs: an admitted request of up to 4 descriptors allocates
+// twice: its keys (one string) and its response (one block).
+func TestAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	f := newFixture(t, benchYAML, hotlimitd.Options{})
+	req := request("bench", desc("user", "ann"), desc("path", "/a"), desc("tenant", "acme"), desc("nope", "x"))
+	ask(t, f.srv, req)
+	ctx := context.Background()
+	got := testing.AllocsPerRun(200, func() {
+		if _, err := f.srv.ShouldRateLimit(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if got > 2 {
+		t.Fatalf("%v allocations per request, want at most 2", got)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package hotlimitd_test
+
+const raceEnabled = true

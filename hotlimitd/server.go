@@ -1,0 +1,439 @@
+package hotlimitd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/hotlimitd/config"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// MaxDescriptors is the most descriptors a request may carry; a request
+// with more is refused with InvalidArgument (Envoy sends one per
+// rate_limits action that matched, a handful).
+const MaxDescriptors = 64
+
+// Options configure a Server. Config and Backend are required.
+type Options struct {
+	// Config returns the running configuration. It is called once per
+	// request, so a request is decided under one configuration however
+	// often it is reloaded (a config.Watcher's Current, an
+	// atomic.Pointer's Load).
+	Config func() *config.Config
+	// Backend decides the layers. Its limits must be those of the
+	// configuration (config.Config.Limits): hotlimitd/backend's Store
+	// follows reloads; an admission.Local built from one configuration
+	// serves that one only.
+	Backend admission.Backend
+	// Headers adds draft-11 RateLimit-Policy and RateLimit response
+	// headers (and Retry-After to a refused request) to every response
+	// that has an enforced limit.
+	Headers bool
+	// FailOpen answers OK when the backend cannot decide; by default
+	// (fail closed) the RPC fails with codes.Unavailable.
+	FailOpen bool
+	// Observers see each enforced decision (promlimit.BackendMetrics,
+	// otellimit.HTTP): see Server.
+	Observers []admission.Observer
+	// Logger receives backend errors, at most one line a second (limit
+	// names and the error, never a key or a descriptor value). nil logs
+	// nothing.
+	Logger *slog.Logger
+}
+
+// Server answers envoy.service.ratelimit.v3.RateLimitService's
+// ShouldRateLimit under a configuration (config.Config) and a backend
+// (admission.Backend). The package documentation gives its rules. It is
+// safe for concurrent use.
+type Server struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+
+	cfg       func() *config.Config
+	backend   admission.Backend
+	headers   bool
+	failOpen  bool
+	observers []admission.Observer
+	log       *slog.Logger
+	lastLog   atomic.Int64 // unix nanoseconds of the last error line
+	dropped   atomic.Int64 // error lines not written since
+	calls     sync.Pool    // *call
+	events    sync.Pool    // *observed
+
+	stats counters
+}
+
+// New returns a Server for opts.
+func New(opts Options) (*Server, error) {
+	if opts.Config == nil {
+		return nil, errors.New("hotlimitd: Options.Config is nil")
+	}
+	if opts.Backend == nil {
+		return nil, errors.New("hotlimitd: Options.Backend is nil")
+	}
+	s := &Server{cfg: opts.Config, backend: opts.Backend, headers: opts.Headers, failOpen: opts.FailOpen, log: opts.Logger}
+	for _, o := range opts.Observers {
+		if o != nil {
+			s.observers = append(s.observers, o)
+		}
+	}
+	s.calls.New = func() any { return new(call) }
+	s.events.New = func() any { return new(observed) }
+	return s, nil
+}
+
+// Register registers s on g as the RateLimitService.
+func (s *Server) Register(g *grpc.Server) { rlsv3.RegisterRateLimitServiceServer(g, s) }
+
+// descriptor kinds, per descriptor of a request.
+const (
+	kindNone      uint8 = iota // no rule matched: OK, no limit
+	kindUnlimited              // an unlimited rule: OK, no limit
+	kindEnforced               // decided with the request's other enforced descriptors
+	kindShadow                 // decided on its own, never refuses
+)
+
+// call is one request's scratch space, pooled.
+type call struct {
+	entries []config.Entry
+	keys    []byte
+	kind    []uint8
+	lims    []*config.Limit
+	ends    []int   // descriptor i's key is keys[ends[i-1]:ends[i]] (ends[-1] = 0)
+	costs   []int64 // descriptor i's cost in its limit's units
+	layer   []int   // descriptor i's index in layers (enforced) or -1
+	over    []bool
+	layers  []admission.Layer
+	states  []admission.LayerState
+	one     [1]admission.Layer
+	oneSt   [1]admission.LayerState
+}
+
+// reset sizes c for n descriptors.
+func (c *call) reset(n int) {
+	c.keys = c.keys[:0]
+	c.kind = grow(c.kind, n)
+	c.lims = grow(c.lims, n)
+	c.ends = grow(c.ends, n)
+	c.costs = grow(c.costs, n)
+	c.layer = grow(c.layer, n)
+	c.over = grow(c.over, n)
+	clear(c.lims) // keep no config alive in the pool
+	c.layers = c.layers[:0]
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// ShouldRateLimit implements rlsv3.RateLimitServiceServer: see the
+// package documentation.
+func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if req.GetDomain() == "" {
+		s.stats.invalid.Add(1)
+		return nil, status.Error(codes.InvalidArgument, "hotlimitd: the request has no domain")
+	}
+	n := len(req.GetDescriptors())
+	if n == 0 || n > MaxDescriptors {
+		s.stats.invalid.Add(1)
+		return nil, status.Errorf(codes.InvalidArgument, "hotlimitd: the request has %d descriptors, want 1 to %d", n, MaxDescriptors)
+	}
+	c := s.calls.Get().(*call)
+	defer s.calls.Put(c)
+	cfg := s.cfg()
+	resp, err := s.decide(ctx, c, cfg, req)
+	if err != nil && errors.Is(err, admission.ErrUnknownLimit) {
+		// A reload landed between reading the configuration and asking
+		// the backend, which already serves the new limits: decide again
+		// under the new configuration (once; the configuration read
+		// first was never applied).
+		if next := s.cfg(); next != cfg {
+			resp, err = s.decide(ctx, c, next, req)
+		}
+	}
+	if err != nil {
+		return s.failed(req, err)
+	}
+	return resp, nil
+}
+
+// failed answers a request the backend could not decide.
+func (s *Server) failed(req *rlsv3.RateLimitRequest, err error) (*rlsv3.RateLimitResponse, error) {
+	s.logError(err)
+	if !s.failOpen {
+		s.stats.failedClosed.Add(1)
+		return nil, status.Error(codes.Unavailable, "hotlimitd: the rate limit backend could not decide")
+	}
+	s.stats.failedOpen.Add(1)
+	b := newResponse(len(req.Descriptors))
+	b.resp.OverallCode = rlsv3.RateLimitResponse_OK
+	for i := range b.resp.Statuses {
+		b.resp.Statuses[i].Code = rlsv3.RateLimitResponse_OK
+	}
+	return &b.resp, nil
+}
+
+// decide decides req under cfg. An error is the backend's, for the
+// enforced descriptors (nothing was decided).
+func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	descs := req.Descriptors
+	c.reset(len(descs))
+	reqHits := uint64(req.HitsAddend)
+	nShadow := 0
+	for i, d := range descs {
+		c.kind[i], c.layer[i], c.costs[i] = kindNone, -1, 0
+		l, ok := c.match(cfg, req.Domain, d)
+		c.ends[i] = len(c.keys)
+		if !ok {
+			continue
+		}
+		c.lims[i] = l
+		switch {
+		case l.Unlimited:
+			c.kind[i] = kindUnlimited
+			continue
+		case l.Shadow:
+			c.kind[i] = kindShadow
+			nShadow++
+		default:
+			c.kind[i] = kindEnforced
+		}
+		hits := reqHits
+		if h := d.GetHitsAddend(); h != nil {
+			hits = h.GetValue()
+		}
+		if hits == 0 {
+			hits = 1 // Envoy: an unset or 0 hits_addend is 1
+		}
+		cost := mulCost(l.Cost, hits)
+		if d.GetIsNegativeHits() {
+			cost = 0 // a give-back is not supported: peek instead
+		}
+		c.costs[i] = cost
+	}
+	all := string(c.keys) // the one allocation of the keys
+	for i := range descs {
+		if c.kind[i] != kindEnforced {
+			continue
+		}
+		c.layer[i] = len(c.layers)
+		c.layers = append(c.layers, admission.Layer{Limit: c.lims[i].Name, Key: c.key(all, i), Cost: c.costs[i]})
+	}
+	var (
+		dec     hotlimit.Decision
+		binding = -1
+	)
+	admitted := true
+	if len(c.layers) > 0 {
+		c.states = grow(c.states, len(c.layers))
+		var began time.Time
+		if s.observers != nil {
+			began = time.Now()
+		}
+		var err error
+		dec, binding, err = admission.Decide(ctx, s.backend, c.layers, c.states)
+		if s.observers != nil {
+			s.observe(ctx, c, req.Domain, dec, binding, err, time.Since(began))
+		}
+		if err != nil {
+			return nil, err
+		}
+		admitted = dec.Allowed
+		s.markOver(c, dec, binding)
+	}
+	b := newResponse(len(descs))
+	resp := &b.resp
+	resp.OverallCode = rlsv3.RateLimitResponse_OK
+	if !admitted {
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		s.stats.overLimit.Add(1)
+	} else {
+		s.stats.ok.Add(1)
+	}
+	for i := range descs {
+		st := resp.Statuses[i]
+		st.Code = rlsv3.RateLimitResponse_OK
+		switch c.kind[i] {
+		case kindUnlimited:
+			st.LimitRemaining = math.MaxUint32
+		case kindEnforced:
+			j := c.layer[i]
+			ls := c.states[j]
+			if ls.Remaining < 0 && j == binding {
+				ls.Remaining = dec.Remaining // the backend told the binding layer's only
+			}
+			if c.over[i] {
+				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+			}
+			b.fill(i, c.lims[i], ls)
+		case kindShadow:
+			s.shadow(ctx, b, c, i, all, admitted)
+		}
+	}
+	if s.headers && len(c.layers) > 0 {
+		resp.ResponseHeadersToAdd = s.headerValues(c, dec, admitted)
+	}
+	return resp, nil
+}
+
+// match finds d's rule in cfg, appending its key to c.keys.
+func (c *call) match(cfg *config.Config, domain string, d *rlv3.RateLimitDescriptor) (*config.Limit, bool) {
+	es := d.GetEntries()
+	if len(es) == 0 || cfg == nil {
+		return nil, false
+	}
+	c.entries = c.entries[:0]
+	for _, e := range es {
+		if e == nil {
+			return nil, false
+		}
+		c.entries = append(c.entries, config.Entry{Key: e.Key, Value: e.Value})
+	}
+	start := len(c.keys)
+	l, key, ok := cfg.Match(c.keys, domain, c.entries)
+	if !ok || l == nil {
+		c.keys = c.keys[:start]
+		return nil, false
+	}
+	c.keys = key
+	return l, true
+}
+
+// key returns descriptor i's key, a slice of all (c.keys as a string).
+func (c *call) key(all string, i int) string {
+	start := 0
+	if i > 0 {
+		start = c.ends[i-1]
+	}
+	return all[start:c.ends[i]]
+}
+
+// mulCost returns cost×hits, saturating at math.MaxInt64: a cost beyond
+// any capacity, which every algorithm refuses for good (RetryAfter
+// Never), never one that wrapped around.
+func mulCost(cost int64, hits uint64) int64 {
+	if cost <= 0 {
+		return 0
+	}
+	if hits > uint64(math.MaxInt64/cost) {
+		return math.MaxInt64
+	}
+	return cost * int64(hits)
+}
+
+// markOver sets c.over for each enforced descriptor: none when the
+// request was admitted; when it was refused, each whose own state has
+// fewer units than it costs, and the binding one. A refused request
+// always has one: the binding layer, or, when the backend does not say,
+// every enforced descriptor.
+func (s *Server) markOver(c *call, dec hotlimit.Decision, binding int) {
+	clear(c.over)
+	if dec.Allowed {
+		return
+	}
+	any := false
+	for i, j := range c.layer {
+		if j < 0 {
+			continue
+		}
+		if j == binding || (c.states[j].Remaining >= 0 && c.states[j].Remaining < c.costs[i]) {
+			c.over[i], any = true, true
+		}
+	}
+	if !any {
+		for i, j := range c.layer {
+			c.over[i] = j >= 0
+		}
+	}
+}
+
+// shadow decides shadow descriptor i on its own: for its cost when the
+// enforced descriptors admitted the request, else for 0 (a peek: a
+// refused request does not reach the service, so it is not counted). Its
+// status is OK; a would-be refusal is counted in Stats.ShadowOverLimit.
+func (s *Server) shadow(ctx context.Context, b *response, c *call, i int, all string, admitted bool) {
+	cost := c.costs[i]
+	if !admitted {
+		cost = 0
+	}
+	c.one[0] = admission.Layer{Limit: c.lims[i].Name, Key: c.key(all, i), Cost: cost}
+	d, _, err := admission.Decide(ctx, s.backend, c.one[:], c.oneSt[:])
+	c.one[0] = admission.Layer{}
+	if err != nil {
+		s.logError(err)
+		s.stats.shadowErrors.Add(1)
+		return // OK, without a limit: nothing was decided
+	}
+	if !d.Allowed {
+		s.stats.shadowOverLimit.Add(1)
+	}
+	ls := c.oneSt[0]
+	if ls.Remaining < 0 {
+		ls.Remaining = d.Remaining
+	}
+	b.fill(i, c.lims[i], ls)
+}
+
+// headerValues returns the RateLimit-Policy and RateLimit headers of the
+// enforced descriptors, one item each, and Retry-After when the request
+// was refused and can pass later, all from the decision.
+func (s *Server) headerValues(c *call, dec hotlimit.Decision, admitted bool) []*corev3.HeaderValue {
+	var policy, rl []byte
+	n := 0
+	for i, j := range c.layer {
+		if j < 0 {
+			continue
+		}
+		l, ls := c.lims[i], c.states[j]
+		if n > 0 {
+			policy = append(policy, ", "...)
+			rl = append(rl, ", "...)
+		}
+		n++
+		pi := ls.Policy
+		if pi.Algorithm == 0 {
+			pi, _ = hotlimit.Describe(l.Policy) // the backend does not say: the configured one
+		}
+		policy = append(policy, admission.PolicyItem(l.Name, pi)...)
+		r := ls.Remaining
+		w := ls.Window
+		if r < 0 {
+			r, w = 0, hotlimit.Never // unknown: r=0, no t
+		}
+		rl = admission.AppendItem(rl, l.Name, r, w)
+	}
+	hs := []*corev3.HeaderValue{{Key: "RateLimit-Policy", Value: string(policy)}, {Key: "RateLimit", Value: string(rl)}}
+	if !admitted && dec.RetryAfter != hotlimit.Never {
+		hs = append(hs, &corev3.HeaderValue{Key: "Retry-After", Value: fmt.Sprint(max(1, admission.CeilSeconds(dec.RetryAfter)))})
+	}
+	return hs
+}
+
+// logError writes err at most once a second.
+func (s *Server) logError(err error) {
+	if s.log == nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := s.lastLog.Load()
+	if now-last < int64(time.Second) || !s.lastLog.CompareAndSwap(last, now) {
+		s.dropped.Add(1)
+		return
+	}
+	s.log.Warn("rate limit backend error", "err", err.Error(), "suppressed", s.dropped.Swap(0))
+}

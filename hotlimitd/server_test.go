@@ -1,0 +1,302 @@
+package hotlimitd_test
+
+import (
+	"context"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/hotlimitd"
+	"github.com/hotlimit/hotlimit/hotlimitd/config"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+const testYAML = `domain: test
+descriptors:
+  - key: user
+    rate_limit:
+      unit: minute
+      requests_per_unit: 3
+  - key: path
+    value: /a
+    rate_limit:
+      unit: minute
+      requests_per_unit: 2
+  - key: internal
+    rate_limit:
+      unlimited: true
+  - key: preview
+    shadow_mode: true
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1
+`
+
+// TestStatuses: each descriptor's status comes from its own limit: a
+// fixed window of 3 a minute counts down, refuses the 4th, and tells the
+// time to the window's end; unlimited and unmatched descriptors are OK
+// without a limit.
+func TestStatuses(t *testing.T) {
+	f := newFixture(t, testYAML, hotlimitd.Options{})
+	f.clock.Set(15 * time.Second)
+	for i, want := range []int64{2, 1, 0} {
+		resp := ask(t, f.srv, request("test", desc("user", "ann"), desc("internal", "x"), desc("nope", "x")))
+		if got := codesOf(resp); got != "OK OK OK" {
+			t.Fatalf("request %d: codes %s", i, got)
+		}
+		if got := remaining(resp); got[0] != want || got[2] != -1 {
+			t.Fatalf("request %d: remaining %v, want %d for user, none for the unmatched", i, got, want)
+		}
+		st := resp.Statuses[0]
+		if st.CurrentLimit.RequestsPerUnit != 3 || st.CurrentLimit.Unit != rlsv3.RateLimitResponse_RateLimit_MINUTE || st.CurrentLimit.Name == "" {
+			t.Fatalf("current_limit %v", st.CurrentLimit)
+		}
+		if got := seconds(resp, 0); got != 45*time.Second {
+			t.Fatalf("duration_until_reset %v, want 45s (to the minute's end)", got)
+		}
+		if u := resp.Statuses[1]; u.CurrentLimit != nil || u.LimitRemaining != math.MaxUint32 {
+			t.Fatalf("unlimited status %v", u)
+		}
+	}
+	resp := ask(t, f.srv, request("test", desc("user", "ann")))
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || remaining(resp)[0] != 0 || seconds(resp, 0) != 45*time.Second {
+		t.Fatalf("4th request: %v", resp)
+	}
+	// Another user has a key of its own.
+	if resp := ask(t, f.srv, request("test", desc("user", "bob"))); remaining(resp)[0] != 2 {
+		t.Fatalf("bob: %v", resp)
+	}
+	f.clock.Set(time.Minute)
+	if resp := ask(t, f.srv, request("test", desc("user", "ann"))); resp.OverallCode != rlsv3.RateLimitResponse_OK || remaining(resp)[0] != 2 {
+		t.Fatalf("next minute: %v", resp)
+	}
+	// An unknown domain limits nothing.
+	if resp := ask(t, f.srv, request("other", desc("user", "ann"))); remaining(resp)[0] != -1 {
+		t.Fatalf("unknown domain: %v", resp)
+	}
+}
+
+// TestAllOrNothing: a request refused by one descriptor consumes nothing
+// in the others, and only the descriptor that refused it is OVER_LIMIT.
+func TestAllOrNothing(t *testing.T) {
+	f := newFixture(t, testYAML, hotlimitd.Options{})
+	for range 2 {
+		ask(t, f.srv, request("test", desc("path", "/a")))
+	}
+	for range 3 {
+		resp := ask(t, f.srv, request("test", desc("user", "ann"), desc("path", "/a")))
+		if got := codesOf(resp); got != "OK OVER_LIMIT" {
+			t.Fatalf("codes %s, want OK OVER_LIMIT", got)
+		}
+		if got := remaining(resp); !slices.Equal(got, []int64{3, 0}) {
+			t.Fatalf("remaining %v, want [3 0]: the refused request took nothing from user", got)
+		}
+	}
+	if got := remaining(ask(t, f.srv, request("test", desc("user", "ann")))); got[0] != 2 {
+		t.Fatalf("user after refusals: remaining %v, want 2", got)
+	}
+}
+
+// TestHitsAddend: the request's hits_addend is each descriptor's cost
+// unless the descriptor sets its own; 0 means 1; a cost beyond any
+// capacity refuses without consuming, never wraps around.
+func TestHitsAddend(t *testing.T) {
+	f := newFixture(t, testYAML, hotlimitd.Options{})
+	req := request("test", desc("user", "ann"), withHits(desc("user", "bob"), 1))
+	req.HitsAddend = 2
+	if got := remaining(ask(t, f.srv, req)); !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("remaining %v, want [1 2]", got)
+	}
+	req = request("test", withHits(desc("user", "bob"), 0))
+	req.HitsAddend = 2
+	if got := remaining(ask(t, f.srv, req)); got[0] != 1 {
+		t.Fatalf("descriptor hits_addend 0: remaining %v, want 1 (0 means 1)", got)
+	}
+	for _, hits := range []uint64{4, 1 << 63, math.MaxUint64} {
+		resp := ask(t, f.srv, request("test", withHits(desc("user", "cat"), hits)))
+		if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || remaining(resp)[0] != 3 {
+			t.Fatalf("hits %d: %v, want OVER_LIMIT with 3 remaining", hits, resp)
+		}
+	}
+}
+
+// TestShadow: a shadow-mode descriptor over its limit is reported OK,
+// never refuses the request, and is counted; it does not count requests
+// the enforced descriptors refused.
+func TestShadow(t *testing.T) {
+	f := newFixture(t, testYAML, hotlimitd.Options{})
+	resp := ask(t, f.srv, request("test", desc("preview", "x")))
+	if got := remaining(resp); got[0] != 0 {
+		t.Fatalf("remaining %v, want 0", got)
+	}
+	for range 2 {
+		resp = ask(t, f.srv, request("test", desc("preview", "x"), desc("user", "ann")))
+		if got := codesOf(resp); got != "OK OK" {
+			t.Fatalf("codes %s", got)
+		}
+	}
+	if got := f.srv.Stats().ShadowOverLimit; got != 2 {
+		t.Fatalf("ShadowOverLimit %d, want 2", got)
+	}
+	// A request refused by an enforced descriptor: the shadow one of a
+	// fresh key is only read.
+	ask(t, f.srv, request("test", desc("user", "ann")))
+	resp = ask(t, f.srv, request("test", desc("preview", "y"), desc("user", "ann")))
+	if got := codesOf(resp); got != "OK OVER_LIMIT" {
+		t.Fatalf("codes %s", got)
+	}
+	if got := remaining(ask(t, f.srv, request("test", desc("preview", "y")))); got[0] != 0 {
+		t.Fatalf("preview y after a refused request: remaining %v, want 0 (its first admission now)", got)
+	}
+}
+
+// TestInvalid: a request without a domain, without descriptors or with
+// too many is refused with InvalidArgument; empty and nil parts are not
+// limited.
+func TestInvalid(t *testing.T) {
+	f := newFixture(t, testYAML, hotlimitd.Options{})
+	many := request("test")
+	for range hotlimitd.MaxDescriptors + 1 {
+		many.Descriptors = append(many.Descriptors, desc("user", "ann"))
+	}
+	for _, req := range []*rlsv3.RateLimitRequest{nil, request(""), request("test"), many} {
+		_, err := f.srv.ShouldRateLimit(context.Background(), req)
+		if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("%v: error %v, want InvalidArgument", req, err)
+		}
+	}
+	nilEntry := desc("user", "ann")
+	nilEntry.Entries = append(nilEntry.Entries, nil)
+	resp := ask(t, f.srv, request("test", nil, desc(), nilEntry))
+	if got := remaining(resp); !slices.Equal(got, []int64{-1, -1, -1}) {
+		t.Fatalf("remaining %v", got)
+	}
+	if got := f.srv.Stats().Invalid; got != 4 {
+		t.Fatalf("Stats.Invalid %d, want 4", got)
+	}
+}
+
+// TestBackendError: a backend that cannot decide fails the RPC with
+// Unavailable, or, with FailOpen, answers OK without limits.
+func TestBackendError(t *testing.T) {
+	f := newFixture(t, testYAML, hotlimitd.Options{Backend: failing{}})
+	_, err := f.srv.ShouldRateLimit(context.Background(), request("test", desc("user", "ann")))
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("error %v, want Unavailable", err)
+	}
+	// Nothing is asked of the backend for descriptors without a limit.
+	ask(t, f.srv, request("test", desc("internal", "x")))
+	open := newFixture(t, testYAML, hotlimitd.Options{Backend: failing{}, FailOpen: true})
+	resp := ask(t, open.srv, request("test", desc("user", "ann"), desc("path", "/a")))
+	if got := remaining(resp); got[0] != -1 || got[1] != -1 || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("fail open: %v", resp)
+	}
+	if st := f.srv.Stats(); st.FailedClosed != 1 {
+		t.Fatalf("Stats %+v", st)
+	}
+	if st := open.srv.Stats(); st.FailedOpen != 1 {
+		t.Fatalf("Stats %+v", st)
+	}
+}
+
+// TestHeaders: RateLimit-Policy and RateLimit describe each enforced
+// descriptor from the decision; Retry-After is the refusal's wait.
+func TestHeaders(t *testing.T) {
+	f := newFixture(t, testYAML, hotlimitd.Options{Headers: true})
+	f.clock.Set(50 * time.Second)
+	req := request("test", desc("user", "ann"), desc("path", "/a"), desc("preview", "p"))
+	resp := ask(t, f.srv, req)
+	h := headers(resp)
+	user, path := resp.Statuses[0].CurrentLimit.Name, resp.Statuses[1].CurrentLimit.Name
+	wantPolicy := `"` + user + `";q=3;w=60, "` + path + `";q=2;w=60`
+	wantRL := `"` + user + `";r=2;t=10, "` + path + `";r=1;t=10`
+	if h["RateLimit-Policy"] != wantPolicy || h["RateLimit"] != wantRL || h["Retry-After"] != "" {
+		t.Fatalf("headers %v, want policy %s and %s", h, wantPolicy, wantRL)
+	}
+	ask(t, f.srv, req)
+	h = headers(ask(t, f.srv, req))
+	if h["RateLimit"] != `"`+user+`";r=1;t=10, "`+path+`";r=0;t=10` || h["Retry-After"] != "10" {
+		t.Fatalf("refused: headers %v", h)
+	}
+	if h := headers(ask(t, f.srv, request("test", desc("internal", "x")))); len(h) != 0 {
+		t.Fatalf("no enforced limit: headers %v", h)
+	}
+}
+
+func headers(resp *rlsv3.RateLimitResponse) map[string]string {
+	m := map[string]string{}
+	for _, h := range resp.ResponseHeadersToAdd {
+		m[h.Key] = h.Value
+	}
+	return m
+}
+
+// TestReloadRace: a request whose configuration was replaced before the
+// backend decided (the backend already serving the new limits) is
+// decided again under the new configuration, not failed.
+func TestReloadRace(t *testing.T) {
+	oldCfg, err := config.Parse("old.yaml", []byte(testYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newCfg, err := config.Parse("new.yaml", []byte("domain: test\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: minute\n      requests_per_unit: 7\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := admission.NewLocal(newCfg.Limits(), hotlimit.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	calls := 0
+	s, err := hotlimitd.New(hotlimitd.Options{Backend: local, Config: func() *config.Config {
+		calls++
+		if calls == 1 {
+			return oldCfg
+		}
+		return newCfg
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := ask(t, s, request("test", desc("user", "ann")))
+	if got := resp.Statuses[0].CurrentLimit.GetRequestsPerUnit(); got != 7 || remaining(resp)[0] != 6 {
+		t.Fatalf("%v, want the new limit of 7", resp)
+	}
+}
+
+// TestObservers: an observer sees each enforced decision, with the
+// binding descriptor's limit and the request's domain.
+func TestObservers(t *testing.T) {
+	var seen []admission.Event
+	obs := observerFunc(func(_ context.Context, ev *admission.Event) {
+		e := *ev
+		e.Result = nil
+		e.Duration = 0
+		e.Group += ":" + ev.Result.Outcome.String()
+		seen = append(seen, e)
+	})
+	f := newFixture(t, testYAML, hotlimitd.Options{Observers: []admission.Observer{obs}})
+	ask(t, f.srv, request("test", desc("path", "/a")))
+	ask(t, f.srv, request("test", desc("internal", "x")))
+	ask(t, f.srv, request("test", desc("path", "/a")))
+	resp := ask(t, f.srv, request("test", desc("user", "x"), desc("path", "/a")))
+	path := resp.Statuses[1].CurrentLimit.Name
+	want := []admission.Event{
+		{Group: "test:allowed", Limit: path, Algorithm: "FixedWindow"},
+		{Group: "test:allowed", Limit: path, Algorithm: "FixedWindow"},
+		{Group: "test:denied", Limit: path, Algorithm: "FixedWindow"},
+	}
+	if !slices.Equal(seen, want) {
+		t.Fatalf("events %+v, want %+v", seen, want)
+	}
+}
+
+type observerFunc func(context.Context, *admission.Event)
+
+func (f observerFunc) Observe(ctx context.Context, ev *admission.Event) { f(ctx, ev) }
