@@ -36,6 +36,13 @@ func newFixture(t testing.TB, yaml string, opts hotlimitd.Options) *fixture {
 	if err != nil {
 		t.Fatalf("config.Parse: %v", err)
 	}
+	return newFixtureConfig(t, cfg, opts)
+}
+
+// newFixtureConfig is newFixture for a configuration already built.
+func newFixtureConfig(t testing.TB, cfg *config.Config, opts hotlimitd.Options) *fixture {
+	t.Helper()
+	var err error
 	f := &fixture{cfg: cfg, clock: hotlimit.NewManualClock()}
 	f.local, err = admission.NewLocal(cfg.Limits(), hotlimit.WithClock(f.clock), hotlimit.WithSweepInterval(0))
 	if err != nil {

@@ -80,23 +80,8 @@ func (b *response) fill(i int, l *config.Limit, ls admission.LayerState) {
 	}
 }
 
-// unitOf returns u as the response's unit.
+// unitOf returns u as the response's unit: config.Unit has the
+// protocol's numbers.
 func unitOf(u config.Unit) rlsv3.RateLimitResponse_RateLimit_Unit {
-	switch u {
-	case config.Second:
-		return rlsv3.RateLimitResponse_RateLimit_SECOND
-	case config.Minute:
-		return rlsv3.RateLimitResponse_RateLimit_MINUTE
-	case config.Hour:
-		return rlsv3.RateLimitResponse_RateLimit_HOUR
-	case config.Day:
-		return rlsv3.RateLimitResponse_RateLimit_DAY
-	case config.Week:
-		return rlsv3.RateLimitResponse_RateLimit_WEEK
-	case config.Month:
-		return rlsv3.RateLimitResponse_RateLimit_MONTH
-	case config.Year:
-		return rlsv3.RateLimitResponse_RateLimit_YEAR
-	}
-	return rlsv3.RateLimitResponse_RateLimit_UNKNOWN
+	return rlsv3.RateLimitResponse_RateLimit_Unit(u)
 }

@@ -194,24 +194,29 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 	descs := req.Descriptors
 	c.reset(len(descs))
 	reqHits := uint64(req.HitsAddend)
-	nShadow := 0
 	for i, d := range descs {
 		c.kind[i], c.layer[i], c.costs[i] = kindNone, -1, 0
 		l, ok := c.match(cfg, req.Domain, d)
 		c.ends[i] = len(c.keys)
-		if !ok {
-			continue
+		if ok {
+			c.lims[i] = l
 		}
-		c.lims[i] = l
+	}
+	config.DropReplaced(c.lims) // a replaced limit is not decided: OK, no limit
+	refuse := false             // an enforced rule of requests_per_unit 0 refuses the request
+	for i, d := range descs {
+		l := c.lims[i]
 		switch {
+		case l == nil:
+			continue
 		case l.Unlimited:
 			c.kind[i] = kindUnlimited
 			continue
 		case l.Shadow:
 			c.kind[i] = kindShadow
-			nShadow++
 		default:
 			c.kind[i] = kindEnforced
+			refuse = refuse || l.Refuses()
 		}
 		hits := reqHits
 		if h := d.GetHitsAddend(); h != nil {
@@ -228,11 +233,15 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 	}
 	all := string(c.keys) // the one allocation of the keys
 	for i := range descs {
-		if c.kind[i] != kindEnforced {
+		if c.kind[i] != kindEnforced || c.lims[i].Refuses() {
 			continue
 		}
+		cost := c.costs[i]
+		if refuse {
+			cost = 0 // refused anyway: only read the state, for the status
+		}
 		c.layer[i] = len(c.layers)
-		c.layers = append(c.layers, admission.Layer{Limit: c.lims[i].Name, Key: c.key(all, i), Cost: c.costs[i]})
+		c.layers = append(c.layers, admission.Layer{Limit: c.lims[i].Name, Key: c.key(all, i), Cost: cost})
 	}
 	var (
 		dec     hotlimit.Decision
@@ -253,8 +262,11 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 		if err != nil {
 			return nil, err
 		}
-		admitted = dec.Allowed
-		s.markOver(c, dec, binding)
+		admitted = dec.Allowed && !refuse
+		s.markOver(c, dec, binding, refuse)
+	}
+	if refuse {
+		admitted = false
 	}
 	b := newResponse(len(descs))
 	resp := &b.resp
@@ -273,6 +285,11 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 			st.LimitRemaining = math.MaxUint32
 		case kindEnforced:
 			j := c.layer[i]
+			if j < 0 { // a rule that refuses every hit
+				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+				b.fill(i, c.lims[i], admission.LayerState{Window: hotlimit.Never})
+				continue
+			}
 			ls := c.states[j]
 			if ls.Remaining < 0 && j == binding {
 				ls.Remaining = dec.Remaining // the backend told the binding layer's only
@@ -336,14 +353,16 @@ func mulCost(cost int64, hits uint64) int64 {
 	return cost * int64(hits)
 }
 
-// markOver sets c.over for each enforced descriptor: none when the
-// request was admitted; when it was refused, each whose own state has
-// fewer units than it costs, and the binding one. A refused request
-// always has one: the binding layer, or, when the backend does not say,
-// every enforced descriptor.
-func (s *Server) markOver(c *call, dec hotlimit.Decision, binding int) {
+// markOver sets c.over for each enforced descriptor the backend decided:
+// none when the request was admitted; when the backend refused it, each
+// whose own state has fewer units than it costs, and the binding one (a
+// refused request always has one: the binding layer, or, when the
+// backend does not say, every enforced descriptor); when a rule that
+// refuses every hit refused it (refuse: the others were only read),
+// each whose own state has fewer units than it costs.
+func (s *Server) markOver(c *call, dec hotlimit.Decision, binding int, refuse bool) {
 	clear(c.over)
-	if dec.Allowed {
+	if dec.Allowed && !refuse {
 		return
 	}
 	any := false
@@ -351,11 +370,11 @@ func (s *Server) markOver(c *call, dec hotlimit.Decision, binding int) {
 		if j < 0 {
 			continue
 		}
-		if j == binding || (c.states[j].Remaining >= 0 && c.states[j].Remaining < c.costs[i]) {
+		if (j == binding && !refuse) || (c.states[j].Remaining >= 0 && c.states[j].Remaining < c.costs[i]) {
 			c.over[i], any = true, true
 		}
 	}
-	if !any {
+	if !any && !refuse {
 		for i, j := range c.layer {
 			c.over[i] = j >= 0
 		}
@@ -367,6 +386,11 @@ func (s *Server) markOver(c *call, dec hotlimit.Decision, binding int) {
 // refused request does not reach the service, so it is not counted). Its
 // status is OK; a would-be refusal is counted in Stats.ShadowOverLimit.
 func (s *Server) shadow(ctx context.Context, b *response, c *call, i int, all string, admitted bool) {
+	if c.lims[i].Refuses() {
+		s.stats.shadowOverLimit.Add(1)
+		b.fill(i, c.lims[i], admission.LayerState{Window: hotlimit.Never})
+		return
+	}
 	cost := c.costs[i]
 	if !admitted {
 		cost = 0
