@@ -150,8 +150,11 @@ func TestShadow(t *testing.T) {
 	if got := codesOf(resp); got != "OK OVER_LIMIT" {
 		t.Fatalf("codes %s", got)
 	}
-	if got := remaining(ask(t, f.srv, request("test", desc("preview", "y")))); got[0] != 0 {
-		t.Fatalf("preview y after a refused request: remaining %v, want 0 (its first admission now)", got)
+	if got := remaining(resp); got[0] != 1 {
+		t.Fatalf("preview y in a refused request: remaining %v, want 1 (only read)", got)
+	}
+	if got := remaining(ask(t, f.srv, request("test", desc("preview", "y")))); got[0] != 0 || f.srv.Stats().ShadowOverLimit != 2 {
+		t.Fatalf("preview y after a refused request: remaining %v, ShadowOverLimit %d, want 0 and 2 (its first admission now)", got, f.srv.Stats().ShadowOverLimit)
 	}
 }
 
