@@ -2,5 +2,82 @@
 // gateways built on Envoy) asks over gRPC: it implements
 // envoy.service.ratelimit.v3.RateLimitService and decides every descriptor
 // of a request with hotlimit's exact algorithms, in process, on Redis or
-// Redis Cluster, or on leases from Redis.
+// Redis Cluster, or on leases from Redis. The command is cmd/hotlimitd;
+// the configuration, envoyproxy/ratelimit's descriptor YAML extended with
+// hotlimit's algorithms and costs, is package config.
+//
+// # How a request is answered
+//
+// Server.ShouldRateLimit reads the running configuration once (Options.Config),
+// so a request is decided under one configuration however often it is
+// reloaded. Then:
+//
+//   - A request without a domain, without descriptors, or with more than
+//     MaxDescriptors is refused with codes.InvalidArgument (as
+//     envoyproxy/ratelimit refuses the first two).
+//   - Each descriptor is matched in the request's domain (config.Config.Match,
+//     envoyproxy/ratelimit's rules). A descriptor that matches no rule (an
+//     unknown domain, no entries, a nil entry), or whose limit another
+//     descriptor of the request replaces (config.DropReplaced), is OK with no
+//     current_limit and limit_remaining 0. An unlimited rule is OK with no
+//     current_limit and limit_remaining 4294967295.
+//   - Hits: a descriptor's hits_addend, when it is set, else the request's;
+//     0 counts as 1, as Envoy has it. A descriptor costs hits × its rule's
+//     cost, in the limit's units, saturating at the largest int64 (a cost
+//     beyond the limit's capacity is refused, never wrapped around). A
+//     descriptor with is_negative_hits is not a give-back here: it costs 0,
+//     so it reads its limit's state without consuming. The descriptor's
+//     limit override is not applied: the configured limit decides.
+//   - Every enforced descriptor (a limit, not shadow) is decided at once, in
+//     one admission.Decide call, all or nothing: the request is admitted
+//     only if every one of them admits it, and a refused request consumes
+//     nothing in any of them. Descriptors that share a limit and a key are
+//     one limit, for the sum of their costs (hotlimit.AllowLayers).
+//   - A rule with requests_per_unit 0 refuses every hit: its descriptor is
+//     OVER_LIMIT without the backend, and the other enforced descriptors
+//     are only read (cost 0) for their statuses.
+//   - The overall code is OVER_LIMIT when the request was refused, and a
+//     descriptor is OVER_LIMIT when the request was refused and its own
+//     limit has fewer units left than it costs, or is the limit the
+//     backend names as binding; the overall code is OVER_LIMIT exactly when
+//     some descriptor is.
+//   - Every status of a decided descriptor comes from that decision's
+//     admission.LayerState, never from a second reading: current_limit is
+//     the rule's requests_per_unit, unit and limit name; limit_remaining
+//     is LayerState.Remaining (in the limit's units, clamped to a uint32);
+//     duration_until_reset is LayerState.Window, the time until the limit
+//     admits one unit more (for a fixed window, the time to the window's
+//     end; 0 when the limit is full), left out when the backend cannot
+//     tell.
+//   - A shadow-mode descriptor never refuses: it is decided on its own,
+//     after the enforced ones, for its cost when the request was admitted
+//     and for 0 (read only) when it was refused (a refused request does not
+//     reach the service). It is reported OK with its limit's state; a
+//     would-be refusal is counted in Stats.ShadowOverLimit. A backend error
+//     on it answers OK without a limit (Stats.ShadowErrors).
+//   - When the backend cannot decide the enforced descriptors, the RPC
+//     fails with codes.Unavailable (Envoy's failure_mode_deny then
+//     decides), or, with Options.FailOpen, every descriptor is OK without a
+//     limit. Nothing was consumed either way.
+//   - With Options.Headers, a response that has enforced descriptors
+//     carries, in response_headers_to_add, the draft-11 fields
+//     RateLimit-Policy (one item per enforced descriptor, named after its
+//     limit: admission.PolicyItem of the policy it was decided under) and
+//     RateLimit (its r and t, admission.AppendItem), and Retry-After on a
+//     refusal that can pass later.
+//
+// No input panics: the fuzz target FuzzShouldRateLimit checks every
+// answer against a model of the limits.
+//
+// # Cost
+//
+// In process, an admitted request of up to four descriptors allocates
+// twice: one string holding every key, and one block holding the
+// response (TestAllocs). BenchmarkShouldRateLimit measures it.
+//
+// Observers (Options.Observers) see one admission.Event per request that
+// asks the backend: its outcome, the Decision, the backend's latency, the
+// binding descriptor's limit in Event.Limit and the domain in Event.Group;
+// no key and no descriptor value. promlimit.BackendMetrics and
+// otellimit.HTTP are such observers.
 package hotlimitd
