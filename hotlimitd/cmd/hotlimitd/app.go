@@ -1,0 +1,329 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/hotlimitd"
+	"github.com/hotlimit/hotlimit/hotlimitd/config"
+	"github.com/hotlimit/hotlimit/promlimit"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// flags are the command's settings.
+type flags struct {
+	config         string
+	backend        string
+	redis          string
+	redisCluster   bool
+	grpcAddr       string
+	httpAddr       string
+	reloadInterval time.Duration
+	failOpen       bool
+	headers        bool
+	logFormat      string
+	logLevel       string
+	shutdownGrace  time.Duration
+	printConfig    bool
+}
+
+func parseFlags(args []string, out io.Writer) (*flags, error) {
+	f := &flags{}
+	fs := flag.NewFlagSet("hotlimitd", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&f.config, "config", "", "configuration `path`: a file, or a directory of *.yaml/*.yml (default: built in)")
+	fs.StringVar(&f.backend, "backend", "local", "backend: local, redis or lease")
+	fs.StringVar(&f.redis, "redis", "", "Redis `host:port`, or Redis Cluster nodes, comma-separated")
+	fs.BoolVar(&f.redisCluster, "redis-cluster", false, "the -redis addresses are Redis Cluster nodes")
+	fs.StringVar(&f.grpcAddr, "grpc", ":8081", "gRPC listen `address`")
+	fs.StringVar(&f.httpAddr, "http", ":8080", "HTTP listen `address` (GET /healthcheck, /metrics)")
+	fs.DurationVar(&f.reloadInterval, "reload-interval", time.Second, "how often -config is polled for changes (0: only on SIGHUP)")
+	fs.BoolVar(&f.failOpen, "fail-open", false, "answer OK when the backend cannot decide (default: gRPC Unavailable)")
+	fs.BoolVar(&f.headers, "headers", false, "add draft-11 RateLimit-Policy and RateLimit response headers")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 10*time.Second, "how long in-flight RPCs may run after SIGTERM")
+	fs.BoolVar(&f.printConfig, "print-config", false, "print the built-in configuration and exit")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if f.reloadInterval < 0 || f.shutdownGrace < 0 {
+		return nil, errors.New("-reload-interval and -shutdown-grace must not be negative")
+	}
+	return f, nil
+}
+
+func newLogger(f *flags, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return nil, fmt.Errorf("-log-level %q: want debug, info, warn or error", f.logLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch f.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("-log-format %q: want text or json", f.logFormat)
+}
+
+// hooks let tests reach into a running command.
+type hooks struct {
+	started func(*app)                                // called once serving
+	backend func(admission.Backend) admission.Backend // wraps the backend the server asks
+	handled func(os.Signal)                           // called after a SIGHUP was handled
+}
+
+// app is a running hotlimitd.
+type app struct {
+	f       *flags
+	log     *slog.Logger
+	cur     atomic.Pointer[config.Config] // the configuration requests are decided under
+	watcher *config.Watcher               // nil without -config
+	store   store
+	srv     *hotlimitd.Server
+	grpc    *grpc.Server
+	health  *health.Server
+	http    *http.Server
+	ready   atomic.Bool // /healthcheck answers 200
+	reg     *prometheus.Registry
+	metrics *reloadMetrics
+
+	grpcLis, httpLis net.Listener
+	reloadMu         sync.Mutex // one reload applies at a time
+}
+
+// run is the command: it serves until ctx is done or a SIGTERM or SIGINT
+// arrives on sigs, and reloads on SIGHUP.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, h *hooks) error {
+	f, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if f.printConfig {
+		_, err := stdout.Write(config.DefaultYAML())
+		return err
+	}
+	log, err := newLogger(f, stderr)
+	if err != nil {
+		return err
+	}
+	if h == nil {
+		h = &hooks{}
+	}
+	a, err := start(ctx, f, log, h)
+	if err != nil {
+		return err
+	}
+	if h.started != nil {
+		h.started(a)
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	if a.watcher != nil && f.reloadInterval > 0 {
+		go a.watcher.Run(watchCtx)
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- a.grpc.Serve(a.grpcLis) }()
+	go func() { errs <- a.http.Serve(a.httpLis) }()
+	var serveErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err := <-errs:
+			serveErr = err
+			log.Error("server failed", "err", err)
+			break loop
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				a.reload()
+				if h.handled != nil {
+					h.handled(sig)
+				}
+				continue
+			}
+			log.Info("shutting down", "signal", sig.String())
+			break loop
+		}
+	}
+	stopWatch()
+	if err := a.shutdown(); err != nil && serveErr == nil {
+		serveErr = err
+	}
+	return serveErr
+}
+
+// start loads the configuration, opens the backend, and binds the
+// listeners.
+func start(ctx context.Context, f *flags, log *slog.Logger, h *hooks) (a *app, err error) {
+	a = &app{f: f, log: log, reg: prometheus.NewRegistry()}
+	a.metrics = newReloadMetrics(a.reg)
+	var cfg *config.Config
+	if f.config == "" {
+		cfg = config.Default()
+	} else {
+		interval := f.reloadInterval
+		if interval == 0 {
+			interval = time.Hour // not polled (Run is not started): SIGHUP only
+		}
+		a.watcher, err = config.NewWatcher(f.config, interval, a.applyReload, a.reloadFailed)
+		if err != nil {
+			return nil, err // file:line: field: message, every one
+		}
+		cfg = a.watcher.Current()
+	}
+	a.cur.Store(cfg)
+	a.metrics.success(time.Now())
+	st, err := openStore(ctx, f, cfg.Limits())
+	if err != nil {
+		return nil, err
+	}
+	a.store = st
+	defer func() {
+		if err != nil {
+			st.Close(context.Background())
+		}
+	}()
+	var b admission.Backend = a.store
+	if h.backend != nil {
+		b = h.backend(b)
+	}
+	bm := promlimit.NewBackendMetrics(promlimit.BackendOptions{})
+	a.srv, err = hotlimitd.New(hotlimitd.Options{
+		Config: a.cur.Load, Backend: b, Headers: f.headers, FailOpen: f.failOpen,
+		Observers: []admission.Observer{bm}, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.reg.MustRegister(bm, &serverCollector{srv: a.srv}, collectors.NewGoCollector())
+
+	a.grpc = grpc.NewServer()
+	a.srv.Register(a.grpc)
+	a.health = health.NewServer()
+	healthpb.RegisterHealthServer(a.grpc, a.health)
+	a.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, _ *http.Request) {
+		if !a.ready.Load() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "OK")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
+	a.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	if a.grpcLis, err = net.Listen("tcp", f.grpcAddr); err != nil {
+		return nil, fmt.Errorf("-grpc %s: %w", f.grpcAddr, err)
+	}
+	if a.httpLis, err = net.Listen("tcp", f.httpAddr); err != nil {
+		a.grpcLis.Close()
+		return nil, fmt.Errorf("-http %s: %w", f.httpAddr, err)
+	}
+	a.ready.Store(true)
+	log.Info("serving", "grpc", a.grpcLis.Addr().String(), "http", a.httpLis.Addr().String(),
+		"backend", f.backend, "config", configName(f.config), "domains", strings.Join(cfg.Domains(), ","), "limits", len(cfg.Limits()))
+	return a, nil
+}
+
+func configName(path string) string {
+	if path == "" {
+		return "built-in"
+	}
+	return path
+}
+
+// reload is SIGHUP: load -config again now. Without -config there is
+// nothing to reload.
+func (a *app) reload() {
+	if a.watcher == nil {
+		a.log.Info("SIGHUP: no -config to reload")
+		return
+	}
+	if err := a.watcher.Reload(); err != nil {
+		a.reloadFailed(err) // Reload leaves it to its caller
+	}
+}
+
+// applyReload is the Watcher's onReload: the backend takes the new
+// limits first, and only then do requests see the new configuration. A
+// backend that refuses them keeps the running configuration.
+func (a *app) applyReload(cfg *config.Config) {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	if cfg == a.cur.Load() {
+		return
+	}
+	if err := a.store.Update(cfg.Limits()); err != nil {
+		a.reloadFailed(fmt.Errorf("the backend refused the new limits: %w", err))
+		return
+	}
+	a.cur.Store(cfg)
+	a.metrics.success(time.Now())
+	a.log.Info("configuration reloaded", "domains", strings.Join(cfg.Domains(), ","), "limits", len(cfg.Limits()))
+}
+
+// reloadFailed reports a configuration that was not applied.
+func (a *app) reloadFailed(err error) {
+	a.metrics.failure()
+	a.log.Error("configuration not reloaded, the running one is kept", "err", err.Error())
+}
+
+// shutdown stops serving: health NOT_SERVING, GracefulStop for at most
+// -shutdown-grace, then Stop; then the HTTP server and the backend.
+func (a *app) shutdown() error {
+	a.ready.Store(false)
+	a.health.Shutdown()
+	stopped := make(chan struct{})
+	go func() {
+		a.grpc.GracefulStop()
+		close(stopped)
+	}()
+	timer := time.NewTimer(a.f.shutdownGrace)
+	select {
+	case <-stopped:
+		timer.Stop()
+	case <-timer.C:
+		a.log.Warn("in-flight RPCs outlived -shutdown-grace: stopping them")
+		a.grpc.Stop()
+		<-stopped
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var errs []error
+	if err := a.http.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("HTTP shutdown: %w", err))
+	}
+	if err := a.store.Close(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("closing the backend: %w", err))
+	}
+	a.log.Info("stopped")
+	return errors.Join(errs...)
+}

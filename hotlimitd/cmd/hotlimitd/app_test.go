@@ -1,0 +1,358 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// running is a hotlimitd started by a test.
+type running struct {
+	a       *app
+	sigs    chan os.Signal
+	done    chan error
+	handled chan os.Signal
+	logs    *syncBuffer
+	conn    *grpc.ClientConn
+	rls     rlsv3.RateLimitServiceClient
+}
+
+// startCmd runs the command with args (listening on 127.0.0.1:0) and
+// returns once it serves. h may be nil.
+func startCmd(t *testing.T, h *hooks, args ...string) *running {
+	t.Helper()
+	if h == nil {
+		h = &hooks{}
+	}
+	r := &running{sigs: make(chan os.Signal, 1), done: make(chan error, 1), handled: make(chan os.Signal, 1), logs: &syncBuffer{}}
+	started := make(chan *app, 1)
+	h.started = func(a *app) { started <- a }
+	h.handled = func(s os.Signal) { r.handled <- s }
+	args = append([]string{"-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-shutdown-grace", "1m"}, args...)
+	go func() { r.done <- run(context.Background(), args, io.Discard, r.logs, r.sigs, h) }()
+	select {
+	case r.a = <-started:
+	case err := <-r.done:
+		t.Fatalf("run: %v", err)
+	}
+	conn, err := grpc.NewClient(r.a.grpcLis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.conn, r.rls = conn, rlsv3.NewRateLimitServiceClient(conn)
+	t.Cleanup(func() {
+		conn.Close()
+		if r.a != nil {
+			r.stop(t)
+		}
+	})
+	return r
+}
+
+// stop sends SIGTERM and waits for run to return.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.sigs <- syscall.SIGTERM
+	if err := <-r.done; err != nil {
+		t.Errorf("run: %v", err)
+	}
+	r.a = nil
+}
+
+// hup sends SIGHUP and waits until it was handled.
+func (r *running) hup() {
+	r.sigs <- syscall.SIGHUP
+	<-r.handled
+}
+
+func (r *running) ask(t *testing.T, domain string, kv ...string) *rlsv3.RateLimitResponse {
+	t.Helper()
+	d := &rlv3.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &rlv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	resp, err := r.rls.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*rlv3.RateLimitDescriptor{d}})
+	if err != nil {
+		t.Fatalf("ShouldRateLimit: %v", err)
+	}
+	return resp
+}
+
+func (r *running) get(t *testing.T, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + r.a.httpLis.Addr().String() + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// metric returns the line of /metrics that starts with prefix.
+func (r *running) metric(t *testing.T, prefix string) string {
+	t.Helper()
+	_, body := r.get(t, "/metrics")
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	t.Fatalf("no metric %s in /metrics", prefix)
+	return ""
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestDefaults: without flags but the addresses, hotlimitd serves the
+// built-in configuration in process, reports health, and counts.
+func TestDefaults(t *testing.T) {
+	r := startCmd(t, nil)
+	resp := r.ask(t, "hotlimitd", "generic_key", "a")
+	st := resp.Statuses[0]
+	if resp.OverallCode != rlsv3.RateLimitResponse_OK || st.CurrentLimit.GetRequestsPerUnit() != 100 || st.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_SECOND {
+		t.Fatalf("built-in generic_key: %v", resp)
+	}
+	hc, err := healthpb.NewHealthClient(r.conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: rlsv3.RateLimitService_ServiceDesc.ServiceName})
+	if err != nil || hc.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v, %v", hc, err)
+	}
+	if code, body := r.get(t, "/healthcheck"); code != 200 || body != "OK" {
+		t.Fatalf("/healthcheck: %d %q", code, body)
+	}
+	if got := r.metric(t, `hotlimitd_requests_total{code="ok"}`); got != `hotlimitd_requests_total{code="ok"} 1` {
+		t.Fatalf("metric %q", got)
+	}
+	if got := r.metric(t, `hotlimit_backend_duration_seconds_count{limit=`); !strings.HasSuffix(got, " 1") {
+		t.Fatalf("metric %q", got)
+	}
+}
+
+// TestPrintConfig: -print-config prints the built-in configuration.
+func TestPrintConfig(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"-print-config"}, &out, io.Discard, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "domain: hotlimitd") {
+		t.Fatalf("printed %q", out.String())
+	}
+}
+
+// TestBadFlags: bad flags and a bad configuration stop the command at
+// once, with an error naming them.
+func TestBadFlags(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-backend", "memcached"}, "-backend"},
+		{[]string{"-backend", "redis"}, "-redis"},
+		{[]string{"-log-format", "xml"}, "-log-format"},
+		{[]string{"-log-level", "loud"}, "-log-level"},
+		{[]string{"-config", bad}, "bad.yaml:5"},
+		{[]string{"-config", filepath.Join(t.TempDir(), "missing.yaml")}, "missing.yaml"},
+		{[]string{"-grpc", "127.0.0.1:-1"}, "127.0.0.1:-1"},
+		{[]string{"extra"}, "unexpected"},
+	} {
+		args := append([]string{"-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0"}, tc.args...)
+		err := run(context.Background(), args, io.Discard, io.Discard, nil, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want one naming %s", tc.args, err, tc.want)
+		}
+	}
+}
+
+const twoPerMinute = `domain: d
+descriptors:
+  - key: user
+    rate_limit:
+      unit: minute
+      requests_per_unit: 2
+`
+
+// TestReload: SIGHUP reloads -config; a bad file is refused, counted,
+// and the running configuration is kept; a good one is applied.
+func TestReload(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "limits.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(twoPerMinute)
+	r := startCmd(t, nil, "-config", path, "-reload-interval", "0")
+	for i, want := range []string{"OK", "OK", "OVER_LIMIT"} {
+		if got := r.ask(t, "d", "user", "ann").OverallCode.String(); got != want {
+			t.Fatalf("request %d: %s, want %s", i, got, want)
+		}
+	}
+	write("domain: d\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: minute\n      requests_per_unit: -5\n")
+	r.hup()
+	resp := r.ask(t, "d", "user", "ann")
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 2 {
+		t.Fatalf("after a bad reload: %v, want the running limit of 2, still over", resp)
+	}
+	if got := r.metric(t, `hotlimitd_config_reloads_total{result="failure"}`); !strings.HasSuffix(got, " 1") {
+		t.Fatalf("metric %q", got)
+	}
+	if got := r.metric(t, `hotlimitd_config_last_reload_successful`); !strings.HasSuffix(got, " 0") {
+		t.Fatalf("metric %q", got)
+	}
+	if !strings.Contains(r.logs.String(), "limits.yaml:6") {
+		t.Fatalf("the refusal's log does not name the file and line:\n%s", r.logs)
+	}
+	write(strings.ReplaceAll(twoPerMinute, "requests_per_unit: 2", "requests_per_unit: 5"))
+	r.hup()
+	if got := r.ask(t, "d", "user", "bob").Statuses[0]; got.CurrentLimit.GetRequestsPerUnit() != 5 || got.LimitRemaining != 4 {
+		t.Fatalf("after a good reload: %v, want 4 left of 5", got)
+	}
+	if got := r.metric(t, `hotlimitd_config_reloads_total{result="success"}`); !strings.HasSuffix(got, " 1") {
+		t.Fatalf("metric %q", got)
+	}
+}
+
+// blocking is a backend whose decisions wait until released.
+type blocking struct {
+	admission.Backend
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blocking) Allow(ctx context.Context, ls []admission.Layer) (hotlimit.Decision, error) {
+	b.entered <- struct{}{}
+	<-b.release
+	return b.Backend.Allow(ctx, ls)
+}
+
+// TestGracefulShutdown: SIGTERM turns health to NOT_SERVING (gRPC and
+// /healthcheck) at once, and an RPC in flight still completes.
+func TestGracefulShutdown(t *testing.T) {
+	b := &blocking{entered: make(chan struct{}), release: make(chan struct{})}
+	r := startCmd(t, &hooks{backend: func(inner admission.Backend) admission.Backend { b.Backend = inner; return b }})
+	var once sync.Once
+	release := func() { once.Do(func() { close(b.release) }) }
+	t.Cleanup(release) // before startCmd's: a failure below must not leave the RPC blocked
+	// The deadline only turns a missing NOT_SERVING into a failure
+	// rather than a hang; nothing waits for it when the server is right.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	watch, err := healthpb.NewHealthClient(r.conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := watch.Recv(); err != nil || m.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health watch: %v, %v", m, err)
+	}
+	inflight := make(chan error, 1)
+	go func() {
+		resp, err := r.rls.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "hotlimitd",
+			Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "generic_key", Value: "a"}}}}})
+		if err == nil && resp.OverallCode != rlsv3.RateLimitResponse_OK {
+			err = errors.New(resp.String())
+		}
+		inflight <- err
+	}()
+	<-b.entered
+	r.sigs <- syscall.SIGTERM
+	if m, err := watch.Recv(); err != nil || m.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("health watch after SIGTERM: %v, %v", m, err)
+	}
+	if code, _ := r.get(t, "/healthcheck"); code != http.StatusServiceUnavailable {
+		t.Fatalf("/healthcheck during shutdown: %d", code)
+	}
+	cancel() // the watch, an RPC too, ends
+	release()
+	if err := <-inflight; err != nil {
+		t.Fatalf("the RPC in flight: %v", err)
+	}
+	if err := <-r.done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	r.a = nil
+	// Stopped: new RPCs are refused.
+	if _, err := healthpb.NewHealthClient(r.conn).Check(context.Background(), &healthpb.HealthCheckRequest{}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("health after shutdown: %v", err)
+	}
+}
+
+// failing is a backend that cannot decide.
+type failing struct{}
+
+func (failing) Allow(context.Context, []admission.Layer) (hotlimit.Decision, error) {
+	return hotlimit.Decision{}, errors.New("store down")
+}
+
+// TestLogsHoldNoKeys: the logs of a whole life (start, requests the
+// backend fails, a refused reload, shutdown), at the debug level, hold no
+// descriptor key or value of a request.
+func TestLogsHoldNoKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "limits.yaml")
+	if err := os.WriteFile(path, []byte(twoPerMinute), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"json", "text"} {
+		r := startCmd(t, &hooks{backend: func(admission.Backend) admission.Backend { return failing{} }},
+			"-config", path, "-reload-interval", "0", "-log-level", "debug", "-log-format", format)
+		for range 3 {
+			_, err := r.rls.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "d",
+				Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: "s3cr3t-value"}}}}})
+			if status.Code(err) != codes.Unavailable {
+				t.Fatalf("error %v, want Unavailable", err)
+			}
+		}
+		r.stop(t)
+		logs := r.logs.String()
+		if !strings.Contains(logs, "store down") || !strings.Contains(logs, "stopped") {
+			t.Fatalf("%s logs miss the backend error or the shutdown:\n%s", format, logs)
+		}
+		if strings.Contains(logs, "s3cr3t") {
+			t.Fatalf("%s logs hold a descriptor value:\n%s", format, logs)
+		}
+	}
+}

@@ -1,0 +1,68 @@
+// Command hotlimitd is the rate limit service Envoy asks over gRPC
+// (envoy.service.ratelimit.v3.RateLimitService; see package hotlimitd for
+// how it answers).
+//
+// With no flags it serves the built-in configuration (config.Default:
+// domain "hotlimitd"; -print-config shows it) from an in-process backend,
+// gRPC on :8081 and HTTP on :8080, envoyproxy/ratelimit's default ports:
+//
+//	go -C hotlimitd run ./cmd/hotlimitd
+//
+// Flags:
+//
+//	-config PATH          a file, or a directory of *.yaml/*.yml (default: built in)
+//	-backend KIND         local (default), redis or lease
+//	-redis ADDRS          host:port of Redis, or of Cluster nodes, comma-separated
+//	-redis-cluster        the -redis addresses are Redis Cluster nodes
+//	-grpc ADDR            gRPC listen address (default :8081)
+//	-http ADDR            HTTP listen address (default :8080): GET /healthcheck, /metrics
+//	-reload-interval D    how often -config is polled for changes (default 1s; 0: only on SIGHUP)
+//	-fail-open            answer OK when the backend cannot decide (default: gRPC Unavailable)
+//	-headers              add draft-11 RateLimit-Policy and RateLimit response headers
+//	-log-format F         text (default) or json, on standard error
+//	-log-level L          debug, info (default), warn or error
+//	-shutdown-grace D     how long in-flight RPCs may run after SIGTERM (default 10s)
+//	-print-config         print the built-in configuration and exit
+//
+// The Redis password is read from the HOTLIMITD_REDIS_PASSWORD
+// environment variable, never from a flag (flags show in ps).
+//
+// The gRPC port also serves grpc.health.v1.Health, for the whole server
+// ("") and for envoy.service.ratelimit.v3.RateLimitService: SERVING once
+// started, NOT_SERVING from the moment shutdown begins. GET /healthcheck
+// answers 200 "OK" then, 503 after. /metrics has the Prometheus metrics:
+// hotlimitd_requests_total{code}, hotlimitd_shadow_over_limit_total,
+// hotlimitd_shadow_errors_total, hotlimitd_config_reloads_total{result},
+// hotlimitd_config_last_reload_success_timestamp_seconds,
+// hotlimitd_config_last_reload_successful, promlimit's
+// hotlimit_backend_duration_seconds and hotlimit_backend_remaining, and
+// the Go runtime's. OpenTelemetry is not exported by the command; a
+// program that embeds hotlimitd.Server adds otellimit's observer to
+// hotlimitd.Options.Observers.
+//
+// SIGHUP reloads -config (as the poll does); a configuration that fails
+// to load, or that the backend refuses, is logged and counted, and the
+// running one is kept. SIGTERM or SIGINT shuts down gracefully: health
+// NOT_SERVING, gRPC GracefulStop for at most -shutdown-grace, then Stop,
+// then the HTTP server and the backend are closed.
+//
+// Logs are structured (log/slog) and hold limit names, domains, counts
+// and errors: never a key or a descriptor's value.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, sigs, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "hotlimitd:", err)
+		os.Exit(1)
+	}
+}
