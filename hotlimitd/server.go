@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -424,6 +425,7 @@ func (s *Server) headerValues(c *call, dec hotlimit.Decision, admitted bool) []*
 			continue
 		}
 		l, ls := c.lims[i], c.states[j]
+		name := sfString(l.Name)
 		if n > 0 {
 			policy = append(policy, ", "...)
 			rl = append(rl, ", "...)
@@ -433,19 +435,30 @@ func (s *Server) headerValues(c *call, dec hotlimit.Decision, admitted bool) []*
 		if pi.Algorithm == 0 {
 			pi, _ = hotlimit.Describe(l.Policy) // the backend does not say: the configured one
 		}
-		policy = append(policy, admission.PolicyItem(l.Name, pi)...)
+		policy = append(policy, admission.PolicyItem(name, pi)...)
 		r := ls.Remaining
 		w := ls.Window
 		if r < 0 {
 			r, w = 0, hotlimit.Never // unknown: r=0, no t
 		}
-		rl = admission.AppendItem(rl, l.Name, r, w)
+		rl = admission.AppendItem(rl, name, r, w)
 	}
 	hs := []*corev3.HeaderValue{{Key: "RateLimit-Policy", Value: string(policy)}, {Key: "RateLimit", Value: string(rl)}}
 	if !admitted && dec.RetryAfter != hotlimit.Never {
 		hs = append(hs, &corev3.HeaderValue{Key: "Retry-After", Value: fmt.Sprint(max(1, admission.CeilSeconds(dec.RetryAfter)))})
 	}
 	return hs
+}
+
+// sfString returns name as the body of an RFC 9651 sf-string, with the
+// double quote and the backslash escaped. A limit's Name is otherwise
+// printable ASCII (config escapes the rest), which an sf-string takes as
+// it is.
+func sfString(name string) string {
+	if !strings.ContainsAny(name, `"\`) {
+		return name
+	}
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(name)
 }
 
 // logError writes err at most once a second.

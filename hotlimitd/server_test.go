@@ -12,6 +12,7 @@ import (
 	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/hotlimitd"
 	"github.com/hotlimit/hotlimit/hotlimitd/config"
+	"github.com/hotlimit/hotlimit/internal/sfv"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -303,3 +304,34 @@ func TestObservers(t *testing.T) {
 type observerFunc func(context.Context, *admission.Event)
 
 func (f observerFunc) Observe(ctx context.Context, ev *admission.Event) { f(ctx, ev) }
+
+// TestHeadersParse: the headers are valid RFC 9651 Lists (read with the
+// strict parser httpretry uses) even when a limit's name holds '"' and
+// '\' (a rule value may), and each item names its limit.
+func TestHeadersParse(t *testing.T) {
+	f := newFixture(t, `domain: q
+descriptors:
+  - key: k
+    value: 'a"b\c'
+    rate_limit:
+      unit: second
+      requests_per_unit: 5
+  - key: plain
+    rate_limit:
+      unit: hour
+      requests_per_unit: 7
+`, hotlimitd.Options{Headers: true})
+	resp := ask(t, f.srv, request("q", desc("k", `a"b\c`), desc("plain", "x")))
+	h := headers(resp)
+	for _, field := range []string{"RateLimit-Policy", "RateLimit"} {
+		items, err := sfv.ParseList(h[field])
+		if err != nil || len(items) != 2 {
+			t.Fatalf("%s %q: %v, %d items", field, h[field], err, len(items))
+		}
+		for i, it := range items {
+			if want := resp.Statuses[i].CurrentLimit.Name; it.Value.Str != want {
+				t.Errorf("%s item %d names %q, want %q", field, i, it.Value.Str, want)
+			}
+		}
+	}
+}
