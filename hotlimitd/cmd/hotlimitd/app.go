@@ -35,6 +35,7 @@ type flags struct {
 	backend        string
 	redis          string
 	redisCluster   bool
+	redisHashTag   string
 	grpcAddr       string
 	httpAddr       string
 	reloadInterval time.Duration
@@ -54,6 +55,7 @@ func parseFlags(args []string, out io.Writer) (*flags, error) {
 	fs.StringVar(&f.backend, "backend", "local", "backend: local, redis or lease")
 	fs.StringVar(&f.redis, "redis", "", "Redis `host:port`, or Redis Cluster nodes, comma-separated")
 	fs.BoolVar(&f.redisCluster, "redis-cluster", false, "the -redis addresses are Redis Cluster nodes")
+	fs.StringVar(&f.redisHashTag, "redis-hash-tag", "", "put every key in the Redis Cluster slot of this `tag`, so that requests of several descriptors decide in one call")
 	fs.StringVar(&f.grpcAddr, "grpc", ":8081", "gRPC listen `address`")
 	fs.StringVar(&f.httpAddr, "http", ":8080", "HTTP listen `address` (GET /healthcheck, /metrics)")
 	fs.DurationVar(&f.reloadInterval, "reload-interval", time.Second, "how often -config is polled for changes (0: only on SIGHUP)")
@@ -273,7 +275,8 @@ func (a *app) reload() {
 }
 
 // applyReload is the Watcher's onReload: the backend takes the new
-// limits first, and only then do requests see the new configuration. A
+// limits beside the running ones, requests then see the new
+// configuration, and the dropped limits go (backend.Store.Reload). A
 // backend that refuses them keeps the running configuration.
 func (a *app) applyReload(cfg *config.Config) {
 	a.reloadMu.Lock()
@@ -281,11 +284,12 @@ func (a *app) applyReload(cfg *config.Config) {
 	if cfg == a.cur.Load() {
 		return
 	}
-	if err := a.store.Update(cfg.Limits()); err != nil {
+	// Both sets of limits decide while cfg is published: a request that
+	// read either configuration finds its limits.
+	if err := a.store.Reload(cfg.Limits(), func() { a.cur.Store(cfg) }); err != nil {
 		a.reloadFailed(fmt.Errorf("the backend refused the new limits: %w", err))
 		return
 	}
-	a.cur.Store(cfg)
 	a.metrics.success(time.Now())
 	a.log.Info("configuration reloaded", "domains", strings.Join(cfg.Domains(), ","), "limits", len(cfg.Limits()))
 }

@@ -14,6 +14,7 @@
 //	-backend KIND         local (default), redis or lease
 //	-redis ADDRS          host:port of Redis, or of Cluster nodes, comma-separated
 //	-redis-cluster        the -redis addresses are Redis Cluster nodes
+//	-redis-hash-tag TAG   every key in TAG's Cluster slot (requests of several descriptors need it on a Cluster)
 //	-grpc ADDR            gRPC listen address (default :8081)
 //	-http ADDR            HTTP listen address (default :8080): GET /healthcheck, /metrics
 //	-reload-interval D    how often -config is polled for changes (default 1s; 0: only on SIGHUP)
