@@ -347,13 +347,14 @@ func (l *Limiter) sample(c []candidate, now int64, rnd func(int) int) int {
 
 // drawn reports whether sl, a slot of t, or another slot of the same key
 // is among the candidates c. A rebuild copies a key's entry into a new
-// table before it publishes it, so draws that straddle the publication
-// can find the same key in the old table and in the new one: counted
-// twice, a drained key would be compared with itself.
+// table before it publishes it, and a renewal (shard.go) moves it to a
+// new slot under another incarnation (so the hash words' upper halves
+// differ), so draws that straddle either can find the same key twice:
+// counted twice, a drained key would be compared with itself.
 func drawn(c []candidate, t *table, sl *slot) bool {
 	h := sl.hash.Load()
 	for i := range c {
-		if c[i].sl == sl || c[i].sl.hash.Load() == h && sameKey(c[i].t, c[i].sl, t, sl) {
+		if c[i].sl == sl || uint32(c[i].sl.hash.Load()) == uint32(h) && sameKey(c[i].t, c[i].sl, t, sl) {
 			return true
 		}
 	}

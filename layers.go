@@ -34,7 +34,9 @@ const maxStackLayers = 8
 // layers. A layer gives back only what its state still owes to its own
 // admission (refund.go): nothing if the key's entry was removed meanwhile
 // (Reset, eviction under WithMaxKeys), and for the buckets not the units
-// that refilled while the call ran.
+// that refilled while the call ran, nor, after a concurrent give-back
+// below its admission moved its units back and the clock moved on, more
+// than those units may still hold (docs/semantics.md, "Give-backs").
 //
 // The Decision reports the binding layer: Remaining and Limit are that
 // layer's, in its units. Allowed, the binding layer is the one that would

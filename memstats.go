@@ -10,7 +10,10 @@ import (
 type MemStats struct {
 	// Tables is the keyed tables' slots: 32 bytes per slot, at a load
 	// between 0.53 and 0.8, so 40 to 60 bytes per key (every policy but
-	// the sliding log, which keeps one empty table per shard).
+	// the sliding log, which keeps one empty table per shard). It
+	// includes the buckets' renewals (a map entry per key whose
+	// give-back landed below later admissions: shard.go), estimated as
+	// Logs' map entries are.
 	Tables uint64
 	// Arenas is the tables' arenas for keys longer than 15 bytes:
 	// their capacity, used or not.
@@ -44,6 +47,7 @@ func (l *Limiter) MemStats() MemStats {
 	for i := range l.shards {
 		t := l.shards[i].tab.Load()
 		m.Tables += allocSize(int(unsafe.Sizeof(table{}))) + allocSize(len(t.slots)*int(unsafe.Sizeof(slot{})))
+		m.Tables += renewalBytes(l.shards[i].renPeak.Load())
 		if len(t.arena) > 0 {
 			m.Arenas += allocSize(len(t.arena))
 		}
@@ -91,6 +95,16 @@ var sizeClasses [maxSmallSize/8 + 1]atomic.Uint32
 // ring's header, its instants and the copy of the key.
 func ringBytes(keyLen, instants int) int64 {
 	return int64(allocSize(int(unsafe.Sizeof(logRing{}))) + allocSize(8*instants) + allocSize(keyLen))
+}
+
+// renewalBytes estimates the memory of a shard's renewals map that has
+// held at most peak entries, as mapBytes does.
+func renewalBytes(peak int64) uint64 {
+	if peak <= 0 {
+		return 0
+	}
+	perSlot := uint64(unsafe.Sizeof(uint64(0))) + uint64(unsafe.Sizeof(renewal{})) + 1
+	return uint64(peak) * 12 / 7 * perSlot
 }
 
 // mapBytes estimates the memory of a map[string]*logRing that has held at

@@ -25,9 +25,10 @@ import "sync/atomic"
 //     all drained (end > now), no later admission found the bucket full,
 //     so TAT = end + (later costs)·T, and TAT − owed ≥ now + (later costs)·T,
 //     which is at least what every later admission alone would have left.
-//     That holds while give-backs come back latest first: one below later
-//     admissions moves their units back, and their records do not know it
-//     (the open gap docs/semantics.md describes under "Give-backs");
+//     A give-back below later admissions moves their units back, which
+//     their records do not know: it renews the entry, and a record of an
+//     earlier incarnation is then taken as starting no later than the
+//     renewals' floor (shard.go, "Renewals", has the rule and its proof);
 //   - fixed window: cost from the count of the window the admission was
 //     counted in, while the state is still in that window; sliding window:
 //     also from the previous-window count, once the window has turned;
@@ -116,7 +117,8 @@ func (l *Limiter) AdmitN(a *Admission, key string, cost int64) (d Decision) {
 //   - TokenBucket, LeakyBucket: the part of c that has not refilled since
 //     t: k's TAT moves back by min(c·T, E − now), where E is the TAT the
 //     admission left (t + its ResetAfter) and T the interval at t (which
-//     SetPolicy may have changed since), but never below now;
+//     SetPolicy may have changed since), but never below now (possibly
+//     less after a Refund below it: see below);
 //   - FixedWindow: c off the count of t's window, if k's state is still in
 //     it and SetPolicy has not changed the Window since t; SlidingWindow:
 //     likewise, or off the previous window's count once
@@ -128,11 +130,13 @@ func (l *Limiter) AdmitN(a *Admission, key string, cost int64) (d Decision) {
 // Stats.Refunded counts a Refund that found its admission's entry. Refund
 // is safe for concurrent use, also on the same *Admission.
 //
-// On the buckets, give back one key's Admissions latest first, or before
-// the bucket could refill: a Refund of an admission that later ones sit
-// above, followed by a refill and a Refund of one of those, can let the
-// key admit more than its Burst at one instant (docs/semantics.md,
-// "Give-backs", a known gap).
+// On the buckets, Refunds may come in any order. One that lands below
+// later admissions of the key moves their units back in time; a later
+// Refund of one of those takes its units as starting no later than the
+// lowest instant such Refunds left units at, and gives back what they
+// then still hold: at the instant of those Refunds all of them, and once
+// time has passed possibly less, never more (the rest drains as it
+// would have). docs/semantics.md, "Give-backs", states the rule.
 func (a *Admission) Refund() bool {
 	if !a.held.CompareAndSwap(true, false) {
 		return false
@@ -155,48 +159,79 @@ func (l *Limiter) giveBack(key string, cost int64, a admission) {
 	s := l.shardOf(h)
 	t := s.tab.Load()
 	if sl := t.find(h, key); sl != nil {
-		if !s.holds(sl, a.inc) {
+		if s.holds(sl, a.inc) {
+			if done, live := l.refundAt(t.p, &sl.word, cost, a); live && done {
+				l.tally.countRefund()
+				return
+			}
+		} else if !l.kind.isBucket() {
 			return // another entry than the admission's
 		}
-		if done, live := l.refundAt(t.p, &sl.word, cost, a); live && done {
-			l.tally.countRefund()
-			return
-		}
-		// Retired meanwhile, or the refund leaves the state fresh: then
-		// the entry goes in the same CAS, under the mutex (shard.go,
-		// protocol steps 4, 5 and 9).
+		// Retired meanwhile, the refund leaves the state fresh (the entry
+		// then goes in the same CAS), it lands below later admissions (the
+		// entry is then renewed), or, on a bucket, the entry was renewed
+		// since the admission: under the mutex (shard.go, protocol steps
+		// 4, 5 and 9).
 	}
 	s.mu.Lock()
-	if sl := s.tab.Load().find(h, key); sl != nil && s.holds(sl, a.inc) {
-		l.refundLocked(s, sl, cost, a)
+	if l.refundLocked(s, h, key, cost, a) {
 		l.tally.countRefund()
 	}
 	s.mu.Unlock()
 }
 
-// refundLocked gives back cost of admission a from sl, which is live, and
+// refundLocked gives back cost of admission a on key, whose shard s it
+// holds the mutex of, and reports whether it found the admission's entry
+// (or, on a bucket, one that still honours it: see shard.honoured). It
 // removes the entry if that leaves its state fresh (a request refused by a
 // later layer then leaves no state behind), in one CAS: no decision can
-// come between the refund and the removal. Requires s.mu.
-func (l *Limiter) refundLocked(s *shard, sl *slot, cost int64, a admission) {
-	t := s.tab.Load()
-	p := t.p
+// come between the refund and the removal. A bucket's refund that lands
+// below later admissions renews the entry in that CAS (shard.renew).
+func (l *Limiter) refundLocked(s *shard, h uint64, key string, cost int64, a admission) bool {
 	for {
-		old := sl.word.Load() // live: nothing retires it while we hold s.mu
+		t := s.tab.Load()
+		sl := t.find(h, key) // live: nothing retires it while we hold s.mu
+		if sl == nil {
+			return false
+		}
+		p := t.p
+		old := sl.word.Load()
 		now := l.giveBackNow(p)
-		next := p.refundWord(old, cost, a, now)
-		if p.resetAfter(next, now) != 0 {
-			if next == old || sl.word.CompareAndSwap(old, next) {
-				return
+		rec, ok := a, s.holds(sl, a.inc)
+		if p.kind.isBucket() {
+			rec, ok = s.honoured(sl, a)
+		}
+		if !ok {
+			return false
+		}
+		next := p.refundWord(old, cost, rec, now)
+		if giveBackReadHook != nil {
+			giveBackReadHook()
+		}
+		switch {
+		case p.resetAfter(next, now) == 0:
+			if t.retireAs(sl, old, next) {
+				l.raiseSweptAt(p.judgedAt(next, now)) // before the mutex goes: shard.go, protocol step 5
+				l.keys.Add(-1)
+				s.swept.Add(1)
+				return true
 			}
-			continue
+		case next == old:
+			return true
+		case !p.belowLater(old, rec):
+			if sl.word.CompareAndSwap(old, next) {
+				return true
+			}
+		case !t.fits(key):
+			l.publish(s, t.grown(key)) // room for the renewed slot; sl moved
+		default:
+			if t.retire(sl, old) {
+				s.renew(t, h, key, next, s.incarnation(sl), rec, now, p.g.tau)
+				return true
+			}
 		}
-		if t.retireAs(sl, old, next) {
-			l.raiseSweptAt(p.judgedAt(next, now)) // before the mutex goes: shard.go, protocol step 5
-			l.keys.Add(-1)
-			s.swept.Add(1)
-			return
-		}
+		// A decision changed the word first, or the table was rebuilt:
+		// again from the key's live slot.
 	}
 }
 
@@ -219,15 +254,17 @@ func (l *Limiter) giveBackNow(p *params) int64 {
 	return now
 }
 
-// giveBackReadHook, when set (by tests only), runs in refundAt between the
-// clock read and the CAS: where a decision on a later reading can change
-// the word.
+// giveBackReadHook, when set (by tests only), runs in refundAt and
+// refundLocked (with the shard's mutex held) between the clock read and
+// the CAS: where a decision on a later reading can change the word.
 var giveBackReadHook func()
 
-// refundAt runs refund's CAS loop without a lock. live is false if the
-// word is retired; done is false, with nothing written, if the refund
-// would leave the state fresh (the caller then refunds under the mutex,
-// removing the entry in the same CAS).
+// refundAt runs refund's CAS loop without a lock, for an admission made
+// on the entry whose word w is. live is false if the word is retired; done
+// is false, with nothing written, if the refund would leave the state
+// fresh (the caller then refunds under the mutex, removing the entry in
+// the same CAS) or, on a bucket, land below later admissions (the caller
+// then renews the entry under the mutex).
 func (l *Limiter) refundAt(p *params, w *atomic.Uint64, cost int64, a admission) (done, live bool) {
 	for {
 		old := w.Load()
@@ -236,7 +273,7 @@ func (l *Limiter) refundAt(p *params, w *atomic.Uint64, cost int64, a admission)
 		}
 		now := l.giveBackNow(p)
 		next := p.refundWord(old, cost, a, now)
-		if p.resetAfter(next, now) == 0 {
+		if p.resetAfter(next, now) == 0 || next != old && p.belowLater(old, a) {
 			return false, true
 		}
 		if giveBackReadHook != nil {
@@ -246,6 +283,13 @@ func (l *Limiter) refundAt(p *params, w *atomic.Uint64, cost int64, a admission)
 			return true, true
 		}
 	}
+}
+
+// belowLater reports whether w, a bucket's state, holds time past the end
+// of admission a: units booked after a's, which a give-back of a moves
+// back in time. Always false for the other policies.
+func (p *params) belowLater(w uint64, a admission) bool {
+	return p.kind.isBucket() && tat(w) > a.to
 }
 
 // refundWord is w after giving back cost of admission a at now.

@@ -75,7 +75,11 @@ import (
 //     removed by steps 4–7 and re-created has another one, an entry moved
 //     by step 8 keeps its own. Then CAS as in step 3, reading the clock
 //     after the word; a give-back that leaves the state fresh retires it
-//     in the same CAS under the mutex (steps 4 and 5).
+//     in the same CAS under the mutex (steps 4 and 5). A bucket's
+//     give-back below later admissions renews the entry under the mutex:
+//     it retires the slot (step 4) and inserts the key again, with the
+//     word given back, under a new incarnation, which still honours the
+//     earlier ones' give-backs from a floor (Renewals, below).
 //
 // Why not an RWMutex held across lookup and CAS: RLock and RUnlock are two
 // atomic writes to a shared reader count, about 9 ns each on the 2-vCPU
@@ -98,10 +102,12 @@ type shard struct {
 	tab atomic.Pointer[table] // written under mu
 	_   [cacheLineSize]byte
 
-	mu       sync.Mutex    // serialises insert, retire, rebuild
-	swept    atomic.Uint64 // fresh entries removed (written under mu)
-	evicted  atomic.Uint64 // non-fresh entries evicted (written under mu)
-	inserted atomic.Uint64 // entries ever inserted: the last incarnation (written under mu)
+	mu       sync.Mutex         // serialises insert, retire, rebuild
+	swept    atomic.Uint64      // fresh entries removed (written under mu)
+	evicted  atomic.Uint64      // non-fresh entries evicted (written under mu)
+	inserted atomic.Uint64      // entries ever inserted, renewals too: the last incarnation (written under mu)
+	renewals map[uint64]renewal // by the incarnation of a renewed entry (guarded by mu; nil until one)
+	renPeak  atomic.Int64       // the most renewals has held since it was made: MemStats (written under mu)
 	_        [cacheLineSize]byte
 }
 
@@ -184,6 +190,126 @@ func (s *shard) incarnation(sl *slot) uint64 {
 // 2^32 entries since inc, is inc's own.
 func (s *shard) holds(sl *slot, inc uint64) bool {
 	return uint32(sl.hash.Load()>>32) == uint32(inc) && s.inserted.Load()-inc < 1<<32
+}
+
+// Renewals.
+//
+// Picture a bucket's debt as its admissions' units stacked in TAT order,
+// each admission holding the interval of time its CAS added, a unit
+// draining when the clock passes it. A give-back removes what its
+// admission still holds after now, and every unit stacked above moves
+// down by as much. Those are other admissions', whose records (the
+// interval each added, admission.from and to) then no longer say where
+// their units are: once time has passed, one of them could give back
+// units that have drained (A and B each take 2 of a Burst of 4, A is
+// given back, the bucket refills and C takes 4; B's record would then let
+// 2 more in).
+//
+// So a give-back that leaves units above its admission's (the TAT is past
+// the end of its record, belowLater) renews the entry, under the mutex:
+// it retires the entry's slot by a CAS from the word it gave back from
+// (protocol step 4: a decision that changed the word first makes it try
+// again) and inserts the key again with the word given back, in a new
+// slot with a new incarnation; in between, decisions find no live slot
+// and wait for the mutex (step 3). A slot's incarnation never changes, so
+// an admission, which reads it after its CAS on the slot's word, gets the
+// incarnation of the word it changed: before the renewal, its units were
+// in the word the renewal judged and its record is of the old
+// incarnation; after, they are on the new slot, above the give-back.
+//
+// A record of an earlier incarnation is not void. Each renewal moves units
+// down to no lower than lo = max(from, now), from being the start of the
+// record it gave back as it took it (what it removed lay after both), so
+// an admission's units, after the renewals since it, start no lower than
+// its own from or the least of their lo's, whichever is lower, and the
+// entry's floor (below) is no higher than that. A give-back of such a
+// record takes its interval as starting at min(from, floor): since x −
+// max(x, now) only grows with x, that owes no more than the admission's
+// units still hold after now, so no key is left owing less than the exact
+// stack above would, and no sequence of calls overspends. When the floor
+// is no earlier than now, it owes all of them, exactly: at one frozen
+// instant every lo, and so the floor, is at least now, and give-backs in
+// any order are exact. After time has passed, a floor below now gives back
+// less than was moved (the rest stays owed until it drains).
+//
+// An entry keeps one floor, for the records since its base incarnation. A
+// renewal lowers it to its lo if lo is lower, or, once the floor is a
+// bucket's length or more behind now (no record could still owe anything
+// from it, unless SetPolicy shortened the bucket since), starts a new one
+// at lo, from the incarnation the renewal retired. The reference model,
+// internal/refmodel, keeps the same floor.
+
+// renewal is the floor of a renewed entry's earlier records.
+type renewal struct {
+	base  uint64 // the earliest incarnation it honours
+	floor int64  // the lowest instant a renewal since base left units at
+}
+
+// honoured returns a as a give-back into sl, the key's live slot of s's
+// table, must take it: a itself if sl holds its incarnation, or, if sl
+// was renewed since and its floor still covers a, a with its interval
+// moved to start no later than the floor (see Renewals above). ok is
+// false if sl owes a nothing. Buckets only. Requires s.mu.
+func (s *shard) honoured(sl *slot, a admission) (rec admission, ok bool) {
+	if s.holds(sl, a.inc) {
+		return a, true
+	}
+	inc := s.incarnation(sl)
+	r, ok := s.renewals[inc]
+	if !ok || a.inc < r.base || a.inc >= inc {
+		return a, false
+	}
+	if a.from > r.floor {
+		a.to -= a.from - r.floor
+		a.from = r.floor
+	}
+	return a, true
+}
+
+// renew inserts key (hash h) into t, s's current table, with word w,
+// which giving back rec at now left, under a new incarnation. The caller
+// has retired the key's slot, of incarnation inc, with the word it gave
+// back from: rec lay below later admissions (see Renewals above), whose
+// records then take the floor, max(rec.from, now), lowered to the floor
+// of the renewals before if the entry has one that could still matter.
+// tau is the bucket's length. Requires s.mu and t.fits(key).
+func (s *shard) renew(t *table, h uint64, key string, w uint64, inc uint64, rec admission, now, tau int64) {
+	lo := max(rec.from, now)
+	r, ok := s.renewals[inc]
+	delete(s.renewals, inc)
+	if ok && now-r.floor < tau {
+		r.floor = min(r.floor, lo)
+	} else {
+		r = renewal{base: inc, floor: lo}
+	}
+	if s.renewals == nil {
+		s.renewals = make(map[uint64]renewal)
+	} else if len(s.renewals) > 2*t.count+8 {
+		s.pruneRenewals(t)
+	}
+	next := s.inserted.Add(1)
+	s.renewals[next] = r
+	if n := int64(len(s.renewals)); n > s.renPeak.Load() {
+		s.renPeak.Store(n)
+	}
+	t.insert(h, key, w, next)
+}
+
+// pruneRenewals forgets the renewals of entries t no longer holds live:
+// removed entries, whose records are void. Requires s.mu.
+func (s *shard) pruneRenewals(t *table) {
+	live := make(map[uint64]renewal, len(s.renewals))
+	for i := range t.slots {
+		sl := &t.slots[i]
+		if sl.hash.Load() == 0 || sl.word.Load()&deadBit != 0 {
+			continue
+		}
+		if r, ok := s.renewals[s.incarnation(sl)]; ok {
+			live[s.incarnation(sl)] = r
+		}
+	}
+	s.renewals = live
+	s.renPeak.Store(int64(len(live)))
 }
 
 // table is an open-addressing, linear-probing hash table.

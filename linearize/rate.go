@@ -114,7 +114,7 @@ func (s *rateState) String() string {
 		}
 		for _, k := range slices.Sorted(maps.Keys(s.pending)) {
 			p := s.pending[k]
-			fmt.Fprintf(&b, " pending%d:%s/%d@%d-%d+%d,E%d/%v", k, p.a.Key, p.a.Cost, p.a.At, p.a.End, p.a.Span, p.a.Epoch, p.live)
+			fmt.Fprintf(&b, " pending%d:%s/%d@%d-%d+%d,E%d,R%d/%v", k, p.a.Key, p.a.Cost, p.a.At, p.a.End, p.a.Span, p.a.Epoch, p.a.Ren, p.live)
 		}
 		s.desc = b.String()
 	}

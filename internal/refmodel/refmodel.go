@@ -35,6 +35,13 @@ type Model struct {
 	// gen counts each key's removals: the incarnation of its state, which
 	// an Admission names. String leaves it out: only GiveBack reads it.
 	gen map[string]int64
+	// ren counts each key's renewals: a bucket give-back that moves later
+	// admissions' units back in time renews the key's state (hotlimit's
+	// shard.go, "Renewals"), and an Admission of an earlier renewal is
+	// then honoured only through grp, the floor of the renewals since
+	// grp's base. String leaves ren out for keys it does not hold.
+	ren map[string]int64
+	grp map[string]renewal
 	// epoch counts SetPolicy's changes of window length: an Admission
 	// counted in a window of another length gives nothing back.
 	epoch int64
@@ -64,7 +71,7 @@ type winState struct {
 // New returns a model of policy reading time from clock. The policy must
 // be valid (check it with hotlimit.New first).
 func New(policy hotlimit.Policy, clock hotlimit.Clock) *Model {
-	m := &Model{clock: clock, tat: map[string]int64{}, win: map[string]*winState{}, log: map[string]*logState{}, gen: map[string]int64{}}
+	m := &Model{clock: clock, tat: map[string]int64{}, win: map[string]*winState{}, log: map[string]*logState{}, gen: map[string]int64{}, ren: map[string]int64{}, grp: map[string]renewal{}}
 	switch p := policy.(type) {
 	case hotlimit.TokenBucket:
 		m.kind, m.limit, m.t = "tb", p.Burst, ceilDiv(int64(p.Rate.Per), p.Rate.N)
@@ -293,25 +300,33 @@ func (m *Model) Clone(clock hotlimit.Clock) *Model {
 		c.log[k] = &logState{at: append([]int64(nil), v.at...), last: v.last}
 	}
 	c.gen = maps.Clone(m.gen)
+	c.ren = maps.Clone(m.ren)
+	c.grp = maps.Clone(m.grp)
 	return c
 }
 
 // Admission is an admission the model can give back, as hotlimit's
 // Admission names its own: the key and its incarnation (how many times its
-// state had been removed before), the cost, the instant it was decided at,
-// for the buckets the TAT it left and the time it added to it (Span:
-// cost·T at the rate it was decided at), and for the windows the epoch of
-// the window length it was counted in.
+// state had been removed before, and for the buckets renewed: Ren), the
+// cost, the instant it was decided at, for the buckets the TAT it left
+// and the time it added to it (Span: cost·T at the rate it was decided
+// at), and for the windows the epoch of the window length it was counted
+// in.
 type Admission struct {
 	Key                 string
 	Cost, At, End, Span int64
-	Gen, Epoch          int64
+	Gen, Epoch, Ren     int64
 }
+
+// renewal is the floor of the Admissions of a bucket key's earlier
+// renewals, from renewal count base on: the lowest instant a renewal
+// since left units at.
+type renewal struct{ base, floor int64 }
 
 // admission returns the Admission of cost on key decided at instant at,
 // leaving TAT end. Requires m.mu.
 func (m *Model) admission(key string, cost, at, end int64) Admission {
-	return Admission{Key: key, Cost: cost, At: at, End: end, Span: cost * m.t, Gen: m.gen[key], Epoch: m.epoch}
+	return Admission{Key: key, Cost: cost, At: at, End: end, Span: cost * m.t, Gen: m.gen[key], Epoch: m.epoch, Ren: m.ren[key]}
 }
 
 // AdmitN is AllowN that also returns the Admission of an admitted request
@@ -423,6 +438,7 @@ func (m *Model) remove(key string, at int64) {
 	delete(m.tat, key)
 	delete(m.win, key)
 	delete(m.log, key)
+	delete(m.grp, key)
 	m.gen[key]++
 	m.sweptAt = max(m.sweptAt, at)
 }
@@ -554,7 +570,11 @@ func (m *Model) ReserveWithin(key string, cost, maxWait int64) (ok bool, a Admis
 // layer's admission and a cancelled Wait its slot, on the entry that
 // admission was made on (the caller checks that the key was not removed
 // since): the buckets move TAT back by what the admission still owes now,
-// min(Span, End − now), never below now; windows lower the count of the
+// min(Span, End − now), never below now (if a give-back below its units
+// renewed the key since, taking them as starting no later than the
+// renewals' floor, and nothing once the floor was started afresh after
+// it), and a give-back below later admissions renews the key (hotlimit's
+// shard.go, "Renewals", states the rule); windows lower the count of the
 // window holding At, if the state still holds it and the window length
 // has not changed since; the log removes the newest instants at or before
 // At. A key left fresh is removed.
@@ -586,13 +606,44 @@ func (m *Model) giveBackAt(a Admission) {
 	if !ok {
 		return
 	}
+	// The time the admission added, [from, end): after a renewal since, no
+	// later than the renewals' floor (hotlimit's shard.go, "Renewals").
+	from := end - a.Span
+	if a.Ren != m.ren[key] {
+		g, ok := m.grp[key]
+		if !ok || a.Ren < g.base || a.Ren > m.ren[key] {
+			return // renewed since, and no longer honoured
+		}
+		if from > g.floor {
+			end -= from - g.floor
+			from = g.floor
+		}
+	}
 	now := m.now()
-	if owed := min(a.Span, end-now); owed > 0 && tat > now {
-		m.tat[key] = max(tat-owed, now)
+	next := tat
+	if owed := end - max(from, now); owed > 0 {
+		next = min(tat, max(tat-owed, now))
 	}
-	if fresh, judged := m.freshAt(key, now); fresh {
-		m.remove(key, judged)
+	switch {
+	case next <= now: // fresh
+		m.remove(key, now)
+		return
+	case next != tat && tat > end:
+		// Below later admissions, whose units move back: renew. Their
+		// records take the floor, max(from, now), lowered to the floor
+		// before while that could still matter (within one bucket length
+		// of now).
+		lo := max(from, now)
+		g, ok := m.grp[key]
+		if ok && now-g.floor < m.limit*m.t {
+			g.floor = min(g.floor, lo)
+		} else {
+			g = renewal{base: m.ren[key], floor: lo}
+		}
+		m.grp[key] = g
+		m.ren[key]++
 	}
+	m.tat[key] = next
 }
 
 // Reserve takes cost for key as Wait does on a bucket with no deadline: at
@@ -624,6 +675,12 @@ func (m *Model) String() string {
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.tat)) {
 		fmt.Fprintf(&b, " %q:tat=%d", k, m.tat[k])
+		if n := m.ren[k]; n != 0 {
+			fmt.Fprintf(&b, ",ren=%d", n) // Admissions compare with it
+		}
+		if g, ok := m.grp[k]; ok {
+			fmt.Fprintf(&b, ",grp=%d@%d", g.base, g.floor)
+		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.win)) {
 		s := m.win[k]
