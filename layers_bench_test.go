@@ -66,6 +66,16 @@ func BenchmarkLayersAndFriends(b *testing.B) {
 		slow[0].Limiter.AdmitN(&adm, key, 1)
 		adm.Refund()
 	})
+	// Two admissions given back first first: the first lands below the
+	// second and renews the entry (shard.go, "Renewals"), the second is
+	// then given back from the renewals' floor.
+	var adm2 hotlimit.Admission
+	run("AdmitN×2+Refund below", func() {
+		slow[0].Limiter.AdmitN(&adm, key, 1)
+		slow[0].Limiter.AdmitN(&adm2, key, 1)
+		adm.Refund()
+		adm2.Refund()
+	})
 	run("Allow/hook=set", func() { hooked.Allow(key) })
 	run("Concurrency/acquire+release", func() {
 		p, _ := conc.TryAcquire(key)

@@ -12,7 +12,9 @@ func (l *Limiter) Len() int { return int(l.keys.Load()) }
 // AllowN (or Allow, AllowNBytes, a layer of AllowLayers, a reservation of
 // Wait, an attempt of a ConcurrencyLimiter) adds one to exactly one of
 // them. Refunded counts admissions given back later that found the entry
-// they were made on: a layer that AllowLayers undid because a later layer
+// they were made on (a bucket's entry renewed since by a give-back below
+// them only while its floor still covers them: docs/semantics.md,
+// "Give-backs"): a layer that AllowLayers undid because a later layer
 // denied, an Admission's Refund, a Wait whose context ended while it
 // slept. An admission that is given back stays in Allowed, so Allowed −
 // Refunded is the number of admissions that stood, and Denied + Refunded
