@@ -236,7 +236,7 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
-// A file with very many errors reports the first 100 and says so.
+// A file with very many errors reports the first 100 and says so, first.
 func TestParseErrorsBounded(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("domain: d\ndescriptors:\n")
@@ -245,8 +245,8 @@ func TestParseErrorsBounded(t *testing.T) {
 	}
 	_, err := config.Parse("f.yaml", []byte(b.String()))
 	got := configErrors(t, err)
-	if len(got) != 101 || got[99].Line != 202 || got[100].Msg != "more than 100 errors: the rest are not shown" {
-		t.Fatalf("%d errors, the last two %v %v", len(got), got[len(got)-2], got[len(got)-1])
+	if len(got) != 101 || got[0].Msg != "more than 100 errors: the rest are not shown" || got[1].Line != 4 || got[100].Line != 202 {
+		t.Fatalf("%d errors, the first two %v %v, the last %v", len(got), got[0], got[1], got[len(got)-1])
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,8 +26,8 @@ const maxErrors = 100
 // name, used in errors and in Limit.File. The file holds one domain, as
 // envoyproxy/ratelimit's do, or several, each in its own YAML document
 // (separated by ---). It returns every error of the file, each an
-// *ErrConfig, joined with errors.Join (the first 100, then one that says
-// there are more). A file whose YAML nodes, aliases expanded, number
+// *ErrConfig, joined with errors.Join, in the order of their lines (the
+// first 100 found, after one that says there are more). A file whose YAML nodes, aliases expanded, number
 // more than 2^20 (about 80,000 rules) is refused: a few aliases can
 // stand for billions of nodes.
 func Parse(file string, data []byte) (*Config, error) {
@@ -66,6 +67,11 @@ func (c *Config) parse(file string, data []byte) (errs []error) {
 	if docs == 0 && len(p.errs) == 0 {
 		p.errorf(nil, "", "no domain: the file is empty")
 	}
+	// In the order of the file, as one reads it (the bound's notice,
+	// line 0, first).
+	slices.SortStableFunc(p.errs, func(a, b error) int {
+		return a.(*ErrConfig).Line - b.(*ErrConfig).Line
+	})
 	return p.errs
 }
 
