@@ -94,7 +94,7 @@
 // type, values out of range, rules given twice at one level, policies
 // that hotlimit refuses (hotlimit.Describe's error), and
 // envoyproxy/ratelimit fields that hotlimitd does not support
-// (value_to_metric). Nothing in a file is ignored.
+// (value_to_metric, quota_mode). Nothing in a file is ignored.
 //
 // # Reloading
 //

@@ -240,8 +240,9 @@ func TestExamplesDirectory(t *testing.T) {
 	for _, n := range []string{"1", "2", "3", "4b", "5", "6", "7", "8", "9"} {
 		copyFile(t, example(n), filepath.Join(dir, "example"+n+".yaml"))
 	}
+	copyFile(t, filepath.Join("testdata", "envoy", "demo.yaml"), filepath.Join(dir, "demo.yaml"))
 	c := load(t, dir)
-	if got := len(c.Domains()); got != 9 {
+	if got := len(c.Domains()); got != 10 {
 		t.Errorf("Domains: %v", c.Domains())
 	}
 	check(t, c, "messaging", d("to_number", "1"), want{rpu: 100, unit: config.Day})
@@ -271,5 +272,23 @@ func TestDropReplacedOrder(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { config.DropReplaced([]*config.Limit{x, y, z}) }); n != 0 {
 		t.Errorf("DropReplaced: %v allocations", n)
+	}
+}
+
+// The configuration of envoyproxy/ratelimit's docker-compose demo, with
+// the answers its README gives for each curl.
+func TestExampleDemo(t *testing.T) {
+	c := load(t, filepath.Join("testdata", "envoy", "demo.yaml"))
+	const dom = "rl"
+	check(t, c, dom, d("source_cluster", "proxy", "destination_cluster", "mock"), want{rpu: 1, unit: config.Minute})
+	check(t, c, dom, d("foo", "foo"), want{rpu: 2, unit: config.Minute})                               // /header
+	check(t, c, dom, d("foo", "foo", "bar", "bar"), want{rpu: 3, unit: config.Minute})                 // /twoheader foo, bar
+	check(t, c, dom, d("foo", "foo", "baz", "baz"), want{rpu: 1, unit: config.Second})                 // "will be rate limited"
+	check(t, c, dom, d("foo", "foo", "baz", "not-so-shady"), want{rpu: 1, unit: config.Second})        // subject to limiting
+	check(t, c, dom, d("foo", "foo", "baz", "shady"), want{rpu: 1, unit: config.Minute, shadow: true}) // never limited
+	check(t, c, dom, d("foo", "foo", "bay", "x"), want{unlimited: true})
+	check(t, c, dom, d("qux", "x"), want{unlimited: true})
+	if b := check(t, c, dom, d("foo", "foo", "bar", "banned"), want{rpu: 0, unit: config.Minute}); !b.Refuses() {
+		t.Error("bar: banned does not refuse every hit")
 	}
 }

@@ -356,6 +356,8 @@ func (p *parser) parseDescriptor(b *domainBuilder, parent *node, m *yaml.Node, f
 			shareNode = v
 		case "value_to_metric":
 			p.errorf(v, fld, "not supported: hotlimitd names its metrics after limits, never after descriptor values")
+		case "quota_mode":
+			p.errorf(v, fld, "not supported: write shadow_mode to count without refusing, or a limit to refuse")
 		default:
 			p.errorf(v, fld, "unknown field (a descriptor has key, value, rate_limit, descriptors, shadow_mode, detailed_metric and share_threshold)")
 		}
