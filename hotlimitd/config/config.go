@@ -88,7 +88,8 @@ type Limit struct {
 	// place and the policy do, and changes when the policy changes, so a
 	// backend keeps the state of unchanged limits and starts changed
 	// ones afresh. Cost, shadow_mode and the file's layout (lines,
-	// comments, order) are not part of it.
+	// comments, order) are not part of it. An Unlimited limit's policy
+	// part is "unlimited", and one that refuses every hit has "refuse".
 	Name string
 
 	// Domain is the domain of the rule.
@@ -102,13 +103,15 @@ type Limit struct {
 	// DropReplaced).
 	Replaces []string
 
+	// Unit is rate_limit's unit; 0 for an Unlimited limit.
 	Unit Unit
 	// RequestsPerUnit is requests_per_unit. 0 (without Unlimited) refuses
 	// every hit, as envoyproxy/ratelimit does: such a limit has no Policy
 	// and is not in Limits; a server answers OVER_LIMIT without asking a
 	// backend.
 	RequestsPerUnit uint32
-	Algorithm       Algorithm
+	// Algorithm is rate_limit's algorithm (FixedWindow when not given).
+	Algorithm Algorithm
 	// Burst is the capacity of a token or leaky bucket: how many hits it
 	// admits at once (default RequestsPerUnit); 0 for the windows.
 	Burst int64
