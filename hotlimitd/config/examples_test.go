@@ -132,8 +132,8 @@ func TestExample3(t *testing.T) {
 		t.Error("two addresses share a key: each must get its own 10 a second")
 	}
 	b := check(t, c, dom, d("remote_address", "50.0.0.5"), want{rpu: 0, unit: config.Second})
-	if !b.Refuses() || b.Policy != nil {
-		t.Errorf("50.0.0.5: Refuses %v, Policy %v: want every hit refused", b.Refuses(), b.Policy)
+	if !b.Refuses() || b.Policy != nil || b.Name != "edge_proxy_per_ip/remote_address=50.0.0.5#refuse" {
+		t.Errorf("50.0.0.5: Refuses %v, Policy %v, Name %q: want every hit refused", b.Refuses(), b.Policy, b.Name)
 	}
 	if _, ok := c.Limits()[b.Name]; ok {
 		t.Error("the refusing limit is in Limits")
@@ -156,8 +156,8 @@ func TestExample4(t *testing.T) {
 func TestExample5(t *testing.T) {
 	c := load(t, example("5"))
 	l := check(t, c, "internal", d("ldap", "anyone"), want{unlimited: true})
-	if l.Policy != nil || l.Refuses() {
-		t.Errorf("ldap: Policy %v Refuses %v", l.Policy, l.Refuses())
+	if l.Policy != nil || l.Refuses() || l.Name != "internal/ldap#unlimited" {
+		t.Errorf("ldap: Policy %v Refuses %v Name %q", l.Policy, l.Refuses(), l.Name)
 	}
 	if _, ok := c.Limits()[l.Name]; ok {
 		t.Error("the unlimited limit is in Limits")
