@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -190,5 +191,56 @@ func checkGiveBacksAgainstExact(t *testing.T, p hotlimit.Policy, moving bool, se
 		if md := m.Peek("k"); int64(md.ResetAfter) != got {
 			t.Fatalf("seed %d: the key owes %v, the model %v, after:\n%v", seed, time.Duration(got), md.ResetAfter, log)
 		}
+	}
+}
+
+// TestRefundsOutOfOrderExact: 8 goroutines on one key at a frozen
+// instant, each holding up to three Admissions and giving back a random
+// one of them (so most give-backs land below later admissions, renewing
+// the entry while other goroutines admit and give back without a lock),
+// and keeping some. Once all have returned, what was kept plus what the
+// key has left (a peek's Remaining) is exactly its Limit: no give-back
+// lost a unit or returned one twice.
+func TestRefundsOutOfOrderExact(t *testing.T) {
+	for name, p := range map[string]hotlimit.Policy{
+		"TokenBucket":   hotlimit.TokenBucket{Rate: hotlimit.PerSecond(100), Burst: 200},
+		"LeakyBucket":   hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(100), Capacity: 199},
+		"FixedWindow":   hotlimit.FixedWindow{Limit: 200, Window: time.Hour},
+		"SlidingWindow": hotlimit.SlidingWindow{Limit: 200, Window: time.Hour},
+		"SlidingLog":    hotlimit.SlidingLog{Limit: 200, Window: time.Hour},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for round := range 10 {
+				l, c := newManual(t, p)
+				c.Set(time.Hour + 7*time.Millisecond)
+				var kept atomic.Int64
+				inParallel(8, func(g int) {
+					r := rand.New(rand.NewPCG(uint64(round), uint64(g)))
+					var held []*hotlimit.Admission
+					for range 150 {
+						if len(held) < 3 {
+							a := new(hotlimit.Admission)
+							if l.AdmitN(a, "k", 1).Allowed {
+								held = append(held, a)
+							}
+							continue
+						}
+						i := r.IntN(len(held))
+						if r.IntN(16) == 0 {
+							kept.Add(1)
+						} else if !held[i].Refund() {
+							t.Error("the first Refund of an admission did not spend it")
+						}
+						held = slices.Delete(held, i, i+1)
+					}
+					for _, a := range held {
+						a.Refund()
+					}
+				})
+				if n, left := kept.Load(), l.AllowN("k", 0).Remaining; n+left != l.Limit() {
+					t.Fatalf("round %d: %d admissions kept and %d units left, want %d in all (%+v)", round, n, left, l.Limit(), l.Stats())
+				}
+			}
+		})
 	}
 }
