@@ -65,3 +65,43 @@ func TestGiveBackReadsTheClockAfterTheWord(t *testing.T) {
 		}
 	}
 }
+
+// TestRenewalsPruned: the renewals of entries that are gone are forgotten
+// (the map stays within 2·live+9 entries), and a live entry's floor
+// survives the pruning: its earlier record still gives back in full at
+// the renewal's instant.
+func TestRenewalsPruned(t *testing.T) {
+	clock := NewManualClock()
+	clock.Set(time.Hour)
+	l, err := New(TokenBucket{Rate: PerSecond(10), Burst: 4}, WithClock(clock), WithSweepInterval(0), WithShards(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	renew := func(key string) *Admission {
+		var a, b Admission
+		l.AdmitN(&a, key, 2)
+		l.AdmitN(&b, key, 2)
+		a.Refund() // below b: renews key
+		return &b
+	}
+	b := renew("live")
+	s := &l.shards[0]
+	for i := range 100 {
+		key := "gone" + string(rune('A'+i%26)) + string(rune('a'+i/26))
+		renew(key)
+		l.Reset(key)
+		s.mu.Lock()
+		n, live := len(s.renewals), s.tab.Load().count
+		s.mu.Unlock()
+		if n > 2*live+9 {
+			t.Fatalf("after %d renewed keys reset: %d renewals kept for %d live entries", i+1, n, live)
+		}
+	}
+	if !b.Refund() {
+		t.Fatal("b's Refund did not spend it")
+	}
+	if got := l.AllowN("live", 0).Remaining; got != 4 {
+		t.Fatalf("\"live\" has %d units left after both its admissions came back; want 4", got)
+	}
+}

@@ -118,7 +118,7 @@ func (l *Limiter) AdmitN(a *Admission, key string, cost int64) (d Decision) {
 //     t: k's TAT moves back by min(c·T, E − now), where E is the TAT the
 //     admission left (t + its ResetAfter) and T the interval at t (which
 //     SetPolicy may have changed since), but never below now (possibly
-//     less after a Refund below it: see below);
+//     less after a give-back below it: see below);
 //   - FixedWindow: c off the count of t's window, if k's state is still in
 //     it and SetPolicy has not changed the Window since t; SlidingWindow:
 //     likewise, or off the previous window's count once
@@ -130,12 +130,13 @@ func (l *Limiter) AdmitN(a *Admission, key string, cost int64) (d Decision) {
 // Stats.Refunded counts a Refund that found its admission's entry. Refund
 // is safe for concurrent use, also on the same *Admission.
 //
-// On the buckets, Refunds may come in any order. One that lands below
+// On the buckets, Refunds may come in any order. A give-back (a Refund, a
+// layer AllowLayers undoes, a cancelled Wait's slot) that lands below
 // later admissions of the key moves their units back in time; a later
 // Refund of one of those takes its units as starting no later than the
-// lowest instant such Refunds left units at, and gives back what they
-// then still hold: at the instant of those Refunds all of them, and once
-// time has passed possibly less, never more (the rest drains as it
+// lowest instant such give-backs left units at, and gives back what they
+// then still hold: at the instant of those give-backs all of them, and
+// once time has passed possibly less, never more (the rest drains as it
 // would have). docs/semantics.md, "Give-backs", states the rule.
 func (a *Admission) Refund() bool {
 	if !a.held.CompareAndSwap(true, false) {
