@@ -8,6 +8,7 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/hotlimit/hotlimit/hotlimitd"
+	"github.com/hotlimit/hotlimit/internal/sfv"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -41,7 +42,7 @@ func FuzzShouldRateLimit(f *testing.F) {
 		if len(data) > 600 {
 			return
 		}
-		fx := newFixture(t, testYAML, hotlimitd.Options{})
+		fx := newFixture(t, testYAML, hotlimitd.Options{Headers: true})
 		m := newModel()
 		for len(data) >= 3 {
 			flags, hits, n := data[0], data[1], int(data[2]&7)
@@ -63,6 +64,7 @@ func FuzzShouldRateLimit(f *testing.F) {
 			}
 			checkInvariants(t, req, resp)
 			m.check(t, req, resp)
+			checkHeaders(t, req, resp)
 		}
 	})
 }
@@ -185,6 +187,38 @@ func (m *model) check(t *testing.T, req *rlsv3.RateLimitRequest, resp *rlsv3.Rat
 		if over && left >= ask[k] {
 			t.Fatalf("%v: status %d OVER_LIMIT, but its key had room for %d", req, i, ask[k])
 		}
+	}
+}
+
+// checkHeaders checks the RateLimit field: a valid List with one item
+// per enforced descriptor, in order, each r its status's limit_remaining;
+// no fields when no descriptor is enforced.
+func checkHeaders(t *testing.T, req *rlsv3.RateLimitRequest, resp *rlsv3.RateLimitResponse) {
+	t.Helper()
+	var want []int64
+	for i, d := range req.Descriptors {
+		if _, l, shadow := rule(req.Domain, d); l > 0 && !shadow {
+			want = append(want, int64(resp.Statuses[i].LimitRemaining))
+		}
+	}
+	h := headers(resp)
+	if len(want) == 0 {
+		if len(h) != 0 {
+			t.Fatalf("%v: headers %v without an enforced descriptor", req, h)
+		}
+		return
+	}
+	items, err := sfv.ParseList(h["RateLimit"])
+	if err != nil || len(items) != len(want) {
+		t.Fatalf("%v: RateLimit %q: %v, want %d items", req, h["RateLimit"], err, len(want))
+	}
+	for i, it := range items {
+		if r, _ := it.Params.Get("r"); r.Int != want[i] {
+			t.Fatalf("%v: RateLimit item %d has r=%d, want %d", req, i, r.Int, want[i])
+		}
+	}
+	if _, err := sfv.ParseList(h["RateLimit-Policy"]); err != nil {
+		t.Fatalf("%v: RateLimit-Policy %q: %v", req, h["RateLimit-Policy"], err)
 	}
 }
 

@@ -27,6 +27,10 @@ import (
 // rate_limits action that matched, a handful).
 const MaxDescriptors = 64
 
+// maxRetries bounds the decisions retried because a reload dropped a
+// limit the request's configuration named.
+const maxRetries = 3
+
 // Options configure a Server. Config and Backend are required.
 type Options struct {
 	// Config returns the running configuration. It is called once per
@@ -158,14 +162,20 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	defer s.calls.Put(c)
 	cfg := s.cfg()
 	resp, err := s.decide(ctx, c, cfg, req)
-	if err != nil && errors.Is(err, admission.ErrUnknownLimit) {
-		// A reload landed between reading the configuration and asking
-		// the backend, which already serves the new limits: decide again
-		// under the new configuration (once; the configuration read
-		// first was never applied).
-		if next := s.cfg(); next != cfg {
-			resp, err = s.decide(ctx, c, next, req)
+	// A reload that landed between reading the configuration and asking
+	// the backend can have dropped a limit the configuration names (the
+	// backend already serves the new ones): decide again under the new
+	// configuration. Nothing was decided under the old one (the backend
+	// refuses a request naming an unknown limit as a whole). Each retry
+	// needs another reload to have completed meanwhile; after
+	// maxRetries the request fails as the backend's error.
+	for try := 0; try < maxRetries && err != nil && errors.Is(err, admission.ErrUnknownLimit); try++ {
+		next := s.cfg()
+		if next == cfg {
+			break
 		}
+		cfg = next
+		resp, err = s.decide(ctx, c, cfg, req)
 	}
 	if err != nil {
 		return s.failed(req, err)
