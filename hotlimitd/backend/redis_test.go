@@ -23,6 +23,7 @@ const slow = 5 * time.Second
 // servers returns the Options of a Redis store on the test server and
 // on the test Cluster, by name, each with a key prefix of its own.
 func servers(t *testing.T, kind Kind) map[string]Options {
+	t.Helper()
 	return map[string]Options{
 		"server":  {Kind: kind, RedisAddrs: []string{redisAddr(t)}, Prefix: redistest.Prefix(t), Timeout: slow},
 		"cluster": {Kind: kind, RedisAddrs: clusterAddrs(t), Cluster: true, Prefix: redistest.Prefix(t), Timeout: slow},
