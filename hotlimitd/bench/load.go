@@ -30,12 +30,17 @@ type Caller interface {
 // Options says what load Run puts on a Target.
 type Options struct {
 	Callers     int           // concurrent callers, each with one request in flight (> 0)
-	Requests    int64         // measured requests in all; 0: no cap (then Duration is required)
+	Requests    int64         // measured calls in all, answered or failed; 0: no cap (then Duration is required)
 	Duration    time.Duration // measured time; 0: no cap (then Requests is required)
 	Warmup      time.Duration // unmeasured time before, the same load (connections, keys, caches)
 	Keys        int           // key space (> 0); each descriptor's key is uniform in [0, Keys)
 	Descriptors int           // descriptors per request (> 0)
 	Seed        uint64        // seeds the callers' key streams (caller i: PCG(Seed, i))
+	// MaxErrors is how many failed calls (warmup included) the run
+	// survives: a failed call is counted in Result.Errors, never as a
+	// decision, and the caller goes on; one more ends the run with that
+	// error. 0: the first failed call ends the run.
+	MaxErrors int64
 	// Phase, when not nil, is called with true just before the measured
 	// part starts (every caller done with its warmup) and with false just
 	// after its last request ends: to measure something else over exactly
@@ -51,8 +56,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("bench: Keys must be > 0, got %d", o.Keys)
 	case o.Descriptors <= 0:
 		return fmt.Errorf("bench: Descriptors must be > 0, got %d", o.Descriptors)
-	case o.Requests < 0 || o.Duration < 0 || o.Warmup < 0:
-		return errors.New("bench: Requests, Duration and Warmup must be ≥ 0")
+	case o.Requests < 0 || o.Duration < 0 || o.Warmup < 0 || o.MaxErrors < 0:
+		return errors.New("bench: Requests, Duration, Warmup and MaxErrors must be ≥ 0")
 	case o.Requests == 0 && o.Duration == 0:
 		return errors.New("bench: one of Requests and Duration must be set")
 	}
@@ -63,6 +68,7 @@ func (o Options) validate() error {
 type Result struct {
 	Requests int64         // measured requests, each answered
 	Over     int64         // of them, answered over the limit
+	Errors   int64         // measured calls that failed (at most Options.MaxErrors)
 	Elapsed  time.Duration // from the start of the measured part to the end of its last request
 	// Latency holds every measured request's latency in microseconds.
 	Latency *hdrhistogram.Histogram
@@ -88,8 +94,8 @@ func newHistogram() *hdrhistogram.Histogram {
 
 // Run puts the load o describes on t: a warmup, then the measured part,
 // which ends when Requests requests have been answered or Duration has
-// passed, whichever comes first. The first error of any call ends the run
-// and is returned: a failed request is never counted as a decision.
+// passed, whichever comes first. A failed call is never counted as a
+// decision; the run ends with an error when more than MaxErrors calls fail.
 func Run(ctx context.Context, t Target, o Options) (*Result, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -110,6 +116,7 @@ func Run(ctx context.Context, t Target, o Options) (*Result, error) {
 		ready   = make(chan struct{})
 		done    sync.WaitGroup
 		left    atomic.Int64
+		errs    atomic.Int64 // failed calls, warmup included
 		t0      time.Time
 		results = make([]Result, o.Callers)
 	)
@@ -128,11 +135,18 @@ func Run(ctx context.Context, t Target, o Options) (*Result, error) {
 					keys[j] = rng.IntN(o.Keys)
 				}
 			}
+			// failed reports whether err ends the run.
+			failed := func(err error, phase string) bool {
+				if n := errs.Add(1); n > o.MaxErrors && ctx.Err() == nil {
+					cancel(fmt.Errorf("%s: %d failed calls (at most %d allowed), the last: %w", phase, n, o.MaxErrors, err))
+				}
+				return ctx.Err() != nil
+			}
 			// Warmup: the same calls, not recorded.
 			for end := time.Now().Add(o.Warmup); time.Now().Before(end) && ctx.Err() == nil; {
 				draw()
 				if _, err := c.Call(ctx, keys); err != nil {
-					cancel(fmt.Errorf("warmup: %w", err))
+					failed(err, "warmup")
 				}
 			}
 			start.Done()
@@ -150,16 +164,17 @@ func Run(ctx context.Context, t Target, o Options) (*Result, error) {
 				over, err := c.Call(ctx, keys)
 				e := time.Now()
 				if err != nil {
-					if ctx.Err() == nil {
-						cancel(err)
+					r.Errors++
+					if failed(err, "measured") {
+						return
 					}
-					return
+				} else {
+					r.Requests++
+					if over {
+						r.Over++
+					}
+					_ = r.Latency.RecordValue(max(1, int64(e.Sub(s)/time.Microsecond)))
 				}
-				r.Requests++
-				if over {
-					r.Over++
-				}
-				_ = r.Latency.RecordValue(max(1, int64(e.Sub(s)/time.Microsecond)))
 				if !deadline.IsZero() && !e.Before(deadline) {
 					return
 				}
@@ -185,6 +200,7 @@ func Run(ctx context.Context, t Target, o Options) (*Result, error) {
 	for i := range results {
 		total.Requests += results[i].Requests
 		total.Over += results[i].Over
+		total.Errors += results[i].Errors
 		total.Latency.Merge(results[i].Latency)
 	}
 	return total, nil

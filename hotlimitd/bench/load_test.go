@@ -137,6 +137,24 @@ func TestRunError(t *testing.T) {
 	}
 }
 
+// TestRunErrorsTolerated: with MaxErrors, failed calls are counted apart
+// and the run goes on; one more than MaxErrors ends it.
+func TestRunErrorsTolerated(t *testing.T) {
+	o := bench.Options{Callers: 1, Requests: 10, Keys: 1, Descriptors: 1, MaxErrors: 3}
+	res, err := bench.Run(context.Background(), &failing{after: 7}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests != 7 || res.Errors != 3 || res.Latency.TotalCount() != 7 {
+		t.Fatalf("requests %d, errors %d, recorded %d; want 7, 3, 7", res.Requests, res.Errors, res.Latency.TotalCount())
+	}
+	o.Requests = 11
+	res, err = bench.Run(context.Background(), &failing{after: 7}, o)
+	if err == nil || !strings.Contains(err.Error(), "4 failed calls") || res != nil {
+		t.Fatalf("result %v, error %v; want no result and the fourth failure", res, err)
+	}
+}
+
 func TestOptionsRefused(t *testing.T) {
 	for _, o := range []bench.Options{
 		{Requests: 1, Keys: 1, Descriptors: 1},
@@ -144,6 +162,7 @@ func TestOptionsRefused(t *testing.T) {
 		{Callers: 1, Requests: 1, Keys: 1},
 		{Callers: 1, Keys: 1, Descriptors: 1},
 		{Callers: 1, Requests: -1, Keys: 1, Descriptors: 1},
+		{Callers: 1, Requests: 1, Keys: 1, Descriptors: 1, MaxErrors: -1},
 	} {
 		if _, err := bench.Run(context.Background(), &failing{}, o); err == nil {
 			t.Errorf("%+v: no error", o)
