@@ -20,4 +20,9 @@
 //     API hotlimitd serves, one descriptor entry per key;
 //   - Gubernator: gubernator's V1/GetRateLimits, one RateLimitReq per key,
 //     with the same limit, algorithm and behavior on each.
+//
+// cmd/rlsbench runs one measurement (the service in a child process, the
+// load from this package) and prints it as a go test -bench line;
+// run.sh runs every system in alternation and summarises with benchstat;
+// smoke.sh is CI's few-second check of all of it.
 package bench

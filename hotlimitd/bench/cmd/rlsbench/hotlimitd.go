@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/hotlimitd"
+	"github.com/hotlimit/hotlimit/hotlimitd/backend"
+	"github.com/hotlimit/hotlimit/hotlimitd/bench"
+	"github.com/hotlimit/hotlimit/hotlimitd/config"
+	"github.com/hotlimit/hotlimit/promlimit"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+)
+
+// serveHotlimitd serves hotlimitd's Server on a free loopback port, with
+// bench.Config's configuration and f's backend, as cmd/hotlimitd serves
+// it: a hotlimitd/backend Store, promlimit's decision metrics. Its Redis keys carry a
+// prefix of their own, so no run sees another's state. Each Redis call
+// may take a second (-redis-timeout; redislimit's default, 100ms, is
+// exceeded at times on a loaded 2-core machine, and a call that fails is
+// an error, not a decision). Backend errors are logged to standard error.
+func serveHotlimitd(ctx context.Context, f *flags) (addr string, stop func(), err error) {
+	alg, _ := bench.ParseAlgorithm(f.alg)
+	cfg, err := config.Parse("rlsbench.yaml", bench.Config(alg, f.limit, f.unit, f.desc))
+	if err != nil {
+		return "", nil, err
+	}
+	o := backend.Options{Kind: backend.Kind(f.backend)}
+	if o.Kind != backend.Local {
+		o.RedisAddrs = []string{f.redis}
+		o.Prefix = fmt.Sprintf("rlsbench:%d:", time.Now().UnixNano())
+		o.Timeout = f.redisTimeout
+	}
+	store, err := backend.Open(ctx, o, cfg.Limits())
+	if err != nil {
+		return "", nil, err
+	}
+	// The decision metrics cmd/hotlimitd records (its /metrics is not
+	// served here: nothing scrapes it during a run).
+	bm := promlimit.NewBackendMetrics(promlimit.BackendOptions{})
+	prometheus.NewRegistry().MustRegister(bm)
+	s, err := hotlimitd.New(hotlimitd.Options{
+		Config:    func() *config.Config { return cfg },
+		Backend:   store,
+		Observers: []admission.Observer{bm},
+		Logger:    slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	})
+	if err != nil {
+		store.Close(context.Background())
+		return "", nil, err
+	}
+	g := grpc.NewServer()
+	s.Register(g)
+	stop = func() {
+		g.Stop()
+		store.Close(context.Background())
+	}
+	if addr, err = listen(ctx, g); err != nil {
+		stop()
+		return "", nil, err
+	}
+	return addr, stop, nil
+}

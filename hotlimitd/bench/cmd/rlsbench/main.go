@@ -1,0 +1,376 @@
+// Command rlsbench measures one rate limit service under a gRPC load on
+// loopback: it starts the service in a child process of its own (so the
+// service's CPU is measured apart from the load's), puts the load on it
+// with hotlimitd/bench's generator, and prints one line in the format of
+// go test -bench, which benchstat reads:
+//
+//	BenchmarkRLS/system=S/backend=B/alg=A/desc=D  N  ns/op  decisions/s  p50-µs  p99-µs  p999-µs  over-%  cpu-µs/op  errors
+//
+// N is the requests answered; ns/op is the run's time per answered
+// request (the inverse of decisions/s, for benchstat's ratios); errors
+// counts the calls that failed (a backend timeout under load: never a
+// decision; more than -max-errors end the run); cpu-µs/op is the service
+// process's CPU time (user and system, from /proc) per answered request,
+// plus the Redis server's (INFO cpu) for the Redis and lease backends. A
+// request is one decision, whatever its number of descriptors. Lines
+// starting with # say what the machine was doing (/proc/loadavg before
+// and after).
+//
+// The systems:
+//   - -system hotlimitd: hotlimitd's Server (package hotlimitd) on a
+//     grpc.Server in the child, on a hotlimitd/backend Store of -backend
+//     local (one replica, exact), redis (exact across replicas) or lease
+//     (never admits more than the shared budget; can refuse while other
+//     replicas hold leased units). Its configuration is
+//     hotlimitd/bench.Config.
+//   - -system gubernator: gubernator v2.13.0's daemon (SpawnDaemon, as its
+//     cmd/gubernator runs it), one node owning every key, with
+//     -behavior no_batching, batching or global on every rate limit.
+//
+// Usage (run.sh runs the comparison):
+//
+//	rlsbench -system hotlimitd -backend redis -redis 127.0.0.1:6379 -alg bucket -desc 1
+//	rlsbench -system gubernator -behavior no_batching -alg window -desc 3
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	guber "github.com/gubernator-io/gubernator/v2"
+	"github.com/hotlimit/hotlimit/hotlimitd/bench"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+)
+
+type flags struct {
+	serve    bool
+	system   string
+	backend  string
+	behavior string
+	alg      string
+	limit    int64
+	unit     string
+	desc     int
+	keys     int
+	callers  int
+	conns    int
+	duration time.Duration
+	warmup   time.Duration
+	requests int64
+	redis    string
+	seed     uint64
+	maxErrs  int64
+
+	redisTimeout time.Duration
+}
+
+func (f *flags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&f.serve, "serve", false, "run the service only, print its address and serve until standard input closes (rlsbench's child)")
+	fs.StringVar(&f.system, "system", "hotlimitd", "the service: hotlimitd or gubernator")
+	fs.StringVar(&f.backend, "backend", "local", "hotlimitd's backend: local, redis or lease")
+	fs.StringVar(&f.behavior, "behavior", "no_batching", "gubernator's behavior on every rate limit: no_batching, batching or global")
+	fs.StringVar(&f.alg, "alg", "bucket", "bucket (hotlimit's token_bucket, gubernator's LEAKY_BUCKET) or window (hotlimit's fixed_window, gubernator's TOKEN_BUCKET)")
+	fs.Int64Var(&f.limit, "limit", 1000, "requests per unit of each key (and a bucket's capacity)")
+	fs.StringVar(&f.unit, "unit", "second", "the limit's unit: second, minute, hour or day")
+	fs.IntVar(&f.desc, "desc", 1, "descriptors (gubernator: rate limits) per request")
+	fs.IntVar(&f.keys, "keys", 1000, "key space: each descriptor's key is uniform among this many")
+	fs.IntVar(&f.callers, "callers", 32, "concurrent callers, each with one request in flight")
+	fs.IntVar(&f.conns, "conns", 4, "gRPC connections the callers share")
+	fs.DurationVar(&f.duration, "duration", 5*time.Second, "measured time (0: -requests only)")
+	fs.DurationVar(&f.warmup, "warmup", time.Second, "unmeasured load before")
+	fs.Int64Var(&f.requests, "requests", 0, "measured requests (0: -duration only)")
+	fs.StringVar(&f.redis, "redis", "", "Redis address (host:port) of the redis and lease backends")
+	fs.DurationVar(&f.redisTimeout, "redis-timeout", time.Second, "bound of each Redis call of the redis and lease backends")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the callers' key streams")
+	fs.Int64Var(&f.maxErrs, "max-errors", 1000, "failed calls the run survives (counted apart, never as decisions); one more ends it")
+}
+
+func main() {
+	var f flags
+	f.register(flag.CommandLine)
+	flag.Parse()
+	if err := f.check(); err != nil {
+		fmt.Fprintln(os.Stderr, "rlsbench:", err)
+		os.Exit(2)
+	}
+	var err error
+	if f.serve {
+		err = serve(&f)
+	} else {
+		err = measure(&f)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rlsbench:", err)
+		os.Exit(1)
+	}
+}
+
+func (f *flags) check() error {
+	if _, err := bench.ParseAlgorithm(f.alg); err != nil {
+		return err
+	}
+	if _, ok := bench.Units[f.unit]; !ok {
+		return fmt.Errorf("unknown -unit %q (want second, minute, hour or day)", f.unit)
+	}
+	switch f.system {
+	case "hotlimitd":
+		switch f.backend {
+		case "local":
+		case "redis", "lease":
+			if f.redis == "" {
+				return fmt.Errorf("-backend %s needs -redis host:port", f.backend)
+			}
+		default:
+			return fmt.Errorf("unknown -backend %q (want local, redis or lease)", f.backend)
+		}
+	case "gubernator":
+		if _, err := behavior(f.behavior); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unknown -system %q (want hotlimitd or gubernator)", f.system)
+	}
+	if f.limit <= 0 || f.limit > 1<<32-1 {
+		return fmt.Errorf("-limit must be in [1, 4294967295], got %d", f.limit)
+	}
+	if f.conns <= 0 {
+		return fmt.Errorf("-conns must be > 0, got %d", f.conns)
+	}
+	return nil // the load's own options are checked by bench.Run
+}
+
+func behavior(s string) (guber.Behavior, error) {
+	switch s {
+	case "no_batching":
+		return guber.Behavior_NO_BATCHING, nil
+	case "batching":
+		return guber.Behavior_BATCHING, nil
+	case "global":
+		return guber.Behavior_GLOBAL, nil
+	}
+	return 0, fmt.Errorf("unknown -behavior %q (want no_batching, batching or global)", s)
+}
+
+// name is the benchmark's name: what was measured.
+func (f *flags) name() string {
+	mode := f.backend
+	if f.system == "gubernator" {
+		mode = f.behavior
+	}
+	return fmt.Sprintf("BenchmarkRLS/system=%s/backend=%s/alg=%s/desc=%d", f.system, mode, f.alg, f.desc)
+}
+
+// serve runs the service until standard input closes (the parent exits
+// or closes it) or a signal comes, after printing its address.
+func serve(f *flags) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var (
+		addr     string
+		shutdown func()
+		err      error
+	)
+	if f.system == "gubernator" {
+		var d *guber.Daemon
+		if d, addr, err = bench.StartGubernator(ctx, 0); err == nil {
+			shutdown = d.Close
+		}
+	} else {
+		addr, shutdown, err = serveHotlimitd(ctx, f)
+	}
+	if err != nil {
+		return err
+	}
+	defer shutdown()
+	fmt.Println(addr)
+	eof := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		close(eof)
+	}()
+	select {
+	case <-ctx.Done():
+	case <-eof:
+	}
+	return nil
+}
+
+// listen serves g on a free loopback port until ctx ends.
+func listen(ctx context.Context, g *grpc.Server) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	go g.Serve(ln)
+	context.AfterFunc(ctx, g.Stop)
+	return ln.Addr().String(), nil
+}
+
+// measure starts the service in a child process, measures, and prints
+// the result line.
+func measure(f *flags) error {
+	ctx := context.Background()
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	child := exec.Command(exe, append([]string{"-serve"}, os.Args[1:]...)...)
+	child.Stderr = os.Stderr
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		return err
+	}
+	stdout, err := child.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := child.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		stdin.Close()
+		if err := waitOrKill(child, 10*time.Second); err != nil {
+			fmt.Fprintln(os.Stderr, "rlsbench: the service:", err)
+		}
+	}()
+	addr, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("the service printed no address: %w", err)
+	}
+	addr = strings.TrimSpace(addr)
+
+	conns, err := bench.Dial(addr, f.conns)
+	if err != nil {
+		return err
+	}
+	defer bench.Close(conns)
+	keys := bench.KeyNames(f.keys)
+	var target bench.Target
+	if f.system == "gubernator" {
+		b, _ := behavior(f.behavior)
+		alg, _ := bench.ParseAlgorithm(f.alg)
+		target = &bench.Gubernator{Conns: conns, Keys: keys, Algorithm: alg, Limit: f.limit, Period: bench.Units[f.unit], Behavior: b}
+	} else {
+		target = &bench.RLS{Conns: conns, Keys: keys}
+	}
+
+	var rc *redis.Client
+	if f.system == "hotlimitd" && f.backend != "local" {
+		rc = redis.NewClient(&redis.Options{Addr: f.redis})
+		defer rc.Close()
+	}
+	o := bench.Options{
+		Callers: f.callers, Requests: f.requests, Duration: f.duration, Warmup: f.warmup,
+		Keys: f.keys, Descriptors: f.desc, Seed: f.seed, MaxErrors: f.maxErrs,
+	}
+	// The service's CPU time over exactly the measured part.
+	var cpu [2]time.Duration
+	var cpuErr error
+	o.Phase = func(measuring bool) {
+		d, err := cpuTime(child.Process.Pid, rc)
+		cpuErr = errors.Join(cpuErr, err)
+		if measuring {
+			cpu[0] = d
+		} else {
+			cpu[1] = d
+		}
+	}
+	fmt.Printf("# loadavg before: %s", loadavg())
+	res, err := bench.Run(ctx, target, o)
+	if err != nil {
+		return err
+	}
+	if cpuErr != nil {
+		return cpuErr
+	}
+	fmt.Printf("# loadavg after: %s", loadavg())
+	n := res.Requests
+	fmt.Printf("%s-%d\t%d\t%.0f ns/op\t%.0f decisions/s\t%d p50-µs\t%d p99-µs\t%d p999-µs\t%.2f over-%%\t%.2f cpu-µs/op\t%d errors\n",
+		f.name(), runtime.GOMAXPROCS(0), n, float64(res.Elapsed.Nanoseconds())/float64(n), res.PerSecond(),
+		res.Quantile(0.5).Microseconds(), res.Quantile(0.99).Microseconds(), res.Quantile(0.999).Microseconds(),
+		100*float64(res.Over)/float64(n), float64((cpu[1]-cpu[0]).Nanoseconds())/1e3/float64(n), res.Errors)
+	return nil
+}
+
+func waitOrKill(c *exec.Cmd, grace time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(grace):
+		c.Process.Kill()
+		return errors.Join(errors.New("did not exit; killed"), <-done)
+	}
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown\n"
+	}
+	return string(b)
+}
+
+// cpuTime returns the CPU time (user + system) of process pid so far,
+// plus the Redis server's when rc is not nil.
+func cpuTime(pid int, rc *redis.Client) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name (which may hold spaces, in
+	// parentheses): state is field 3; utime and stime are 14 and 15, in
+	// clock ticks.
+	s := string(b)
+	fs := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fs) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fs))
+	}
+	ut, err1 := strconv.ParseInt(fs[11], 10, 64)
+	st, err2 := strconv.ParseInt(fs[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	d := time.Duration(ut+st) * time.Second / clockTicks
+	if rc != nil {
+		info, err := rc.Info(context.Background(), "cpu").Result()
+		if err != nil {
+			return 0, err
+		}
+		d += redisCPU(info)
+	}
+	return d, nil
+}
+
+// clockTicks is USER_HZ, the unit of /proc's times: 100 on every Linux
+// architecture Go runs on.
+const clockTicks = 100
+
+// redisCPU returns used_cpu_sys + used_cpu_user of INFO cpu's reply.
+func redisCPU(info string) time.Duration {
+	var d time.Duration
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			if s, err := strconv.ParseFloat(v, 64); err == nil {
+				d += time.Duration(s * float64(time.Second))
+			}
+		}
+	}
+	return d
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# CI's check of the comparison harness, a few seconds long: gofmt, vet,
+# its tests (the load generator against gubernator and a stand-in RLS
+# server), and rlsbench once per system and backend with 100 requests, a
+# smoke run whose figures mean nothing (hotlimitd/RESULTS.md has the
+# measurements; run.sh makes them). Starts a private redis-server for the
+# Redis and lease backends (redislimit/redistest/servers.sh).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+unformatted=$(gofmt -l .)
+if [[ -n "$unformatted" ]]; then
+	echo "not gofmt'ed:"; echo "$unformatted"; exit 1
+fi
+go vet ./...
+go test -count=1 ./...
+
+# shellcheck source=../../redislimit/redistest/servers.sh
+source ../../redislimit/redistest/servers.sh
+bin=$redis_dir/rlsbench
+go build -o "$bin" ./cmd/rlsbench
+for s in "-system hotlimitd -backend local" "-system hotlimitd -backend redis" "-system hotlimitd -backend lease" \
+	"-system gubernator -behavior no_batching" "-system gubernator -behavior global"; do
+	# shellcheck disable=SC2086 # $s is flags, split on purpose
+	out=$("$bin" $s -desc 3 -requests 100 -duration 0 -warmup 0 -callers 4 -conns 1 -redis "$HOTLIMIT_REDIS_ADDR")
+	grep -q '^BenchmarkRLS/.*	100	' <<<"$out" || { echo "rlsbench $s printed no result line of 100 requests:"; echo "$out"; exit 1; }
+done
+echo "ok: harness tests pass, rlsbench answered 100 requests on each system"
