@@ -193,10 +193,10 @@ func (s *Server) failed(req *rlsv3.RateLimitRequest, err error) (*rlsv3.RateLimi
 	s.stats.failedOpen.Add(1)
 	b := newResponse(len(req.Descriptors))
 	b.resp.OverallCode = rlsv3.RateLimitResponse_OK
-	for i := range b.resp.Statuses {
-		b.resp.Statuses[i].Code = rlsv3.RateLimitResponse_OK
+	for i := range b.parts {
+		b.parts[i].st.Code = rlsv3.RateLimitResponse_OK
 	}
-	return &b.resp, nil
+	return b.resp, nil
 }
 
 // decide decides req under cfg. An error is the backend's, for the
@@ -280,7 +280,7 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 		admitted = false
 	}
 	b := newResponse(len(descs))
-	resp := &b.resp
+	resp := b.resp
 	resp.OverallCode = rlsv3.RateLimitResponse_OK
 	if !admitted {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -289,7 +289,7 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 		s.stats.ok.Add(1)
 	}
 	for i := range descs {
-		st := resp.Statuses[i]
+		st := &b.parts[i].st
 		st.Code = rlsv3.RateLimitResponse_OK
 		switch c.kind[i] {
 		case kindUnlimited:
@@ -396,7 +396,7 @@ func (s *Server) markOver(c *call, dec hotlimit.Decision, binding int, refuse bo
 // enforced descriptors admitted the request, else for 0 (a peek: a
 // refused request does not reach the service, so it is not counted). Its
 // status is OK; a would-be refusal is counted in Stats.ShadowOverLimit.
-func (s *Server) shadow(ctx context.Context, b *response, c *call, i int, all string, admitted bool) {
+func (s *Server) shadow(ctx context.Context, b response, c *call, i int, all string, admitted bool) {
 	if c.lims[i].Refuses() {
 		s.stats.shadowOverLimit.Add(1)
 		b.fill(i, c.lims[i], admission.LayerState{Window: hotlimit.Never})
