@@ -32,10 +32,15 @@
 //     one admission.Decide call, all or nothing: the request is admitted
 //     only if every one of them admits it, and a refused request consumes
 //     nothing in any of them. Descriptors that share a limit and a key are
-//     one limit, for the sum of their costs (hotlimit.AllowLayers).
+//     one limit, for the sum of their costs (hotlimit.AllowLayers): they
+//     get the same status, and all of them are OVER_LIMIT when the sum is
+//     refused.
 //   - A rule with requests_per_unit 0 refuses every hit: its descriptor is
 //     OVER_LIMIT without the backend, and the other enforced descriptors
-//     are only read (cost 0) for their statuses.
+//     are only read (cost 0) for their statuses. Such a request is
+//     refused even when the backend cannot read them: their statuses are
+//     then OK, with limit_remaining 0 and no duration_until_reset, and
+//     it has no Retry-After (it never passes).
 //   - The overall code is OVER_LIMIT when the request was refused, and a
 //     descriptor is OVER_LIMIT when the request was refused and its own
 //     limit has fewer units left than it costs, or is the limit the

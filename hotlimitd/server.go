@@ -270,8 +270,17 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 		if s.observers != nil {
 			s.observe(ctx, c, req.Domain, dec, binding, err, time.Since(began))
 		}
-		if err != nil {
+		if err != nil && !refuse {
 			return nil, err
+		}
+		if err != nil {
+			// Refused without the backend all the same: the others'
+			// states, which were only read, are unknown.
+			s.logError(err)
+			dec, binding = hotlimit.Decision{RetryAfter: hotlimit.Never}, -1
+			for j := range c.states {
+				c.states[j] = admission.LayerState{Remaining: -1, Window: hotlimit.Never}
+			}
 		}
 		admitted = dec.Allowed && !refuse
 		s.markOver(c, dec, binding, refuse)
@@ -314,7 +323,11 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 		}
 	}
 	if s.headers && len(c.layers) > 0 {
-		resp.ResponseHeadersToAdd = s.headerValues(c, dec, admitted)
+		retry := dec.RetryAfter
+		if refuse {
+			retry = hotlimit.Never // a rule that refuses every hit: never passes
+		}
+		resp.ResponseHeadersToAdd = s.headerValues(c, retry, admitted)
 	}
 	return resp, nil
 }
@@ -364,13 +377,24 @@ func mulCost(cost int64, hits uint64) int64 {
 	return cost * int64(hits)
 }
 
+// satAdd returns a+b for a, b ≥ 0, saturating at math.MaxInt64.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
 // markOver sets c.over for each enforced descriptor the backend decided:
 // none when the request was admitted; when the backend refused it, each
 // whose own state has fewer units than it costs, and the binding one (a
 // refused request always has one: the binding layer, or, when the
 // backend does not say, every enforced descriptor); when a rule that
 // refuses every hit refused it (refuse: the others were only read),
-// each whose own state has fewer units than it costs.
+// each whose own state has fewer units than it costs. Descriptors that
+// share a limit and a key are one limit: each of them is over when their
+// summed cost is more than its state has, or when one of them is the
+// binding one.
 func (s *Server) markOver(c *call, dec hotlimit.Decision, binding int, refuse bool) {
 	clear(c.over)
 	if dec.Allowed && !refuse {
@@ -381,7 +405,14 @@ func (s *Server) markOver(c *call, dec hotlimit.Decision, binding int, refuse bo
 		if j < 0 {
 			continue
 		}
-		if (j == binding && !refuse) || (c.states[j].Remaining >= 0 && c.states[j].Remaining < c.costs[i]) {
+		bind, need := false, int64(0)
+		for k, m := range c.layer { // at most MaxDescriptors², on refusals only
+			if m >= 0 && c.layers[m].Limit == c.layers[j].Limit && c.layers[m].Key == c.layers[j].Key {
+				bind = bind || m == binding
+				need = satAdd(need, c.costs[k])
+			}
+		}
+		if (bind && !refuse) || (c.states[j].Remaining >= 0 && c.states[j].Remaining < need) {
 			c.over[i], any = true, true
 		}
 	}
@@ -427,7 +458,7 @@ func (s *Server) shadow(ctx context.Context, b response, c *call, i int, all str
 // headerValues returns the RateLimit-Policy and RateLimit headers of the
 // enforced descriptors, one item each, and Retry-After when the request
 // was refused and can pass later, all from the decision.
-func (s *Server) headerValues(c *call, dec hotlimit.Decision, admitted bool) []*corev3.HeaderValue {
+func (s *Server) headerValues(c *call, retry time.Duration, admitted bool) []*corev3.HeaderValue {
 	var policy, rl []byte
 	n := 0
 	for i, j := range c.layer {
@@ -454,8 +485,8 @@ func (s *Server) headerValues(c *call, dec hotlimit.Decision, admitted bool) []*
 		rl = admission.AppendItem(rl, name, r, w)
 	}
 	hs := []*corev3.HeaderValue{{Key: "RateLimit-Policy", Value: string(policy)}, {Key: "RateLimit", Value: string(rl)}}
-	if !admitted && dec.RetryAfter != hotlimit.Never {
-		hs = append(hs, &corev3.HeaderValue{Key: "Retry-After", Value: fmt.Sprint(max(1, admission.CeilSeconds(dec.RetryAfter)))})
+	if !admitted && retry != hotlimit.Never {
+		hs = append(hs, &corev3.HeaderValue{Key: "Retry-After", Value: fmt.Sprint(max(1, admission.CeilSeconds(retry)))})
 	}
 	return hs
 }

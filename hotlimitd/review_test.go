@@ -1,0 +1,119 @@
+package hotlimitd_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/hotlimit/hotlimit/hotlimitd"
+)
+
+// reviewYAML has a fixed window of 3 a minute per user, a path limit,
+// and a rule that refuses every hit.
+const reviewYAML = `domain: test
+descriptors:
+  - key: user
+    rate_limit:
+      unit: minute
+      requests_per_unit: 3
+  - key: tb
+    rate_limit:
+      unit: minute
+      requests_per_unit: 3
+      algorithm: token_bucket
+  - key: path
+    rate_limit:
+      unit: minute
+      requests_per_unit: 10
+  - key: block
+    rate_limit:
+      unit: minute
+      requests_per_unit: 0
+`
+
+// TestDuplicateDescriptors: descriptors of one request that share a
+// limit and a key are one limit, decided for the sum of their costs; so
+// each of them has the same status, and a refusal marks every one of
+// them OVER_LIMIT (not only the one the backend names as binding), over
+// gRPC on loopback, for a window and a bucket.
+func TestDuplicateDescriptors(t *testing.T) {
+	f := newFixture(t, reviewYAML, hotlimitd.Options{})
+	f.clock.Set(15 * time.Second)
+	cl := serve(t, f.srv)
+	call := func(req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
+		t.Helper()
+		resp, err := cl.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			t.Fatalf("ShouldRateLimit: %v", err)
+		}
+		checkInvariants(t, req, resp)
+		return resp
+	}
+	for _, key := range []string{"user", "tb"} {
+		// 1+1 of 3: admitted, both see 1 left.
+		resp := call(request("test", desc(key, "a"), desc(key, "a"), desc("path", key)))
+		if got := codesOf(resp); got != "OK OK OK" {
+			t.Fatalf("%s: first pair: codes %s", key, got)
+		}
+		if got := remaining(resp); !slices.Equal(got, []int64{1, 1, 9}) {
+			t.Fatalf("%s: first pair: remaining %v, want [1 1 9]", key, got)
+		}
+		// 1+1 of the 1 left: refused as a whole; both are over.
+		resp = call(request("test", desc(key, "a"), desc(key, "a"), desc("path", key)))
+		if got := codesOf(resp); got != "OVER_LIMIT OVER_LIMIT OK" {
+			t.Fatalf("%s: second pair: codes %s, want both duplicates OVER_LIMIT", key, got)
+		}
+		if got := remaining(resp); !slices.Equal(got, []int64{1, 1, 9}) {
+			t.Fatalf("%s: second pair: remaining %v, want [1 1 9] (nothing consumed)", key, got)
+		}
+		// 2+2 of 3 on a fresh key: refused, both over, nothing taken.
+		resp = call(request("test", withHits(desc(key, "b"), 2), desc("path", key+"q"), withHits(desc(key, "b"), 2)))
+		if got := codesOf(resp); got != "OVER_LIMIT OK OVER_LIMIT" {
+			t.Fatalf("%s: 2+2: codes %s, want both duplicates OVER_LIMIT", key, got)
+		}
+		if got := remaining(call(request("test", desc(key, "b")))); got[0] != 2 {
+			t.Fatalf("%s: after the refused 2+2: remaining %v, want 2", key, got)
+		}
+	}
+}
+
+// TestRefusingRuleRetryAfter: a request refused by a rule with
+// requests_per_unit 0 never passes, so its headers have no Retry-After
+// (the other limits of the request were only read, and admitted).
+func TestRefusingRuleRetryAfter(t *testing.T) {
+	f := newFixture(t, reviewYAML, hotlimitd.Options{Headers: true})
+	resp := ask(t, f.srv, request("test", desc("block", "x"), desc("user", "a")))
+	if got := codesOf(resp); got != "OVER_LIMIT OK" {
+		t.Fatalf("codes %s", got)
+	}
+	h := headers(resp)
+	if ra, ok := h["Retry-After"]; ok {
+		t.Fatalf("Retry-After %q on a request a refusing rule refused: it never passes", ra)
+	}
+	if h["RateLimit"] == "" {
+		t.Fatalf("headers %v: want RateLimit for the user limit", h)
+	}
+}
+
+// TestRefusingRuleBackendDown: a request that a rule with
+// requests_per_unit 0 refuses is refused without the backend, so a
+// backend that cannot decide does not turn it into an error, nor, with
+// FailOpen, into an admission.
+func TestRefusingRuleBackendDown(t *testing.T) {
+	for _, open := range []bool{false, true} {
+		f := newFixture(t, reviewYAML, hotlimitd.Options{Backend: failing{}, FailOpen: open})
+		resp, err := f.srv.ShouldRateLimit(context.Background(), request("test", desc("user", "a"), desc("block", "x")))
+		if err != nil {
+			t.Fatalf("FailOpen %v: %v", open, err)
+		}
+		checkInvariants(t, request("test", desc("user", "a"), desc("block", "x")), resp)
+		if got := codesOf(resp); got != "OK OVER_LIMIT" {
+			t.Fatalf("FailOpen %v: codes %s, want OK OVER_LIMIT", open, got)
+		}
+		if st := f.srv.Stats(); st.OverLimit != 1 || st.FailedOpen != 0 || st.FailedClosed != 0 {
+			t.Fatalf("FailOpen %v: Stats %+v", open, st)
+		}
+	}
+}
