@@ -30,6 +30,21 @@ descriptors:
     rate_limit: {unit: day, requests_per_unit: 1, algorithm: token_bucket, burst: 90}
 `
 
+// replicaConfig returns replicaRules' configuration. It fails the test
+// in CI when the Redis that hotlimitd/test.sh starts is not there (the
+// tests that need it skip elsewhere).
+func replicaConfig(t *testing.T) *config.Config {
+	t.Helper()
+	if os.Getenv(redistest.AddrEnv) == "" && os.Getenv("CI") == "true" {
+		t.Fatalf("%s is not set in CI: run hotlimitd/test.sh, which starts a private redis-server and Cluster", redistest.AddrEnv)
+	}
+	cfg, err := config.Parse("replicas.yaml", []byte(replicaRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // replica is one hotlimitd: a Server on its own Store, served over gRPC
 // on a loopback port, and a client connected to it.
 type replica struct {
@@ -125,13 +140,7 @@ func flood(t *testing.T, rs []*replica, workers, tries int, req *rlsv3.RateLimit
 // request of two descriptors is admitted on both or neither: the path,
 // shared by two users, gives exactly what they were admitted.
 func TestTwoReplicasExact(t *testing.T) {
-	if os.Getenv(redistest.AddrEnv) == "" && os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not set in CI: run hotlimitd/test.sh, which starts a private redis-server and Cluster", redistest.AddrEnv)
-	}
-	cfg, err := config.Parse("replicas.yaml", []byte(replicaRules))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := replicaConfig(t)
 	for name, o := range map[string]backend.Options{
 		"server": {Kind: backend.Redis, RedisAddrs: []string{redistest.Addr(t)}},
 		// One request's descriptors have different keys: on a Cluster
@@ -180,13 +189,7 @@ func checkExact(t *testing.T, ok []*rlsv3.RateLimitResponse, i, limit int) {
 // descriptor's limit between them (leases give up exactness: units one
 // replica holds unspent can be refused to the other).
 func TestTwoReplicasLease(t *testing.T) {
-	if os.Getenv(redistest.AddrEnv) == "" && os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not set in CI: run hotlimitd/test.sh, which starts a private redis-server", redistest.AddrEnv)
-	}
-	cfg, err := config.Parse("replicas.yaml", []byte(replicaRules))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := replicaConfig(t)
 	o := backend.Options{Kind: backend.Lease, RedisAddrs: []string{redistest.Addr(t)}, Prefix: redistest.Prefix(t), Timeout: 5 * time.Second, MaxLease: 5}
 	rs := []*replica{startReplica(t, cfg, o), startReplica(t, cfg, o)}
 	ok := flood(t, rs, 4, 25, replicaRequest("user", "alice"))
