@@ -2,10 +2,13 @@ package backend
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/redislimit/lease"
+	"github.com/hotlimit/hotlimit/redislimit/redistest"
 )
 
 // BenchmarkLocal compares a decision of three layers with states on a
@@ -35,6 +38,44 @@ func BenchmarkLocal(b *testing.B) {
 			for b.Loop() {
 				c.b.AllowStates(ctx, layers, states)
 			}
+		})
+	}
+}
+
+// BenchmarkLease compares a Lease Store's decision (one layer, on this
+// replica's lease) with redislimit/lease's Backend on the same Redis: the
+// price of following reloads (a read lock per decision) on the path that
+// must stay in-process fast.
+func BenchmarkLease(b *testing.B) {
+	addr := os.Getenv(redistest.AddrEnv)
+	if addr == "" {
+		b.Skipf("%s is not set: run hotlimitd/test.sh", redistest.AddrEnv)
+	}
+	limits := map[string]hotlimit.Policy{"a": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1e8), Burst: 1e6}}
+	layers := []admission.Layer{{Limit: "a", Key: "k", Cost: 1}}
+	s, err := Open(context.Background(), Options{Kind: Lease, RedisAddrs: []string{addr}, Prefix: redistest.Prefix(b), MaxLease: 1e5}, limits)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	c := redistest.Client(b, addr)
+	l, err := lease.NewBackend(c, limits, lease.WithPrefix(redistest.Prefix(b)), lease.WithMaxLease(1e5))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	for _, c := range []struct {
+		name string
+		b    admission.StateBackend
+	}{{"store", s}, {"lease.Backend", l}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				states := make([]admission.LayerState, len(layers))
+				for pb.Next() {
+					c.b.AllowStates(context.Background(), layers, states)
+				}
+			})
 		})
 	}
 }
