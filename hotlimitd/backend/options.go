@@ -68,9 +68,9 @@ type Options struct {
 	// key, spread over the Cluster). With it, every key lives on one
 	// master.
 	HashTag string
-	// Timeout bounds each call to Redis (default
-	// redislimit.DefaultTimeout). A call that times out may have
-	// consumed quota; it is never retried.
+	// Timeout bounds each call to Redis, a lease's takes and give-backs
+	// included (default redislimit.DefaultTimeout, 100ms). A call that
+	// times out may have consumed quota; it is never retried.
 	Timeout time.Duration
 	// RedisOptions are given to every redislimit.Limiter after the
 	// Store's own (WithHooks, WithLocalDenials, WithBreaker, ...).

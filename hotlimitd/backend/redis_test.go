@@ -31,7 +31,8 @@ func servers(t *testing.T, kind Kind) map[string]Options {
 }
 
 // churn keeps replacing s's limits with limits, with and without an
-// extra limit beside them, until the returned stop is called.
+// extra limit beside them, until the returned stop is called or the test
+// ends. Call it after opening s.
 func churn(t *testing.T, s *Store, limits map[string]hotlimit.Policy) (stop func()) {
 	var done atomic.Bool
 	var wg sync.WaitGroup
@@ -50,7 +51,9 @@ func churn(t *testing.T, s *Store, limits map[string]hotlimit.Policy) (stop func
 			}
 		}
 	})
-	return func() { done.Store(true); wg.Wait() }
+	stop = func() { done.Store(true); wg.Wait() }
+	t.Cleanup(stop) // before the stores close, should the test end first
+	return stop
 }
 
 // TestReplicasExact: two replicas (two Stores) on one Redis, and on one
@@ -259,5 +262,35 @@ func TestLeaseUpdateWaitsForDecisions(t *testing.T) {
 	r := open(t, o, map[string]hotlimit.Policy{"a": frozen(5)})
 	if got := admits(t, r, 5, l); got != 4 {
 		t.Fatalf("after the drop: %d of 5 admitted; want 4 (the leased unit given back)", got)
+	}
+}
+
+// slowed is a Redis client whose script calls start late, as on a loaded
+// server.
+type slowed struct {
+	*redis.Client
+	by time.Duration
+}
+
+func (c *slowed) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	time.Sleep(c.by)
+	return c.Client.EvalSha(ctx, sha, keys, args...)
+}
+
+func (c *slowed) Eval(ctx context.Context, src string, keys []string, args ...any) *redis.Cmd {
+	time.Sleep(c.by)
+	return c.Client.Eval(ctx, src, keys, args...)
+}
+
+// TestLeaseTimeout: a Lease store's Timeout bounds its lease takes too (a
+// lease has a timeout of its own, 100ms by default): with Timeout 5s, a
+// take that waits 300ms decides.
+func TestLeaseTimeout(t *testing.T) {
+	o := servers(t, Lease)["server"]
+	o.Client, o.RedisAddrs = &slowed{Client: redistest.Client(t, o.RedisAddrs[0]), by: 300 * time.Millisecond}, nil
+	s := open(t, o, map[string]hotlimit.Policy{"a": frozen(5)})
+	d, err := s.Allow(context.Background(), []admission.Layer{{Limit: "a", Key: "k", Cost: 1}})
+	if err != nil || !d.Allowed {
+		t.Fatalf("a take 300ms late under a 5s timeout: %+v, %v; want admitted", d, err)
 	}
 }

@@ -103,6 +103,11 @@ func Open(ctx context.Context, o Options, limits map[string]hotlimit.Policy) (*S
 			if o.LeasePeriod > 0 {
 				lopts = append(lopts, lease.WithPeriod(o.LeasePeriod))
 			}
+			if o.Timeout > 0 {
+				// A lease's background refills and its give-backs
+				// have a timeout of their own (default 100ms).
+				lopts = append(lopts, lease.WithTimeout(o.Timeout))
+			}
 			s.ropts = append(s.ropts, lease.Mode(lopts...))
 		}
 	}
