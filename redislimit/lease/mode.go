@@ -13,9 +13,11 @@ import (
 // built with it, behind httplimit or grpclimit) decide from leases, as a
 // lease Limiter's Decide does, while everything else is the Limiter's own:
 // its key layout, timeout, breaker, hooks and failure policy, given as
-// redislimit options beside Mode. opts may set WithMaxLease, WithPeriod
-// and WithClock; the others have no effect in this mode, where the
-// Limiter's options apply. The policy must be a hotlimit.TokenBucket or
+// redislimit options beside Mode. opts may set WithMaxLease, WithPeriod,
+// WithClock and WithTimeout, which bounds the leases' takes (default
+// 100ms) on top of the Limiter's own WithTimeout: give both to raise it.
+// The others have no effect in this mode, where the Limiter's options
+// apply. The policy must be a hotlimit.TokenBucket or
 // FixedWindow (redislimit.New returns the error otherwise).
 //
 // A layered call decides every layer from its lease, all or nothing: the
