@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
@@ -26,7 +25,17 @@ import (
 // MaxSFInt, which understates the quota (a client that trusts it sends
 // less, never more).
 func PolicyItem(name string, pi hotlimit.PolicyInfo) string {
-	return `"` + name + `";q=` + strconv.FormatInt(min(pi.Limit, MaxSFInt), 10) + ";w=" + strconv.FormatInt(max(1, CeilSeconds(pi.Period())), 10)
+	return string(AppendPolicyItem(nil, name, pi))
+}
+
+// AppendPolicyItem appends PolicyItem(name, pi) to b.
+func AppendPolicyItem(b []byte, name string, pi hotlimit.PolicyInfo) []byte {
+	b = append(b, '"')
+	b = append(b, name...)
+	b = append(b, `";q=`...)
+	b = appendDec(b, uint64(min(max(pi.Limit, 0), MaxSFInt)))
+	b = append(b, ";w="...)
+	return appendDec(b, uint64(max(1, CeilSeconds(pi.Period()))))
 }
 
 // MaxSFInt is the largest RFC 9651 Integer (15 digits).

@@ -54,7 +54,8 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 }
 
 // TestAllocs: an admitted request of up to 4 descriptors allocates
-// twice: its keys (one string) and its response (one block).
+// twice: its keys (one string) and its response (one block); with
+// headers, twice more.
 func TestAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
@@ -70,5 +71,16 @@ func TestAllocs(t *testing.T) {
 	})
 	if got > 2 {
 		t.Fatalf("%v allocations per request, want at most 2", got)
+	}
+	// With headers: two more, the fields' text and their HeaderValues.
+	h := newFixture(t, benchYAML, hotlimitd.Options{Headers: true})
+	ask(t, h.srv, req)
+	got = testing.AllocsPerRun(200, func() {
+		if _, err := h.srv.ShouldRateLimit(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if got > 4 {
+		t.Fatalf("with headers: %v allocations per request, want at most 4", got)
 	}
 }

@@ -78,7 +78,9 @@
 //
 // In process, an admitted request of up to four descriptors allocates
 // twice: one string holding every key, and one block holding the
-// response (TestAllocs). BenchmarkShouldRateLimit measures it.
+// response, sized for its statuses; with Options.Headers, twice more:
+// one string holding the fields' text and one block holding them
+// (TestAllocs). BenchmarkShouldRateLimit measures it.
 //
 // Observers (Options.Observers) see one admission.Event per request that
 // asks the backend: its outcome, the Decision, the backend's latency, the

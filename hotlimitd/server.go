@@ -3,9 +3,9 @@ package hotlimitd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -122,6 +122,7 @@ type call struct {
 	over    []bool
 	layers  []admission.Layer
 	states  []admission.LayerState
+	hdr     []byte // the response headers, being written
 	one     [1]admission.Layer
 	oneSt   [1]admission.LayerState
 }
@@ -458,37 +459,62 @@ func (s *Server) shadow(ctx context.Context, b response, c *call, i int, all str
 // headerValues returns the RateLimit-Policy and RateLimit headers of the
 // enforced descriptors, one item each, and Retry-After when the request
 // was refused and can pass later, all from the decision.
-func (s *Server) headerValues(c *call, retry time.Duration, admitted bool) []*corev3.HeaderValue {
-	var policy, rl []byte
+func (s *Server) headerValues(c *call, retryAfter time.Duration, admitted bool) []*corev3.HeaderValue {
+	// Both fields (and Retry-After) are written into c.hdr and become one
+	// string, cut in three.
+	b := c.hdr[:0]
 	n := 0
 	for i, j := range c.layer {
 		if j < 0 {
 			continue
 		}
-		l, ls := c.lims[i], c.states[j]
-		name := sfString(l.Name)
 		if n > 0 {
-			policy = append(policy, ", "...)
-			rl = append(rl, ", "...)
+			b = append(b, ", "...)
 		}
 		n++
-		pi := ls.Policy
+		l, pi := c.lims[i], c.states[j].Policy
 		if pi.Algorithm == 0 {
 			pi, _ = hotlimit.Describe(l.Policy) // the backend does not say: the configured one
 		}
-		policy = append(policy, admission.PolicyItem(name, pi)...)
-		r := ls.Remaining
-		w := ls.Window
+		b = admission.AppendPolicyItem(b, sfString(l.Name), pi)
+	}
+	policyEnd := len(b)
+	n = 0
+	for i, j := range c.layer {
+		if j < 0 {
+			continue
+		}
+		if n > 0 {
+			b = append(b, ", "...)
+		}
+		n++
+		r, w := c.states[j].Remaining, c.states[j].Window
 		if r < 0 {
 			r, w = 0, hotlimit.Never // unknown: r=0, no t
 		}
-		rl = admission.AppendItem(rl, name, r, w)
+		b = admission.AppendItem(b, sfString(c.lims[i].Name), r, w)
 	}
-	hs := []*corev3.HeaderValue{{Key: "RateLimit-Policy", Value: string(policy)}, {Key: "RateLimit", Value: string(rl)}}
-	if !admitted && retry != hotlimit.Never {
-		hs = append(hs, &corev3.HeaderValue{Key: "Retry-After", Value: fmt.Sprint(max(1, admission.CeilSeconds(retry)))})
+	rlEnd := len(b)
+	retry := !admitted && retryAfter != hotlimit.Never
+	if retry {
+		b = strconv.AppendInt(b, max(1, admission.CeilSeconds(retryAfter)), 10)
 	}
-	return hs
+	c.hdr = b
+	all := string(b)
+	h := new(struct {
+		ptrs [3]*corev3.HeaderValue
+		vs   [3]corev3.HeaderValue
+	})
+	h.vs[0].Key, h.vs[0].Value = "RateLimit-Policy", all[:policyEnd]
+	h.vs[1].Key, h.vs[1].Value = "RateLimit", all[policyEnd:rlEnd]
+	h.vs[2].Key, h.vs[2].Value = "Retry-After", all[rlEnd:]
+	for i := range h.ptrs {
+		h.ptrs[i] = &h.vs[i]
+	}
+	if retry {
+		return h.ptrs[:3]
+	}
+	return h.ptrs[:2]
 }
 
 // sfString returns name as the body of an RFC 9651 sf-string, with the
