@@ -35,8 +35,11 @@
 //     one limit, for the sum of their costs (hotlimit.AllowLayers): they
 //     get the same status, and all of them are OVER_LIMIT when the sum is
 //     refused.
-//   - A rule with requests_per_unit 0 refuses every hit: its descriptor is
-//     OVER_LIMIT without the backend, and the other enforced descriptors
+//   - A rule with requests_per_unit 0 refuses every hit, and so does a
+//     descriptor whose key (its entries' values, length-prefixed) is
+//     longer than hotlimit.MaxKeyLen, which no limiter keeps state for:
+//     its descriptor is OVER_LIMIT without the backend, with no
+//     duration_until_reset, and the other enforced descriptors
 //     are only read (cost 0) for their statuses. Such a request is
 //     refused even when the backend cannot read them: their statuses are
 //     then OK, with limit_remaining 0 and no duration_until_reset, and

@@ -3,10 +3,12 @@ package hotlimitd_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/hotlimitd"
 )
 
@@ -115,5 +117,34 @@ func TestRefusingRuleBackendDown(t *testing.T) {
 		if st := f.srv.Stats(); st.OverLimit != 1 || st.FailedOpen != 0 || st.FailedClosed != 0 {
 			t.Fatalf("FailOpen %v: Stats %+v", open, st)
 		}
+	}
+}
+
+// TestLongKey: a descriptor whose key (its entries' values) is longer
+// than hotlimit.MaxKeyLen is refused like a rule that refuses every hit:
+// OVER_LIMIT without a duration_until_reset (it never passes), no
+// Retry-After, and the request's other limits only read, on every
+// backend alike (no backend keeps state for such a key).
+func TestLongKey(t *testing.T) {
+	f := newFixture(t, reviewYAML, hotlimitd.Options{Headers: true})
+	long := strings.Repeat("k", hotlimit.MaxKeyLen+1)
+	req := request("test", desc("path", "p"), desc("user", long))
+	resp := ask(t, f.srv, req)
+	if got := codesOf(resp); got != "OK OVER_LIMIT" {
+		t.Fatalf("codes %s", got)
+	}
+	if d := resp.Statuses[1].DurationUntilReset; d != nil {
+		t.Fatalf("the long key's duration_until_reset %v with limit_remaining %d: it never passes", d.AsDuration(), resp.Statuses[1].LimitRemaining)
+	}
+	if got := remaining(resp); got[0] != 10 {
+		t.Fatalf("remaining %v: the path limit was only read, want 10", got)
+	}
+	if ra, ok := headers(resp)["Retry-After"]; ok {
+		t.Fatalf("Retry-After %q for a key that never passes", ra)
+	}
+	// Exactly MaxKeyLen is a key like any other.
+	ok := strings.Repeat("k", hotlimit.MaxKeyLen-3) // the key holds a 3-byte length prefix
+	if got := codesOf(ask(t, f.srv, request("test", desc("user", ok)))); got != "OK" {
+		t.Fatalf("a key of MaxKeyLen bytes: %s", got)
 	}
 }

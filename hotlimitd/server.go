@@ -228,7 +228,7 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 			c.kind[i] = kindShadow
 		default:
 			c.kind[i] = kindEnforced
-			refuse = refuse || l.Refuses()
+			refuse = refuse || c.refuses(i)
 		}
 		hits := reqHits
 		if h := d.GetHitsAddend(); h != nil {
@@ -245,7 +245,7 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 	}
 	all := string(c.keys) // the one allocation of the keys
 	for i := range descs {
-		if c.kind[i] != kindEnforced || c.lims[i].Refuses() {
+		if c.kind[i] != kindEnforced || c.refuses(i) {
 			continue
 		}
 		cost := c.costs[i]
@@ -306,7 +306,7 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 			st.LimitRemaining = math.MaxUint32
 		case kindEnforced:
 			j := c.layer[i]
-			if j < 0 { // a rule that refuses every hit
+			if j < 0 { // refused without the backend (refuses)
 				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 				b.fill(i, c.lims[i], admission.LayerState{Window: hotlimit.Never})
 				continue
@@ -354,6 +354,17 @@ func (c *call) match(cfg *config.Config, domain string, d *rlv3.RateLimitDescrip
 	}
 	c.keys = key
 	return l, true
+}
+
+// refuses reports whether descriptor i is refused without a backend: its
+// rule refuses every hit, or its key is longer than hotlimit.MaxKeyLen
+// (which no limiter keeps state for: every backend denies it for good).
+func (c *call) refuses(i int) bool {
+	start := 0
+	if i > 0 {
+		start = c.ends[i-1]
+	}
+	return c.lims[i].Refuses() || c.ends[i]-start > hotlimit.MaxKeyLen
 }
 
 // key returns descriptor i's key, a slice of all (c.keys as a string).
@@ -429,7 +440,7 @@ func (s *Server) markOver(c *call, dec hotlimit.Decision, binding int, refuse bo
 // refused request does not reach the service, so it is not counted). Its
 // status is OK; a would-be refusal is counted in Stats.ShadowOverLimit.
 func (s *Server) shadow(ctx context.Context, b response, c *call, i int, all string, admitted bool) {
-	if c.lims[i].Refuses() {
+	if c.refuses(i) {
 		s.stats.shadowOverLimit.Add(1)
 		b.fill(i, c.lims[i], admission.LayerState{Window: hotlimit.Never})
 		return
