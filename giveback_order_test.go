@@ -19,6 +19,13 @@ var orderPolicies = map[string]hotlimit.Policy{
 	"LeakyBucket": hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(10), Capacity: 3},
 }
 
+// bigOrderPolicies are the same buckets with room for 40 units: room for
+// more admissions held at once than an entry keeps renewals.
+var bigOrderPolicies = map[string]hotlimit.Policy{
+	"TokenBucket": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(10), Burst: 40},
+	"LeakyBucket": hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(10), Capacity: 39},
+}
+
 // TestGiveBackBelowLaterAdmissions: a bucket give-back that lands below a
 // later admission moves that admission's units back in time, so once time
 // has passed the later admission's give-back must not return units that
@@ -117,23 +124,32 @@ func (b *exactBucket) giveBack(id int, now int64) {
 // TestGiveBackNeverBelowExact drives a bucket with admissions (some
 // recorded with AdmitN), give-backs of the recorded ones in random order
 // and a clock that moves, and after each step compares the key's debt
-// (ResetAfter of a peek) with exactBucket's: never less (that would be an
-// overspend); equal at every step while the clock stands still. The
-// reference model, driven alike, must decide and owe exactly as the
-// limiter does.
+// (ResetAfter of a peek) with exactBucket's: equal, while an admission
+// has seen no more renewals than the entry keeps (on buckets of 4, where
+// few admissions are held at once), and at every step on a frozen clock;
+// never less (that would be an overspend) once admissions outlive the
+// renewals kept and are given back from the floor (on buckets of 40,
+// giving back the newest more often). The reference model, driven alike,
+// must decide and owe exactly as the limiter does.
 func TestGiveBackNeverBelowExact(t *testing.T) {
-	for name, p := range orderPolicies {
+	for name := range orderPolicies {
 		for _, moving := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/moving=%v", name, moving), func(t *testing.T) {
 				for seed := range uint64(200) {
-					checkGiveBacksAgainstExact(t, p, moving, seed)
+					checkGiveBacksAgainstExact(t, orderPolicies[name], moving, true, 60, seed)
+				}
+				for seed := range uint64(20) {
+					checkGiveBacksAgainstExact(t, bigOrderPolicies[name], moving, !moving, 400, seed)
 				}
 			})
 		}
 	}
 }
 
-func checkGiveBacksAgainstExact(t *testing.T, p hotlimit.Policy, moving bool, seed uint64) {
+// checkGiveBacksAgainstExact runs one sequence of steps (see
+// TestGiveBackNeverBelowExact), requiring the key's debt to equal the
+// exact one, or with exact false to be no less.
+func checkGiveBacksAgainstExact(t *testing.T, p hotlimit.Policy, moving, exact bool, steps int, seed uint64) {
 	t.Helper()
 	l, c := newManual(t, p)
 	c.Set(time.Hour)
@@ -143,7 +159,7 @@ func checkGiveBacksAgainstExact(t *testing.T, p hotlimit.Policy, moving bool, se
 	adm := map[int]*hotlimit.Admission{}
 	madm := map[int]refmodel.Admission{}
 	var log []string
-	for step := range 60 {
+	for step := range steps {
 		now := int64(c.Now())
 		switch k := r.IntN(10); {
 		case k < 4:
@@ -175,17 +191,20 @@ func checkGiveBacksAgainstExact(t *testing.T, p hotlimit.Policy, moving bool, se
 			}
 			slices.Sort(ids)
 			id := ids[r.IntN(len(ids))]
+			if steps > 60 && r.IntN(2) == 0 {
+				id = ids[len(ids)/2+r.IntN(len(ids)-len(ids)/2)] // a newer one
+			}
 			adm[id].Refund()
 			m.GiveBack(madm[id])
 			delete(adm, id)
 			x.giveBack(id, now)
 			log = append(log, fmt.Sprintf("#%d Refund #%d @%v", step, id, c.Now()))
 		case moving:
-			c.Advance(time.Duration(r.Int64N(int64(150 * time.Millisecond))))
+			c.Advance(time.Duration(r.Int64N(int64(150*time.Millisecond) * int64(steps/60))))
 		}
 		got := int64(l.AllowN("k", 0).ResetAfter)
 		want := max(0, x.tat()-int64(c.Now()))
-		if got < want || !moving && got != want {
+		if got < want || exact && got != want {
 			t.Fatalf("seed %d: the key owes %v, the exact give-backs %v, after:\n%v", seed, time.Duration(got), time.Duration(want), log)
 		}
 		if md := m.Peek("k"); int64(md.ResetAfter) != got {
@@ -240,6 +259,48 @@ func TestRefundsOutOfOrderExact(t *testing.T) {
 				if n, left := kept.Load(), l.AllowN("k", 0).Remaining; n+left != l.Limit() {
 					t.Fatalf("round %d: %d admissions kept and %d units left, want %d in all (%+v)", round, n, left, l.Limit(), l.Stats())
 				}
+			}
+		})
+	}
+}
+
+// TestGiveBackOlderThanTheRenewalsKept: an admission that has seen more
+// renewals than its entry keeps is given back from their floor, the lowest
+// point any of them removed time from: B, A and C take 1 unit each; 20
+// admissions above them are each given back below another (20 renewals,
+// more than are kept); B is given back below A (a renewal kept, which
+// moves A down to where B was); 100 ms later A has drained, and its
+// give-back must return nothing: the key owes exactly what the exact
+// stack of each admission's time owes.
+func TestGiveBackOlderThanTheRenewalsKept(t *testing.T) {
+	for name, p := range bigOrderPolicies {
+		t.Run(name, func(t *testing.T) {
+			l, c := newManual(t, p)
+			c.Set(time.Hour)
+			x := &exactBucket{t: int64(100 * time.Millisecond), held: map[int][2]int64{}}
+			var adm [3]hotlimit.Admission // B, A, C
+			for i := range adm {
+				l.AdmitN(&adm[i], "k", 1)
+				x.admit(i, int64(c.Now()), 1)
+			}
+			for i := range 20 {
+				var lo, hi hotlimit.Admission
+				l.AdmitN(&lo, "k", 1)
+				x.admit(10+2*i, int64(c.Now()), 1)
+				l.AdmitN(&hi, "k", 1)
+				x.admit(11+2*i, int64(c.Now()), 1)
+				lo.Refund() // below hi: a renewal
+				x.giveBack(10+2*i, int64(c.Now()))
+				hi.Refund()
+				x.giveBack(11+2*i, int64(c.Now()))
+			}
+			adm[0].Refund() // B, below A and C
+			x.giveBack(0, int64(c.Now()))
+			c.Advance(100 * time.Millisecond)
+			adm[1].Refund() // A, now where B was: drained
+			x.giveBack(1, int64(c.Now()))
+			if got, want := l.AllowN("k", 0).ResetAfter, time.Duration(max(0, x.tat()-int64(c.Now()))); got != want {
+				t.Fatalf("the key owes %v after A's give-back; the exact stack owes %v", got, want)
 			}
 		})
 	}

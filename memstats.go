@@ -97,14 +97,15 @@ func ringBytes(keyLen, instants int) int64 {
 	return int64(allocSize(int(unsafe.Sizeof(logRing{}))) + allocSize(8*instants) + allocSize(keyLen))
 }
 
-// renewalBytes estimates the memory of a shard's renewals map that has
-// held at most peak entries, as mapBytes does.
+// renewalBytes estimates the memory of a shard's renewals that has held
+// at most peak entries: each entry's renewals, and its map slot, counted
+// as mapBytes counts them.
 func renewalBytes(peak int64) uint64 {
 	if peak <= 0 {
 		return 0
 	}
-	perSlot := uint64(unsafe.Sizeof(uint64(0))) + uint64(unsafe.Sizeof(renewal{})) + 1
-	return uint64(peak) * 12 / 7 * perSlot
+	perSlot := uint64(unsafe.Sizeof(uint64(0))) + uint64(unsafe.Sizeof((*renewals)(nil))) + 1
+	return uint64(peak)*12/7*perSlot + uint64(peak)*allocSize(int(unsafe.Sizeof(renewals{})))
 }
 
 // mapBytes estimates the memory of a map[string]*logRing that has held at

@@ -27,8 +27,9 @@ import "sync/atomic"
 //     which is at least what every later admission alone would have left.
 //     A give-back below later admissions moves their units back, which
 //     their records do not know: it renews the entry, and a record of an
-//     earlier incarnation is then taken as starting no later than the
-//     renewals' floor (shard.go, "Renewals", has the rule and its proof);
+//     earlier incarnation is then moved back as the renewals since moved
+//     its units, or no further back than their floor (shard.go,
+//     "Renewals", has the rule and its proof);
 //   - fixed window: cost from the count of the window the admission was
 //     counted in, while the state is still in that window; sliding window:
 //     also from the previous-window count, once the window has turned;
@@ -132,12 +133,14 @@ func (l *Limiter) AdmitN(a *Admission, key string, cost int64) (d Decision) {
 //
 // On the buckets, Refunds may come in any order. A give-back (a Refund, a
 // layer AllowLayers undoes, a cancelled Wait's slot) that lands below
-// later admissions of the key moves their units back in time; a later
-// Refund of one of those takes its units as starting no later than the
-// lowest instant such give-backs left units at, and gives back what they
-// then still hold: at the instant of those give-backs all of them, and
-// once time has passed possibly less, never more (the rest drains as it
-// would have). docs/semantics.md, "Give-backs", states the rule.
+// later admissions of the key moves their units back in time, and the
+// key's entry keeps track of it: a later Refund of one of those gives back
+// exactly what its units still hold, as long as at most 16 such
+// give-backs happened since its admission. After more, it takes its units
+// as starting no later than the lowest point any of them removed time
+// from: still exact at the instant of those give-backs, and once time has
+// passed possibly less, never more (the rest drains as it would have).
+// docs/semantics.md, "Give-backs", states the rule.
 func (a *Admission) Refund() bool {
 	if !a.held.CompareAndSwap(true, false) {
 		return false
@@ -227,7 +230,7 @@ func (l *Limiter) refundLocked(s *shard, h uint64, key string, cost int64, a adm
 			l.publish(s, t.grown(key)) // room for the renewed slot; sl moved
 		default:
 			if t.retire(sl, old) {
-				s.renew(t, h, key, next, s.incarnation(sl), rec, now, p.g.tau)
+				s.renew(t, h, key, old, next, s.incarnation(sl), rec, now, p.g.tau)
 				return true
 			}
 		}

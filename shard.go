@@ -102,12 +102,12 @@ type shard struct {
 	tab atomic.Pointer[table] // written under mu
 	_   [cacheLineSize]byte
 
-	mu       sync.Mutex         // serialises insert, retire, rebuild
-	swept    atomic.Uint64      // fresh entries removed (written under mu)
-	evicted  atomic.Uint64      // non-fresh entries evicted (written under mu)
-	inserted atomic.Uint64      // entries ever inserted, renewals too: the last incarnation (written under mu)
-	renewals map[uint64]renewal // by the incarnation of a renewed entry (guarded by mu; nil until one)
-	renPeak  atomic.Int64       // the most renewals has held since it was made: MemStats (written under mu)
+	mu       sync.Mutex           // serialises insert, retire, rebuild
+	swept    atomic.Uint64        // fresh entries removed (written under mu)
+	evicted  atomic.Uint64        // non-fresh entries evicted (written under mu)
+	inserted atomic.Uint64        // entries ever inserted, renewals too: the last incarnation (written under mu)
+	renewals map[uint64]*renewals // by the incarnation of a renewed entry (guarded by mu; nil until one)
+	renPeak  atomic.Int64         // the most renewals has held since it was made: MemStats (written under mu)
 	_        [cacheLineSize]byte
 }
 
@@ -217,73 +217,149 @@ func (s *shard) holds(sl *slot, inc uint64) bool {
 // in the word the renewal judged and its record is of the old
 // incarnation; after, they are on the new slot, above the give-back.
 //
-// A record of an earlier incarnation is not void. Each renewal moves units
-// down to no lower than lo = max(from, now), from being the start of the
-// record it gave back as it took it (what it removed lay after both), so
-// an admission's units, after the renewals since it, start no lower than
-// its own from or the least of their lo's, whichever is lower, and the
-// entry's floor (below) is no higher than that. A give-back of such a
-// record takes its interval as starting at min(from, floor): since x −
-// max(x, now) only grows with x, that owes no more than the admission's
-// units still hold after now, so no key is left owing less than the exact
-// stack above would, and no sequence of calls overspends. When the floor
-// is no earlier than now, it owes all of them, exactly: at one frozen
-// instant every lo, and so the floor, is at least now, and give-backs in
-// any order are exact. After time has passed, a floor below now gives back
-// less than was moved (the rest stays owed until it drains).
+// A record of an earlier incarnation is not void: the entry keeps its
+// latest renewals (maxRenewals), each with the incarnation it retired and
+// the time it removed, [at, at+span): the top span of the time the record
+// it gave back held, at = to − span. A give-back of a record replays the
+// renewals since its incarnation, the first being the one that retired it:
+// one that removed time below where the record now starts (at < from)
+// moved it back by span, one above did not touch it. The times of two
+// admissions never overlap, so while every record replayed was exact, this
+// is exactly where the admission's units now are, and the give-back is as
+// exact as one on top, in any order and at any instant. Otherwise every at
+// is no later than the time it stands for (the record it came from started
+// no later than its units: below), and by induction on the renewals the
+// replayed start stays no later than the true one however each renewal is
+// taken. Since x − max(x, now) only grows with x, a record that starts no
+// later than its units owes no more than they still hold after now: no key
+// is left owing less than the exact stack would, so no sequence of calls
+// overspends.
 //
-// An entry keeps one floor, for the records since its base incarnation. A
-// renewal lowers it to its lo if lo is lower, or, once the floor is a
-// bucket's length or more behind now (no record could still owe anything
-// from it, unless SetPolicy shortened the bucket since), starts a new one
-// at lo, from the incarnation the renewal retired. The reference model,
-// internal/refmodel, keeps the same floor.
+// A record older than the renewals kept takes a floor: every renewal
+// removed time at or above its at (what it removed lay after its record's
+// start and after now), so an admission's units start no lower than its
+// own from or the least at of the renewals since, whichever is lower. The
+// entry folds the at of each renewal it drops into its floor (the least,
+// for the records from its base incarnation on), and such a record is
+// taken as starting at min(from, floor, the at of every renewal kept). At
+// one frozen instant every at is at least now, so those give-backs are
+// exact too; after time has passed they can return less than their units
+// hold (the rest stays owed until it drains). A floor a bucket's length or
+// more behind now, from which nothing can be given back any more (unless
+// SetPolicy shortened the bucket since), starts afresh from the next
+// renewal dropped; older records then give nothing. The reference model,
+// internal/refmodel, keeps the same renewals.
 
-// renewal is the floor of a renewed entry's earlier records.
+// maxRenewals is how many renewals of an entry its give-backs can look
+// back through exactly (see Renewals).
+const maxRenewals = 16
+
+// renewals holds the latest renewals of an entry, oldest first, and a
+// floor for the records older than them.
+type renewals struct {
+	n  int
+	ev [maxRenewals]renewal
+	// base and floor, when floored: a record of an incarnation from base
+	// on, older than ev[0]'s, starts no earlier than floor or the at of a
+	// renewal held, whichever is lowest (the renewals dropped since base
+	// removed time from floor up).
+	floored bool
+	base    uint64
+	floor   int64
+}
+
+// renewal is one renewal of an entry: the incarnation it retired, and
+// where it removed time from the TAT, [at, at+span) (at no later than
+// where that time was: see moved).
 type renewal struct {
-	base  uint64 // the earliest incarnation it honours
-	floor int64  // the lowest instant a renewal since base left units at
+	inc      uint64
+	at, span int64
+}
+
+// moved returns the interval of time [from, to) of an admission on
+// incarnation inc, as the renewals since have moved it: back by what each
+// removed below it, which is exact if each knew where it removed from,
+// and otherwise no later than where it is. For a record older than the
+// renewals held, it starts no later than the floor. ok is false for an
+// older record still (or if inc is not one of the entry's).
+func (r *renewals) moved(inc uint64, from, to int64) (int64, int64, bool) {
+	for j := range r.n {
+		if r.ev[j].inc != inc {
+			continue
+		}
+		for _, e := range r.ev[j:r.n] {
+			if e.at < from { // below it
+				from -= e.span
+				to -= e.span
+			}
+		}
+		return from, to, true
+	}
+	if !r.floored || inc < r.base || r.n > 0 && inc >= r.ev[0].inc {
+		return from, to, false
+	}
+	low := r.floor
+	for _, e := range r.ev[:r.n] {
+		low = min(low, e.at)
+	}
+	if from > low {
+		to -= from - low
+		from = low
+	}
+	return from, to, true
+}
+
+// add records a renewal at now that retired incarnation inc and removed
+// [at, at+span). Past maxRenewals it drops the oldest into the floor,
+// which starts afresh from it once the floor is a bucket's length tau or
+// more behind now (nothing could be given back from it any more).
+func (r *renewals) add(inc uint64, at, span, now, tau int64) {
+	if r.n == maxRenewals {
+		old := r.ev[0]
+		if !r.floored || now-r.floor >= tau {
+			r.floored, r.base, r.floor = true, old.inc, old.at
+		} else {
+			r.floor = min(r.floor, old.at)
+		}
+		r.n = copy(r.ev[:], r.ev[1:])
+	}
+	r.ev[r.n] = renewal{inc, at, span}
+	r.n++
 }
 
 // honoured returns a as a give-back into sl, the key's live slot of s's
 // table, must take it: a itself if sl holds its incarnation, or, if sl
-// was renewed since and its floor still covers a, a with its interval
-// moved to start no later than the floor (see Renewals above). ok is
-// false if sl owes a nothing. Buckets only. Requires s.mu.
+// was renewed since, a with its interval moved as the renewals since
+// moved it (see Renewals above). ok is false if sl owes a nothing: it is
+// of another entry, or older than the renewals and floor sl keeps.
+// Buckets only. Requires s.mu.
 func (s *shard) honoured(sl *slot, a admission) (rec admission, ok bool) {
 	if s.holds(sl, a.inc) {
 		return a, true
 	}
-	inc := s.incarnation(sl)
-	r, ok := s.renewals[inc]
-	if !ok || a.inc < r.base || a.inc >= inc {
-		return a, false
+	r, ok := s.renewals[s.incarnation(sl)]
+	if ok {
+		a.from, a.to, ok = r.moved(a.inc, a.from, a.to)
 	}
-	if a.from > r.floor {
-		a.to -= a.from - r.floor
-		a.from = r.floor
-	}
-	return a, true
+	return a, ok
 }
 
 // renew inserts key (hash h) into t, s's current table, with word w,
-// which giving back rec at now left, under a new incarnation. The caller
-// has retired the key's slot, of incarnation inc, with the word it gave
-// back from: rec lay below later admissions (see Renewals above), whose
-// records then take the floor, max(rec.from, now), lowered to the floor
-// of the renewals before if the entry has one that could still matter.
-// tau is the bucket's length. Requires s.mu and t.fits(key).
-func (s *shard) renew(t *table, h uint64, key string, w uint64, inc uint64, rec admission, now, tau int64) {
-	lo := max(rec.from, now)
-	r, ok := s.renewals[inc]
-	delete(s.renewals, inc)
-	if ok && now-r.floor < tau {
-		r.floor = min(r.floor, lo)
-	} else {
-		r = renewal{base: inc, floor: lo}
+// which giving back rec (as honoured) at now left, under a new
+// incarnation, and records the renewal: the caller has retired the key's
+// slot, of incarnation inc, from word old, rec having lain below later
+// admissions (see Renewals above). tau is the bucket's length. Requires
+// s.mu and t.fits(key).
+func (s *shard) renew(t *table, h uint64, key string, old, w uint64, inc uint64, rec admission, now, tau int64) {
+	r := s.renewals[inc]
+	if r == nil {
+		r = new(renewals)
 	}
+	delete(s.renewals, inc)
+	x := tat(old) - tat(w) // removed from the top of rec's time: [rec.to − x, rec.to)
+	r.add(inc, rec.to-x, x, now, tau)
 	if s.renewals == nil {
-		s.renewals = make(map[uint64]renewal)
+		s.renewals = make(map[uint64]*renewals)
 	} else if len(s.renewals) > 2*t.count+8 {
 		s.pruneRenewals(t)
 	}
@@ -298,7 +374,7 @@ func (s *shard) renew(t *table, h uint64, key string, w uint64, inc uint64, rec 
 // pruneRenewals forgets the renewals of entries t no longer holds live:
 // removed entries, whose records are void. Requires s.mu.
 func (s *shard) pruneRenewals(t *table) {
-	live := make(map[uint64]renewal, len(s.renewals))
+	live := make(map[uint64]*renewals, len(s.renewals))
 	for i := range t.slots {
 		sl := &t.slots[i]
 		if sl.hash.Load() == 0 || sl.word.Load()&deadBit != 0 {

@@ -13,7 +13,7 @@ func (l *Limiter) Len() int { return int(l.keys.Load()) }
 // Wait, an attempt of a ConcurrencyLimiter) adds one to exactly one of
 // them. Refunded counts admissions given back later that found the entry
 // they were made on (a bucket's entry renewed since by a give-back below
-// them only while its floor still covers them: docs/semantics.md,
+// them only while the entry still traces them: docs/semantics.md,
 // "Give-backs"): a layer that AllowLayers undid because a later layer
 // denied, an Admission's Refund, a Wait whose context ended while it
 // slept. An admission that is given back stays in Allowed, so Allowed −

@@ -32,12 +32,12 @@
 //
 // A give-back refers to its admission: the model gives back, as the
 // limiter does (see refund.go), what the state still owes to it (for the
-// buckets, min(cost·T, end − now), taken from the renewals' floor after a
-// give-back below it: shard.go, "Renewals"), and nothing once the model
-// has removed the key since (Sweep, Reset, a refund that left it fresh),
-// whether or not a later request created it again. Give-backs come in
-// any order, so bucket give-backs below later admissions, which renew the
-// key, are part of the histories.
+// buckets, min(cost·T, end − now), with its time moved back as the
+// give-backs below it since moved it: shard.go, "Renewals"), and nothing
+// once the model has removed the key since (Sweep, Reset, a refund that
+// left it fresh), whether or not a later request created it again.
+// Give-backs come in any order, so bucket give-backs below later
+// admissions, which renew the key, are part of the histories.
 //
 // For a ConcurrencyLimiter: TryAcquireN, AcquireN (a failure of a waiter
 // whose context ended is always legal), Release (also twice), InFlight and

@@ -38,10 +38,10 @@ type Model struct {
 	// ren counts each key's renewals: a bucket give-back that moves later
 	// admissions' units back in time renews the key's state (hotlimit's
 	// shard.go, "Renewals"), and an Admission of an earlier renewal is
-	// then honoured only through grp, the floor of the renewals since
-	// grp's base. String leaves ren out for keys it does not hold.
+	// then given back as grp, the key's latest renewals and floor, moved
+	// it. String leaves ren out for keys it does not hold.
 	ren map[string]int64
-	grp map[string]renewal
+	grp map[string]*renewals
 	// epoch counts SetPolicy's changes of window length: an Admission
 	// counted in a window of another length gives nothing back.
 	epoch int64
@@ -71,7 +71,7 @@ type winState struct {
 // New returns a model of policy reading time from clock. The policy must
 // be valid (check it with hotlimit.New first).
 func New(policy hotlimit.Policy, clock hotlimit.Clock) *Model {
-	m := &Model{clock: clock, tat: map[string]int64{}, win: map[string]*winState{}, log: map[string]*logState{}, gen: map[string]int64{}, ren: map[string]int64{}, grp: map[string]renewal{}}
+	m := &Model{clock: clock, tat: map[string]int64{}, win: map[string]*winState{}, log: map[string]*logState{}, gen: map[string]int64{}, ren: map[string]int64{}, grp: map[string]*renewals{}}
 	switch p := policy.(type) {
 	case hotlimit.TokenBucket:
 		m.kind, m.limit, m.t = "tb", p.Burst, ceilDiv(int64(p.Rate.Per), p.Rate.N)
@@ -301,7 +301,10 @@ func (m *Model) Clone(clock hotlimit.Clock) *Model {
 	}
 	c.gen = maps.Clone(m.gen)
 	c.ren = maps.Clone(m.ren)
-	c.grp = maps.Clone(m.grp)
+	c.grp = map[string]*renewals{}
+	for k, r := range m.grp {
+		c.grp[k] = &renewals{ev: slices.Clone(r.ev), floored: r.floored, base: r.base, floor: r.floor}
+	}
 	return c
 }
 
@@ -318,10 +321,66 @@ type Admission struct {
 	Gen, Epoch, Ren     int64
 }
 
-// renewal is the floor of the Admissions of a bucket key's earlier
-// renewals, from renewal count base on: the lowest instant a renewal
-// since left units at.
-type renewal struct{ base, floor int64 }
+// maxRenewals is how many renewals of a key a give-back looks back
+// through exactly, as hotlimit's shard.go.
+const maxRenewals = 16
+
+// renewals are a bucket key's latest renewals, oldest first: the renewal
+// count each ended (ren) and the time it removed, [at, at+span); and,
+// once one was dropped, a floor for the Admissions older than them, from
+// renewal count base on.
+type renewals struct {
+	ev      []renewal
+	floored bool
+	base    int64
+	floor   int64
+}
+
+type renewal struct{ ren, at, span int64 }
+
+// moved returns the time [from, to) of an Admission of renewal count ren,
+// moved back by what each renewal since removed below it; for one older
+// than the renewals kept, starting no later than the floor or any of
+// theirs. ok is false if no renewal kept or floor covers it.
+func (r *renewals) moved(ren, from, to int64) (int64, int64, bool) {
+	for j, e := range r.ev {
+		if e.ren != ren {
+			continue
+		}
+		for _, e := range r.ev[j:] {
+			if e.at < from {
+				from, to = from-e.span, to-e.span
+			}
+		}
+		return from, to, true
+	}
+	if !r.floored || ren < r.base || len(r.ev) > 0 && ren >= r.ev[0].ren {
+		return from, to, false
+	}
+	low := r.floor
+	for _, e := range r.ev {
+		low = min(low, e.at)
+	}
+	if from > low {
+		from, to = low, to-(from-low)
+	}
+	return from, to, true
+}
+
+// add records the renewal that ended count ren, removing [at, at+span) at
+// now, on a bucket of length tau.
+func (r *renewals) add(ren, at, span, now, tau int64) {
+	if len(r.ev) == maxRenewals {
+		old := r.ev[0]
+		if !r.floored || now-r.floor >= tau {
+			r.floored, r.base, r.floor = true, old.ren, old.at
+		} else {
+			r.floor = min(r.floor, old.at)
+		}
+		r.ev = slices.Delete(r.ev, 0, 1)
+	}
+	r.ev = append(r.ev, renewal{ren, at, span})
+}
 
 // admission returns the Admission of cost on key decided at instant at,
 // leaving TAT end. Requires m.mu.
@@ -570,11 +629,11 @@ func (m *Model) ReserveWithin(key string, cost, maxWait int64) (ok bool, a Admis
 // layer's admission and a cancelled Wait its slot, on the entry that
 // admission was made on (the caller checks that the key was not removed
 // since): the buckets move TAT back by what the admission still owes now,
-// min(Span, End − now), never below now (if a give-back below its units
-// renewed the key since, taking them as starting no later than the
-// renewals' floor, and nothing once the floor was started afresh after
-// it), and a give-back below later admissions renews the key (hotlimit's
-// shard.go, "Renewals", states the rule); windows lower the count of the
+// min(Span, End − now), never below now (if give-backs below its units
+// renewed the key since, with its time moved back as they moved it, or
+// from their floor), and a give-back below later admissions renews the
+// key (hotlimit's shard.go, "Renewals", states the rule); windows lower
+// the count of the
 // window holding At, if the state still holds it and the window length
 // has not changed since; the log removes the newest instants at or before
 // At. A key left fresh is removed.
@@ -606,17 +665,16 @@ func (m *Model) giveBackAt(a Admission) {
 	if !ok {
 		return
 	}
-	// The time the admission added, [from, end): after a renewal since, no
-	// later than the renewals' floor (hotlimit's shard.go, "Renewals").
+	// The time the admission added, [from, end), as the renewals since
+	// moved it (hotlimit's shard.go, "Renewals").
 	from := end - a.Span
 	if a.Ren != m.ren[key] {
-		g, ok := m.grp[key]
-		if !ok || a.Ren < g.base || a.Ren > m.ren[key] {
-			return // renewed since, and no longer honoured
+		r := m.grp[key]
+		if r == nil {
+			return
 		}
-		if from > g.floor {
-			end -= from - g.floor
-			from = g.floor
+		if from, end, ok = r.moved(a.Ren, from, end); !ok {
+			return // renewed since, and no longer honoured
 		}
 	}
 	now := m.now()
@@ -629,18 +687,15 @@ func (m *Model) giveBackAt(a Admission) {
 		m.remove(key, now)
 		return
 	case next != tat && tat > end:
-		// Below later admissions, whose units move back: renew. Their
-		// records take the floor, max(from, now), lowered to the floor
-		// before while that could still matter (within one bucket length
-		// of now).
-		lo := max(from, now)
-		g, ok := m.grp[key]
-		if ok && now-g.floor < m.limit*m.t {
-			g.floor = min(g.floor, lo)
-		} else {
-			g = renewal{base: m.ren[key], floor: lo}
+		// Below later admissions, whose units move back: renew, recording
+		// the time removed, the top of the admission's.
+		r := m.grp[key]
+		if r == nil {
+			r = &renewals{}
+			m.grp[key] = r
 		}
-		m.grp[key] = g
+		x := tat - next
+		r.add(m.ren[key], end-x, x, now, m.limit*m.t)
 		m.ren[key]++
 	}
 	m.tat[key] = next
@@ -678,8 +733,8 @@ func (m *Model) String() string {
 		if n := m.ren[k]; n != 0 {
 			fmt.Fprintf(&b, ",ren=%d", n) // Admissions compare with it
 		}
-		if g, ok := m.grp[k]; ok {
-			fmt.Fprintf(&b, ",grp=%d@%d", g.base, g.floor)
+		if r := m.grp[k]; r != nil {
+			fmt.Fprintf(&b, ",renewals=%v", *r)
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.win)) {
