@@ -19,8 +19,9 @@ import (
 // enforced descriptors ask of some key (summed over the descriptors that
 // share it) exceed what the key has left; a refused request consumes
 // nothing; each descriptor with a limit reports what its key has left
-// after the decision; a descriptor whose own cost exceeds that is
-// OVER_LIMIT, and only a descriptor of a key that refused is; shadow
+// after the decision; a descriptor whose key is asked more than that
+// (its own cost and those of the request's other descriptors of the
+// key) is OVER_LIMIT, and only such a descriptor is; shadow
 // descriptors are OK, each decided on its own, and only for an admitted
 // request.
 //
@@ -181,8 +182,8 @@ func (m *model) check(t *testing.T, req *rlsv3.RateLimitRequest, resp *rlsv3.Rat
 			t.Fatalf("%v: status %d %v, want %d remaining (used %v)", req, i, st, left, m.used)
 		}
 		over := st.Code == rlsv3.RateLimitResponse_OVER_LIMIT
-		if !shadow && !admit && c > left && !over {
-			t.Fatalf("%v: status %d costs %d with %d left, not OVER_LIMIT", req, i, c, left)
+		if !shadow && !admit && ask[k] > left && !over {
+			t.Fatalf("%v: status %d's key is asked %d with %d left, not OVER_LIMIT", req, i, ask[k], left)
 		}
 		if over && left >= ask[k] {
 			t.Fatalf("%v: status %d OVER_LIMIT, but its key had room for %d", req, i, ask[k])
