@@ -356,3 +356,24 @@ func TestLogsHoldNoKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagsHeadersFailOpen: -headers adds the RateLimit fields to the
+// answers, and -fail-open answers OK when the backend cannot decide.
+func TestFlagsHeadersFailOpen(t *testing.T) {
+	r := startCmd(t, nil, "-headers")
+	resp := r.ask(t, "hotlimitd", "generic_key", "a")
+	keys := ""
+	for _, h := range resp.ResponseHeadersToAdd {
+		keys += h.Key + " "
+	}
+	if keys != "RateLimit-Policy RateLimit " {
+		t.Fatalf("-headers: headers %q", keys)
+	}
+	r = startCmd(t, &hooks{backend: func(admission.Backend) admission.Backend { return failing{} }}, "-fail-open")
+	if resp := r.ask(t, "hotlimitd", "generic_key", "a"); resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].CurrentLimit != nil {
+		t.Fatalf("-fail-open: %v", resp)
+	}
+	if got := r.metric(t, `hotlimitd_requests_total{code="failed_open"}`); !strings.HasSuffix(got, " 1") {
+		t.Fatalf("metric %q", got)
+	}
+}
