@@ -281,3 +281,18 @@ func TestReload(t *testing.T) {
 		t.Fatalf("after a refused Reload: limits %v; want [b c]", got)
 	}
 }
+
+// TestUnknownLimitConsumesNothing: a call with a layer of a limit the
+// store does not hold fails, and its other layers consume nothing.
+func TestUnknownLimitConsumesNothing(t *testing.T) {
+	s := open(t, Options{}, map[string]hotlimit.Policy{"a": frozen(2)})
+	a := admission.Layer{Limit: "a", Key: "k", Cost: 1}
+	for range 3 {
+		if _, _, err := s.AllowStates(context.Background(), []admission.Layer{a, {Limit: "zzz", Key: "k", Cost: 1}}, nil); !errors.Is(err, admission.ErrUnknownLimit) {
+			t.Fatalf("layer of limit zzz: %v; want ErrUnknownLimit", err)
+		}
+	}
+	if got := admits(t, s, 3, a); got != 2 {
+		t.Fatalf("a after the failed calls: %d of 3 admitted; want its 2", got)
+	}
+}

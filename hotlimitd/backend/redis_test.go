@@ -12,6 +12,7 @@ import (
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/redislimit"
+	"github.com/hotlimit/hotlimit/redislimit/lease"
 	"github.com/hotlimit/hotlimit/redislimit/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -289,8 +290,33 @@ func TestLeaseTimeout(t *testing.T) {
 	o := servers(t, Lease)["server"]
 	o.Client, o.RedisAddrs = &slowed{Client: redistest.Client(t, o.RedisAddrs[0]), by: 300 * time.Millisecond}, nil
 	s := open(t, o, map[string]hotlimit.Policy{"a": frozen(5)})
-	d, err := s.Allow(context.Background(), []admission.Layer{{Limit: "a", Key: "k", Cost: 1}})
+	states := make([]admission.LayerState, 1)
+	d, _, err := s.AllowStates(context.Background(), []admission.Layer{{Limit: "a", Key: "k", Cost: 1}}, states)
 	if err != nil || !d.Allowed {
 		t.Fatalf("a take 300ms late under a 5s timeout: %+v, %v; want admitted", d, err)
+	}
+	// A lease cannot tell when the shared state admits more.
+	if states[0].Window != hotlimit.Never || states[0].Remaining < 0 {
+		t.Fatalf("lease state %+v; want the lease's Remaining and an unknown Window (Never)", states[0])
+	}
+}
+
+// TestRedisDown: when Redis stops answering, a decision fails with an
+// error saying Redis could not decide, and the Decision is a denial (the
+// failure policy is the caller's).
+func TestRedisDown(t *testing.T) {
+	redisAddr(t) // fails in CI without the servers hotlimitd/test.sh starts
+	srv := redistest.StartServer(t, 0)
+	limits := map[string]hotlimit.Policy{"a": frozen(5)}
+	stores := map[Kind]*Store{}
+	for _, kind := range []Kind{Redis, Lease} {
+		stores[kind] = open(t, Options{Kind: kind, RedisAddrs: []string{srv.Addr()}, Timeout: slow}, limits)
+	}
+	srv.Stop()
+	for kind, s := range stores {
+		d, err := s.Allow(context.Background(), []admission.Layer{{Limit: "a", Key: "k", Cost: 1}})
+		if d.Allowed || !errors.Is(err, redislimit.ErrUnavailable) && !errors.Is(err, lease.ErrUnavailable) {
+			t.Errorf("%s with Redis down: %+v, %v; want a denial and ErrUnavailable", kind, d, err)
+		}
 	}
 }
