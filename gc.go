@@ -140,6 +140,9 @@ func (l *Limiter) sweepShard(s *shard) int {
 			if nt := t.shrunk(); nt != t {
 				l.publish(s, nt)
 			}
+			if len(s.renewals) > 0 {
+				s.pruneRenewals(s.tab.Load()) // the renewals of removed entries go with them
+			}
 		}
 		s.mu.Unlock()
 		if finished {

@@ -358,10 +358,11 @@ func (s *shard) renew(t *table, h uint64, key string, old, w uint64, inc uint64,
 	delete(s.renewals, inc)
 	x := tat(old) - tat(w) // removed from the top of rec's time: [rec.to − x, rec.to)
 	r.add(inc, rec.to-x, x, now, tau)
+	if len(s.renewals) > 2*t.count+8 {
+		s.pruneRenewals(t)
+	}
 	if s.renewals == nil {
 		s.renewals = make(map[uint64]*renewals)
-	} else if len(s.renewals) > 2*t.count+8 {
-		s.pruneRenewals(t)
 	}
 	next := s.inserted.Add(1)
 	s.renewals[next] = r
@@ -371,17 +372,27 @@ func (s *shard) renew(t *table, h uint64, key string, old, w uint64, inc uint64,
 	t.insert(h, key, w, next)
 }
 
-// pruneRenewals forgets the renewals of entries t no longer holds live:
-// removed entries, whose records are void. Requires s.mu.
+// pruneRenewals forgets the renewals of entries t, s's current table, no
+// longer holds live: removed entries, whose records are void. A renewal
+// prunes once the map holds more than twice the live entries (plus a
+// few), and a sweep (gc.go) whenever the map is not empty, so the map
+// never holds more than about twice the shard's peak of live keys, and
+// once its keys are gone it goes with them. The new map is built without
+// a size hint, so it is as large as its entries need and MemStats'
+// estimate from its count holds. Requires s.mu.
 func (s *shard) pruneRenewals(t *table) {
-	live := make(map[uint64]*renewals, len(s.renewals))
+	var live map[uint64]*renewals
 	for i := range t.slots {
 		sl := &t.slots[i]
 		if sl.hash.Load() == 0 || sl.word.Load()&deadBit != 0 {
 			continue
 		}
-		if r, ok := s.renewals[s.incarnation(sl)]; ok {
-			live[s.incarnation(sl)] = r
+		inc := s.incarnation(sl)
+		if r, ok := s.renewals[inc]; ok {
+			if live == nil {
+				live = make(map[uint64]*renewals)
+			}
+			live[inc] = r
 		}
 	}
 	s.renewals = live

@@ -1,0 +1,275 @@
+package hotlimit_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+)
+
+// bucketBound is an oracle for a bucket's promise that knows nothing of
+// how the limiter keeps its state. Take the admissions of a key that
+// stand (not given back) in the order they were decided, each with the
+// clock reading r it was decided at and the latest reading m the clock
+// had shown by then (a ManualClock may be set back; a limiter decides at
+// most as late as m). For any run of them, the first at r1 and the last at
+// m2, they cost at most Limit + (m2 − r1)/T units. Without give-backs this
+// is GCRA's own bound: the TAT never goes down, each admission in the run
+// moves it up by cost·T from no earlier than r1, and the last leaves it no
+// more than Limit·T after m2. A give-back only takes an admission out of
+// the set, and must not give back anything that lets the rest break the
+// bound. With a clock that never goes back, m = r and this is the bound
+// over every interval of time.
+type bucketBound struct {
+	t, tau int64 // the interval and the bucket's length, in ns
+	seg    []*standing
+}
+
+// standing is one admission the oracle tracks.
+type standing struct {
+	at, latest, cost int64
+	back             bool // given back
+}
+
+func (o *bucketBound) admit(at, latest, cost int64) *standing {
+	s := &standing{at: at, latest: latest, cost: cost}
+	o.seg = append(o.seg, s)
+	return s
+}
+
+// restart starts a new segment under a bucket of interval t and length
+// tau: after a Reset or an eviction the key starts afresh, and after
+// SetPolicy the bound is the new policy's.
+func (o *bucketBound) restart(t, tau int64) { o.t, o.tau, o.seg = t, tau, nil }
+
+// check returns a description of a run of standing admissions that costs
+// more than the bound, or "".
+func (o *bucketBound) check() string {
+	var s []*standing
+	for _, a := range o.seg {
+		if !a.back {
+			s = append(s, a)
+		}
+	}
+	for i := range s {
+		var sum int64
+		for j := i; j < len(s); j++ {
+			sum += s[j].cost
+			if sum*o.t > o.tau+(s[j].latest-s[i].at) {
+				return fmt.Sprintf("%d units stand from %v to %v; the bound is %d + %v/T",
+					sum, time.Duration(s[i].at), time.Duration(s[j].latest), o.tau/o.t, time.Duration(s[j].latest-s[i].at))
+			}
+		}
+	}
+	return ""
+}
+
+// oracleRun drives one limiter at random against bucketBound.
+type oracleRun struct {
+	t      *testing.T
+	r      *rand.Rand
+	c      *hotlimit.ManualClock
+	l      *hotlimit.Limiter
+	gate   *hotlimit.Limiter // drained: refuses every layered request
+	pass   *hotlimit.Limiter // admits every layered request
+	o      bucketBound
+	held   []*heldAdmission
+	spent  []*heldAdmission
+	log    []string
+	evicts uint64
+	depth  int
+	latest int64 // the latest reading the clock has shown
+}
+
+type heldAdmission struct {
+	a hotlimit.Admission
+	s *standing
+}
+
+var oraclePolicies = []hotlimit.Policy{
+	hotlimit.TokenBucket{Rate: hotlimit.PerSecond(10), Burst: 4},
+	hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(10), Capacity: 3},
+	hotlimit.TokenBucket{Rate: hotlimit.PerSecond(4), Burst: 6},
+	hotlimit.TokenBucket{Rate: hotlimit.PerSecond(25), Burst: 2},
+}
+
+func boundOf(p hotlimit.Policy) (t, tau int64) {
+	switch p := p.(type) {
+	case hotlimit.TokenBucket:
+		t = int64(p.Rate.Interval())
+		return t, p.Burst * t
+	case hotlimit.LeakyBucket:
+		t = int64(p.Rate.Interval())
+		return t, (p.Capacity + 1) * t
+	}
+	panic("not a bucket")
+}
+
+func (r *oracleRun) now() int64 {
+	now := max(0, int64(r.c.Now()))
+	r.latest = max(r.latest, now)
+	return now
+}
+
+func (r *oracleRun) note(format string, args ...any) {
+	r.log = append(r.log, fmt.Sprintf("%*s%v ", 2*r.depth, "", time.Duration(r.now()))+fmt.Sprintf(format, args...))
+}
+
+// boundary restarts the oracle's segment if an eviction happened (the
+// victim may have been "k").
+func (r *oracleRun) evictions() {
+	if e := r.l.Stats().Evicted; e != r.evicts {
+		r.evicts = e
+		r.note("eviction: new segment")
+		r.o.restart(r.o.t, r.o.tau)
+	}
+}
+
+func (r *oracleRun) step() {
+	cost := 1 + r.r.Int64N(3)
+	switch op := r.r.IntN(14); op {
+	case 0, 1, 2:
+		h := &heldAdmission{}
+		at := r.now()
+		if r.l.AdmitN(&h.a, "k", cost).Allowed {
+			h.s = r.o.admit(at, r.latest, cost)
+			r.held = append(r.held, h)
+			r.note("AdmitN %d: admitted (held %d)", cost, len(r.held)-1)
+		}
+	case 3:
+		at := r.now()
+		if r.l.AllowN("k", cost).Allowed {
+			r.o.admit(at, r.latest, cost)
+			r.note("AllowN %d: admitted", cost)
+		}
+	case 4, 5:
+		if len(r.held) == 0 {
+			return
+		}
+		i := r.r.IntN(len(r.held))
+		h := r.held[i]
+		r.held = slices.Delete(r.held, i, i+1)
+		if !h.a.Refund() {
+			r.t.Fatalf("the first Refund of a held Admission did not spend it\n%v", r.trace())
+		}
+		h.s.back = true
+		r.spent = append(r.spent, h)
+		r.note("Refund of a %d", h.s.cost)
+	case 6:
+		if len(r.spent) > 0 && r.spent[r.r.IntN(len(r.spent))].a.Refund() {
+			r.t.Fatalf("a second Refund spent an Admission again\n%v", r.trace())
+		}
+	case 7:
+		if r.depth > 0 {
+			return
+		}
+		at := r.now()
+		if r.r.IntN(3) == 0 {
+			if hotlimit.AllowLayers(hotlimit.Layer{Limiter: r.l, Key: "k", Cost: cost}, hotlimit.Layer{Limiter: r.pass, Key: "p", Cost: 1}).Allowed {
+				r.o.admit(at, r.latest, cost)
+				r.note("AllowLayers %d: admitted", cost)
+			}
+			r.pass.Reset("p")
+			return
+		}
+		r.note("AllowLayers %d, refused by the gate: {", cost)
+		r.depth++
+		if hotlimit.AllowLayers(hotlimit.Layer{Limiter: r.l, Key: "k", Cost: cost}, hotlimit.Layer{Limiter: r.gate, Key: "g", Cost: 1}).Allowed {
+			r.t.Fatal("the drained gate admitted")
+		}
+		r.depth--
+		r.note("}")
+	case 8:
+		d := []time.Duration{time.Millisecond, 13 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 170 * time.Millisecond, 400 * time.Millisecond}[r.r.IntN(6)]
+		if r.r.IntN(4) == 0 {
+			d = -d
+		}
+		r.c.Advance(d)
+		r.note("clock %+v", d)
+	case 9:
+		if r.r.IntN(3) == 0 {
+			r.l.Reset("k")
+			r.note("Reset: new segment")
+			r.o.restart(r.o.t, r.o.tau)
+		} else {
+			r.note("Sweep: %d", r.l.Sweep())
+		}
+	case 10, 11:
+		key := fmt.Sprint("d", r.r.IntN(5))
+		n := r.l.AllowN(key, cost).Allowed
+		r.note("AllowN %s %d: %v", key, cost, n)
+		r.evictions()
+	case 12:
+		if r.r.IntN(4) != 0 {
+			return
+		}
+		p := oraclePolicies[r.r.IntN(len(oraclePolicies))]
+		if _, ok := p.(hotlimit.LeakyBucket); ok != isLeaky(r.l.Policy()) {
+			return
+		}
+		if err := r.l.SetPolicy(p); err != nil {
+			r.t.Fatal(err)
+		}
+		r.note("SetPolicy %+v: new segment", p)
+		r.o.restart(boundOf(p))
+	case 13:
+		// Nothing: the hook's sequences end more often.
+	}
+}
+
+func isLeaky(p hotlimit.Policy) bool { _, ok := p.(hotlimit.LeakyBucket); return ok }
+
+func (r *oracleRun) trace() string {
+	const last = 60
+	lines := r.log
+	if len(lines) > last {
+		lines = lines[len(lines)-last:]
+	}
+	s := ""
+	for _, l := range lines {
+		s += l + "\n"
+	}
+	return s
+}
+
+// TestGiveBackOracle: random sequences of AdmitN, AllowN, Refunds in any
+// order (and spent again), AllowLayers refused by a gate whose deny hook
+// runs more of them between the layer's admission and its give-back,
+// clock moves forward and back, Sweep, Reset, evictions under
+// WithMaxKeys and SetPolicy never leave standing admissions of a key
+// above the bucket's bound (bucketBound), checked after every call.
+func TestGiveBackOracle(t *testing.T) {
+	seeds := 300
+	if testing.Short() || raceEnabled {
+		seeds = 60
+	}
+	for _, p := range oraclePolicies[:2] {
+		for seed := range seeds {
+			r := &oracleRun{t: t, r: rand.New(rand.NewPCG(uint64(seed), 22))}
+			r.c = hotlimit.NewManualClock()
+			r.c.Set(time.Hour)
+			r.l = newLimiter(t, p, hotlimit.WithClock(r.c), hotlimit.WithShards(1), hotlimit.WithMaxKeys(4))
+			r.pass = newLimiter(t, hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1}, hotlimit.WithClock(r.c))
+			r.gate = newLimiter(t, hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1}, hotlimit.WithClock(r.c),
+				hotlimit.WithDenyHook(func(uint64, hotlimit.Decision) {
+					for range r.r.IntN(6) {
+						r.step()
+						if msg := r.o.check(); msg != "" {
+							t.Fatalf("%T seed %d: %s\n%v", p, seed, msg, r.trace())
+						}
+					}
+				}))
+			r.gate.Allow("g")
+			r.o.restart(boundOf(p))
+			for range 400 {
+				r.step()
+				if msg := r.o.check(); msg != "" {
+					t.Fatalf("%T seed %d: %s\n%v", p, seed, msg, r.trace())
+				}
+			}
+		}
+	}
+}
