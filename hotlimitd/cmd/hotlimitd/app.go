@@ -101,18 +101,19 @@ type hooks struct {
 
 // app is a running hotlimitd.
 type app struct {
-	f       *flags
-	log     *slog.Logger
-	cur     atomic.Pointer[config.Config] // the configuration requests are decided under
-	watcher *config.Watcher               // nil without -config
-	store   store
-	srv     *hotlimitd.Server
-	grpc    *grpc.Server
-	health  *health.Server
-	http    *http.Server
-	ready   atomic.Bool // /healthcheck answers 200
-	reg     *prometheus.Registry
-	metrics *reloadMetrics
+	f        *flags
+	log      *slog.Logger
+	cur      atomic.Pointer[config.Config] // the configuration requests are decided under
+	watcher  *config.Watcher               // nil without -config
+	store    store
+	srv      *hotlimitd.Server
+	grpc     *grpc.Server
+	health   *health.Server
+	stopping chan struct{} // closed when shutdown begins: health watches end
+	http     *http.Server
+	ready    atomic.Bool // /healthcheck answers 200
+	reg      *prometheus.Registry
+	metrics  *reloadMetrics
 
 	grpcLis, httpLis net.Listener
 	reloadMu         sync.Mutex // one reload applies at a time
@@ -228,7 +229,8 @@ func start(ctx context.Context, f *flags, log *slog.Logger, h *hooks) (a *app, e
 	a.grpc = grpc.NewServer()
 	a.srv.Register(a.grpc)
 	a.health = health.NewServer()
-	healthpb.RegisterHealthServer(a.grpc, a.health)
+	a.stopping = make(chan struct{})
+	healthpb.RegisterHealthServer(a.grpc, &healthService{Server: a.health, stopping: a.stopping})
 	a.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 
 	mux := http.NewServeMux()
@@ -304,6 +306,7 @@ func (a *app) reloadFailed(err error) {
 // -shutdown-grace, then Stop; then the HTTP server and the backend.
 func (a *app) shutdown() error {
 	a.ready.Store(false)
+	close(a.stopping)
 	a.health.Shutdown()
 	stopped := make(chan struct{})
 	go func() {
@@ -330,4 +333,42 @@ func (a *app) shutdown() error {
 	}
 	a.log.Info("stopped")
 	return errors.Join(errs...)
+}
+
+// healthService is grpc's health.Server whose Watch streams end once they
+// have told NOT_SERVING after shutdown began: a watcher (grpc-go's
+// client-side health checking keeps one open) would otherwise hold the
+// graceful stop until -shutdown-grace and have it stop the RPCs.
+type healthService struct {
+	*health.Server
+	stopping <-chan struct{}
+}
+
+func (h *healthService) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	return h.Server.Watch(req, &endingWatch{Health_WatchServer: stream, ctx: ctx, cancel: cancel, stopping: h.stopping})
+}
+
+// endingWatch is a Watch stream whose context ends once it sent a status
+// other than SERVING after shutdown began.
+type endingWatch struct {
+	healthpb.Health_WatchServer
+	ctx      context.Context
+	cancel   context.CancelFunc
+	stopping <-chan struct{}
+}
+
+func (w *endingWatch) Context() context.Context { return w.ctx }
+
+func (w *endingWatch) Send(m *healthpb.HealthCheckResponse) error {
+	err := w.Health_WatchServer.Send(m)
+	if m.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		select {
+		case <-w.stopping:
+			w.cancel() // told: the stream ends, and the graceful stop need not wait for it
+		default:
+		}
+	}
+	return err
 }
