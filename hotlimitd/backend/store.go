@@ -104,8 +104,9 @@ func Open(ctx context.Context, o Options, limits map[string]hotlimit.Policy) (*S
 				lopts = append(lopts, lease.WithPeriod(o.LeasePeriod))
 			}
 			if o.Timeout > 0 {
-				// A lease's background refills and its give-backs
-				// have a timeout of their own (default 100ms).
+				// A lease's takes (a request's, and the background
+				// refills) have a timeout of their own (100ms by
+				// default), on top of the Limiter's.
 				lopts = append(lopts, lease.WithTimeout(o.Timeout))
 			}
 			s.ropts = append(s.ropts, lease.Mode(lopts...))
