@@ -60,7 +60,10 @@ for run in $(seq "$RUNS"); do
 				# shellcheck disable=SC2086 # $s is flags, split on purpose
 				# A failed run (more than -max-errors failed calls) is
 				# recorded as such; the others go on.
-				"$bin" $s -alg "$alg" -desc "$desc" -redis "$HOTLIMIT_REDIS_ADDR" "${extra[@]}" 2>&1 | tee -a "$OUT" ||
+				# Its other lines (logs, errors) become comments: benchstat
+				# would read a "key: value" line as configuration.
+				"$bin" $s -alg "$alg" -desc "$desc" -redis "$HOTLIMIT_REDIS_ADDR" "${extra[@]}" 2>&1 |
+					sed -E '/^(Benchmark|#)/!s/^/# /' | tee -a "$OUT" ||
 					echo "# FAILED: rlsbench $s -alg $alg -desc $desc" | tee -a "$OUT"
 			done
 		done

@@ -45,6 +45,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -76,6 +77,7 @@ type flags struct {
 	maxErrs  int64
 
 	redisTimeout time.Duration
+	cpuProfile   string
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
@@ -95,6 +97,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.requests, "requests", 0, "measured requests (0: -duration only)")
 	fs.StringVar(&f.redis, "redis", "", "Redis address (host:port) of the redis and lease backends")
 	fs.DurationVar(&f.redisTimeout, "redis-timeout", time.Second, "bound of each Redis call of the redis and lease backends")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write the service's CPU profile (warmup included) to this file")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the callers' key streams")
 	fs.Int64Var(&f.maxErrs, "max-errors", 1000, "failed calls the run survives (counted apart, never as decisions); one more ends it")
 }
@@ -196,6 +199,17 @@ func serve(f *flags) error {
 		return err
 	}
 	defer shutdown()
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	fmt.Println(addr)
 	eof := make(chan struct{})
 	go func() {
