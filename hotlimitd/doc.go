@@ -86,7 +86,8 @@
 // (TestAllocs). BenchmarkShouldRateLimit measures it.
 //
 // Observers (Options.Observers) see one admission.Event per request that
-// asks the backend: its outcome, the Decision, the backend's latency, the
+// asks the backend: its outcome (OutcomeDeniedNever when a rule that
+// refuses every hit refused it), the Decision, the backend's latency, the
 // binding descriptor's limit in Event.Limit and the domain in Event.Group;
 // no key and no descriptor value. promlimit.BackendMetrics and
 // otellimit.HTTP are such observers.

@@ -9,6 +9,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/hotlimitd"
 )
 
@@ -146,5 +147,24 @@ func TestLongKey(t *testing.T) {
 	ok := strings.Repeat("k", hotlimit.MaxKeyLen-3) // the key holds a 3-byte length prefix
 	if got := codesOf(ask(t, f.srv, request("test", desc("user", ok)))); got != "OK" {
 		t.Fatalf("a key of MaxKeyLen bytes: %s", got)
+	}
+}
+
+// TestObserversRefusingRule: the event of a request that a rule with
+// requests_per_unit 0 refused says it was refused for good, not allowed
+// (the backend only read the request's other limits, admitting cost 0),
+// so that promlimit's and otellimit's counts agree with the answer.
+func TestObserversRefusingRule(t *testing.T) {
+	var outcomes []admission.Outcome
+	obs := observerFunc(func(_ context.Context, ev *admission.Event) {
+		outcomes = append(outcomes, ev.Result.Outcome)
+	})
+	f := newFixture(t, reviewYAML, hotlimitd.Options{Observers: []admission.Observer{obs}})
+	resp := ask(t, f.srv, request("test", desc("user", "a"), desc("block", "x")))
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("overall %v", resp.OverallCode)
+	}
+	if want := []admission.Outcome{admission.OutcomeDeniedNever}; !slices.Equal(outcomes, want) {
+		t.Fatalf("outcomes %v, want %v", outcomes, want)
 	}
 }

@@ -269,7 +269,7 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 		var err error
 		dec, binding, err = admission.Decide(ctx, s.backend, c.layers, c.states)
 		if s.observers != nil {
-			s.observe(ctx, c, req.Domain, dec, binding, err, time.Since(began))
+			s.observe(ctx, c, req.Domain, dec, binding, err, refuse, time.Since(began))
 		}
 		if err != nil && !refuse {
 			return nil, err

@@ -52,10 +52,12 @@ type observed struct {
 // observe hands the observers the enforced decision of a request: its
 // outcome, the backend's Decision or error, how long the backend took,
 // and, in Event.Limit and Event.Algorithm, the binding descriptor's
-// limit (the first one's when the backend does not say). Event.Group is
+// limit (the first one's when the backend does not say). A request that
+// a rule refusing every hit refused (refuse: the backend only read the
+// others) is OutcomeDeniedNever, its Decision not allowed. Event.Group is
 // the request's domain, which the configuration has (a descriptor
 // matched in it). No key is in the event.
-func (s *Server) observe(ctx context.Context, c *call, domain string, d hotlimit.Decision, binding int, err error, took time.Duration) {
+func (s *Server) observe(ctx context.Context, c *call, domain string, d hotlimit.Decision, binding int, err error, refuse bool, took time.Duration) {
 	o := s.events.Get().(*observed)
 	// Only the exported fields are set (and cleared below): a Result
 	// outside a Pipeline has no layers, and copying a whole one would
@@ -66,6 +68,9 @@ func (s *Server) observe(ctx context.Context, c *call, domain string, d hotlimit
 		o.res.Outcome = admission.OutcomeErrorAllowed
 	case err != nil:
 		o.res.Outcome = admission.OutcomeErrorDenied
+	case refuse:
+		o.res.Outcome = admission.OutcomeDeniedNever
+		o.res.Decision.Allowed, o.res.Decision.RetryAfter = false, hotlimit.Never
 	case d.Allowed:
 		o.res.Outcome = admission.OutcomeAllowed
 	case d.RetryAfter == hotlimit.Never:
