@@ -127,6 +127,28 @@ type call struct {
 	oneSt   [1]admission.LayerState
 }
 
+// maxPooled is the most bytes of entries, keys or headers a pooled call
+// keeps for the next request: a request with a huge descriptor (gRPC
+// takes messages up to 4 MiB) must not pin its buffers in the pool.
+const maxPooled = 64 << 10
+
+// release hands c back to the pool, without the configuration's limits
+// and without buffers beyond maxPooled.
+func (s *Server) release(c *call) {
+	clear(c.lims)
+	if cap(c.entries)*32 > maxPooled { // an Entry is two strings: 32 bytes on 64-bit
+
+		c.entries = nil
+	}
+	if cap(c.keys) > maxPooled {
+		c.keys = nil
+	}
+	if cap(c.hdr) > maxPooled {
+		c.hdr = nil
+	}
+	s.calls.Put(c)
+}
+
 // reset sizes c for n descriptors.
 func (c *call) reset(n int) {
 	c.keys = c.keys[:0]
@@ -160,7 +182,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		return nil, status.Errorf(codes.InvalidArgument, "hotlimitd: the request has %d descriptors, want 1 to %d", n, MaxDescriptors)
 	}
 	c := s.calls.Get().(*call)
-	defer s.calls.Put(c)
+	defer s.release(c)
 	cfg := s.cfg()
 	resp, err := s.decide(ctx, c, cfg, req)
 	// A reload that landed between reading the configuration and asking

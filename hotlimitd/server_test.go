@@ -335,3 +335,19 @@ descriptors:
 		}
 	}
 }
+
+// TestHugeDescriptor: a descriptor of 100,000 entries (within gRPC's
+// message size) matches nothing and is answered OK, as often as asked.
+func TestHugeDescriptor(t *testing.T) {
+	f := newFixture(t, testYAML, hotlimitd.Options{})
+	kv := make([]string, 0, 200_000)
+	for range 100_000 {
+		kv = append(kv, "user", "ann")
+	}
+	for i := range int64(3) {
+		resp := ask(t, f.srv, request("test", desc(kv...), desc("user", "ann")))
+		if got := remaining(resp); !slices.Equal(got, []int64{-1, 2 - i}) {
+			t.Fatalf("request %d: remaining %v, want [-1 %d]", i, got, 2-i)
+		}
+	}
+}
