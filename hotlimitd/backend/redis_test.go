@@ -320,3 +320,40 @@ func TestRedisDown(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicasFixedWindow: envoyproxy/ratelimit's own algorithm, a fixed
+// window, on two replicas: exactly its limit on Redis and on a Cluster,
+// at most its limit on leases. The window is a day of the server's
+// clock; a run that straddles midnight (UTC) is skipped, as the next
+// window may then admit again.
+func TestReplicasFixedWindow(t *testing.T) {
+	const limit = 100
+	limits := map[string]hotlimit.Policy{"w": hotlimit.FixedWindow{Limit: limit, Window: 24 * time.Hour}}
+	layers := []admission.Layer{{Limit: "w", Key: "k", Cost: 1}}
+	for _, kind := range []Kind{Redis, Lease} {
+		for name, o := range servers(t, kind) {
+			t.Run(string(kind)+"/"+name, func(t *testing.T) {
+				if kind == Lease {
+					o.MaxLease = 5
+				}
+				day := func() int64 {
+					c := redistest.Client(t, redisAddr(t)) // the Cluster's nodes share the machine's clock
+					now, err := c.Time(context.Background()).Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					return now.Unix() / 86400
+				}
+				before := day()
+				r1, r2 := open(t, o, limits), open(t, o, limits)
+				got := hammer(t, []*Store{r1, r2}, 4, 40, layers, nil)
+				if day() != before {
+					t.Skip("the day's window ended during the run")
+				}
+				if kind == Redis && got != limit || got > limit || got < limit-2*o.MaxLease {
+					t.Fatalf("%d admitted by two %s replicas; want %d (less at most 2·MaxLease = %d on leases)", got, kind, limit, 2*o.MaxLease)
+				}
+			})
+		}
+	}
+}
