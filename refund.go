@@ -134,12 +134,13 @@ func (l *Limiter) AdmitN(a *Admission, key string, cost int64) (d Decision) {
 // On the buckets, Refunds may come in any order. A give-back (a Refund, a
 // layer AllowLayers undoes, a cancelled Wait's slot) that lands below
 // later admissions of the key moves their units back in time, and the
-// key's entry keeps track of it: a later Refund of one of those gives back
-// exactly what its units still hold, as long as at most 16 such
-// give-backs happened since its admission. After more, it takes its units
-// as starting no later than the lowest point any of them removed time
-// from: still exact at the instant of those give-backs, and once time has
-// passed possibly less, never more (the rest drains as it would have).
+// key's entry keeps track of the latest 16 such give-backs: a later Refund
+// of one of those admissions gives back exactly what its units still
+// hold, at any instant, unless it has seen more than 16 of them. An
+// admission that old is taken as starting no later than the lowest point
+// any give-back since removed time from: still exact at the instant of
+// those give-backs, and once time has passed possibly less, never more
+// (the rest drains as it would have).
 // docs/semantics.md, "Give-backs", states the rule.
 func (a *Admission) Refund() bool {
 	if !a.held.CompareAndSwap(true, false) {

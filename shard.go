@@ -223,31 +223,35 @@ func (s *shard) holds(sl *slot, inc uint64) bool {
 // it gave back held, at = to − span. A give-back of a record replays the
 // renewals since its incarnation, the first being the one that retired it:
 // one that removed time below where the record now starts (at < from)
-// moved it back by span, one above did not touch it. The times of two
-// admissions never overlap, so while every record replayed was exact, this
-// is exactly where the admission's units now are, and the give-back is as
-// exact as one on top, in any order and at any instant. Otherwise every at
-// is no later than the time it stands for (the record it came from started
-// no later than its units: below), and by induction on the renewals the
-// replayed start stays no later than the true one however each renewal is
-// taken. Since x − max(x, now) only grows with x, a record that starts no
-// later than its units owes no more than they still hold after now: no key
-// is left owing less than the exact stack would, so no sequence of calls
-// overspends.
+// moved it back by span; one above did not touch it. The times of two
+// admissions never overlap, and their order in the stack is the order of
+// their CASes, so the renewals since a record that lay above it gave back
+// admissions made after it, whose own renewals are then all kept too: by
+// induction from the newest, every record whose renewal is kept replays to
+// exactly where its units are, and its give-back is as exact as one on
+// top, in any order and at any instant. A renewal below it may come from a
+// record taken from the floor (below), whose at is no later than where its
+// time was: still below, and still moving it by span. So no key is left
+// owing other than the exact stack of each admission's time would, while
+// its records are that recent.
 //
 // A record older than the renewals kept takes a floor: every renewal
-// removed time at or above its at (what it removed lay after its record's
-// start and after now), so an admission's units start no lower than its
-// own from or the least at of the renewals since, whichever is lower. The
-// entry folds the at of each renewal it drops into its floor (the least,
-// for the records from its base incarnation on), and such a record is
-// taken as starting at min(from, floor, the at of every renewal kept). At
-// one frozen instant every at is at least now, so those give-backs are
-// exact too; after time has passed they can return less than their units
-// hold (the rest stays owed until it drains). A floor a bucket's length or
-// more behind now, from which nothing can be given back any more (unless
-// SetPolicy shortened the bucket since), starts afresh from the next
-// renewal dropped; older records then give nothing. The reference model,
+// removed time at or above its at, which is at or after now (what it
+// removed lay after its record's start and after now), so an admission's
+// units start no lower than its own from or the least at of the renewals
+// since, whichever is lower. The entry folds the at of each renewal it
+// drops into its floor (the least, for the records from its base
+// incarnation on), and such a record is taken as starting at min(from,
+// floor, the at of every renewal kept). Since x − max(x, now) only grows
+// with x, a record that starts no later than its units owes no more than
+// they still hold after now: no key is left owing less than the exact
+// stack would, so no sequence of calls overspends. At one frozen instant
+// every at is at least now, so those give-backs are exact too; after time
+// has passed they can return less than their units hold (the rest stays
+// owed until it drains). A floor a bucket's length or more behind now,
+// from which nothing can be given back any more (unless SetPolicy
+// shortened the bucket since), starts afresh from the next renewal
+// dropped; older records then give nothing. The reference model,
 // internal/refmodel, keeps the same renewals.
 
 // maxRenewals is how many renewals of an entry its give-backs can look
