@@ -251,6 +251,7 @@ func TestGiveBackOracle(t *testing.T) {
 			r := &oracleRun{t: t, r: rand.New(rand.NewPCG(uint64(seed), 22))}
 			r.c = hotlimit.NewManualClock()
 			r.c.Set(time.Hour)
+			r.latest = int64(time.Hour)
 			r.l = newLimiter(t, p, hotlimit.WithClock(r.c), hotlimit.WithShards(1), hotlimit.WithMaxKeys(4))
 			r.pass = newLimiter(t, hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1}, hotlimit.WithClock(r.c))
 			r.gate = newLimiter(t, hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1}, hotlimit.WithClock(r.c),
