@@ -23,8 +23,15 @@ import (
 // the set, and must not give back anything that lets the rest break the
 // bound. With a clock that never goes back, m = r and this is the bound
 // over every interval of time.
+//
+// For the windows the oracle takes a clock that never goes back, and checks
+// that the standing admissions of one window [k·Window, (k+1)·Window) cost
+// at most Limit (FixedWindow; SlidingWindow, whose estimate counts the
+// current window in full, never admits more either), and for SlidingLog
+// those of every trailing window (t − Window, t].
 type bucketBound struct {
-	t, tau int64 // the interval and the bucket's length, in ns
+	p      hotlimit.Policy
+	t, tau int64 // a bucket's interval and length, in ns
 	seg    []*standing
 }
 
@@ -43,7 +50,20 @@ func (o *bucketBound) admit(at, latest, cost int64) *standing {
 // restart starts a new segment under a bucket of interval t and length
 // tau: after a Reset or an eviction the key starts afresh, and after
 // SetPolicy the bound is the new policy's.
-func (o *bucketBound) restart(t, tau int64) { o.t, o.tau, o.seg = t, tau, nil }
+func (o *bucketBound) restart(p hotlimit.Policy) {
+	o.p, o.seg = p, nil
+	if isBucket(p) {
+		o.t, o.tau = boundOf(p)
+	}
+}
+
+func isBucket(p hotlimit.Policy) bool {
+	switch p.(type) {
+	case hotlimit.TokenBucket, hotlimit.LeakyBucket:
+		return true
+	}
+	return false
+}
 
 // check returns a description of a run of standing admissions that costs
 // more than the bound, or "".
@@ -54,6 +74,14 @@ func (o *bucketBound) check() string {
 			s = append(s, a)
 		}
 	}
+	switch p := o.p.(type) {
+	case hotlimit.FixedWindow:
+		return windowCheck(s, p.Limit, int64(p.Window), false)
+	case hotlimit.SlidingWindow:
+		return windowCheck(s, p.Limit, int64(p.Window), false)
+	case hotlimit.SlidingLog:
+		return windowCheck(s, p.Limit, int64(p.Window), true)
+	}
 	for i := range s {
 		var sum int64
 		for j := i; j < len(s); j++ {
@@ -62,6 +90,23 @@ func (o *bucketBound) check() string {
 				return fmt.Sprintf("%d units stand from %v to %v; the bound is %d + %v/T",
 					sum, time.Duration(s[i].at), time.Duration(s[j].latest), o.tau/o.t, time.Duration(s[j].latest-s[i].at))
 			}
+		}
+	}
+	return ""
+}
+
+// windowCheck checks standing admissions s against limit per window of w:
+// the fixed windows, or every trailing one.
+func windowCheck(s []*standing, limit, w int64, trailing bool) string {
+	for _, a := range s {
+		var sum int64
+		for _, b := range s {
+			if trailing && b.at <= a.at && b.at > a.at-w || !trailing && b.at/w == a.at/w {
+				sum += b.cost
+			}
+		}
+		if sum > limit {
+			return fmt.Sprintf("%d units stand in the window of %v; the limit is %d", sum, time.Duration(a.at), limit)
 		}
 	}
 	return ""
@@ -94,6 +139,12 @@ var oraclePolicies = []hotlimit.Policy{
 	hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(10), Capacity: 3},
 	hotlimit.TokenBucket{Rate: hotlimit.PerSecond(4), Burst: 6},
 	hotlimit.TokenBucket{Rate: hotlimit.PerSecond(25), Burst: 2},
+	hotlimit.FixedWindow{Limit: 4, Window: time.Second},
+	hotlimit.SlidingWindow{Limit: 4, Window: time.Second},
+	hotlimit.SlidingLog{Limit: 4, Window: time.Second},
+	hotlimit.FixedWindow{Limit: 6, Window: 300 * time.Millisecond},
+	hotlimit.SlidingWindow{Limit: 3, Window: 700 * time.Millisecond},
+	hotlimit.SlidingLog{Limit: 5, Window: 800 * time.Millisecond},
 }
 
 func boundOf(p hotlimit.Policy) (t, tau int64) {
@@ -124,7 +175,7 @@ func (r *oracleRun) evictions() {
 	if e := r.l.Stats().Evicted; e != r.evicts {
 		r.evicts = e
 		r.note("eviction: new segment")
-		r.o.restart(r.o.t, r.o.tau)
+		r.o.restart(r.o.p)
 	}
 }
 
@@ -184,8 +235,8 @@ func (r *oracleRun) step() {
 		r.note("}")
 	case 8:
 		d := []time.Duration{time.Millisecond, 13 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 170 * time.Millisecond, 400 * time.Millisecond}[r.r.IntN(6)]
-		if r.r.IntN(4) == 0 {
-			d = -d
+		if r.r.IntN(4) == 0 && isBucket(r.o.p) {
+			d = -d // the windows' oracle takes a clock that never goes back
 		}
 		r.c.Advance(d)
 		r.note("clock %+v", d)
@@ -193,7 +244,7 @@ func (r *oracleRun) step() {
 		if r.r.IntN(3) == 0 {
 			r.l.Reset("k")
 			r.note("Reset: new segment")
-			r.o.restart(r.o.t, r.o.tau)
+			r.o.restart(r.o.p)
 		} else {
 			r.note("Sweep: %d", r.l.Sweep())
 		}
@@ -207,20 +258,18 @@ func (r *oracleRun) step() {
 			return
 		}
 		p := oraclePolicies[r.r.IntN(len(oraclePolicies))]
-		if _, ok := p.(hotlimit.LeakyBucket); ok != isLeaky(r.l.Policy()) {
+		if fmt.Sprintf("%T", p) != fmt.Sprintf("%T", r.l.Policy()) {
 			return
 		}
 		if err := r.l.SetPolicy(p); err != nil {
 			r.t.Fatal(err)
 		}
 		r.note("SetPolicy %+v: new segment", p)
-		r.o.restart(boundOf(p))
+		r.o.restart(p)
 	case 13:
 		// Nothing: the hook's sequences end more often.
 	}
 }
-
-func isLeaky(p hotlimit.Policy) bool { _, ok := p.(hotlimit.LeakyBucket); return ok }
 
 func (r *oracleRun) trace() string {
 	const last = 60
@@ -238,15 +287,16 @@ func (r *oracleRun) trace() string {
 // TestGiveBackOracle: random sequences of AdmitN, AllowN, Refunds in any
 // order (and spent again), AllowLayers refused by a gate whose deny hook
 // runs more of them between the layer's admission and its give-back,
-// clock moves forward and back, Sweep, Reset, evictions under
-// WithMaxKeys and SetPolicy never leave standing admissions of a key
-// above the bucket's bound (bucketBound), checked after every call.
+// clock moves (back too, for the buckets), Sweep, Reset, evictions under
+// WithMaxKeys and SetPolicy never leave a key's standing admissions above
+// its policy's bound (bucketBound), checked after every call, for the
+// buckets, the windows and the sliding log.
 func TestGiveBackOracle(t *testing.T) {
 	seeds := 300
 	if testing.Short() || raceEnabled {
 		seeds = 60
 	}
-	for _, p := range oraclePolicies[:2] {
+	for _, p := range []hotlimit.Policy{oraclePolicies[0], oraclePolicies[1], oraclePolicies[4], oraclePolicies[5], oraclePolicies[6]} {
 		for seed := range seeds {
 			r := &oracleRun{t: t, r: rand.New(rand.NewPCG(uint64(seed), 22))}
 			r.c = hotlimit.NewManualClock()
@@ -264,7 +314,7 @@ func TestGiveBackOracle(t *testing.T) {
 					}
 				}))
 			r.gate.Allow("g")
-			r.o.restart(boundOf(p))
+			r.o.restart(p)
 			for range 400 {
 				r.step()
 				if msg := r.o.check(); msg != "" {
