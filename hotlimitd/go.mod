@@ -2,13 +2,6 @@ module github.com/hotlimit/hotlimit/hotlimitd
 
 go 1.26.0
 
-replace (
-	github.com/hotlimit/hotlimit => ../
-	github.com/hotlimit/hotlimit/grpclimit => ../grpclimit
-	github.com/hotlimit/hotlimit/otellimit => ../otellimit
-	github.com/hotlimit/hotlimit/promlimit => ../promlimit
-	github.com/hotlimit/hotlimit/redislimit => ../redislimit
-)
 
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0

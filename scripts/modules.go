@@ -20,8 +20,10 @@
 //   - a replace directive for a sibling points at that sibling's directory.
 //     Such replaces serve `go mod tidy` inside the module, which ignores go.work;
 //     the go command ignores them when the module is a dependency;
-//   - a module under cmd/ has no replace directives, which `go install
-//     PKG@VERSION` refuses;
+//   - a module with a command (a main package outside examples/, in a
+//     module outside bench/ and */bench/, whose programs run from the tree)
+//     has no replace directives, which `go install PKG@VERSION` refuses; it
+//     builds against the tree through go.work;
 //   - a module's go directive is the oldest Go it needs, in x.y.0 form,
 //     because it is a promise to consumers (`go get` raises a consumer's
 //     go line to it): never lower than a requirement's go line (the go
@@ -43,11 +45,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -164,6 +170,51 @@ func find(root string) ([]module, error) {
 	return mods, nil
 }
 
+// commands returns the directories of m's main packages that users install,
+// relative to the repository root: none in a module under examples/ or
+// bench/ (their programs run from the tree), and none in an examples/
+// directory or in a module nested in m.
+func commands(m module, mods []module) ([]string, error) {
+	segs := strings.Split(m.Dir, "/")
+	if slices.Contains(segs, "examples") || slices.Contains(segs, "bench") {
+		return nil, nil
+	}
+	nested := map[string]bool{}
+	for _, o := range mods {
+		if o.Dir != m.Dir && (m.Dir == "." || strings.HasPrefix(o.Dir, m.Dir+"/")) {
+			nested[o.Dir] = true
+		}
+	}
+	seen := map[string]bool{}
+	var dirs []string
+	err := filepath.WalkDir(m.Dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		p = filepath.ToSlash(p)
+		if d.IsDir() {
+			name := d.Name()
+			if p != m.Dir && (nested[p] || name == "examples" || name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") || seen[path.Dir(p)] {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.PackageClauseOnly)
+		if err != nil {
+			return err
+		}
+		if f.Name.Name == "main" {
+			seen[path.Dir(p)] = true
+			dirs = append(dirs, path.Dir(p))
+		}
+		return nil
+	})
+	return dirs, err
+}
+
 // check returns every break of the rules in the package comment.
 func check(mods []module) []string {
 	var problems []string
@@ -240,8 +291,13 @@ func check(mods []module) []string {
 
 	// Replaces of siblings point at them; commands have none.
 	for _, m := range mods {
-		if (m.Dir == "cmd" || strings.HasPrefix(m.Dir, "cmd/")) && len(m.Mod.Replace) > 0 {
-			problems = append(problems, fmt.Sprintf("%s/go.mod has replace directives: `go install %s@VERSION` would refuse it (it builds against the tree through go.work)", m.Dir, m.Path))
+		if len(m.Mod.Replace) > 0 {
+			cmds, err := commands(m, mods)
+			if err != nil {
+				problems = append(problems, err.Error())
+			} else if len(cmds) > 0 {
+				problems = append(problems, fmt.Sprintf("%s/go.mod has replace directives, and the module has commands (%s): `go install PKG@VERSION` would refuse them; drop the replaces (the module builds against the tree through go.work)", m.Dir, strings.Join(cmds, ", ")))
+			}
 		}
 		for _, r := range m.Mod.Replace {
 			target, ok := byPath[r.Old.Path]
