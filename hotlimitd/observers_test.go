@@ -25,7 +25,8 @@ func TestOTelObserver(t *testing.T) {
 	for range 3 {
 		ask(t, f.srv, request("test", desc("path", "/a")))
 	}
-	limit := ask(t, f.srv, request("test", desc("path", "/a"))).Statuses[0].CurrentLimit.Name
+	ask(t, f.srv, request("test", desc("path", "/a")))
+	limit := limitName(t, f.cfg, "test", "path", "/a")
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)

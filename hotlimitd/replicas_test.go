@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -197,7 +196,7 @@ func TestTwoReplicasLease(t *testing.T) {
 		t.Fatalf("%d admitted by two lease replicas; want at most 60, at least 50 (n·MaxLease less)", n)
 	}
 	for _, resp := range ok {
-		if st := resp.Statuses[0]; !strings.Contains(st.CurrentLimit.GetName(), "user") {
+		if st := resp.Statuses[0]; st.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_DAY || st.CurrentLimit.GetRequestsPerUnit() != 1 {
 			t.Fatalf("current_limit %v; want the user rule", st.CurrentLimit)
 		}
 	}

@@ -66,12 +66,12 @@ func link(resp *rlsv3.RateLimitResponse, ptrs []*rlsv3.RateLimitResponse_Descrip
 }
 
 // fill sets status i's current_limit (l's requests_per_unit, unit and
-// name), limit_remaining (ls.Remaining, clamped to a uint32) and
+// RuleName), limit_remaining (ls.Remaining, clamped to a uint32) and
 // duration_until_reset (ls.Window; left out when unknown).
 func (b response) fill(i int, l *config.Limit, ls admission.LayerState) {
 	p := &b.parts[i]
 	lim, dur, st := &p.limit, &p.dur, &p.st
-	lim.Name, lim.RequestsPerUnit, lim.Unit = l.Name, l.RequestsPerUnit, unitOf(l.Unit)
+	lim.Name, lim.RequestsPerUnit, lim.Unit = l.RuleName, l.RequestsPerUnit, unitOf(l.Unit)
 	st.CurrentLimit = lim
 	st.LimitRemaining = uint32(min(max(ls.Remaining, 0), math.MaxUint32))
 	if ls.Window >= 0 && ls.Window != hotlimit.Never {

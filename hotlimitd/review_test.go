@@ -11,6 +11,7 @@ import (
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/hotlimitd"
+	"github.com/hotlimit/hotlimit/hotlimitd/config"
 )
 
 // reviewYAML has a fixed window of 3 a minute per user, a path limit,
@@ -167,4 +168,45 @@ func TestObserversRefusingRule(t *testing.T) {
 	if want := []admission.Outcome{admission.OutcomeDeniedNever}; !slices.Equal(outcomes, want) {
 		t.Fatalf("outcomes %v, want %v", outcomes, want)
 	}
+}
+
+// TestCurrentLimitName: current_limit.name is the rule's rate_limit name,
+// "" when it has none, as envoyproxy/ratelimit answers (Envoy shows it to
+// clients, in x-ratelimit-limit's name); hotlimit's own limit name (the
+// rule's place and policy) stays inside the service.
+func TestCurrentLimitName(t *testing.T) {
+	f := newFixture(t, `domain: test
+descriptors:
+  - key: user
+    rate_limit:
+      name: per_user
+      unit: minute
+      requests_per_unit: 3
+  - key: path
+    rate_limit:
+      unit: minute
+      requests_per_unit: 3
+`, hotlimitd.Options{})
+	resp := ask(t, f.srv, request("test", desc("user", "a"), desc("path", "p")))
+	if got := resp.Statuses[0].CurrentLimit.GetName(); got != "per_user" {
+		t.Errorf("current_limit.name %q, want the rule's name per_user", got)
+	}
+	if got := resp.Statuses[1].CurrentLimit.GetName(); got != "" {
+		t.Errorf("current_limit.name %q for a rule without a name, want \"\"", got)
+	}
+}
+
+// limitName returns the Name (hotlimit's, the backend's) of the limit
+// that entries (key, value pairs) match in domain of cfg.
+func limitName(t testing.TB, cfg *config.Config, domain string, kv ...string) string {
+	t.Helper()
+	var es []config.Entry
+	for i := 0; i+1 < len(kv); i += 2 {
+		es = append(es, config.Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	l, _, ok := cfg.Match(nil, domain, es)
+	if !ok {
+		t.Fatalf("no limit for %v in %s", kv, domain)
+	}
+	return l.Name
 }
