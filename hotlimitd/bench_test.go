@@ -84,3 +84,31 @@ func TestAllocs(t *testing.T) {
 		t.Fatalf("with headers: %v allocations per request, want at most 4", got)
 	}
 }
+
+// BenchmarkShouldRateLimitGRPC is BenchmarkShouldRateLimit through gRPC
+// on loopback (client and server in this process): what the transport
+// adds to the service's own cost.
+func BenchmarkShouldRateLimitGRPC(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		req  *rlsv3.RateLimitRequest
+	}{{"descriptors=1", request("bench", desc("user", "ann"))}, {"descriptors=3", request("bench", desc("user", "ann"), desc("path", "/a"), desc("tenant", "acme"))}} {
+		b.Run(bc.name, func(b *testing.B) {
+			f := newFixture(b, benchYAML, hotlimitd.Options{})
+			client := serve(b, f.srv)
+			ctx := context.Background()
+			if _, err := client.ShouldRateLimit(ctx, bc.req); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := client.ShouldRateLimit(ctx, bc.req); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
