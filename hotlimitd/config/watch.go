@@ -69,8 +69,9 @@ func (w *Watcher) Reload() error {
 }
 
 // Run polls the path every interval until ctx is done, loading it when
-// its content differs from the last content loaded or tried: a file
-// that fails is reported once, not at every poll.
+// its content differs from the last content loaded or tried, or when it
+// could not be read at the previous poll: a file that fails is reported
+// once, not at every poll.
 func (w *Watcher) Run(ctx context.Context) {
 	t := time.NewTicker(w.interval)
 	defer t.Stop()
@@ -96,6 +97,9 @@ func (w *Watcher) poll() {
 			w.lastErr = msg
 			w.report(err)
 		}
+		// Loaded again once it can be read, changed or not: whoever
+		// counted the failure sees it loaded.
+		w.seen = [sha256.Size]byte{}
 		return
 	}
 	w.lastErr = ""
