@@ -1,10 +1,12 @@
 package hotlimit_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
@@ -33,6 +35,7 @@ type bucketBound struct {
 	p      hotlimit.Policy
 	t, tau int64 // a bucket's interval and length, in ns
 	seg    []*standing
+	gen    int // segments started
 }
 
 // standing is one admission the oracle tracks.
@@ -52,6 +55,7 @@ func (o *bucketBound) admit(at, latest, cost int64) *standing {
 // SetPolicy the bound is the new policy's.
 func (o *bucketBound) restart(p hotlimit.Policy) {
 	o.p, o.seg = p, nil
+	o.gen++
 	if isBucket(p) {
 		o.t, o.tau = boundOf(p)
 	}
@@ -126,7 +130,19 @@ type oracleRun struct {
 	log    []string
 	evicts uint64
 	depth  int
-	latest int64 // the latest reading the clock has shown
+	latest int64          // the latest reading the clock has shown
+	waits  []*pendingWait // in a synctest bubble: Waits not yet seen to return
+	bubble bool
+}
+
+// pendingWait is a Wait running in its own goroutine of the test's
+// synctest bubble.
+type pendingWait struct {
+	at, deadline, cost int64     // the reading it started at; its deadline, in the bubble's time
+	gen                int       // the oracle's segment it started in
+	s                  *standing // a bucket's reservation, in decision order: standing once it returns nil
+	cancel             func()
+	err                chan error
 }
 
 type heldAdmission struct {
@@ -267,7 +283,63 @@ func (r *oracleRun) step() {
 		r.note("SetPolicy %+v: new segment", p)
 		r.o.restart(p)
 	case 13:
-		// Nothing: the hook's sequences end more often.
+		if !r.bubble {
+			return // nothing: the hook's sequences end more often
+		}
+		switch r.r.IntN(3) {
+		case 0:
+			d := []time.Duration{50 * time.Millisecond, 300 * time.Millisecond, time.Second}[r.r.IntN(3)]
+			ctx, cancel := context.WithTimeout(context.Background(), d)
+			w := &pendingWait{at: r.now(), deadline: int64(d), cost: cost, gen: r.o.gen, cancel: cancel, err: make(chan error, 1)}
+			if isBucket(r.o.p) {
+				w.s = r.o.admit(w.at, w.at+w.deadline, cost)
+				w.s.back = true
+			}
+			go func() { w.err <- r.l.Wait(ctx, "k", cost) }()
+			r.waits = append(r.waits, w)
+			r.note("Wait %d, deadline %v", cost, d)
+		case 1:
+			if len(r.waits) > 0 {
+				r.waits[r.r.IntN(len(r.waits))].cancel()
+				r.note("a Wait cancelled")
+			}
+		case 2:
+			d := []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, 400 * time.Millisecond}[r.r.IntN(3)]
+			time.Sleep(d) // the bubble's time: pending Waits wake or pass their deadlines
+			r.note("the bubble's time +%v", d)
+		}
+		r.settle()
+	}
+}
+
+// settle waits until every pending Wait has returned or blocks, and books
+// those that admitted: a bucket's reservation where it was decided, when
+// the Wait started, at the reading it started at, its slot no later than
+// its deadline after it (the bound then allows for the slot); a window's
+// at the reading now, when its retry admitted.
+func (r *oracleRun) settle() {
+	synctest.Wait()
+	for i := 0; i < len(r.waits); {
+		w := r.waits[i]
+		select {
+		case err := <-w.err:
+			w.cancel()
+			switch {
+			case err != nil:
+			case w.gen != r.o.gen:
+				// Reserved before a Reset, an eviction or SetPolicy:
+				// forgotten with that state, or judged under another policy.
+			case isBucket(r.o.p):
+				w.s.back = false
+			default:
+				r.o.admit(r.now(), r.latest, w.cost)
+			}
+			r.note("a Wait %d returned %v", w.cost, err)
+			r.waits = slices.Delete(r.waits, i, i+1)
+			r.evictions()
+		default:
+			i++
+		}
 	}
 }
 
@@ -298,29 +370,56 @@ func TestGiveBackOracle(t *testing.T) {
 	}
 	for _, p := range []hotlimit.Policy{oraclePolicies[0], oraclePolicies[1], oraclePolicies[4], oraclePolicies[5], oraclePolicies[6]} {
 		for seed := range seeds {
-			r := &oracleRun{t: t, r: rand.New(rand.NewPCG(uint64(seed), 22))}
-			r.c = hotlimit.NewManualClock()
-			r.c.Set(time.Hour)
-			r.latest = int64(time.Hour)
-			r.l = newLimiter(t, p, hotlimit.WithClock(r.c), hotlimit.WithShards(1), hotlimit.WithMaxKeys(4))
-			r.pass = newLimiter(t, hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1}, hotlimit.WithClock(r.c))
-			r.gate = newLimiter(t, hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1}, hotlimit.WithClock(r.c),
-				hotlimit.WithDenyHook(func(uint64, hotlimit.Decision) {
-					for range r.r.IntN(6) {
-						r.step()
-						if msg := r.o.check(); msg != "" {
-							t.Fatalf("%T seed %d: %s\n%v", p, seed, msg, r.trace())
-						}
-					}
-				}))
-			r.gate.Allow("g")
-			r.o.restart(p)
-			for range 400 {
+			runOracle(t, p, seed, false)
+		}
+	}
+}
+
+// TestGiveBackOracleWait is TestGiveBackOracle with Waits too, each in its
+// own goroutine of a synctest bubble, with a deadline in the bubble's
+// time: a step starts one, cancels one, or lets the bubble's time pass
+// (pending Waits then wake, or pass their deadlines and give their slots
+// back), and then waits until every Wait has returned or blocks.
+func TestGiveBackOracleWait(t *testing.T) {
+	seeds := 100
+	if testing.Short() || raceEnabled {
+		seeds = 20
+	}
+	for _, p := range []hotlimit.Policy{oraclePolicies[0], oraclePolicies[1], oraclePolicies[4], oraclePolicies[6]} {
+		for seed := range seeds {
+			synctest.Test(t, func(t *testing.T) { runOracle(t, p, seed, true) })
+		}
+	}
+}
+
+func runOracle(t *testing.T, p hotlimit.Policy, seed int, bubble bool) {
+	r := &oracleRun{t: t, r: rand.New(rand.NewPCG(uint64(seed), 22)), bubble: bubble}
+	defer func() {
+		for _, w := range r.waits {
+			w.cancel()
+			<-w.err
+		}
+	}()
+	r.c = hotlimit.NewManualClock()
+	r.c.Set(time.Hour)
+	r.latest = int64(time.Hour)
+	r.l = newLimiter(t, p, hotlimit.WithClock(r.c), hotlimit.WithShards(1), hotlimit.WithMaxKeys(4))
+	r.pass = newLimiter(t, hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1}, hotlimit.WithClock(r.c))
+	r.gate = newLimiter(t, hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1}, hotlimit.WithClock(r.c),
+		hotlimit.WithDenyHook(func(uint64, hotlimit.Decision) {
+			for range r.r.IntN(6) {
 				r.step()
 				if msg := r.o.check(); msg != "" {
 					t.Fatalf("%T seed %d: %s\n%v", p, seed, msg, r.trace())
 				}
 			}
+		}))
+	r.gate.Allow("g")
+	r.o.restart(p)
+	for range 400 {
+		r.step()
+		if msg := r.o.check(); msg != "" {
+			t.Fatalf("%T seed %d: %s\n%v", p, seed, msg, r.trace())
 		}
 	}
 }
