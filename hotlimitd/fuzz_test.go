@@ -31,6 +31,8 @@ import (
 // 7); per descriptor d0 picks the entries (d0&7 of descKeys with
 // descValues[d0>>3&3], 0 entries for 7), d1 its hits_addend (unset below
 // 128, d1&15 else, and 1<<63 for d1 = 255), d2&1 is_negative_hits.
+// testdata/fuzz/FuzzShouldRateLimit holds the corpus of earlier runs
+// (go test -fuzz FuzzShouldRateLimit), which every test run replays.
 func FuzzShouldRateLimit(f *testing.F) {
 	f.Add([]byte{0, 1, 1, 0, 0, 0})                                     // one user descriptor
 	f.Add([]byte{0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0}) // user + path, twice
