@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -134,6 +135,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, sigs <-ch
 	if err != nil {
 		return err
 	}
+	redis.SetLogger(redisLogger{log})
 	if h == nil {
 		h = &hooks{}
 	}
@@ -371,4 +373,16 @@ func (w *endingWatch) Send(m *healthpb.HealthCheckResponse) error {
 		}
 	}
 	return err
+}
+
+// redisLogger writes the Redis client's own messages (go-redis: a
+// connection that failed, and the like) to the command's log, at the
+// debug level: a Redis that cannot decide is logged by the server, at
+// most once a second, at the warning level.
+type redisLogger struct{ log *slog.Logger }
+
+func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	if r.log.Enabled(ctx, slog.LevelDebug) {
+		r.log.Debug("redis client", "detail", strings.TrimSpace(fmt.Sprintf(format, v...)))
+	}
 }

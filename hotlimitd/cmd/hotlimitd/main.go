@@ -50,7 +50,9 @@
 // then the HTTP server and the backend are closed.
 //
 // Logs are structured (log/slog) and hold limit names, domains, counts
-// and errors: never a key or a descriptor's value.
+// and errors: never a key or a descriptor's value. The Redis client's own
+// messages (go-redis's: connections that failed) go there too, at the
+// debug level.
 package main
 
 import (

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"net"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -47,5 +50,34 @@ func TestShutdownEndsHealthWatch(t *testing.T) {
 	r.a = nil
 	if logs := r.logs.String(); strings.Contains(logs, "outlived") {
 		t.Fatalf("the health watches held the graceful stop until -shutdown-grace:\n%s", logs)
+	}
+}
+
+// TestRedisClientLogs: the Redis client's own messages (go-redis writes
+// a line per failed dial) go through the command's log, as JSON with
+// -log-format json at -log-level debug, not as plain lines on standard
+// error that break a JSON log and bypass -log-level.
+func TestRedisClientLogs(t *testing.T) {
+	r := startCmd(t, nil, "-log-format", "json", "-log-level", "debug")
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := lis.Addr().String()
+	lis.Close()
+	c := redis.NewClient(&redis.Options{Addr: dead, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	if err := c.Ping(context.Background()).Err(); err == nil {
+		t.Fatal("Ping of a closed port answered")
+	}
+	r.stop(t)
+	logs := r.logs.String()
+	if !strings.Contains(logs, "failed to dial") {
+		t.Fatalf("the Redis client's dial failure is not in the command's log:\n%s", logs)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Fatalf("a log line is not JSON: %s", line)
+		}
 	}
 }
