@@ -292,7 +292,7 @@ func (r *oracleRun) step() {
 			ctx, cancel := context.WithTimeout(context.Background(), d)
 			w := &pendingWait{at: r.now(), deadline: int64(d), cost: cost, gen: r.o.gen, cancel: cancel, err: make(chan error, 1)}
 			if isBucket(r.o.p) {
-				w.s = r.o.admit(w.at, w.at+w.deadline, cost)
+				w.s = r.o.admit(w.at, max(r.latest, w.at+w.deadline), cost)
 				w.s.back = true
 			}
 			go func() { w.err <- r.l.Wait(ctx, "k", cost) }()
