@@ -1,6 +1,7 @@
 package hotlimit_test
 
 import (
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -38,4 +39,37 @@ func TestRenewalsGoWithTheirKeys(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRenewalsBoundedUnderFlood: under WithMaxKeys a flood of distinct
+// keys, each given back below a later admission (a renewal each) and each
+// left owing, holds no more memory after 60,000 keys than after 10,000:
+// the renewals of evicted keys are forgotten as the flood goes on, and
+// MemStats, which counts them, stays put too.
+func TestRenewalsBoundedUnderFlood(t *testing.T) {
+	l, _ := newManual(t, hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 4}, hotlimit.WithShards(4), hotlimit.WithMaxKeys(64))
+	flood := func(from, to int) {
+		for i := from; i < to; i++ {
+			key := "k" + strconv.Itoa(i)
+			var a, b hotlimit.Admission
+			if !l.AdmitN(&a, key, 1).Allowed || !l.AdmitN(&b, key, 1).Allowed {
+				t.Fatal("a new key refused 2 units")
+			}
+			a.Refund() // below b's unit: a renewal; b's stays
+		}
+	}
+	flood(0, 10_000)
+	heap, ms := heapAfterGC(), l.MemStats()
+	flood(10_000, 60_000)
+	heap2, ms2 := heapAfterGC(), l.MemStats()
+	if st := l.Stats(); st.Evicted < 50_000 {
+		t.Fatalf("%d evictions of 60,000 keys into 64", st.Evicted)
+	}
+	if ms2.Total > ms.Total*5/4 {
+		t.Errorf("MemStats %+v after 60,000 keys, %+v after 10,000: the renewals grew with the flood", ms2, ms)
+	}
+	if grew := int64(heap2) - int64(heap); grew > 256<<10 {
+		t.Errorf("the heap grew by %d B from 10,000 keys to 60,000 (MemStats %d then %d)", grew, ms.Total, ms2.Total)
+	}
+	runtime.KeepAlive(l)
 }
