@@ -59,8 +59,8 @@ func TestClusterIdentitySlot(t *testing.T) {
 	c := redistest.ClusterClient(t, redistest.ClusterAddrs(t))
 	ctx := context.Background()
 	prefix := redistest.Prefix(t)
-	a := must(New(c, "a", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 3}, WithPrefix(prefix)))
-	b := must(New(c, "b", hotlimit.SlidingWindow{Limit: 2, Window: time.Hour}, WithPrefix(prefix)))
+	a := must(New(c, "a", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 3}, WithPrefix(prefix), WithTimeout(5*time.Second)))
+	b := must(New(c, "b", hotlimit.SlidingWindow{Limit: 2, Window: time.Hour}, WithPrefix(prefix), WithTimeout(5*time.Second)))
 	for _, key := range []string{"", "}", "}{", "}}", "}a", "{", "{}", "a}", "alice", "\x00"} {
 		if sa, sb := slot(a.RedisKey(key)), slot(b.RedisKey(key)); sa != sb {
 			t.Errorf("key %q: slots %d and %d under two limits", key, sa, sb)
@@ -109,8 +109,8 @@ func TestClusterCrossSlot(t *testing.T) {
 		t.Fatalf("the hooks saw %v (failures %v); want the returned error in Misconfigured", rec.config, rec.failures)
 	}
 	// The same layers with one hash tag work.
-	tu := must(New(c, "user", p, WithPrefix(prefix), WithHashTag("t")))
-	ti := must(New(c, "ip", p, WithPrefix(prefix), WithHashTag("t")))
+	tu := must(New(c, "user", p, WithPrefix(prefix), WithHashTag("t"), WithTimeout(5*time.Second)))
+	ti := must(New(c, "ip", p, WithPrefix(prefix), WithHashTag("t"), WithTimeout(5*time.Second)))
 	if d, err := AllowLayers(ctx, Layer{tu, "u1", 1}, Layer{ti, k2, 1}); err != nil || !d.Allowed {
 		t.Fatalf("tagged layers: %+v, %v", d, err)
 	}
@@ -298,8 +298,8 @@ func TestClusterOps(t *testing.T) {
 	c := redistest.ClusterClient(t, redistest.ClusterAddrs(t))
 	ctx := context.Background()
 	prefix := redistest.Prefix(t)
-	l := must(New(c, "ops", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 2}, WithPrefix(prefix)))
-	cc := must(NewConcurrency(c, "ops", 1, time.Minute, WithPrefix(prefix)))
+	l := must(New(c, "ops", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 2}, WithPrefix(prefix), WithTimeout(5*time.Second)))
+	cc := must(NewConcurrency(c, "ops", 1, time.Minute, WithPrefix(prefix), WithTimeout(5*time.Second)))
 	nodes := map[string]bool{}
 	for i := range 30 {
 		k := "k" + strconv.Itoa(i)
