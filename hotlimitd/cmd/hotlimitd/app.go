@@ -115,6 +115,7 @@ type app struct {
 	ready    atomic.Bool // /healthcheck answers 200
 	reg      *prometheus.Registry
 	metrics  *reloadMetrics
+	stopOTel func(context.Context) error // flushes and stops the OpenTelemetry export; nil without one
 
 	grpcLis, httpLis net.Listener
 	reloadMu         sync.Mutex // one reload applies at a time
@@ -219,9 +220,24 @@ func start(ctx context.Context, f *flags, log *slog.Logger, h *hooks) (a *app, e
 		b = h.backend(b)
 	}
 	bm := promlimit.NewBackendMetrics(promlimit.BackendOptions{})
+	observers := []admission.Observer{bm}
+	otelObs, stopOTel, err := startOTel(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if otelObs != nil {
+		a.stopOTel = stopOTel
+		defer func() {
+			if err != nil {
+				stopOTel(context.Background())
+			}
+		}()
+		observers = append(observers, otelObs)
+		log.Info("exporting OpenTelemetry metrics over OTLP/gRPC")
+	}
 	a.srv, err = hotlimitd.New(hotlimitd.Options{
 		Config: a.cur.Load, Backend: b, Headers: f.headers, FailOpen: f.failOpen,
-		Observers: []admission.Observer{bm}, Logger: log,
+		Observers: observers, Logger: log,
 	})
 	if err != nil {
 		return nil, err
@@ -332,6 +348,11 @@ func (a *app) shutdown() error {
 	}
 	if err := a.store.Close(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("closing the backend: %w", err))
+	}
+	if a.stopOTel != nil {
+		if err := a.stopOTel(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("flushing OpenTelemetry: %w", err))
+		}
 	}
 	a.log.Info("stopped")
 	return errors.Join(errs...)

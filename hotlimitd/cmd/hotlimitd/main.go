@@ -39,9 +39,16 @@
 // hotlimitd_config_last_reload_success_timestamp_seconds,
 // hotlimitd_config_last_reload_successful, promlimit's
 // hotlimit_backend_duration_seconds and hotlimit_backend_remaining, and
-// the Go runtime's. OpenTelemetry is not exported by the command; a
-// program that embeds hotlimitd.Server adds otellimit's observer to
-// hotlimitd.Options.Observers.
+// the Go runtime's.
+//
+// OpenTelemetry is off by default. When the standard variables configure
+// an OTLP exporter (OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_METRICS_ENDPOINT; OTEL_SDK_DISABLED=true or
+// OTEL_METRICS_EXPORTER=none turn it off), the command also records
+// otellimit's metrics (hotlimit.backend.duration, hotlimit.backend.remaining)
+// and exports them over OTLP/gRPC (OTEL_EXPORTER_OTLP_PROTOCOL, if set,
+// must be grpc) every OTEL_METRIC_EXPORT_INTERVAL, and once more at
+// shutdown.
 //
 // SIGHUP reloads -config (as the poll does); a configuration that fails
 // to load, or that the backend refuses, is logged and counted, and the

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/otellimit"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+)
+
+// otelConfigured reports whether the standard variables ask for an OTLP
+// metric exporter: OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_METRICS_ENDPOINT set, and OTEL_SDK_DISABLED not
+// "true" and OTEL_METRICS_EXPORTER not "none".
+func otelConfigured() bool {
+	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") || os.Getenv("OTEL_METRICS_EXPORTER") == "none" {
+		return false
+	}
+	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") != ""
+}
+
+// startOTel returns otellimit's observer on a meter provider that
+// exports over OTLP/gRPC as the standard OTEL_EXPORTER_OTLP_* variables
+// say (endpoint, headers, timeout, TLS; OTEL_METRIC_EXPORT_INTERVAL), and
+// the function that flushes and stops it; nil, nil when no exporter is
+// configured (see otelConfigured).
+func startOTel(ctx context.Context) (admission.Observer, func(context.Context) error, error) {
+	if !otelConfigured() {
+		return nil, nil, nil
+	}
+	for _, v := range []string{"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"} {
+		if p := os.Getenv(v); p != "" && p != "grpc" {
+			return nil, nil, fmt.Errorf("%s=%s: hotlimitd exports OTLP over gRPC only (grpc)", v, p)
+		}
+	}
+	exp, err := otlpmetricgrpc.New(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("OpenTelemetry exporter: %w", err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)))
+	obs, err := otellimit.NewHTTP(otellimit.HTTPOptions{MeterProvider: mp})
+	if err != nil {
+		mp.Shutdown(ctx)
+		return nil, nil, err
+	}
+	return obs, mp.Shutdown, nil
+}
