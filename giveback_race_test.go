@@ -113,3 +113,86 @@ func TestRenewalsUnderRebuildsExact(t *testing.T) {
 		})
 	}
 }
+
+// TestGiveBackBoundMovingClock: 6 goroutines admit on one key of a small,
+// fast bucket (Burst 4, 100/s) and give back a random one of the up to 3
+// Admissions each holds, keeping a quarter, and each moves the clock on
+// 1 ms every 8 steps. Each admission is known to be decided at a
+// reading between the clock's readings before and after its call, so the
+// kept admissions whose calls both began and ended within [t1, t2] were
+// decided in it, and they cost at most Burst + (t2 − t1)/T units: a bound
+// that holds under any schedule, and that a give-back returning units
+// that had drained, or a later admission's, breaks.
+func TestGiveBackBoundMovingClock(t *testing.T) {
+	p := hotlimit.TokenBucket{Rate: hotlimit.PerSecond(100), Burst: 4}
+	const T, tau = int64(10 * time.Millisecond), int64(40 * time.Millisecond)
+	rounds := 10
+	if raceEnabled {
+		rounds = 3
+	}
+	for round := range rounds {
+		l, c := newManual(t, p)
+		c.Set(time.Hour)
+		type kept struct{ before, after, cost int64 }
+		var mu sync.Mutex
+		var all []kept
+		var workers sync.WaitGroup
+		for g := range 6 {
+			workers.Go(func() {
+				r := rand.New(rand.NewPCG(uint64(round), uint64(g)))
+				type held struct {
+					a             *hotlimit.Admission
+					before, after int64
+					cost          int64
+				}
+				var hs []held
+				var mine []kept
+				for i := range 600 {
+					if i%8 == 0 {
+						c.Advance(time.Millisecond)
+					}
+					if len(hs) < 3 {
+						a, cost := new(hotlimit.Admission), 1+r.Int64N(2)
+						before := int64(c.Now())
+						ok := l.AdmitN(a, "k", cost).Allowed
+						after := int64(c.Now())
+						if ok {
+							hs = append(hs, held{a, before, after, cost})
+						}
+						continue
+					}
+					i := r.IntN(len(hs))
+					h := hs[i]
+					hs = slices.Delete(hs, i, i+1)
+					if r.IntN(4) == 0 {
+						mine = append(mine, kept{h.before, h.after, h.cost})
+					} else {
+						h.a.Refund()
+					}
+				}
+				for _, h := range hs {
+					h.a.Refund()
+				}
+				mu.Lock()
+				all = append(all, mine...)
+				mu.Unlock()
+			})
+		}
+		workers.Wait()
+		slices.SortFunc(all, func(a, b kept) int { return int(a.after - b.after) })
+		for _, first := range all {
+			t1 := first.before
+			var sum int64
+			for _, k := range all { // by the end of their calls
+				if k.before < t1 {
+					continue
+				}
+				sum += k.cost
+				if t2 := k.after; sum*T > tau+(t2-t1) {
+					t.Fatalf("round %d: %d units kept by calls within [%v, %v]; the bucket allows %d + %v/T",
+						round, sum, time.Duration(t1), time.Duration(t2), tau/T, time.Duration(t2-t1))
+				}
+			}
+		}
+	}
+}
