@@ -44,14 +44,6 @@ const (
 	ResetEpoch
 )
 
-// maxSFInt is the largest RFC 9651 Integer (15 digits). hotlimit accepts
-// capacities beyond it (a TokenBucket's Burst up to 2^61); the IETF
-// fields write such a q or r as maxSFInt, which understates the quota (a
-// client that trusts it sends less, never more), rather than a number a
-// strict parser rejects together with the whole field. w and t, in
-// seconds, always fit.
-const maxSFInt = admission.MaxSFInt
-
 // ceilSeconds rounds d up to whole seconds: a wait is never reported
 // shorter than it is.
 func ceilSeconds(d time.Duration) int64 { return admission.CeilSeconds(d) }
