@@ -98,6 +98,7 @@ type hooks struct {
 	started func(*app)                                // called once serving
 	backend func(admission.Backend) admission.Backend // wraps the backend the server asks
 	handled func(os.Signal)                           // called after a SIGHUP was handled
+	loaded  func(error)                               // called after each reload, applied (nil) or refused
 }
 
 // app is a running hotlimitd.
@@ -116,6 +117,7 @@ type app struct {
 	reg      *prometheus.Registry
 	metrics  *reloadMetrics
 	stopOTel func(context.Context) error // flushes and stops the OpenTelemetry export; nil without one
+	loaded   func(error)                 // hooks.loaded
 
 	grpcLis, httpLis net.Listener
 	reloadMu         sync.Mutex // one reload applies at a time
@@ -149,8 +151,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, sigs <-ch
 	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
+	watching := make(chan struct{})
 	if a.watcher != nil && f.reloadInterval > 0 {
-		go a.watcher.Run(watchCtx)
+		go func() {
+			defer close(watching)
+			a.watcher.Run(watchCtx)
+		}()
+	} else {
+		close(watching)
 	}
 	errs := make(chan error, 2)
 	go func() { errs <- a.grpc.Serve(a.grpcLis) }()
@@ -178,6 +186,7 @@ loop:
 		}
 	}
 	stopWatch()
+	<-watching // no reload runs on a backend being closed
 	if err := a.shutdown(); err != nil && serveErr == nil {
 		serveErr = err
 	}
@@ -187,7 +196,7 @@ loop:
 // start loads the configuration, opens the backend, and binds the
 // listeners.
 func start(ctx context.Context, f *flags, log *slog.Logger, h *hooks) (a *app, err error) {
-	a = &app{f: f, log: log, reg: prometheus.NewRegistry()}
+	a = &app{f: f, log: log, reg: prometheus.NewRegistry(), loaded: h.loaded}
 	a.metrics = newReloadMetrics(a.reg)
 	var cfg *config.Config
 	if f.config == "" {
@@ -312,12 +321,18 @@ func (a *app) applyReload(cfg *config.Config) {
 	}
 	a.metrics.success(time.Now())
 	a.log.Info("configuration reloaded", "domains", strings.Join(cfg.Domains(), ","), "limits", len(cfg.Limits()))
+	if a.loaded != nil {
+		a.loaded(nil)
+	}
 }
 
 // reloadFailed reports a configuration that was not applied.
 func (a *app) reloadFailed(err error) {
 	a.metrics.failure()
 	a.log.Error("configuration not reloaded, the running one is kept", "err", err.Error())
+	if a.loaded != nil {
+		a.loaded(err)
+	}
 }
 
 // shutdown stops serving: health NOT_SERVING, GracefulStop for at most

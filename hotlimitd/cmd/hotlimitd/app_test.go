@@ -377,3 +377,35 @@ func TestFlagsHeadersFailOpen(t *testing.T) {
 		t.Fatalf("metric %q", got)
 	}
 }
+
+// TestPollReload: the poll (-reload-interval) applies a changed file and
+// refuses a bad one, keeping the running configuration, as SIGHUP does.
+// The test waits for each load's report, never for time.
+func TestPollReload(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "limits.yaml")
+	write := func(s string) { // atomically: the poll never reads half a file
+		if err := os.WriteFile(path+".new", []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".new", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(twoPerMinute)
+	loaded := make(chan error, 16)
+	r := startCmd(t, &hooks{loaded: func(err error) { loaded <- err }}, "-config", path, "-reload-interval", "5ms")
+	write(strings.ReplaceAll(twoPerMinute, "requests_per_unit: 2", "requests_per_unit: 5"))
+	if err := <-loaded; err != nil {
+		t.Fatalf("the changed file was refused: %v", err)
+	}
+	if got := r.ask(t, "d", "user", "ann").Statuses[0].CurrentLimit.GetRequestsPerUnit(); got != 5 {
+		t.Fatalf("after the poll: limit %d, want 5", got)
+	}
+	write("domain: d\ndescriptors: [\n")
+	if err := <-loaded; err == nil || !strings.Contains(err.Error(), "limits.yaml") {
+		t.Fatalf("the bad file: %v, want an error naming it", err)
+	}
+	if got := r.ask(t, "d", "user", "ann").Statuses[0].CurrentLimit.GetRequestsPerUnit(); got != 5 {
+		t.Fatalf("after a bad file: limit %d, want the running 5", got)
+	}
+}
