@@ -8,6 +8,10 @@
 //
 // # How a request is answered
 //
+// A gRPC server of it takes ServerOption, so that a descriptor whose
+// bytes are not UTF-8 (an HTTP header's, as Envoy sends them) is decided
+// on its bytes rather than refused by gRPC's protobuf codec.
+//
 // Server.ShouldRateLimit reads the running configuration once (Options.Config),
 // so a request is decided under one configuration however often it is
 // reloaded. Then:

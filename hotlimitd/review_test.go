@@ -2,6 +2,7 @@ package hotlimitd_test
 
 import (
 	"context"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,13 @@ import (
 	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/hotlimitd"
 	"github.com/hotlimit/hotlimit/hotlimitd/config"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 )
 
 // reviewYAML has a fixed window of 3 a minute per user, a path limit,
@@ -209,4 +217,95 @@ func limitName(t testing.TB, cfg *config.Config, domain string, kv ...string) st
 		t.Fatalf("no limit for %v in %s", kv, domain)
 	}
 	return l.Name
+}
+
+// TestInvalidUTF8: a descriptor value that is not UTF-8 (Envoy sends a
+// header's bytes as they came; it logs but does not refuse them) is
+// decided on its bytes over gRPC with hotlimitd.ServerOption: gRPC's
+// protobuf codec alone refuses the request (codes.Internal), and Envoy
+// then lets it through unlimited. Distinct bytes are distinct keys.
+func TestInvalidUTF8(t *testing.T) {
+	f := newFixture(t, reviewYAML, hotlimitd.Options{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(hotlimitd.ServerOption())
+	f.srv.Register(g)
+	go g.Serve(lis)
+	t.Cleanup(g.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	call := func(value string, hits uint64) (*rlsv3.RateLimitResponse, error) {
+		resp := new(rlsv3.RateLimitResponse)
+		err := conn.Invoke(context.Background(), "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+			wireRequest("test", value, hits), resp, grpc.ForceCodecV2(rawCodec{}))
+		return resp, err
+	}
+	for i, want := range []int64{2, 1, 0} {
+		resp, err := call("a\xffb", 0)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if got := remaining(resp); resp.OverallCode != rlsv3.RateLimitResponse_OK || got[0] != want {
+			t.Fatalf("request %d: %v, remaining %v, want %d", i, resp.OverallCode, got, want)
+		}
+	}
+	if resp, err := call("a\xffb", 0); err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("4th request: %v, %v; want OVER_LIMIT", resp, err)
+	}
+	if resp, err := call("a\xfeb", 2); err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK || remaining(resp)[0] != 1 {
+		t.Fatalf("another value, 2 hits: %v, %v; want OK, 1 left", resp, err)
+	}
+	// Malformed bytes are still refused.
+	bad := rawMessage(append(wireRequest("test", "x", 0), 0x12, 0x05, 0x0a))
+	err = conn.Invoke(context.Background(), "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+		bad, new(rlsv3.RateLimitResponse), grpc.ForceCodecV2(rawCodec{}))
+	if status.Code(err) != codes.Internal {
+		t.Fatalf("a truncated request: %v, want Internal", err)
+	}
+}
+
+// rawMessage is a request's wire bytes, sent as they are by rawCodec.
+type rawMessage []byte
+
+// wireRequest encodes a RateLimitRequest of domain with one descriptor
+// (user, value), with hits_addend when hits > 0, by hand: protobuf's
+// Marshal refuses a string that is not UTF-8.
+func wireRequest(domain, value string, hits uint64) rawMessage {
+	var e, d, r []byte
+	e = protowire.AppendTag(e, 1, protowire.BytesType)
+	e = protowire.AppendString(e, "user")
+	e = protowire.AppendTag(e, 2, protowire.BytesType)
+	e = protowire.AppendString(e, value)
+	d = protowire.AppendTag(d, 1, protowire.BytesType)
+	d = protowire.AppendBytes(d, e)
+	if hits > 0 {
+		var h []byte
+		h = protowire.AppendTag(h, 1, protowire.VarintType)
+		h = protowire.AppendVarint(h, hits)
+		d = protowire.AppendTag(d, 3, protowire.BytesType)
+		d = protowire.AppendBytes(d, h)
+	}
+	r = protowire.AppendTag(r, 1, protowire.BytesType)
+	r = protowire.AppendString(r, domain)
+	r = protowire.AppendTag(r, 2, protowire.BytesType)
+	r = protowire.AppendBytes(r, d)
+	return r
+}
+
+// rawCodec sends a rawMessage as it is and reads answers as protobuf.
+type rawCodec struct{}
+
+func (rawCodec) Name() string { return "proto" }
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return mem.BufferSlice{mem.SliceBuffer(v.(rawMessage))}, nil
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return proto.Unmarshal(data.Materialize(), v.(proto.Message))
 }

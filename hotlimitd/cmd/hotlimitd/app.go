@@ -253,7 +253,7 @@ func start(ctx context.Context, f *flags, log *slog.Logger, h *hooks) (a *app, e
 	}
 	a.reg.MustRegister(bm, &serverCollector{srv: a.srv}, collectors.NewGoCollector())
 
-	a.grpc = grpc.NewServer()
+	a.grpc = grpc.NewServer(hotlimitd.ServerOption())
 	a.srv.Register(a.grpc)
 	a.health = health.NewServer()
 	a.stopping = make(chan struct{})

@@ -9,8 +9,13 @@ import (
 	"testing"
 	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestShutdownEndsHealthWatch: a client watching health (grpc-go's
@@ -80,4 +85,44 @@ func TestRedisClientLogs(t *testing.T) {
 			t.Fatalf("a log line is not JSON: %s", line)
 		}
 	}
+}
+
+// TestInvalidUTF8: the command's gRPC server decides a descriptor whose
+// value is not UTF-8 (hotlimitd.ServerOption) instead of failing it with
+// Internal, which Envoy's default failure mode lets through unlimited.
+func TestInvalidUTF8(t *testing.T) {
+	r := startCmd(t, nil)
+	var e, d, req []byte
+	e = protowire.AppendTag(e, 1, protowire.BytesType)
+	e = protowire.AppendString(e, "generic_key")
+	e = protowire.AppendTag(e, 2, protowire.BytesType)
+	e = protowire.AppendString(e, "caf\xe9") // Latin-1, as a header may hold it
+	d = protowire.AppendTag(d, 1, protowire.BytesType)
+	d = protowire.AppendBytes(d, e)
+	req = protowire.AppendTag(req, 1, protowire.BytesType)
+	req = protowire.AppendString(req, "hotlimitd")
+	req = protowire.AppendTag(req, 2, protowire.BytesType)
+	req = protowire.AppendBytes(req, d)
+	resp := new(rlsv3.RateLimitResponse)
+	err := r.conn.Invoke(context.Background(), "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", req, resp, grpc.ForceCodecV2(wireCodec{}))
+	if err != nil {
+		t.Fatalf("ShouldRateLimit: %v", err)
+	}
+	if st := resp.Statuses; resp.OverallCode != rlsv3.RateLimitResponse_OK || len(st) != 1 || st[0].CurrentLimit.GetRequestsPerUnit() != 100 || st[0].LimitRemaining != 99 {
+		t.Fatalf("response %v, want generic_key's limit, 99 left", resp)
+	}
+}
+
+// wireCodec sends a request's wire bytes as they are ([]byte) and reads
+// the answer as protobuf.
+type wireCodec struct{}
+
+func (wireCodec) Name() string { return "proto" }
+
+func (wireCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return mem.BufferSlice{mem.SliceBuffer(v.([]byte))}, nil
+}
+
+func (wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return proto.Unmarshal(data.Materialize(), v.(proto.Message))
 }
