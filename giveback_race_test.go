@@ -115,7 +115,8 @@ func TestRenewalsUnderRebuildsExact(t *testing.T) {
 }
 
 // TestGiveBackBoundMovingClock: 6 goroutines admit on one key of a small,
-// fast bucket (Burst 4, 100/s) and give back a random one of the up to 3
+// fast bucket (a TokenBucket of Burst 4 or a LeakyBucket of Capacity 3,
+// 100/s) and give back a random one of the up to 3
 // Admissions each holds, keeping a quarter, and each moves the clock on
 // 1 ms every 8 steps. Each admission is known to be decided at a
 // reading between the clock's readings before and after its call, so the
@@ -124,13 +125,16 @@ func TestRenewalsUnderRebuildsExact(t *testing.T) {
 // that holds under any schedule, and that a give-back returning units
 // that had drained, or a later admission's, breaks.
 func TestGiveBackBoundMovingClock(t *testing.T) {
-	p := hotlimit.TokenBucket{Rate: hotlimit.PerSecond(100), Burst: 4}
 	const T, tau = int64(10 * time.Millisecond), int64(40 * time.Millisecond)
 	rounds := 10
 	if raceEnabled {
 		rounds = 3
 	}
-	for round := range rounds {
+	for round := range 2 * rounds {
+		var p hotlimit.Policy = hotlimit.TokenBucket{Rate: hotlimit.PerSecond(100), Burst: 4}
+		if round%2 == 1 {
+			p = hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(100), Capacity: 3}
+		}
 		l, c := newManual(t, p)
 		c.Set(time.Hour)
 		type kept struct{ before, after, cost int64 }
@@ -189,8 +193,8 @@ func TestGiveBackBoundMovingClock(t *testing.T) {
 				}
 				sum += k.cost
 				if t2 := k.after; sum*T > tau+(t2-t1) {
-					t.Fatalf("round %d: %d units kept by calls within [%v, %v]; the bucket allows %d + %v/T",
-						round, sum, time.Duration(t1), time.Duration(t2), tau/T, time.Duration(t2-t1))
+					t.Fatalf("%T, round %d: %d units kept by calls within [%v, %v]; the bucket allows %d + %v/T",
+						p, round, sum, time.Duration(t1), time.Duration(t2), tau/T, time.Duration(t2-t1))
 				}
 			}
 		}
