@@ -25,12 +25,12 @@ func targets(t *testing.T, a bench.Algorithm, limit int64, keys int) map[string]
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Close)
-	gconns, err := bench.Dial(gaddr, 2)
+	gconns, err := bench.Dial(2, gaddr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { bench.Close(gconns) })
-	rconns, err := bench.Dial(startStandIn(t, bench.Policy(a, limit, day)), 2)
+	rconns, err := bench.Dial(2, startStandIn(t, bench.Policy(a, limit, day)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,6 +152,37 @@ func TestRunErrorsTolerated(t *testing.T) {
 	res, err = bench.Run(context.Background(), &failing{after: 7}, o)
 	if err == nil || !strings.Contains(err.Error(), "4 failed calls") || res != nil {
 		t.Fatalf("result %v, error %v; want no result and the fourth failure", res, err)
+	}
+}
+
+// TestGubernatorCluster: through two gubernator nodes, callers spread on
+// both, a key's requests are decided by its owner (forwarded from the
+// other node, batched or not): exactly 5 of 40 admitted.
+func TestGubernatorCluster(t *testing.T) {
+	ds, addrs, err := bench.StartGubernatorCluster(context.Background(), 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		t.Cleanup(d.Close)
+	}
+	conns, err := bench.Dial(2, addrs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bench.Close(conns) })
+	for _, b := range []guber.Behavior{guber.Behavior_NO_BATCHING, guber.Behavior_BATCHING} {
+		for _, a := range []bench.Algorithm{bench.Bucket, bench.Window} {
+			// Keys of their own: the names differ between the four runs.
+			tg := &bench.Gubernator{Conns: conns, Keys: []string{"c" + b.String() + string(a)}, Algorithm: a, Limit: 5, Period: day, Behavior: b}
+			res, err := bench.Run(context.Background(), tg, bench.Options{Callers: 4, Requests: 40, Keys: 1, Descriptors: 1, Seed: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Requests != 40 || res.Over != 35 {
+				t.Fatalf("%v, %s: requests %d, over %d; want 40, 35", b, a, res.Requests, res.Over)
+			}
+		}
 	}
 }
 

@@ -15,12 +15,19 @@
 #                  -limit 1000 -unit second)
 #   ALGS, DESCS    the algorithms and descriptor counts (default
 #                  "bucket window", "1 3")
+#   REPLICAS       replicas of each service (default 1); above 1,
+#                  gubernator nodes that forward to each key's owner, or
+#                  hotlimitd Servers sharing one Redis (no local backend),
+#                  and OUT's default ends in -replicasN.txt
 # Starts a private redis-server on a free loopback port (and a private
 # Cluster, unused) with redislimit/redistest/servers.sh; kills it on exit.
 set -euo pipefail
 cd "$(dirname "$0")"
 RUNS=${1:-5}
-OUT=${OUT:-$PWD/raw-$(date -u +%F).txt}
+REPLICAS=${REPLICAS:-1}
+suffix=
+[[ $REPLICAS -gt 1 ]] && suffix=-replicas$REPLICAS
+OUT=${OUT:-$PWD/raw-$(date -u +%F)$suffix.txt}
 ALGS=${ALGS:-bucket window}
 DESCS=${DESCS:-1 3}
 read -r -a extra <<<"${RLSBENCH_FLAGS:-}"
@@ -45,8 +52,12 @@ systems=(
 	"-system hotlimitd -backend lease"
 	"-system gubernator -behavior global"
 )
+if [[ $REPLICAS -gt 1 ]]; then
+	systems=("${systems[@]:1}") # local replicas would not share their limits
+	extra+=(-replicas "$REPLICAS")
+fi
 {
-	echo "# bash hotlimitd/bench/run.sh $RUNS  (RLSBENCH_FLAGS='${RLSBENCH_FLAGS:-}' ALGS='$ALGS' DESCS='$DESCS')"
+	echo "# bash hotlimitd/bench/run.sh $RUNS  (RLSBENCH_FLAGS='${RLSBENCH_FLAGS:-}' ALGS='$ALGS' DESCS='$DESCS' REPLICAS=$REPLICAS)"
 	echo "# $(go version); redis-server $(redis-server --version | sed -n 's/.* v=\([0-9.]*\).*/\1/p')"
 	echo "goos: $(go env GOOS)"
 	echo "goarch: $(go env GOARCH)"

@@ -34,17 +34,18 @@ func KeyNames(n int) []string {
 	return names
 }
 
-// Dial opens n gRPC client connections to addr (plaintext: loopback
-// only), over which callers are spread round robin: one HTTP/2
+// Dial opens n gRPC client connections (plaintext: loopback only), to the
+// addresses in turn (to replicas of a service, each gets n/len(addrs) or
+// one more), over which callers are spread round robin: one HTTP/2
 // connection serialises its frames, and a service behind it would be
 // measured through that bottleneck.
-func Dial(addr string, n int) ([]*grpc.ClientConn, error) {
-	if n <= 0 {
-		return nil, fmt.Errorf("bench: connections must be > 0, got %d", n)
+func Dial(n int, addrs ...string) ([]*grpc.ClientConn, error) {
+	if n <= 0 || len(addrs) == 0 {
+		return nil, fmt.Errorf("bench: connections must be > 0 (got %d), to at least one address (got %d)", n, len(addrs))
 	}
 	conns := make([]*grpc.ClientConn, 0, n)
-	for range n {
-		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	for i := range n {
+		c, err := grpc.NewClient(addrs[i%len(addrs)], grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			Close(conns)
 			return nil, err

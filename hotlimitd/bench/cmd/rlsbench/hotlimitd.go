@@ -19,16 +19,17 @@ import (
 
 // serveHotlimitd serves hotlimitd's Server on a free loopback port, with
 // bench.Config's configuration and f's backend, as cmd/hotlimitd serves
-// it: a hotlimitd/backend Store, promlimit's decision metrics. Its Redis keys carry a
+// it: a hotlimitd/backend Store, promlimit's decision metrics; -replicas
+// of them, each with its own Store and port, all on the same Redis state. Its Redis keys carry a
 // prefix of their own, so no run sees another's state. Each Redis call
 // may take a second (-redis-timeout; redislimit's default, 100ms, is
 // exceeded at times on a loaded 2-core machine, and a call that fails is
 // an error, not a decision). Backend errors are logged to standard error.
-func serveHotlimitd(ctx context.Context, f *flags) (addr string, stop func(), err error) {
+func serveHotlimitd(ctx context.Context, f *flags) (addrs []string, stop func(), err error) {
 	alg, _ := bench.ParseAlgorithm(f.alg)
 	cfg, err := config.Parse("rlsbench.yaml", bench.Config(alg, f.limit, f.unit, f.desc))
 	if err != nil {
-		return "", nil, err
+		return nil, nil, err
 	}
 	o := backend.Options{Kind: backend.Kind(f.backend)}
 	if o.Kind != backend.Local {
@@ -36,33 +37,46 @@ func serveHotlimitd(ctx context.Context, f *flags) (addr string, stop func(), er
 		o.Prefix = fmt.Sprintf("rlsbench:%d:", time.Now().UnixNano())
 		o.Timeout = f.redisTimeout
 	}
-	store, err := backend.Open(ctx, o, cfg.Limits())
-	if err != nil {
-		return "", nil, err
-	}
-	// The decision metrics cmd/hotlimitd records (its /metrics is not
-	// served here: nothing scrapes it during a run).
-	bm := promlimit.NewBackendMetrics(promlimit.BackendOptions{})
-	prometheus.NewRegistry().MustRegister(bm)
-	s, err := hotlimitd.New(hotlimitd.Options{
-		Config:    func() *config.Config { return cfg },
-		Backend:   store,
-		Observers: []admission.Observer{bm},
-		Logger:    slog.New(slog.NewTextHandler(os.Stderr, nil)),
-	})
-	if err != nil {
-		store.Close(context.Background())
-		return "", nil, err
-	}
-	g := grpc.NewServer()
-	s.Register(g)
+	var stops []func()
 	stop = func() {
-		g.Stop()
-		store.Close(context.Background())
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
 	}
-	if addr, err = listen(ctx, g); err != nil {
-		stop()
-		return "", nil, err
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	// Replicas share the Redis state: one Redis, one prefix, the same
+	// limit names.
+	for range f.replicas {
+		store, err := backend.Open(ctx, o, cfg.Limits())
+		if err != nil {
+			return nil, nil, err
+		}
+		stops = append(stops, func() { store.Close(context.Background()) })
+		// The decision metrics cmd/hotlimitd records (its /metrics is not
+		// served here: nothing scrapes it during a run).
+		bm := promlimit.NewBackendMetrics(promlimit.BackendOptions{})
+		prometheus.NewRegistry().MustRegister(bm)
+		s, err := hotlimitd.New(hotlimitd.Options{
+			Config:    func() *config.Config { return cfg },
+			Backend:   store,
+			Observers: []admission.Observer{bm},
+			Logger:    slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		g := grpc.NewServer()
+		s.Register(g)
+		stops = append(stops, g.Stop)
+		addr, err := listen(ctx, g)
+		if err != nil {
+			return nil, nil, err
+		}
+		addrs = append(addrs, addr)
 	}
-	return addr, stop, nil
+	return addrs, stop, nil
 }

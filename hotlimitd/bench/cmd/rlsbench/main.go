@@ -78,6 +78,7 @@ type flags struct {
 
 	redisTimeout time.Duration
 	cpuProfile   string
+	replicas     int
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
@@ -97,6 +98,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.requests, "requests", 0, "measured requests (0: -duration only)")
 	fs.StringVar(&f.redis, "redis", "", "Redis address (host:port) of the redis and lease backends")
 	fs.DurationVar(&f.redisTimeout, "redis-timeout", time.Second, "bound of each Redis call of the redis and lease backends")
+	fs.IntVar(&f.replicas, "replicas", 1, "replicas of the service in its process (each its own port; the callers' connections spread over them): gubernator nodes that are each other's peers, or hotlimitd Servers on one Redis")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write the service's CPU profile (warmup included) to this file")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the callers' key streams")
 	fs.Int64Var(&f.maxErrs, "max-errors", 1000, "failed calls the run survives (counted apart, never as decisions); one more ends it")
@@ -153,6 +155,12 @@ func (f *flags) check() error {
 	if f.conns <= 0 {
 		return fmt.Errorf("-conns must be > 0, got %d", f.conns)
 	}
+	if f.replicas < 1 || f.replicas > f.conns {
+		return fmt.Errorf("-replicas must be in [1, -conns], got %d", f.replicas)
+	}
+	if f.replicas > 1 && f.system == "hotlimitd" && f.backend == "local" {
+		return errors.New("-replicas > 1 needs a shared backend (-backend redis or lease): local replicas would each keep their own limits")
+	}
 	return nil // the load's own options are checked by bench.Run
 }
 
@@ -174,7 +182,11 @@ func (f *flags) name() string {
 	if f.system == "gubernator" {
 		mode = f.behavior
 	}
-	return fmt.Sprintf("BenchmarkRLS/system=%s/backend=%s/alg=%s/desc=%d", f.system, mode, f.alg, f.desc)
+	name := fmt.Sprintf("BenchmarkRLS/system=%s/backend=%s/alg=%s/desc=%d", f.system, mode, f.alg, f.desc)
+	if f.replicas > 1 {
+		name += fmt.Sprintf("/replicas=%d", f.replicas)
+	}
+	return name
 }
 
 // serve runs the service until standard input closes (the parent exits
@@ -183,17 +195,21 @@ func serve(f *flags) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var (
-		addr     string
+		addrs    []string
 		shutdown func()
 		err      error
 	)
 	if f.system == "gubernator" {
-		var d *guber.Daemon
-		if d, addr, err = bench.StartGubernator(ctx, 0); err == nil {
-			shutdown = d.Close
+		var ds []*guber.Daemon
+		if ds, addrs, err = bench.StartGubernatorCluster(ctx, f.replicas, 0); err == nil {
+			shutdown = func() {
+				for _, d := range ds {
+					d.Close()
+				}
+			}
 		}
 	} else {
-		addr, shutdown, err = serveHotlimitd(ctx, f)
+		addrs, shutdown, err = serveHotlimitd(ctx, f)
 	}
 	if err != nil {
 		return err
@@ -210,7 +226,7 @@ func serve(f *flags) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	fmt.Println(addr)
+	fmt.Println(strings.Join(addrs, ","))
 	eof := make(chan struct{})
 	go func() {
 		io.Copy(io.Discard, os.Stdin)
@@ -267,7 +283,7 @@ func measure(f *flags) error {
 	}
 	addr = strings.TrimSpace(addr)
 
-	conns, err := bench.Dial(addr, f.conns)
+	conns, err := bench.Dial(f.conns, strings.Split(addr, ",")...)
 	if err != nil {
 		return err
 	}
