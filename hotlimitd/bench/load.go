@@ -93,8 +93,9 @@ func newHistogram() *hdrhistogram.Histogram {
 }
 
 // Run puts the load o describes on t: a warmup, then the measured part,
-// which ends when Requests requests have been answered or Duration has
-// passed, whichever comes first. A failed call is never counted as a
+// which ends when Requests calls have been made or Duration has passed
+// (each caller stops after the call in flight then), whichever comes
+// first. A failed call is never counted as a
 // decision; the run ends with an error when more than MaxErrors calls fail.
 func Run(ctx context.Context, t Target, o Options) (*Result, error) {
 	if err := o.validate(); err != nil {
