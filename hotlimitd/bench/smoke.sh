@@ -23,7 +23,7 @@ for s in "-system hotlimitd -backend local" "-system hotlimitd -backend redis" "
 	"-system gubernator -behavior no_batching" "-system gubernator -behavior global" \
 	"-system hotlimitd -backend redis -replicas 2" "-system gubernator -behavior batching -replicas 2"; do
 	# shellcheck disable=SC2086 # $s is flags, split on purpose
-	out=$("$bin" $s -desc 3 -requests 100 -duration 0 -warmup 0 -callers 4 -conns 1 -redis "$HOTLIMIT_REDIS_ADDR")
+	out=$("$bin" $s -desc 3 -requests 100 -duration 0 -warmup 0 -callers 4 -conns 2 -redis "$HOTLIMIT_REDIS_ADDR")
 	grep -q '^BenchmarkRLS/.*	100	' <<<"$out" || { echo "rlsbench $s printed no result line of 100 requests:"; echo "$out"; exit 1; }
 done
 echo "ok: harness tests pass, rlsbench answered 100 requests on each system"
