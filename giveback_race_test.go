@@ -135,55 +135,7 @@ func TestGiveBackBoundMovingClock(t *testing.T) {
 		if round%2 == 1 {
 			p = hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(100), Capacity: 3}
 		}
-		l, c := newManual(t, p)
-		c.Set(time.Hour)
-		type kept struct{ before, after, cost int64 }
-		var mu sync.Mutex
-		var all []kept
-		var workers sync.WaitGroup
-		for g := range 6 {
-			workers.Go(func() {
-				r := rand.New(rand.NewPCG(uint64(round), uint64(g)))
-				type held struct {
-					a             *hotlimit.Admission
-					before, after int64
-					cost          int64
-				}
-				var hs []held
-				var mine []kept
-				for i := range 600 {
-					if i%8 == 0 {
-						c.Advance(time.Millisecond)
-					}
-					if len(hs) < 3 {
-						a, cost := new(hotlimit.Admission), 1+r.Int64N(2)
-						before := int64(c.Now())
-						ok := l.AdmitN(a, "k", cost).Allowed
-						after := int64(c.Now())
-						if ok {
-							hs = append(hs, held{a, before, after, cost})
-						}
-						continue
-					}
-					i := r.IntN(len(hs))
-					h := hs[i]
-					hs = slices.Delete(hs, i, i+1)
-					if r.IntN(4) == 0 {
-						mine = append(mine, kept{h.before, h.after, h.cost})
-					} else {
-						h.a.Refund()
-					}
-				}
-				for _, h := range hs {
-					h.a.Refund()
-				}
-				mu.Lock()
-				all = append(all, mine...)
-				mu.Unlock()
-			})
-		}
-		workers.Wait()
-		slices.SortFunc(all, func(a, b kept) int { return int(a.after - b.after) })
+		all := keptMovingClock(t, p, round)
 		for _, first := range all {
 			t1 := first.before
 			var sum int64
@@ -199,4 +151,96 @@ func TestGiveBackBoundMovingClock(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestGiveBackWindowsMovingClock is TestGiveBackBoundMovingClock for the
+// windows of 50 ms and Limit 4: the kept admissions whose calls lie within
+// one window [k·W, (k+1)·W) (FixedWindow, SlidingWindow), or within one
+// trailing window (t − W, t] (SlidingLog), cost at most 4.
+func TestGiveBackWindowsMovingClock(t *testing.T) {
+	const w = int64(50 * time.Millisecond)
+	rounds := 10
+	if raceEnabled {
+		rounds = 3
+	}
+	for _, p := range []hotlimit.Policy{
+		hotlimit.FixedWindow{Limit: 4, Window: time.Duration(w)},
+		hotlimit.SlidingWindow{Limit: 4, Window: time.Duration(w)},
+		hotlimit.SlidingLog{Limit: 4, Window: time.Duration(w)},
+	} {
+		_, trailing := p.(hotlimit.SlidingLog)
+		for round := range rounds {
+			all := keptMovingClock(t, p, round)
+			for _, last := range all {
+				var sum int64
+				for _, k := range all {
+					if trailing && k.before > last.after-w && k.after <= last.after ||
+						!trailing && k.before/w == last.after/w && k.after/w == last.after/w {
+						sum += k.cost
+					}
+				}
+				if sum > 4 {
+					t.Fatalf("%T, round %d: %d units kept by calls within the window of %v; the limit is 4", p, round, sum, time.Duration(last.after))
+				}
+			}
+		}
+	}
+}
+
+// movingKept is an admission kept by keptMovingClock: the clock's readings
+// before and after its call, and its cost.
+type movingKept struct{ before, after, cost int64 }
+
+// keptMovingClock runs 6 goroutines on key "k" of a new limiter for p on
+// a ManualClock: each holds up to 3 Admissions, gives back a random one
+// (keeping a quarter) and moves the clock on 1 ms every 8 steps. It
+// returns the admissions kept, by the end of their calls.
+func keptMovingClock(t *testing.T, p hotlimit.Policy, round int) []movingKept {
+	l, c := newManual(t, p)
+	c.Set(time.Hour)
+	var mu sync.Mutex
+	var all []movingKept
+	var workers sync.WaitGroup
+	for g := range 6 {
+		workers.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(round), uint64(g)))
+			type held struct {
+				a *hotlimit.Admission
+				k movingKept
+			}
+			var hs []held
+			var mine []movingKept
+			for i := range 600 {
+				if i%8 == 0 {
+					c.Advance(time.Millisecond)
+				}
+				if len(hs) < 3 {
+					a, cost := new(hotlimit.Admission), 1+r.Int64N(2)
+					before := int64(c.Now())
+					ok := l.AdmitN(a, "k", cost).Allowed
+					if ok {
+						hs = append(hs, held{a, movingKept{before, int64(c.Now()), cost}})
+					}
+					continue
+				}
+				i := r.IntN(len(hs))
+				h := hs[i]
+				hs = slices.Delete(hs, i, i+1)
+				if r.IntN(4) == 0 {
+					mine = append(mine, h.k)
+				} else {
+					h.a.Refund()
+				}
+			}
+			for _, h := range hs {
+				h.a.Refund()
+			}
+			mu.Lock()
+			all = append(all, mine...)
+			mu.Unlock()
+		})
+	}
+	workers.Wait()
+	slices.SortFunc(all, func(a, b movingKept) int { return int(a.after - b.after) })
+	return all
 }
