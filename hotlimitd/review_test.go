@@ -53,16 +53,8 @@ descriptors:
 func TestDuplicateDescriptors(t *testing.T) {
 	f := newFixture(t, reviewYAML, hotlimitd.Options{})
 	f.clock.Set(15 * time.Second)
-	cl := serve(t, f.srv)
-	call := func(req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
-		t.Helper()
-		resp, err := cl.ShouldRateLimit(context.Background(), req)
-		if err != nil {
-			t.Fatalf("ShouldRateLimit: %v", err)
-		}
-		checkInvariants(t, req, resp)
-		return resp
-	}
+	cl := overGRPC{c: serve(t, f.srv)}
+	call := func(req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse { t.Helper(); return ask(t, cl, req) }
 	for _, key := range []string{"user", "tb"} {
 		// 1+1 of 3: admitted, both see 1 left.
 		resp := call(request("test", desc(key, "a"), desc(key, "a"), desc("path", key)))
@@ -308,4 +300,14 @@ func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
 
 func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return proto.Unmarshal(data.Materialize(), v.(proto.Message))
+}
+
+// overGRPC asks a RateLimitServiceClient, as ask's server.
+type overGRPC struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	c rlsv3.RateLimitServiceClient
+}
+
+func (o overGRPC) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	return o.c.ShouldRateLimit(ctx, req)
 }
