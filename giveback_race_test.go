@@ -130,17 +130,17 @@ func TestGiveBackBoundMovingClock(t *testing.T) {
 	if raceEnabled {
 		rounds = 3
 	}
-	for round := range 2 * rounds {
+	for round := range 4 * rounds {
 		var p hotlimit.Policy = hotlimit.TokenBucket{Rate: hotlimit.PerSecond(100), Burst: 4}
 		if round%2 == 1 {
 			p = hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(100), Capacity: 3}
 		}
-		all := keptMovingClock(t, p, round)
+		all := keptMovingClock(t, p, round, round%4 >= 2)
 		for _, first := range all {
 			t1 := first.before
 			var sum int64
 			for _, k := range all { // by the end of their calls
-				if k.before < t1 {
+				if k.before < t1 || k.seg != first.seg || k.seg < 0 {
 					continue
 				}
 				sum += k.cost
@@ -169,11 +169,14 @@ func TestGiveBackWindowsMovingClock(t *testing.T) {
 		hotlimit.SlidingLog{Limit: 4, Window: time.Duration(w)},
 	} {
 		_, trailing := p.(hotlimit.SlidingLog)
-		for round := range rounds {
-			all := keptMovingClock(t, p, round)
+		for round := range 2 * rounds {
+			all := keptMovingClock(t, p, round, round%2 == 1)
 			for _, last := range all {
 				var sum int64
 				for _, k := range all {
+					if k.seg < 0 || k.seg != last.seg {
+						continue
+					}
 					if trailing && k.before > last.after-w && k.after <= last.after ||
 						!trailing && k.before/w == last.after/w && k.after/w == last.after/w {
 						sum += k.cost
@@ -188,19 +191,43 @@ func TestGiveBackWindowsMovingClock(t *testing.T) {
 }
 
 // movingKept is an admission kept by keptMovingClock: the clock's readings
-// before and after its call, and its cost.
-type movingKept struct{ before, after, cost int64 }
+// before and after its call, its cost, and the Resets that had returned
+// before its call, or −1 if a Reset ran while it did.
+type movingKept struct{ before, after, cost, seg int64 }
 
 // keptMovingClock runs 6 goroutines on key "k" of a new limiter for p on
 // a ManualClock: each holds up to 3 Admissions, gives back a random one
-// (keeping a quarter) and moves the clock on 1 ms every 8 steps. It
-// returns the admissions kept, by the end of their calls.
-func keptMovingClock(t *testing.T, p hotlimit.Policy, round int) []movingKept {
+// (keeping a quarter) and moves the clock on 1 ms every 8 steps. With
+// resets, another goroutine meanwhile resets "k", sweeps and converts the
+// table with SetPolicy(p), over and over. It returns the admissions kept,
+// by the end of their calls.
+func keptMovingClock(t *testing.T, p hotlimit.Policy, round int, resets bool) []movingKept {
 	l, c := newManual(t, p)
 	c.Set(time.Hour)
 	var mu sync.Mutex
 	var all []movingKept
-	var workers sync.WaitGroup
+	var workers, disturber sync.WaitGroup
+	var begun, ended atomic.Int64 // Resets begun, and returned
+	stop := make(chan struct{})
+	if resets {
+		disturber.Go(func() {
+			for range 10_000 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				begun.Add(1)
+				l.Reset("k")
+				ended.Add(1)
+				l.Sweep()
+				if err := l.SetPolicy(p); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
 	for g := range 6 {
 		workers.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(round), uint64(g)))
@@ -216,10 +243,14 @@ func keptMovingClock(t *testing.T, p hotlimit.Policy, round int) []movingKept {
 				}
 				if len(hs) < 3 {
 					a, cost := new(hotlimit.Admission), 1+r.Int64N(2)
-					before := int64(c.Now())
+					seg, before := ended.Load(), int64(c.Now())
 					ok := l.AdmitN(a, "k", cost).Allowed
+					after := int64(c.Now())
+					if begun.Load() != seg {
+						seg = -1 // a Reset ran meanwhile: before it or after
+					}
 					if ok {
-						hs = append(hs, held{a, movingKept{before, int64(c.Now()), cost}})
+						hs = append(hs, held{a, movingKept{before, after, cost, seg}})
 					}
 					continue
 				}
@@ -241,6 +272,8 @@ func keptMovingClock(t *testing.T, p hotlimit.Policy, round int) []movingKept {
 		})
 	}
 	workers.Wait()
+	close(stop)
+	disturber.Wait()
 	slices.SortFunc(all, func(a, b movingKept) int { return int(a.after - b.after) })
 	return all
 }
