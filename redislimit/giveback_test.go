@@ -28,7 +28,7 @@ var giveBackPolicies = []hotlimit.Policy{
 func frozen(t *testing.T, policy hotlimit.Policy, now *int64) *Limiter {
 	t.Helper()
 	c := redistest.Client(t, redistest.Addr(t))
-	l := must(New(c, "gb", policy, WithPrefix(redistest.Prefix(t))))
+	l := must(New(c, "gb", policy, WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second)))
 	l.testNow = func() int64 { return *now }
 	return l
 }

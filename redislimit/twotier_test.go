@@ -114,7 +114,7 @@ func TestTwoTierExpiresFromSend(t *testing.T) {
 	c.AddHook(&sent)
 	ctx := context.Background()
 	l := must(New(c, "fs", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1},
-		WithPrefix(redistest.Prefix(t)), WithLocalDenials(10)))
+		WithPrefix(redistest.Prefix(t)), WithLocalDenials(10), WithTimeout(5*time.Second)))
 	l.cache.now = ft.now
 	must(l.Allow(ctx, "k"))
 	start := ft.t
