@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -45,7 +46,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	req := &rlsv3.RateLimitRequest{Domain: *domain, HitsAddend: uint32(min(*hits, 1<<32-1))}
+	if *n < 1 {
+		return fmt.Errorf("-n %d: want at least 1 request", *n)
+	}
+	if *hits > math.MaxUint32 {
+		return fmt.Errorf("-hits %d: the request's hits_addend is at most %d", *hits, uint32(math.MaxUint32))
+	}
+	req := &rlsv3.RateLimitRequest{Domain: *domain, HitsAddend: uint32(*hits)}
 	for _, arg := range fs.Args() {
 		d, err := parseDescriptor(arg)
 		if err != nil {

@@ -55,7 +55,7 @@ func TestAsk(t *testing.T) {
 			t.Errorf("line %d: %q, want %q... | other=x OK (no limit)", i, l, want[i])
 		}
 	}
-	for _, args := range [][]string{{}, {"novalue"}, {"=v"}} {
+	for _, args := range [][]string{{}, {"novalue"}, {"=v"}, {"-n", "0", "k=v"}, {"-n", "-1", "k=v"}, {"-hits", "4294967296", "k=v"}} {
 		if err := run(append([]string{"-addr", lis.Addr().String()}, args...), io.Discard, io.Discard); err == nil {
 			t.Errorf("%q: no error", args)
 		}
