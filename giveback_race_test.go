@@ -191,18 +191,24 @@ func TestGiveBackWindowsMovingClock(t *testing.T) {
 }
 
 // movingKept is an admission kept by keptMovingClock: the clock's readings
-// before and after its call, its cost, and the Resets that had returned
-// before its call, or −1 if a Reset ran while it did.
+// before and after its call, its cost, and the Resets (and insertions that
+// may evict it) that had returned before its call, or −1 if one ran while
+// it did.
 type movingKept struct{ before, after, cost, seg int64 }
 
 // keptMovingClock runs 6 goroutines on key "k" of a new limiter for p on
 // a ManualClock: each holds up to 3 Admissions, gives back a random one
 // (keeping a quarter) and moves the clock on 1 ms every 8 steps. With
-// resets, another goroutine meanwhile resets "k", sweeps and converts the
-// table with SetPolicy(p), over and over. It returns the admissions kept,
+// resets, under WithMaxKeys(2), another goroutine meanwhile resets "k" or
+// inserts a new key (which evicts "k" or the key before), sweeps and
+// converts the table with SetPolicy(p), over and over. It returns the admissions kept,
 // by the end of their calls.
 func keptMovingClock(t *testing.T, p hotlimit.Policy, round int, resets bool) []movingKept {
-	l, c := newManual(t, p)
+	var opts []hotlimit.Option
+	if resets {
+		opts = append(opts, hotlimit.WithMaxKeys(2))
+	}
+	l, c := newManual(t, p, opts...)
 	c.Set(time.Hour)
 	var mu sync.Mutex
 	var all []movingKept
@@ -211,15 +217,22 @@ func keptMovingClock(t *testing.T, p hotlimit.Policy, round int, resets bool) []
 	stop := make(chan struct{})
 	if resets {
 		disturber.Go(func() {
-			for range 10_000 {
+			for i := range 10_000 {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				begun.Add(1)
-				l.Reset("k")
-				ended.Add(1)
+				switch i % 8 {
+				case 0:
+					begun.Add(1)
+					l.Reset("k")
+					ended.Add(1)
+				case 4:
+					begun.Add(1)
+					l.Allow(fmt.Sprint("decoy-", i)) // evicts "k" or the decoy before
+					ended.Add(1)
+				}
 				l.Sweep()
 				if err := l.SetPolicy(p); err != nil {
 					t.Error(err)
