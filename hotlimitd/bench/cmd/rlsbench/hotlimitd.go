@@ -19,7 +19,8 @@ import (
 
 // serveHotlimitd serves hotlimitd's Server on a free loopback port, with
 // bench.Config's configuration and f's backend, as cmd/hotlimitd serves
-// it: a hotlimitd/backend Store, promlimit's decision metrics; -replicas
+// it: its gRPC codec (hotlimitd.ServerOption), a hotlimitd/backend Store,
+// promlimit's decision metrics; -replicas
 // of them, each with its own Store and port, all on the same Redis state. Its Redis keys carry a
 // prefix of their own, so no run sees another's state. Each Redis call
 // may take a second (-redis-timeout; redislimit's default, 100ms, is
@@ -69,7 +70,7 @@ func serveHotlimitd(ctx context.Context, f *flags) (addrs []string, stop func(),
 		if err != nil {
 			return nil, nil, err
 		}
-		g := grpc.NewServer()
+		g := grpc.NewServer(hotlimitd.ServerOption())
 		s.Register(g)
 		stops = append(stops, g.Stop)
 		addr, err := listen(ctx, g)
