@@ -93,7 +93,8 @@
 // (TestAllocs). BenchmarkShouldRateLimit measures it.
 //
 // Observers (Options.Observers) see one admission.Event per request that
-// asks the backend: its outcome (OutcomeDeniedNever when a rule that
+// asks the backend, once it is answered (one too for a request decided
+// again after a reload): its outcome (OutcomeDeniedNever when a rule that
 // refuses every hit refused it), the Decision, the backend's latency, the
 // binding descriptor's limit in Event.Limit and the domain in Event.Group;
 // no key and no descriptor value. promlimit.BackendMetrics and

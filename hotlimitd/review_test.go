@@ -311,3 +311,37 @@ type overGRPC struct {
 func (o overGRPC) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	return o.c.ShouldRateLimit(ctx, req)
 }
+
+// TestObserversOnceOnRetry: a request decided again because a reload
+// dropped a limit its first configuration named (the backend answered
+// admission.ErrUnknownLimit) is one event for the observers, the
+// decision answered, not an error and then the decision.
+func TestObserversOnceOnRetry(t *testing.T) {
+	old, err := config.Parse("old.yaml", []byte("domain: test\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: hour\n      requests_per_unit: 9\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, reviewYAML, hotlimitd.Options{}) // its backend serves reviewYAML's limits only
+	var outcomes []admission.Outcome
+	obs := observerFunc(func(_ context.Context, ev *admission.Event) {
+		outcomes = append(outcomes, ev.Result.Outcome)
+	})
+	calls := 0
+	srv, err := hotlimitd.New(hotlimitd.Options{Backend: f.local, Observers: []admission.Observer{obs}, Config: func() *config.Config {
+		calls++
+		if calls == 1 {
+			return old // read before the reload: its limit is gone from the backend
+		}
+		return f.cfg
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := ask(t, srv, request("test", desc("user", "a")))
+	if resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 3 {
+		t.Fatalf("response %v, want OK under the new configuration", resp)
+	}
+	if want := []admission.Outcome{admission.OutcomeAllowed}; !slices.Equal(outcomes, want) {
+		t.Fatalf("outcomes %v, want %v", outcomes, want)
+	}
+}

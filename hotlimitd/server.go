@@ -125,6 +125,19 @@ type call struct {
 	hdr     []byte // the response headers, being written
 	one     [1]admission.Layer
 	oneSt   [1]admission.LayerState
+	obs     observation // the enforced decision, for the observers
+}
+
+// observation is what the observers are told of a request's enforced
+// decision, once the request is answered (a decision retried after a
+// reload is told once, as answered).
+type observation struct {
+	asked   bool // the backend was asked
+	dec     hotlimit.Decision
+	binding int
+	err     error
+	refuse  bool
+	took    time.Duration
 }
 
 // maxPooled is the most bytes of entries, keys or headers a pooled call
@@ -160,6 +173,7 @@ func (c *call) reset(n int) {
 	c.over = grow(c.over, n)
 	clear(c.lims) // keep no config alive in the pool
 	c.layers = c.layers[:0]
+	c.obs = observation{}
 }
 
 func grow[T any](s []T, n int) []T {
@@ -199,6 +213,10 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		}
 		cfg = next
 		resp, err = s.decide(ctx, c, cfg, req)
+	}
+	if o := &c.obs; o.asked {
+		s.observe(ctx, c, req.Domain, o.dec, o.binding, o.err, o.refuse, o.took)
+		*o = observation{}
 	}
 	if err != nil {
 		return s.failed(req, err)
@@ -291,7 +309,7 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 		var err error
 		dec, binding, err = admission.Decide(ctx, s.backend, c.layers, c.states)
 		if s.observers != nil {
-			s.observe(ctx, c, req.Domain, dec, binding, err, refuse, time.Since(began))
+			c.obs = observation{asked: true, dec: dec, binding: binding, err: err, refuse: refuse, took: time.Since(began)}
 		}
 		if err != nil && !refuse {
 			return nil, err
