@@ -149,7 +149,7 @@ func (m *model) check(t *testing.T, req *rlsv3.RateLimitRequest, resp *rlsv3.Rat
 	}
 	admit := true
 	for k, c := range ask {
-		if m.used[k]+c > limits[k] {
+		if c > limits[k]-m.used[k] { // no overflow: c may be the largest int64
 			admit = false
 		}
 	}
@@ -172,7 +172,7 @@ func (m *model) check(t *testing.T, req *rlsv3.RateLimitRequest, resp *rlsv3.Rat
 		}
 		c := cost(d, req.HitsAddend)
 		if shadow {
-			if admit && m.used[k]+c <= l {
+			if admit && c <= l-m.used[k] {
 				m.used[k] += c
 			}
 			if st.Code != rlsv3.RateLimitResponse_OK {
