@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -139,6 +140,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, sigs <-ch
 		return err
 	}
 	redis.SetLogger(redisLogger{log})
+	// OpenTelemetry's errors (an export that failed) in the log too, not
+	// as the plain lines its default handler prints.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("OpenTelemetry", "err", err.Error()) }))
 	if h == nil {
 		h = &hooks{}
 	}

@@ -59,7 +59,8 @@
 // Logs are structured (log/slog) and hold limit names, domains, counts
 // and errors: never a key or a descriptor's value. The Redis client's own
 // messages (go-redis's: connections that failed) go there too, at the
-// debug level.
+// debug level, and OpenTelemetry's errors (an export that failed) at the
+// warning level.
 package main
 
 import (

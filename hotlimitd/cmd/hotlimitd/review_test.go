@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"strings"
 	"syscall"
@@ -11,6 +12,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/mem"
@@ -125,4 +127,23 @@ func (wireCodec) Marshal(v any) (mem.BufferSlice, error) {
 
 func (wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return proto.Unmarshal(data.Materialize(), v.(proto.Message))
+}
+
+// TestOTelErrorsLogged: OpenTelemetry's errors (an OTLP export that
+// failed) go through the command's log, as JSON with -log-format json,
+// not as plain lines that OpenTelemetry's default handler prints on
+// standard error.
+func TestOTelErrorsLogged(t *testing.T) {
+	r := startCmd(t, nil, "-log-format", "json")
+	otel.Handle(errors.New("export probe failed"))
+	r.stop(t)
+	logs := r.logs.String()
+	if !strings.Contains(logs, "export probe failed") {
+		t.Fatalf("OpenTelemetry's error is not in the command's log:\n%s", logs)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Fatalf("a log line is not JSON: %s", line)
+		}
+	}
 }
