@@ -82,11 +82,7 @@ func TestRedisClientLogs(t *testing.T) {
 	if !strings.Contains(logs, "failed to dial") {
 		t.Fatalf("the Redis client's dial failure is not in the command's log:\n%s", logs)
 	}
-	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
-		if !json.Valid([]byte(line)) {
-			t.Fatalf("a log line is not JSON: %s", line)
-		}
-	}
+	allJSON(t, logs)
 }
 
 // TestInvalidUTF8: the command's gRPC server decides a descriptor whose
@@ -141,6 +137,12 @@ func TestOTelErrorsLogged(t *testing.T) {
 	if !strings.Contains(logs, "export probe failed") {
 		t.Fatalf("OpenTelemetry's error is not in the command's log:\n%s", logs)
 	}
+	allJSON(t, logs)
+}
+
+// allJSON fails the test unless every line of logs is JSON.
+func allJSON(t *testing.T, logs string) {
+	t.Helper()
 	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
 		if !json.Valid([]byte(line)) {
 			t.Fatalf("a log line is not JSON: %s", line)
