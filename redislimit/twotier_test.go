@@ -153,7 +153,13 @@ func TestTwoTierLayers(t *testing.T) {
 		WithPrefix(prefix), WithLocalDenials(100)))
 	fast.cache.now = ft.now
 	slow := must(New(c, "slow", hotlimit.FixedWindow{Limit: 2, Window: time.Minute}, WithPrefix(prefix)))
-	must(slow.AllowN(ctx, "k", 2)) // slow is empty for up to a minute
+	// The scripts run at one instant, 123ms into a minute: slow's window
+	// has more than a second left (on the server's clock, a run near the
+	// end of a minute saw slow's wait under fast's and failed).
+	now := int64(baseMicros)
+	fast.testNow = func() int64 { return now }
+	slow.testNow = fast.testNow
+	must(slow.AllowN(ctx, "k", 2)) // slow is empty for the rest of the minute
 	must(fast.Allow(ctx, "k"))
 	if d := must(fast.Allow(ctx, "k")); d.Allowed || d.RetryAfter > time.Second {
 		t.Fatalf("fast alone: %+v; want a denial of at most 1s", d)
