@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# CI's check of the comparison harness, a few seconds long: gofmt, vet,
-# its tests (the load generator against gubernator and a stand-in RLS
-# server), and rlsbench once per system and backend with 100 requests, a
-# smoke run whose figures mean nothing (hotlimitd/RESULTS.md has the
-# measurements; run.sh makes them). Starts a private redis-server for the
-# Redis and lease backends (redislimit/redistest/servers.sh).
+# CI's check of the comparison harness, about 30 s with warm caches (a
+# minute more when the race detector builds gubernator's dependencies
+# first): gofmt, vet, its tests under the race detector (the load
+# generator against gubernator and a stand-in RLS server), and rlsbench
+# once per system and backend with 100 requests, a smoke run whose
+# figures mean nothing (hotlimitd/RESULTS.md has the measurements; run.sh
+# makes them). Starts a private redis-server for the Redis and lease
+# backends (redislimit/redistest/servers.sh).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -13,7 +15,7 @@ if [[ -n "$unformatted" ]]; then
 	echo "not gofmt'ed:"; echo "$unformatted"; exit 1
 fi
 go vet ./...
-go test -count=1 ./...
+go test -race -count=1 ./...
 
 # shellcheck source=../../redislimit/redistest/servers.sh
 source ../../redislimit/redistest/servers.sh
