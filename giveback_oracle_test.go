@@ -234,21 +234,35 @@ func (r *oracleRun) step() {
 			return
 		}
 		at := r.now()
+		// "k" (twice, one limit for the sum, half the time), and a decoy
+		// of the same limiter (whose insertion may evict "k") a third.
+		layers := []hotlimit.Layer{{Limiter: r.l, Key: "k", Cost: cost}}
+		total := cost
+		if r.r.IntN(2) == 0 {
+			layers = append(layers, hotlimit.Layer{Limiter: r.l, Key: "k", Cost: 1})
+			total++
+		}
 		if r.r.IntN(3) == 0 {
-			if hotlimit.AllowLayers(hotlimit.Layer{Limiter: r.l, Key: "k", Cost: cost}, hotlimit.Layer{Limiter: r.pass, Key: "p", Cost: 1}).Allowed {
-				r.o.admit(at, r.latest, cost)
-				r.note("AllowLayers %d: admitted", cost)
+			layers = append(layers, hotlimit.Layer{Limiter: r.l, Key: fmt.Sprint("d", r.r.IntN(5)), Cost: 1})
+		}
+		evicted := r.evicts
+		if r.r.IntN(3) == 0 {
+			ok := hotlimit.AllowLayers(append(layers, hotlimit.Layer{Limiter: r.pass, Key: "p", Cost: 1})...).Allowed
+			r.note("AllowLayers %d of %d layers: %v", total, len(layers)+1, ok)
+			if r.evictions(); ok && r.evicts == evicted {
+				r.o.admit(at, r.latest, total)
 			}
 			r.pass.Reset("p")
 			return
 		}
-		r.note("AllowLayers %d, refused by the gate: {", cost)
+		r.note("AllowLayers %d of %d layers, refused by the gate: {", total, len(layers)+1)
 		r.depth++
-		if hotlimit.AllowLayers(hotlimit.Layer{Limiter: r.l, Key: "k", Cost: cost}, hotlimit.Layer{Limiter: r.gate, Key: "g", Cost: 1}).Allowed {
+		if hotlimit.AllowLayers(append(layers, hotlimit.Layer{Limiter: r.gate, Key: "g", Cost: 1})...).Allowed {
 			r.t.Fatal("the drained gate admitted")
 		}
 		r.depth--
 		r.note("}")
+		r.evictions()
 	case 8:
 		d := []time.Duration{time.Millisecond, 13 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 170 * time.Millisecond, 400 * time.Millisecond}[r.r.IntN(6)]
 		if r.r.IntN(4) == 0 && isBucket(r.o.p) {
@@ -407,6 +421,7 @@ func runOracle(t *testing.T, p hotlimit.Policy, seed int, bubble bool) {
 	r.pass = newLimiter(t, hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1}, hotlimit.WithClock(r.c))
 	r.gate = newLimiter(t, hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1}, hotlimit.WithClock(r.c),
 		hotlimit.WithDenyHook(func(uint64, hotlimit.Decision) {
+			r.evictions() // a decoy layer's insertion may have evicted "k"
 			for range r.r.IntN(6) {
 				r.step()
 				if msg := r.o.check(); msg != "" {
