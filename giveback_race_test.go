@@ -290,3 +290,77 @@ func keptMovingClock(t *testing.T, p hotlimit.Policy, round int, resets bool) []
 	slices.SortFunc(all, func(a, b movingKept) int { return int(a.after - b.after) })
 	return all
 }
+
+// TestRenewalsUnderRateChangeExact: at one frozen instant, 6 goroutines
+// give back random ones of the up to 4 Admissions each holds on one key
+// (renewals, many more than the 16 an entry keeps, so older records are
+// taken from the floor), while another goroutine switches the rate
+// between 100/s and 50/s. A kept unit weighs the interval it was decided
+// at (10 ms or 20 ms, as its Decision's Limit tells), and every give-back
+// returns what its own admission added, so the key's debt is exactly the
+// kept units' weight.
+func TestRenewalsUnderRateChangeExact(t *testing.T) {
+	p1 := hotlimit.TokenBucket{Rate: hotlimit.PerSecond(100), Burst: 200}
+	p2 := hotlimit.TokenBucket{Rate: hotlimit.PerSecond(50), Burst: 150}
+	interval := map[int64]int64{200: int64(10 * time.Millisecond), 150: int64(20 * time.Millisecond)}
+	rounds := 10
+	if raceEnabled {
+		rounds = 3
+	}
+	for round := range rounds {
+		l, c := newManual(t, p1)
+		c.Set(time.Hour + 7*time.Millisecond)
+		var debt atomic.Int64
+		var workers, disturber sync.WaitGroup
+		stop := make(chan struct{})
+		disturber.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := l.SetPolicy([]hotlimit.Policy{p2, p1}[i%2]); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+		for g := range 6 {
+			workers.Go(func() {
+				r := rand.New(rand.NewPCG(uint64(round), uint64(g)))
+				type held struct {
+					a      *hotlimit.Admission
+					weight int64
+				}
+				var hs []held
+				for range 300 {
+					if len(hs) < 4 {
+						a, cost := new(hotlimit.Admission), 1+r.Int64N(2)
+						if d := l.AdmitN(a, "k", cost); d.Allowed {
+							hs = append(hs, held{a, cost * interval[d.Limit]})
+						}
+						continue
+					}
+					i := r.IntN(len(hs))
+					h := hs[i]
+					hs = slices.Delete(hs, i, i+1)
+					if r.IntN(40) == 0 {
+						debt.Add(h.weight)
+					} else {
+						h.a.Refund()
+					}
+				}
+				for _, h := range hs {
+					h.a.Refund()
+				}
+			})
+		}
+		workers.Wait()
+		close(stop)
+		disturber.Wait()
+		if got := l.Check("k", 0).ResetAfter; got != time.Duration(debt.Load()) {
+			t.Fatalf("round %d: the key owes %v; the kept units weigh %v (%+v)", round, got, time.Duration(debt.Load()), l.Stats())
+		}
+	}
+}
