@@ -62,40 +62,27 @@ func TestRenewalsUnderRebuildsExact(t *testing.T) {
 					workers.Go(func() {
 						r := rand.New(rand.NewPCG(uint64(round), uint64(g)))
 						type held struct {
-							a    *hotlimit.Admission
 							k    int
 							cost int64
 						}
-						var hs []held
-						for range 300 {
-							if len(hs) < 4 {
-								k := r.IntN(len(keys))
-								a, cost := new(hotlimit.Admission), 1+r.Int64N(2)
-								if l.AdmitN(a, keys[k], cost).Allowed {
-									hs = append(hs, held{a, k, cost})
-								}
-								continue
-							}
-							i := r.IntN(len(hs))
-							h := hs[i]
-							hs = slices.Delete(hs, i, i+1)
+						holdAtRandom(r, 300, 4, func(_ int, a *hotlimit.Admission) (held, bool) {
+							k, cost := r.IntN(len(keys)), 1+r.Int64N(2)
+							return held{k, cost}, l.AdmitN(a, keys[k], cost).Allowed
+						}, func(_ int, h held, a *hotlimit.Admission) {
 							if r.IntN(40) == 0 && kept[h.k].Load() < 40 {
 								kept[h.k].Add(h.cost)
-								continue
+								return
 							}
 							var spent atomic.Int32
 							inParallel(2, func(int) {
-								if h.a.Refund() {
+								if a.Refund() {
 									spent.Add(1)
 								}
 							})
 							if n := spent.Load(); n != 1 {
 								t.Errorf("two concurrent Refunds of one Admission spent it %d times", n)
 							}
-						}
-						for _, h := range hs {
-							h.a.Refund()
-						}
+						})
 					})
 				}
 				workers.Wait()
@@ -244,41 +231,30 @@ func keptMovingClock(t *testing.T, p hotlimit.Policy, round int, resets bool) []
 	for g := range 6 {
 		workers.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(round), uint64(g)))
-			type held struct {
-				a *hotlimit.Admission
-				k movingKept
-			}
-			var hs []held
 			var mine []movingKept
-			for i := range 600 {
+			tick := func(i int) {
 				if i%8 == 0 {
 					c.Advance(time.Millisecond)
 				}
-				if len(hs) < 3 {
-					a, cost := new(hotlimit.Admission), 1+r.Int64N(2)
-					seg, before := ended.Load(), int64(c.Now())
-					ok := l.AdmitN(a, "k", cost).Allowed
-					after := int64(c.Now())
-					if begun.Load() != seg {
-						seg = -1 // a Reset ran meanwhile: before it or after
-					}
-					if ok {
-						hs = append(hs, held{a, movingKept{before, after, cost, seg}})
-					}
-					continue
+			}
+			holdAtRandom(r, 600, 3, func(i int, a *hotlimit.Admission) (movingKept, bool) {
+				tick(i)
+				cost := 1 + r.Int64N(2)
+				seg, before := ended.Load(), int64(c.Now())
+				ok := l.AdmitN(a, "k", cost).Allowed
+				after := int64(c.Now())
+				if begun.Load() != seg {
+					seg = -1 // a Reset ran meanwhile: before it or after
 				}
-				i := r.IntN(len(hs))
-				h := hs[i]
-				hs = slices.Delete(hs, i, i+1)
+				return movingKept{before, after, cost, seg}, ok
+			}, func(i int, k movingKept, a *hotlimit.Admission) {
+				tick(i)
 				if r.IntN(4) == 0 {
-					mine = append(mine, h.k)
+					mine = append(mine, k)
 				} else {
-					h.a.Refund()
+					a.Refund()
 				}
-			}
-			for _, h := range hs {
-				h.a.Refund()
-			}
+			})
 			mu.Lock()
 			all = append(all, mine...)
 			mu.Unlock()
@@ -329,31 +305,17 @@ func TestRenewalsUnderRateChangeExact(t *testing.T) {
 		for g := range 6 {
 			workers.Go(func() {
 				r := rand.New(rand.NewPCG(uint64(round), uint64(g)))
-				type held struct {
-					a      *hotlimit.Admission
-					weight int64
-				}
-				var hs []held
-				for range 300 {
-					if len(hs) < 4 {
-						a, cost := new(hotlimit.Admission), 1+r.Int64N(2)
-						if d := l.AdmitN(a, "k", cost); d.Allowed {
-							hs = append(hs, held{a, cost * interval[d.Limit]})
-						}
-						continue
-					}
-					i := r.IntN(len(hs))
-					h := hs[i]
-					hs = slices.Delete(hs, i, i+1)
+				holdAtRandom(r, 300, 4, func(_ int, a *hotlimit.Admission) (int64, bool) {
+					cost := 1 + r.Int64N(2)
+					d := l.AdmitN(a, "k", cost)
+					return cost * interval[d.Limit], d.Allowed
+				}, func(_ int, weight int64, a *hotlimit.Admission) {
 					if r.IntN(40) == 0 {
-						debt.Add(h.weight)
+						debt.Add(weight)
 					} else {
-						h.a.Refund()
+						a.Refund()
 					}
-				}
-				for _, h := range hs {
-					h.a.Refund()
-				}
+				})
 			})
 		}
 		workers.Wait()
@@ -362,5 +324,35 @@ func TestRenewalsUnderRateChangeExact(t *testing.T) {
 		if got := l.Check("k", 0).ResetAfter; got != time.Duration(debt.Load()) {
 			t.Fatalf("round %d: the key owes %v; the kept units weigh %v (%+v)", round, got, time.Duration(debt.Load()), l.Stats())
 		}
+	}
+}
+
+// holdAtRandom is one goroutine's part in the give-back races. For steps
+// steps (i), it fills a new Admission through admit while it holds fewer
+// than most, and otherwise takes a random one of those it holds out and
+// hands it to done, which keeps it or gives it back; at the end it gives
+// back what it still holds. admit returns what done gets with the
+// Admission, and whether it was admitted.
+func holdAtRandom[H any](r *rand.Rand, steps, most int, admit func(i int, a *hotlimit.Admission) (H, bool), done func(i int, h H, a *hotlimit.Admission)) {
+	type held struct {
+		a *hotlimit.Admission
+		h H
+	}
+	var hs []held
+	for i := range steps {
+		if len(hs) < most {
+			a := new(hotlimit.Admission)
+			if h, ok := admit(i, a); ok {
+				hs = append(hs, held{a, h})
+			}
+			continue
+		}
+		j := r.IntN(len(hs))
+		h := hs[j]
+		hs = slices.Delete(hs, j, j+1)
+		done(i, h.h, h.a)
+	}
+	for _, h := range hs {
+		h.a.Refund()
 	}
 }
