@@ -73,6 +73,9 @@ func parseFlags(args []string, out io.Writer) (*flags, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if f.grpcAddr == "" || f.httpAddr == "" {
+		return nil, errors.New("-grpc and -http need an address (host:port; :0 for any free port)")
+	}
 	if f.reloadInterval < 0 || f.shutdownGrace < 0 {
 		return nil, errors.New("-reload-interval and -shutdown-grace must not be negative")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"strings"
 	"syscall"
@@ -146,6 +147,18 @@ func allJSON(t *testing.T, logs string) {
 	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
 		if !json.Valid([]byte(line)) {
 			t.Fatalf("a log line is not JSON: %s", line)
+		}
+	}
+}
+
+// TestEmptyAddresses: -grpc "" and -http "" are refused with an error
+// naming the flag; net.Listen would take "" as any free port on every
+// interface.
+func TestEmptyAddresses(t *testing.T) {
+	for _, args := range [][]string{{"-grpc", "", "-http", "127.0.0.1:0"}, {"-grpc", "127.0.0.1:0", "-http", ""}} {
+		_, err := parseFlags(args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), args[0]) && !strings.Contains(err.Error(), args[2]) {
+			t.Errorf("%q: error %v, want one naming the empty flag", args, err)
 		}
 	}
 }
