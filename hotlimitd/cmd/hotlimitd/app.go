@@ -47,6 +47,7 @@ type flags struct {
 	logLevel       string
 	shutdownGrace  time.Duration
 	printConfig    bool
+	maxKeys        int
 }
 
 func parseFlags(args []string, out io.Writer) (*flags, error) {
@@ -67,6 +68,7 @@ func parseFlags(args []string, out io.Writer) (*flags, error) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 10*time.Second, "how long in-flight RPCs may run after SIGTERM")
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the built-in configuration and exit")
+	fs.IntVar(&f.maxKeys, "max-keys", defaultMaxKeys, "-backend local: the most keys each limit holds (hotlimit.WithMaxKeys: a new key past the bound evicts the entry closest to fresh among a sample); 0: no bound")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

@@ -199,6 +199,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-config", filepath.Join(t.TempDir(), "missing.yaml")}, "missing.yaml"},
 		{[]string{"-grpc", "127.0.0.1:-1"}, "127.0.0.1:-1"},
 		{[]string{"extra"}, "unexpected"},
+		{[]string{"-max-keys", "-1"}, "-max-keys"},
+		{[]string{"-backend", "redis", "-redis", "127.0.0.1:1", "-max-keys", "5"}, "-max-keys"},
 	} {
 		args := append([]string{"-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0"}, tc.args...)
 		err := run(context.Background(), args, io.Discard, io.Discard, nil, nil)
@@ -254,6 +256,32 @@ func TestReload(t *testing.T) {
 	}
 	if got := r.metric(t, `hotlimitd_config_reloads_total{result="success"}`); !strings.HasSuffix(got, " 1") {
 		t.Fatalf("metric %q", got)
+	}
+}
+
+// TestMaxKeys: -max-keys bounds each limit of the in-process backend. With
+// a bound of 1, a second key evicts the first, drained, one (the only
+// entry), so the first is admitted again; without the bound it stays
+// refused for the hour.
+func TestMaxKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "limits.yaml")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(strings.ReplaceAll(twoPerMinute, "minute", "hour"), "requests_per_unit: 2", "requests_per_unit: 1")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		maxKeys string
+		want    []string // ann, ann, bob, ann
+	}{
+		{"1", []string{"OK", "OVER_LIMIT", "OK", "OK"}},
+		{"0", []string{"OK", "OVER_LIMIT", "OK", "OVER_LIMIT"}},
+	} {
+		r := startCmd(t, nil, "-config", path, "-reload-interval", "0", "-max-keys", tc.maxKeys)
+		for i, user := range []string{"ann", "ann", "bob", "ann"} {
+			if got := r.ask(t, "d", "user", user).OverallCode.String(); got != tc.want[i] {
+				t.Errorf("-max-keys %s, request %d (%s): %s, want %s", tc.maxKeys, i, user, got, tc.want[i])
+			}
+		}
+		r.stop(t)
 	}
 }
 

@@ -24,6 +24,9 @@
 //	-log-level L          debug, info (default), warn or error
 //	-shutdown-grace D     how long in-flight RPCs may run after SIGTERM (default 10s)
 //	-print-config         print the built-in configuration and exit
+//	-max-keys N           -backend local: the most keys each limit holds (default 1000000;
+//	                      0: no bound); a new key past it evicts the entry closest to fresh
+//	                      among a sample (hotlimit.WithMaxKeys)
 //
 // The Redis password is read from the HOTLIMITD_REDIS_PASSWORD
 // environment variable, never from a flag (flags show in ps).

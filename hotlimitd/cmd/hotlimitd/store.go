@@ -19,6 +19,11 @@ type store interface {
 	Close(ctx context.Context) error
 }
 
+// defaultMaxKeys bounds each limit of the in-process backend by default, so
+// that a flood of distinct descriptor values (one key each) cannot grow the
+// service's memory without bound.
+const defaultMaxKeys = 1_000_000
+
 // openStore opens the backend -backend names.
 func openStore(ctx context.Context, f *flags, limits map[string]hotlimit.Policy) (store, error) {
 	o := backend.Options{
@@ -32,7 +37,16 @@ func openStore(ctx context.Context, f *flags, limits map[string]hotlimit.Policy)
 		if f.redis != "" || f.redisCluster || f.redisHashTag != "" {
 			return nil, fmt.Errorf("-backend local takes no -redis, -redis-cluster or -redis-hash-tag")
 		}
+		switch {
+		case f.maxKeys < 0:
+			return nil, fmt.Errorf("-max-keys %d: want 0 (no bound) or more", f.maxKeys)
+		case f.maxKeys > 0:
+			o.LocalOptions = []hotlimit.Option{hotlimit.WithMaxKeys(f.maxKeys)}
+		}
 	case backend.Redis, backend.Lease:
+		if f.maxKeys != defaultMaxKeys {
+			return nil, fmt.Errorf("-max-keys is for -backend local: Redis expires idle keys itself")
+		}
 		for _, a := range strings.Split(f.redis, ",") {
 			if a = strings.TrimSpace(a); a != "" {
 				o.RedisAddrs = append(o.RedisAddrs, a)
