@@ -9,7 +9,13 @@ import (
 // MaxKeyLen is the longest key a Limiter accepts. A longer key is denied
 // with RetryAfter = Never and creates no state: no legitimate identity is
 // that long, and accepting it would let a client spend the limiter's
-// memory on key bytes.
+// memory on key bytes. Every decision on such a key (AllowN, a peek of
+// cost 0 included, Check, a layer of AllowLayers) is that denial, with
+// Remaining 0, since no request on it is ever admitted, and ResetAfter 0,
+// since the limiter holds no state for it that waiting would change. As
+// a layer of AllowLayersState its Next is Never, as Check(key,
+// 1).RetryAfter is: no unit ever comes back, where 0 would call the layer
+// full.
 const MaxKeyLen = 64 << 10
 
 // lockSlot locks s.mu and returns key's live slot, with s.mu held (the

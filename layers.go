@@ -121,8 +121,8 @@ type LayerState struct {
 	// follows from Decision alone; for the sliding window and the
 	// sliding log it is read from the key's state right after, at the
 	// decision's instant, and is Never when another request or a
-	// SetPolicy changed that state first. Never for a nil Limiter and a
-	// concurrency limit too.
+	// SetPolicy changed that state first. Never for a nil Limiter, a
+	// concurrency limit and a key longer than MaxKeyLen too.
 	Next time.Duration
 	// Policy describes the policy the layer's Decision was made under,
 	// which SetPolicy may have replaced since.
@@ -196,7 +196,7 @@ func allowLayers(each []Decision, st []LayerState, layers []Layer) (Decision, in
 		if !v.ok {
 			refundLayers(layers[:i], ats)
 			if st != nil {
-				st[i].Next, st[i].Policy = ly.Limiter.nextUnit(ly.Key, p, v, at), p.info
+				st[i].Next, st[i].Policy = ly.Limiter.deniedNext(ly.Key, p, v, at), p.info
 			}
 			return deniedLayers(each, st, layers, i, p.decision(v, cost), dup)
 		}
@@ -391,7 +391,7 @@ func deniedLayers(each []Decision, st []LayerState, layers []Layer, i int, d Dec
 			each[j] = ly.Limiter.withDelay(c, cost)
 		}
 		if st != nil {
-			st[j].Decision, st[j].Next, st[j].Policy = ly.Limiter.withDelay(c, cost), ly.Limiter.nextUnit(ly.Key, p, cur, at), p.info
+			st[j].Decision, st[j].Next, st[j].Policy = ly.Limiter.withDelay(c, cost), ly.Limiter.deniedNext(ly.Key, p, cur, at), p.info
 		}
 		if !c.Allowed && c.RetryAfter > out.RetryAfter {
 			out.RetryAfter, out.Limit, out.Remaining, binding = c.RetryAfter, c.Limit, c.Remaining, j
@@ -449,7 +449,9 @@ func (l *Limiter) checkAt(key string, cost int64) (Decision, verdict, int64, *pa
 // buckets and the fixed window derive it from v. The sliding window and
 // the sliding log need the counts behind v: nextUnit reads key's state
 // again and uses it only if it is still the one v describes (the same
-// policy, the same Remaining at the same instant); otherwise Never.
+// policy, the same Remaining at the same instant); otherwise Never. key
+// is at most MaxKeyLen long: a longer one is never admitted, and the
+// paths of a refusal ask deniedNext.
 func (l *Limiter) nextUnit(key string, p *params, v verdict, at int64) time.Duration {
 	if v.rem >= p.limit {
 		return 0
@@ -462,9 +464,6 @@ func (l *Limiter) nextUnit(key string, p *params, v verdict, at int64) time.Dura
 	case kindFixedWindow:
 		return time.Duration(v.reset) // everything comes back when the window ends
 	case kindSlidingWindow:
-		if len(key) > MaxKeyLen {
-			return Never
-		}
 		w, tp := l.word(key, at)
 		if tp != p || p.win.judgedAt(w, at) != at {
 			return Never
@@ -476,9 +475,6 @@ func (l *Limiter) nextUnit(key string, p *params, v verdict, at int64) time.Dura
 			return time.Duration(n.retry)
 		}
 	case kindSlidingLog:
-		if len(key) > MaxKeyLen {
-			return Never
-		}
 		ls, _ := l.logShardOf(key)
 		ls.mu.Lock()
 		defer ls.mu.Unlock()
@@ -494,4 +490,17 @@ func (l *Limiter) nextUnit(key string, p *params, v verdict, at int64) time.Dura
 		}
 	}
 	return Never
+}
+
+// deniedNext is nextUnit on the paths of a refused layered request, the
+// only ones a key longer than MaxKeyLen reaches: no unit ever comes back
+// for such a key (Check(key, 1).RetryAfter is Never), so its Next is
+// Never, where nextUnit would read the zero verdict it was denied with as
+// a full layer (0) or a negative wait. The check stays off the path of an
+// admission.
+func (l *Limiter) deniedNext(key string, p *params, v verdict, at int64) time.Duration {
+	if len(key) > MaxKeyLen {
+		return Never
+	}
+	return l.nextUnit(key, p, v, at)
 }

@@ -2,6 +2,7 @@ package hotlimit_test
 
 import (
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -168,5 +169,63 @@ func TestAllowLayersStateShort(t *testing.T) {
 	hotlimit.AllowLayersState(nil, hotlimit.Layer{Limiter: b1, Key: "k", Cost: 1}) // nil receives nothing, and does not panic
 	if r := b1.Check("k", 0).Remaining; r != 1 {
 		t.Fatalf("nil states: the layer was not decided (Remaining %d)", r)
+	}
+}
+
+// TestAllowLayersStateKeyTooLong: a layer whose key is longer than
+// MaxKeyLen, refused at it or checked after another layer refused, reports
+// a state that is true of that key: no unit is left, none ever comes back
+// (Next = Never, which Check(key, 1).RetryAfter also says), not the "full"
+// of Next = 0, nor a negative wait. The other layer's state is its own.
+// Every Decision for the key, through AllowN, Check and the layers, is the
+// same documented denial (keys.go, MaxKeyLen).
+func TestAllowLayersStateKeyTooLong(t *testing.T) {
+	long := strings.Repeat("x", hotlimit.MaxKeyLen+1)
+	for _, p := range []hotlimit.Policy{
+		hotlimit.TokenBucket{Rate: hotlimit.PerSecond(2), Burst: 3},
+		hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(2), Capacity: 2},
+		hotlimit.FixedWindow{Limit: 4, Window: 3 * time.Second},
+		hotlimit.SlidingWindow{Limit: 4, Window: 3 * time.Second},
+		hotlimit.SlidingLog{Limit: 3, Window: 2 * time.Second},
+	} {
+		l, _ := newManual(t, p)
+		other, _ := newManual(t, hotlimit.FixedWindow{Limit: 1, Window: time.Minute})
+		want := hotlimit.Decision{Limit: l.Describe().Limit, RetryAfter: hotlimit.Never}
+		for _, c := range []int64{0, 1} {
+			if d := l.AllowN(long, c); d != want {
+				t.Fatalf("%T: AllowN(long, %d) = %+v, want %+v", p, c, d, want)
+			}
+			if d := l.Check(long, c); d != want {
+				t.Fatalf("%T: Check(long, %d) = %+v, want %+v", p, c, d, want)
+			}
+		}
+		other.Allow("spent") // the other layer refuses "spent" from now on
+		for _, tc := range []struct {
+			name   string
+			layers []hotlimit.Layer
+			long   int // the over-long layer's index
+		}{
+			{"refused by it", []hotlimit.Layer{{Limiter: l, Key: long, Cost: 1}, {Limiter: other, Key: "free", Cost: 1}}, 0},
+			{"after it", []hotlimit.Layer{{Limiter: other, Key: "free", Cost: 1}, {Limiter: l, Key: long, Cost: 1}}, 1},
+			{"checked after a refusal", []hotlimit.Layer{{Limiter: other, Key: "spent", Cost: 1}, {Limiter: l, Key: long, Cost: 1}}, 1},
+		} {
+			states := make([]hotlimit.LayerState, 2)
+			d, _ := hotlimit.AllowLayersState(states, tc.layers...)
+			if d.Allowed || d.RetryAfter != hotlimit.Never {
+				t.Fatalf("%T %s: %+v, want denied with Never", p, tc.name, d)
+			}
+			st := states[tc.long]
+			if st.Decision != want || st.Next != hotlimit.Never || st.Policy != l.Describe() {
+				t.Fatalf("%T %s: over-long layer's state %+v, want Decision %+v, Next Never", p, tc.name, st, want)
+			}
+			o := tc.layers[1-tc.long]
+			ost := states[1-tc.long]
+			if c := other.Check(o.Key, 1); ost.Decision.Remaining != c.Remaining || ost.Decision.ResetAfter != c.ResetAfter {
+				t.Fatalf("%T %s: other layer's state %+v, Check %+v", p, tc.name, ost, c)
+			}
+			if l.Len() != 0 || other.Len() != 1 {
+				t.Fatalf("%T %s: Len %d and %d, want 0 and 1", p, tc.name, l.Len(), other.Len())
+			}
+		}
 	}
 }
