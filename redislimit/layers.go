@@ -75,7 +75,11 @@ func AllowLayersIndex(ctx context.Context, layers ...Layer) (hotlimit.Decision, 
 // Window the wait for one unit more on that same state (in lease mode,
 // Remaining is what the layer's lease holds and Window is
 // hotlimit.Never). Every state is unknown (Remaining -1) when a cached
-// denial (WithLocalDenials) answered or Redis did not decide. It is for
+// denial (WithLocalDenials) answered or Redis did not decide. A layer
+// whose key is longer than hotlimit.MaxKeyLen, refused without a call,
+// reports what hotlimit.AllowLayersState does of it (Remaining 0, Window
+// hotlimit.Never: no unit ever comes back), and every other layer, not
+// read, is unknown. It is for
 // callers that hold their limiters themselves (a set of limits that
 // changes at runtime) rather than in a RedisBackend. A nil states reads
 // none. A states of another length than layers never panics: the call is
@@ -123,6 +127,12 @@ func allowRecorded(ctx context.Context, layers []Layer, states []admission.Layer
 			return hotlimit.Decision{RetryAfter: hotlimit.Never}, i, nil
 		}
 		if len(ly.Key) > hotlimit.MaxKeyLen {
+			if states != nil {
+				// What hotlimit reports of such a layer: nothing left,
+				// no unit ever back. The other layers were not read:
+				// unknown.
+				states[i] = admission.LayerState{Remaining: 0, Window: hotlimit.Never}
+			}
 			return hotlimit.Decision{Limit: ly.Limiter.spec.limit, RetryAfter: hotlimit.Never}, i, nil
 		}
 		if ly.Limiter.client != first.client {

@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,5 +36,52 @@ func TestAllowLayersState(t *testing.T) {
 	d, _, err = AllowLayersState(ctx, long, Layer{Limiter: b, Key: "k", Cost: 4})
 	if err != nil || !d.Allowed || long[0].Remaining != 5 || long[1].Remaining != -1 || long[2].Remaining != -1 {
 		t.Fatalf("long states: %+v, %v, %+v; want Remaining 5, then unknown", d, err, long)
+	}
+}
+
+// TestAllowLayersStateKeyTooLong: a layer whose key is longer than
+// hotlimit.MaxKeyLen is refused without a call, with the state
+// hotlimit.AllowLayersState reports of it (nothing left, no unit ever
+// back: Remaining 0, Window Never), wherever it stands and when its
+// limiter and key repeat; the other layers, not read, are unknown
+// (Remaining -1), never a zero state that would read as full.
+func TestAllowLayersStateKeyTooLong(t *testing.T) {
+	c := redistest.Client(t, redistest.Addr(t))
+	p := redistest.Prefix(t)
+	opts := []Option{WithPrefix(p), WithTimeout(5 * time.Second)}
+	a := must(New(c, "a", hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 3}, opts...))
+	b := must(New(c, "b", hotlimit.FixedWindow{Limit: 10, Window: time.Hour}, opts...))
+	long := strings.Repeat("x", hotlimit.MaxKeyLen+1)
+	ctx := context.Background()
+	over := admission.LayerState{Remaining: 0, Window: hotlimit.Never}
+	unknown := admission.LayerState{Remaining: -1}
+	for _, tc := range []struct {
+		name   string
+		layers []Layer
+		want   []admission.LayerState
+		i      int // the binding layer
+	}{
+		{"first", []Layer{{Limiter: a, Key: long, Cost: 1}, {Limiter: b, Key: "k", Cost: 1}}, []admission.LayerState{over, unknown}, 0},
+		{"second", []Layer{{Limiter: b, Key: "k", Cost: 1}, {Limiter: a, Key: long, Cost: 1}}, []admission.LayerState{unknown, over}, 1},
+		{"repeated", []Layer{{Limiter: a, Key: long, Cost: 1}, {Limiter: b, Key: "k", Cost: 1}, {Limiter: a, Key: long, Cost: 1}}, []admission.LayerState{over, unknown, over}, 0},
+	} {
+		states := make([]admission.LayerState, len(tc.layers))
+		for j := range states {
+			states[j] = admission.LayerState{Remaining: 7, Window: time.Second} // overwritten
+		}
+		d, i, err := AllowLayersState(ctx, states, tc.layers...)
+		want := hotlimit.Decision{Limit: 3, RetryAfter: hotlimit.Never}
+		if err != nil || d != want || i != tc.i {
+			t.Fatalf("%s: %+v, binding %d, %v; want %+v, binding %d", tc.name, d, i, err, want, tc.i)
+		}
+		for j, st := range states {
+			if st != tc.want[j] {
+				t.Fatalf("%s: states %+v, want %+v", tc.name, states, tc.want)
+			}
+		}
+	}
+	// b's key was never read, let alone consumed.
+	if d, err := b.AllowN(ctx, "k", 0); err != nil || d.Remaining != 10 {
+		t.Fatalf("b after: %+v, %v; want Remaining 10", d, err)
 	}
 }
