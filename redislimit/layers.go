@@ -42,7 +42,9 @@ var ErrMixedClients = errors.New("redislimit: the layers' limiters use different
 // one with the largest RetryAfter among the layers that deny, each layer
 // checked on its state as it was. A layer with a nil Limiter, or a key
 // longer than hotlimit.MaxKeyLen, denies with RetryAfter = Never without
-// a call, and so do no layers. A limiter and key that appear in several
+// a call, and so do no layers; the Decision then describes that layer
+// alone (Remaining 0, ResetAfter 0), the others not being read, where
+// hotlimit.AllowLayers reports the largest ResetAfter of all. A limiter and key that appear in several
 // layers are one limit, decided once for the sum of their costs, as
 // hotlimit.AllowLayers decides them.
 //
