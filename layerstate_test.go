@@ -53,19 +53,22 @@ func TestAllowLayersState(t *testing.T) {
 	}
 }
 
+// statePolicies holds a small policy of every algorithm.
+var statePolicies = []hotlimit.Policy{
+	hotlimit.TokenBucket{Rate: hotlimit.PerSecond(2), Burst: 3},
+	hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(2), Capacity: 2},
+	hotlimit.FixedWindow{Limit: 4, Window: 3 * time.Second},
+	hotlimit.SlidingWindow{Limit: 4, Window: 3 * time.Second},
+	hotlimit.SlidingLog{Limit: 3, Window: 2 * time.Second},
+}
+
 // twinLayers returns 1 to 3 random layers (a random policy of every
 // algorithm, cost 1 or 2, key "a", "b", ...) on manual clocks, and their
 // twins on limiters of their own, for a test that runs the same requests
 // through two layered calls; clocks holds every clock, to move them
 // together.
 func twinLayers(t *testing.T, rng *rand.Rand) (ls, twin []hotlimit.Layer, clocks []*hotlimit.ManualClock) {
-	policies := []hotlimit.Policy{
-		hotlimit.TokenBucket{Rate: hotlimit.PerSecond(2), Burst: 3},
-		hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(2), Capacity: 2},
-		hotlimit.FixedWindow{Limit: 4, Window: 3 * time.Second},
-		hotlimit.SlidingWindow{Limit: 4, Window: 3 * time.Second},
-		hotlimit.SlidingLog{Limit: 3, Window: 2 * time.Second},
-	}
+	policies := statePolicies
 	for i := range 1 + rng.IntN(3) {
 		p := policies[rng.IntN(len(policies))]
 		a, ca := newManual(t, p)
@@ -181,13 +184,7 @@ func TestAllowLayersStateShort(t *testing.T) {
 // same documented denial (keys.go, MaxKeyLen).
 func TestAllowLayersStateKeyTooLong(t *testing.T) {
 	long := strings.Repeat("x", hotlimit.MaxKeyLen+1)
-	for _, p := range []hotlimit.Policy{
-		hotlimit.TokenBucket{Rate: hotlimit.PerSecond(2), Burst: 3},
-		hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(2), Capacity: 2},
-		hotlimit.FixedWindow{Limit: 4, Window: 3 * time.Second},
-		hotlimit.SlidingWindow{Limit: 4, Window: 3 * time.Second},
-		hotlimit.SlidingLog{Limit: 3, Window: 2 * time.Second},
-	} {
+	for _, p := range statePolicies {
 		l, _ := newManual(t, p)
 		other, _ := newManual(t, hotlimit.FixedWindow{Limit: 1, Window: time.Minute})
 		want := hotlimit.Decision{Limit: l.Describe().Limit, RetryAfter: hotlimit.Never}
