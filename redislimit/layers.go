@@ -78,10 +78,10 @@ func AllowLayersIndex(ctx context.Context, layers ...Layer) (hotlimit.Decision, 
 // Remaining is what the layer's lease holds and Window is
 // hotlimit.Never). Every state is unknown (Remaining -1) when a cached
 // denial (WithLocalDenials) answered or Redis did not decide. A layer
-// whose key is longer than hotlimit.MaxKeyLen, refused without a call,
-// reports what hotlimit.AllowLayersState does of it (Remaining 0, Window
-// hotlimit.Never: no unit ever comes back), and every other layer, not
-// read, is unknown. It is for
+// with a nil Limiter or a key longer than hotlimit.MaxKeyLen, refused
+// without a call, reports what hotlimit.AllowLayersState does of it
+// (Remaining 0, Window hotlimit.Never: no unit ever comes back), and
+// every other layer, not read, is unknown. It is for
 // callers that hold their limiters themselves (a set of limits that
 // changes at runtime) rather than in a RedisBackend. A nil states reads
 // none. A states of another length than layers never panics: the call is
@@ -125,15 +125,15 @@ func allowRecorded(ctx context.Context, layers []Layer, states []admission.Layer
 	first := layers[0].Limiter
 	timeout := time.Duration(0)
 	for i, ly := range layers {
-		if ly.Limiter == nil {
-			return hotlimit.Decision{RetryAfter: hotlimit.Never}, i, nil
-		}
-		if len(ly.Key) > hotlimit.MaxKeyLen {
+		if ly.Limiter == nil || len(ly.Key) > hotlimit.MaxKeyLen {
 			if states != nil {
 				// What hotlimit reports of such a layer: nothing left,
 				// no unit ever back. The other layers were not read:
 				// unknown.
 				states[i] = admission.LayerState{Remaining: 0, Window: hotlimit.Never}
+			}
+			if ly.Limiter == nil {
+				return hotlimit.Decision{RetryAfter: hotlimit.Never}, i, nil
 			}
 			return hotlimit.Decision{Limit: ly.Limiter.spec.limit, RetryAfter: hotlimit.Never}, i, nil
 		}

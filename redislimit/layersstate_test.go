@@ -44,7 +44,8 @@ func TestAllowLayersState(t *testing.T) {
 // hotlimit.AllowLayersState reports of it (nothing left, no unit ever
 // back: Remaining 0, Window Never), wherever it stands and when its
 // limiter and key repeat; the other layers, not read, are unknown
-// (Remaining -1), never a zero state that would read as full.
+// (Remaining -1), never a zero state that would read as full. A layer
+// with a nil Limiter reports the same state, as in hotlimit.
 func TestAllowLayersStateKeyTooLong(t *testing.T) {
 	c := redistest.Client(t, redistest.Addr(t))
 	p := redistest.Prefix(t)
@@ -64,6 +65,7 @@ func TestAllowLayersStateKeyTooLong(t *testing.T) {
 		{"first", []Layer{{Limiter: a, Key: long, Cost: 1}, {Limiter: b, Key: "k", Cost: 1}}, []admission.LayerState{over, unknown}, 0},
 		{"second", []Layer{{Limiter: b, Key: "k", Cost: 1}, {Limiter: a, Key: long, Cost: 1}}, []admission.LayerState{unknown, over}, 1},
 		{"repeated", []Layer{{Limiter: a, Key: long, Cost: 1}, {Limiter: b, Key: "k", Cost: 1}, {Limiter: a, Key: long, Cost: 1}}, []admission.LayerState{over, unknown, over}, 0},
+		{"nil limiter", []Layer{{Limiter: b, Key: "k", Cost: 1}, {Key: "k", Cost: 1}}, []admission.LayerState{unknown, over}, 1},
 	} {
 		states := make([]admission.LayerState, len(tc.layers))
 		for j := range states {
@@ -71,6 +73,9 @@ func TestAllowLayersStateKeyTooLong(t *testing.T) {
 		}
 		d, i, err := AllowLayersState(ctx, states, tc.layers...)
 		want := hotlimit.Decision{Limit: 3, RetryAfter: hotlimit.Never}
+		if tc.layers[tc.i].Limiter == nil {
+			want.Limit = 0
+		}
 		if err != nil || d != want || i != tc.i {
 			t.Fatalf("%s: %+v, binding %d, %v; want %+v, binding %d", tc.name, d, i, err, want, tc.i)
 		}
