@@ -78,8 +78,20 @@
 //     carries, in response_headers_to_add, the draft-11 fields
 //     RateLimit-Policy (one item per enforced descriptor, named after its
 //     limit: admission.PolicyItem of the policy it was decided under) and
-//     RateLimit (its r and t, admission.AppendItem), and Retry-After on a
-//     refusal that can pass later.
+//     RateLimit (its r and t from the decision's LayerState,
+//     admission.AppendItem), and Retry-After on a refusal that can pass
+//     later. Each item has a pk parameter, the draft's partition key:
+//     one limit holds a quota per key, and two descriptors of one key-only
+//     rule with different values (user=a, user=b) are two items of the
+//     same name, told apart by their pk only (a client that keeps one item
+//     per name keeps one of them); the RateLimit item and the
+//     RateLimit-Policy item of a descriptor have the same pk. pk is 8
+//     bytes of SHA-256 over a secret (Options.PartitionKeySecret, or one
+//     drawn at random per Server) and the descriptor's values, so it
+//     holds no descriptor value, and a client can neither compute it nor
+//     test a guessed value against it; it can compare it: one key of a
+//     limit has one pk for as long as the secret stays, and two keys of a
+//     response have different ones (but for a 2⁻⁶⁴ chance).
 //
 // No input panics: the fuzz target FuzzShouldRateLimit checks every
 // answer against a model of the limits.

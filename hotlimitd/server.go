@@ -2,6 +2,9 @@ package hotlimitd
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"log/slog"
 	"math"
@@ -47,6 +50,12 @@ type Options struct {
 	// headers (and Retry-After to a refused request) to every response
 	// that has an enforced limit.
 	Headers bool
+	// PartitionKeySecret keys the hash that the headers' pk parameters
+	// are (see the package documentation): Servers given the same
+	// secret, such as replicas behind one Envoy, give a limit's key the
+	// same pk. nil: a random secret per Server, so a key's pk holds for
+	// the Server's lifetime only.
+	PartitionKeySecret []byte
 	// FailOpen answers OK when the backend cannot decide; by default
 	// (fail closed) the RPC fails with codes.Unavailable.
 	FailOpen bool
@@ -69,6 +78,7 @@ type Server struct {
 	cfg       func() *config.Config
 	backend   admission.Backend
 	headers   bool
+	pkSecret  [sha256.Size]byte // SHA-256 of Options.PartitionKeySecret, or random
 	failOpen  bool
 	observers []admission.Observer
 	log       *slog.Logger
@@ -89,6 +99,11 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("hotlimitd: Options.Backend is nil")
 	}
 	s := &Server{cfg: opts.Config, backend: opts.Backend, headers: opts.Headers, failOpen: opts.FailOpen, log: opts.Logger}
+	if opts.PartitionKeySecret != nil {
+		s.pkSecret = sha256.Sum256(opts.PartitionKeySecret)
+	} else {
+		rand.Read(s.pkSecret[:]) // never fails (crypto/rand)
+	}
 	for _, o := range opts.Observers {
 		if o != nil {
 			s.observers = append(s.observers, o)
@@ -122,7 +137,9 @@ type call struct {
 	over    []bool
 	layers  []admission.Layer
 	states  []admission.LayerState
-	hdr     []byte // the response headers, being written
+	hdr     []byte        // the response headers, being written
+	pkIn    []byte        // the partition key hash's input, being written
+	pks     [][pkLen]byte // layer j's partition key
 	one     [1]admission.Layer
 	oneSt   [1]admission.LayerState
 	obs     observation // the enforced decision, for the observers
@@ -158,6 +175,9 @@ func (s *Server) release(c *call) {
 	}
 	if cap(c.hdr) > maxPooled {
 		c.hdr = nil
+	}
+	if cap(c.pkIn) > maxPooled {
+		c.pkIn = nil
 	}
 	s.calls.Put(c)
 }
@@ -508,9 +528,14 @@ func (s *Server) shadow(ctx context.Context, b response, c *call, i int, all str
 }
 
 // headerValues returns the RateLimit-Policy and RateLimit headers of the
-// enforced descriptors, one item each, and Retry-After when the request
-// was refused and can pass later, all from the decision.
+// enforced descriptors, one item each, named after its limit and with
+// its key's partition key (pk), and Retry-After when the request was
+// refused and can pass later, all from the decision.
 func (s *Server) headerValues(c *call, retryAfter time.Duration, admitted bool) []*corev3.HeaderValue {
+	c.pks = grow(c.pks, len(c.layers))
+	for j := range c.layers {
+		c.pks[j] = s.partitionKey(c, c.layers[j].Key)
+	}
 	// Both fields (and Retry-After) are written into c.hdr and become one
 	// string, cut in three.
 	b := c.hdr[:0]
@@ -528,6 +553,7 @@ func (s *Server) headerValues(c *call, retryAfter time.Duration, admitted bool) 
 			pi, _ = hotlimit.Describe(l.Policy) // the backend does not say: the configured one
 		}
 		b = admission.AppendPolicyItem(b, sfString(l.Name), pi)
+		b = appendPK(b, &c.pks[j])
 	}
 	policyEnd := len(b)
 	n = 0
@@ -544,6 +570,7 @@ func (s *Server) headerValues(c *call, retryAfter time.Duration, admitted bool) 
 			r, w = 0, hotlimit.Never // unknown: r=0, no t
 		}
 		b = admission.AppendItem(b, sfString(c.lims[i].Name), r, w)
+		b = appendPK(b, &c.pks[j])
 	}
 	rlEnd := len(b)
 	retry := !admitted && retryAfter != hotlimit.Never
@@ -551,14 +578,14 @@ func (s *Server) headerValues(c *call, retryAfter time.Duration, admitted bool) 
 		b = strconv.AppendInt(b, max(1, admission.CeilSeconds(retryAfter)), 10)
 	}
 	c.hdr = b
-	all := string(b)
+	hdr := string(b)
 	h := new(struct {
 		ptrs [3]*corev3.HeaderValue
 		vs   [3]corev3.HeaderValue
 	})
-	h.vs[0].Key, h.vs[0].Value = "RateLimit-Policy", all[:policyEnd]
-	h.vs[1].Key, h.vs[1].Value = "RateLimit", all[policyEnd:rlEnd]
-	h.vs[2].Key, h.vs[2].Value = "Retry-After", all[rlEnd:]
+	h.vs[0].Key, h.vs[0].Value = "RateLimit-Policy", hdr[:policyEnd]
+	h.vs[1].Key, h.vs[1].Value = "RateLimit", hdr[policyEnd:rlEnd]
+	h.vs[2].Key, h.vs[2].Value = "Retry-After", hdr[rlEnd:]
 	for i := range h.ptrs {
 		h.ptrs[i] = &h.vs[i]
 	}
@@ -566,6 +593,28 @@ func (s *Server) headerValues(c *call, retryAfter time.Duration, admitted bool) 
 		return h.ptrs[:3]
 	}
 	return h.ptrs[:2]
+}
+
+// pkLen is the length in bytes of a partition key: 64 bits, so that two
+// keys a client sees share one with a chance of about n²/2⁶⁵.
+const pkLen = 8
+
+// partitionKey returns the partition key of a limit's key: the first
+// pkLen bytes of SHA-256(s.pkSecret ‖ key). Without the secret, it tells
+// nothing of key (a client can neither compute it nor test a guessed
+// descriptor value against it); with it, equal keys have equal partition
+// keys. The limit is not hashed in: the item's name gives it.
+func (s *Server) partitionKey(c *call, key string) [pkLen]byte {
+	c.pkIn = append(append(c.pkIn[:0], s.pkSecret[:]...), key...)
+	sum := sha256.Sum256(c.pkIn)
+	return [pkLen]byte(sum[:pkLen])
+}
+
+// appendPK appends the pk parameter of pk, an RFC 9651 Byte Sequence.
+func appendPK(b []byte, pk *[pkLen]byte) []byte {
+	b = append(b, ";pk=:"...)
+	b = base64.StdEncoding.AppendEncode(b, pk[:])
+	return append(b, ':')
 }
 
 // sfString returns name as the body of an RFC 9651 sf-string, with the

@@ -2,8 +2,11 @@ package hotlimitd_test
 
 import (
 	"context"
+	"encoding/base64"
 	"math"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -219,18 +222,24 @@ func TestHeaders(t *testing.T) {
 	user, path := limitName(t, f.cfg, "test", "user", "ann"), limitName(t, f.cfg, "test", "path", "/a")
 	wantPolicy := `"` + user + `";q=3;w=60, "` + path + `";q=2;w=60`
 	wantRL := `"` + user + `";r=2;t=10, "` + path + `";r=1;t=10`
-	if h["RateLimit-Policy"] != wantPolicy || h["RateLimit"] != wantRL || h["Retry-After"] != "" {
-		t.Fatalf("headers %v, want policy %s and %s", h, wantPolicy, wantRL)
+	if withoutPK(h["RateLimit-Policy"]) != wantPolicy || withoutPK(h["RateLimit"]) != wantRL || h["Retry-After"] != "" {
+		t.Fatalf("headers %v, want policy %s and %s (pk aside)", h, wantPolicy, wantRL)
 	}
 	ask(t, f.srv, req)
 	h = headers(ask(t, f.srv, req))
-	if h["RateLimit"] != `"`+user+`";r=1;t=10, "`+path+`";r=0;t=10` || h["Retry-After"] != "10" {
+	if withoutPK(h["RateLimit"]) != `"`+user+`";r=1;t=10, "`+path+`";r=0;t=10` || h["Retry-After"] != "10" {
 		t.Fatalf("refused: headers %v", h)
 	}
 	if h := headers(ask(t, f.srv, request("test", desc("internal", "x")))); len(h) != 0 {
 		t.Fatalf("no enforced limit: headers %v", h)
 	}
 }
+
+// withoutPK returns a RateLimit or RateLimit-Policy field without its
+// items' pk parameters (TestHeadersPartitionKey checks those).
+func withoutPK(field string) string { return pkParam.ReplaceAllString(field, "") }
+
+var pkParam = regexp.MustCompile(`;pk=:[A-Za-z0-9+/=]*:`)
 
 func headers(resp *rlsv3.RateLimitResponse) map[string]string {
 	m := map[string]string{}
@@ -334,6 +343,100 @@ descriptors:
 				t.Errorf("%s item %d names %q, want %q", field, i, it.Value.Str, want)
 			}
 		}
+	}
+}
+
+// TestHeadersPartitionKey: two descriptors of one limit with different
+// values are two partitions of it, told apart by the pk parameter of
+// their items (draft-11 names an item after its policy, so both items
+// have the limit's name). A client that keeps one item per (name, pk)
+// reads each partition's own r, its pk pairs the RateLimit item with
+// its RateLimit-Policy item, a partition keeps its pk from one response
+// to the next, and the fields hold no descriptor value.
+func TestHeadersPartitionKey(t *testing.T) {
+	f := newFixture(t, testYAML, hotlimitd.Options{Headers: true})
+	const a, b = "alice-7f3e", "bob-91c2" // "user" is a key-only rule: 3 a minute per value
+	ask(t, f.srv, request("test", desc("user", a)))
+	h := headers(ask(t, f.srv, request("test", desc("user", a), desc("user", b))))
+	name := limitName(t, f.cfg, "test", "user", a)
+	parse := func(field string) map[string]int64 { // pk → r (or q): a client's reading
+		t.Helper()
+		items, err := sfv.ParseList(h[field])
+		if err != nil || len(items) != 2 {
+			t.Fatalf("%s %q: %v, %d items", field, h[field], err, len(items))
+		}
+		byPK := map[string]int64{}
+		for _, it := range items {
+			pk, ok := it.Params.Get("pk")
+			if it.Value.Str != name || !ok || pk.Kind != sfv.ByteSequence {
+				t.Fatalf("%s %q: want items named %q with a Byte Sequence pk", field, h[field], name)
+			}
+			v, _ := it.Params.Get("r")
+			if field == "RateLimit-Policy" {
+				v, _ = it.Params.Get("q")
+			}
+			byPK[pk.Str] = v.Int
+		}
+		return byPK
+	}
+	rl, policy := parse("RateLimit"), parse("RateLimit-Policy")
+	if len(rl) != 2 {
+		t.Fatalf("RateLimit %q: %d partitions, want 2 (one item lost to a shared name and pk)", h["RateLimit"], len(rl))
+	}
+	var pkA, pkB string
+	for pk, r := range rl {
+		switch r {
+		case 1: // a: spent twice
+			pkA = pk
+		case 2: // b: spent once
+			pkB = pk
+		}
+		if q, ok := policy[pk]; !ok || q != 3 {
+			t.Fatalf("RateLimit item pk=%s has no RateLimit-Policy item of q=3: %q", pk, h["RateLimit-Policy"])
+		}
+	}
+	if pkA == "" || pkB == "" {
+		t.Fatalf("RateLimit %q: want r=1 (a) and r=2 (b)", h["RateLimit"])
+	}
+	if h := headers(ask(t, f.srv, request("test", desc("user", a)))); !strings.Contains(h["RateLimit"], ";r=0;t=60;pk=:"+pkA+":") {
+		t.Fatalf("a's next item %q, want r=0 under the same pk %s", h["RateLimit"], pkA)
+	}
+	for _, v := range []string{h["RateLimit"], h["RateLimit-Policy"]} {
+		for _, pk := range []string{pkA, pkB} {
+			raw, err := base64.StdEncoding.DecodeString(pk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(raw), "alice") || strings.Contains(string(raw), "bob") {
+				t.Fatalf("pk %s holds a descriptor value", pk)
+			}
+		}
+		if strings.Contains(v, "alice") || strings.Contains(v, "bob") || strings.Contains(v, base64.StdEncoding.EncodeToString([]byte(a))[:8]) {
+			t.Fatalf("field %q holds a descriptor value", v)
+		}
+	}
+}
+
+// TestPartitionKeySecret: Servers given one PartitionKeySecret (replicas)
+// give a key one pk; without it, each Server has its own.
+func TestPartitionKeySecret(t *testing.T) {
+	pk := func(secret []byte) string {
+		f := newFixture(t, testYAML, hotlimitd.Options{Headers: true, PartitionKeySecret: secret})
+		items, err := sfv.ParseList(headers(ask(t, f.srv, request("test", desc("user", "ann"))))["RateLimit"])
+		if err != nil || len(items) != 1 {
+			t.Fatalf("RateLimit: %v, %d items", err, len(items))
+		}
+		v, _ := items[0].Params.Get("pk")
+		return v.Str
+	}
+	if a, b := pk([]byte("shared")), pk([]byte("shared")); a != b || a == "" {
+		t.Fatalf("one secret: pk %q and %q, want one", a, b)
+	}
+	if a, b := pk([]byte("shared")), pk([]byte("other")); a == b {
+		t.Fatalf("two secrets: pk %q both", a)
+	}
+	if a, b := pk(nil), pk(nil); a == b {
+		t.Fatalf("no secret: two Servers share pk %q", a)
 	}
 }
 
