@@ -194,14 +194,21 @@ func (m *model) check(t *testing.T, req *rlsv3.RateLimitRequest, resp *rlsv3.Rat
 }
 
 // checkHeaders checks the RateLimit field: a valid List with one item
-// per enforced descriptor, in order, each r its status's limit_remaining;
-// no fields when no descriptor is enforced.
+// per enforced descriptor, in order, each r its status's limit_remaining,
+// and RateLimit-Policy's item of the same descriptor with the same name
+// and pk; two items have the same name and pk exactly when their
+// descriptors share a limit and a key. No fields when no descriptor is
+// enforced.
 func checkHeaders(t *testing.T, req *rlsv3.RateLimitRequest, resp *rlsv3.RateLimitResponse) {
 	t.Helper()
-	var want []int64
+	var (
+		want []int64
+		keys []string // the model's limit and key of each item
+	)
 	for i, d := range req.Descriptors {
-		if _, l, shadow := rule(req.Domain, d); l > 0 && !shadow {
+		if key, l, shadow := rule(req.Domain, d); l > 0 && !shadow {
 			want = append(want, int64(resp.Statuses[i].LimitRemaining))
+			keys = append(keys, key)
 		}
 	}
 	h := headers(resp)
@@ -220,8 +227,26 @@ func checkHeaders(t *testing.T, req *rlsv3.RateLimitRequest, resp *rlsv3.RateLim
 			t.Fatalf("%v: RateLimit item %d has r=%d, want %d", req, i, r.Int, want[i])
 		}
 	}
-	if _, err := sfv.ParseList(h["RateLimit-Policy"]); err != nil {
-		t.Fatalf("%v: RateLimit-Policy %q: %v", req, h["RateLimit-Policy"], err)
+	policy, err := sfv.ParseList(h["RateLimit-Policy"])
+	if err != nil || len(policy) != len(items) {
+		t.Fatalf("%v: RateLimit-Policy %q: %v, want %d items", req, h["RateLimit-Policy"], err, len(items))
+	}
+	id := func(m sfv.Member) string {
+		pk, ok := m.Params.Get("pk")
+		if !ok || pk.Kind != sfv.ByteSequence {
+			t.Fatalf("%v: item %q without a Byte Sequence pk", req, m.Value.Str)
+		}
+		return m.Value.Str + "\x00" + pk.Str
+	}
+	for i := range items {
+		if id(items[i]) != id(policy[i]) {
+			t.Fatalf("%v: item %d: RateLimit %q, RateLimit-Policy %q: not one name and pk", req, i, h["RateLimit"], h["RateLimit-Policy"])
+		}
+		for k := range i {
+			if (id(items[i]) == id(items[k])) != (keys[i] == keys[k]) {
+				t.Fatalf("%v: items %d and %d of %q: same name and pk %v, same limit and key %v", req, k, i, h["RateLimit"], id(items[i]) == id(items[k]), keys[i] == keys[k])
+			}
+		}
 	}
 }
 
