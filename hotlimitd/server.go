@@ -53,7 +53,7 @@ type Options struct {
 	// PartitionKeySecret keys the hash that the headers' pk parameters
 	// are (see the package documentation): Servers given the same
 	// secret, such as replicas behind one Envoy, give a limit's key the
-	// same pk. nil: a random secret per Server, so a key's pk holds for
+	// same pk. Empty: a random secret per Server, so a key's pk holds for
 	// the Server's lifetime only.
 	PartitionKeySecret []byte
 	// FailOpen answers OK when the backend cannot decide; by default
@@ -99,7 +99,7 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("hotlimitd: Options.Backend is nil")
 	}
 	s := &Server{cfg: opts.Config, backend: opts.Backend, headers: opts.Headers, failOpen: opts.FailOpen, log: opts.Logger}
-	if opts.PartitionKeySecret != nil {
+	if len(opts.PartitionKeySecret) > 0 { // an empty one would be a secret everyone knows
 		s.pkSecret = sha256.Sum256(opts.PartitionKeySecret)
 	} else {
 		rand.Read(s.pkSecret[:]) // never fails (crypto/rand)

@@ -418,7 +418,7 @@ func TestHeadersPartitionKey(t *testing.T) {
 }
 
 // TestPartitionKeySecret: Servers given one PartitionKeySecret (replicas)
-// give a key one pk; without it, each Server has its own.
+// give a key one pk; without one (nil or empty), each Server has its own.
 func TestPartitionKeySecret(t *testing.T) {
 	pk := func(secret []byte) string {
 		f := newFixture(t, testYAML, hotlimitd.Options{Headers: true, PartitionKeySecret: secret})
@@ -435,8 +435,10 @@ func TestPartitionKeySecret(t *testing.T) {
 	if a, b := pk([]byte("shared")), pk([]byte("other")); a == b {
 		t.Fatalf("two secrets: pk %q both", a)
 	}
-	if a, b := pk(nil), pk(nil); a == b {
-		t.Fatalf("no secret: two Servers share pk %q", a)
+	for _, none := range [][]byte{nil, {}} { // an empty secret is none: everyone knows it
+		if a, b := pk(none), pk(none); a == b {
+			t.Fatalf("secret %q: two Servers share pk %q", none, a)
+		}
 	}
 }
 
