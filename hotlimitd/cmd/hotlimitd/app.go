@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -48,6 +49,7 @@ type flags struct {
 	shutdownGrace  time.Duration
 	printConfig    bool
 	maxKeys        int
+	pkSecretFile   string
 }
 
 func parseFlags(args []string, out io.Writer) (*flags, error) {
@@ -68,6 +70,7 @@ func parseFlags(args []string, out io.Writer) (*flags, error) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 10*time.Second, "how long in-flight RPCs may run after SIGTERM")
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the built-in configuration and exit")
+	fs.StringVar(&f.pkSecretFile, "partition-key-secret-file", "", "with -headers: a `file` whose bytes key the headers' pk hash, the same in every replica behind one Envoy (default: a random secret per process)")
 	fs.IntVar(&f.maxKeys, "max-keys", defaultMaxKeys, "-backend local: the most keys each limit holds (hotlimit.WithMaxKeys: a new key past the bound evicts the entry closest to fresh among a sample); 0: no bound")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -253,9 +256,13 @@ func start(ctx context.Context, f *flags, log *slog.Logger, h *hooks) (a *app, e
 		observers = append(observers, otelObs)
 		log.Info("exporting OpenTelemetry metrics over OTLP/gRPC")
 	}
+	secret, err := readSecret(f)
+	if err != nil {
+		return nil, err
+	}
 	a.srv, err = hotlimitd.New(hotlimitd.Options{
 		Config: a.cur.Load, Backend: b, Headers: f.headers, FailOpen: f.failOpen,
-		Observers: observers, Logger: log,
+		PartitionKeySecret: secret, Observers: observers, Logger: log,
 	})
 	if err != nil {
 		return nil, err
@@ -430,4 +437,25 @@ func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	if r.log.Enabled(ctx, slog.LevelDebug) {
 		r.log.Debug("redis client", "detail", strings.TrimSpace(fmt.Sprintf(format, v...)))
 	}
+}
+
+// readSecret reads -partition-key-secret-file: its bytes, less one final
+// line end (as an editor or echo leaves it). An empty secret is refused:
+// everyone knows it.
+func readSecret(f *flags) ([]byte, error) {
+	if f.pkSecretFile == "" {
+		return nil, nil
+	}
+	if !f.headers {
+		return nil, fmt.Errorf("-partition-key-secret-file keys the headers' pk: it needs -headers")
+	}
+	b, err := os.ReadFile(f.pkSecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("-partition-key-secret-file: %w", err)
+	}
+	b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r"))
+	if len(b) == 0 {
+		return nil, fmt.Errorf("-partition-key-secret-file %s is empty", f.pkSecretFile)
+	}
+	return b, nil
 }

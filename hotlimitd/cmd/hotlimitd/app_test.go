@@ -183,6 +183,14 @@ func TestPrintConfig(t *testing.T) {
 // TestBadFlags: bad flags and a bad configuration stop the command at
 // once, with an error naming them.
 func TestBadFlags(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "empty")
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secret, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	if err := os.WriteFile(bad, []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: 1\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -200,6 +208,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-grpc", "127.0.0.1:-1"}, "127.0.0.1:-1"},
 		{[]string{"extra"}, "unexpected"},
 		{[]string{"-max-keys", "-1"}, "-max-keys"},
+		{[]string{"-headers", "-partition-key-secret-file", filepath.Join(t.TempDir(), "missing")}, "-partition-key-secret-file"},
+		{[]string{"-headers", "-partition-key-secret-file", empty}, "is empty"},
+		{[]string{"-partition-key-secret-file", secret}, "needs -headers"},
 		{[]string{"-backend", "redis", "-redis", "127.0.0.1:1", "-max-keys", "5"}, "-max-keys"},
 	} {
 		args := append([]string{"-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0"}, tc.args...)
@@ -403,6 +414,37 @@ func TestFlagsHeadersFailOpen(t *testing.T) {
 	}
 	if got := r.metric(t, `hotlimitd_requests_total{code="failed_open"}`); !strings.HasSuffix(got, " 1") {
 		t.Fatalf("metric %q", got)
+	}
+}
+
+// TestPartitionKeySecretFile: two processes given one
+// -partition-key-secret-file give a key the same pk (replicas behind one
+// Envoy); without it each draws its own secret.
+func TestPartitionKeySecretFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(path, []byte("replicas' secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pk := func(args ...string) string {
+		t.Helper()
+		r := startCmd(t, nil, append([]string{"-headers"}, args...)...)
+		defer r.stop(t)
+		for _, h := range r.ask(t, "hotlimitd", "generic_key", "a").ResponseHeadersToAdd {
+			if h.Key == "RateLimit" {
+				if i := strings.Index(h.Value, ";pk=:"); i >= 0 {
+					return h.Value[i:]
+				}
+			}
+		}
+		t.Fatal("no pk in the RateLimit field")
+		return ""
+	}
+	shared1, shared2 := pk("-partition-key-secret-file", path), pk("-partition-key-secret-file", path)
+	if shared1 != shared2 {
+		t.Errorf("one secret file, two pks: %q and %q", shared1, shared2)
+	}
+	if own := pk(); own == shared1 {
+		t.Errorf("a random secret gave the shared secret's pk %q", own)
 	}
 }
 

@@ -24,6 +24,8 @@
 //	-log-level L          debug, info (default), warn or error
 //	-shutdown-grace D     how long in-flight RPCs may run after SIGTERM (default 10s)
 //	-print-config         print the built-in configuration and exit
+//	-partition-key-secret-file F  with -headers: F's bytes key the headers' pk hash, so that
+//	                      replicas behind one Envoy give a key the same pk (default: random per process)
 //	-max-keys N           -backend local: the most keys each limit holds (default 1000000;
 //	                      0: no bound); a new key past it evicts the entry closest to fresh
 //	                      among a sample (hotlimit.WithMaxKeys)
