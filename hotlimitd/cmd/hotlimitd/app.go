@@ -381,8 +381,10 @@ func (a *app) shutdown() error {
 		errs = append(errs, fmt.Errorf("closing the backend: %w", err))
 	}
 	if a.stopOTel != nil {
+		// A telemetry outage must not fail the shutdown of the service:
+		// the last export is logged as lost, within the same bound.
 		if err := a.stopOTel(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("flushing OpenTelemetry: %w", err))
+			a.log.Warn("OpenTelemetry: the last metrics were not flushed", "err", err.Error())
 		}
 	}
 	a.log.Info("stopped")

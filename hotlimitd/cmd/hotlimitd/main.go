@@ -53,7 +53,11 @@
 // otellimit's metrics (hotlimit.backend.duration, hotlimit.backend.remaining)
 // and exports them over OTLP/gRPC (OTEL_EXPORTER_OTLP_PROTOCOL, if set,
 // must be grpc) every OTEL_METRIC_EXPORT_INTERVAL, and once more at
-// shutdown.
+// shutdown. An endpoint variable the exporter could not use (not a URL,
+// such as 127.0.0.1:4317 without http://, or an http(s) URL without a
+// host) stops the command at start with an error naming it. A last
+// export that fails at shutdown (the collector is down) is logged as a
+// warning and does not fail the shutdown: the command still exits 0.
 //
 // SIGHUP reloads -config (as the poll does); a configuration that fails
 // to load, or that the backend refuses, is logged and counted, and the

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 
@@ -23,6 +25,35 @@ func otelConfigured() bool {
 	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") != ""
 }
 
+// otelEndpointVars are the variables that name the collector, as the
+// exporter reads them (the metrics one wins).
+var otelEndpointVars = []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"}
+
+// checkOTelEndpoints refuses an endpoint variable the exporter could not
+// use: one that is not a URL (the exporter reports it to
+// OpenTelemetry's error handler and exports to its default,
+// localhost:4317, instead), or an http or https URL without a host.
+func checkOTelEndpoints() error {
+	for _, v := range otelEndpointVars {
+		s := strings.TrimSpace(os.Getenv(v)) // as the exporter reads it
+		if s == "" {
+			continue
+		}
+		u, err := url.Parse(s)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the value, which the message names
+		}
+		if err == nil && (strings.EqualFold(u.Scheme, "http") || strings.EqualFold(u.Scheme, "https")) && u.Host == "" {
+			err = errors.New("no host")
+		}
+		if err != nil {
+			return fmt.Errorf("%s=%q: %v; want the collector's URL, such as http://collector:4317", v, s, err)
+		}
+	}
+	return nil
+}
+
 // startOTel returns otellimit's observer on a meter provider that
 // exports over OTLP/gRPC as the standard OTEL_EXPORTER_OTLP_* variables
 // say (endpoint, headers, timeout, TLS; OTEL_METRIC_EXPORT_INTERVAL), and
@@ -31,6 +62,9 @@ func otelConfigured() bool {
 func startOTel(ctx context.Context) (admission.Observer, func(context.Context) error, error) {
 	if !otelConfigured() {
 		return nil, nil, nil
+	}
+	if err := checkOTelEndpoints(); err != nil {
+		return nil, nil, err
 	}
 	for _, v := range []string{"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"} {
 		if p := os.Getenv(v); p != "" && p != "grpc" {

@@ -82,3 +82,51 @@ func TestOTelProtocol(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// TestOTelBadEndpoint: an endpoint variable the exporter cannot use
+// (which it would replace by localhost:4317, silently) is refused at
+// start, by name.
+func TestOTelBadEndpoint(t *testing.T) {
+	for _, tc := range []struct{ v, val string }{
+		{"OTEL_EXPORTER_OTLP_ENDPOINT", "::::bad"},
+		{"OTEL_EXPORTER_OTLP_ENDPOINT", "127.0.0.1:4317"}, // not a URL: a scheme is needed
+		{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://"},
+		{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "https://collector:port"},
+	} {
+		t.Run(tc.val, func(t *testing.T) {
+			t.Setenv(tc.v, tc.val)
+			// Cancelled: a command that accepted the variable stops at
+			// once (with no error) instead of serving.
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			err := run(ctx, []string{"-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0"}, nil, &syncBuffer{}, nil, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.v+"=") {
+				t.Fatalf("%s=%s: error %v, want one naming the variable", tc.v, tc.val, err)
+			}
+		})
+	}
+}
+
+// TestOTelCollectorDown: with the collector down (a port that refuses),
+// SIGTERM still shuts down with success; the lost flush is logged as a
+// warning. The export timeout only keeps the test short: the flush fails
+// whenever it gives up.
+func TestOTelCollectorDown(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := lis.Addr().String()
+	lis.Close() // connections to it are refused
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+dead)
+	t.Setenv("OTEL_METRIC_EXPORT_INTERVAL", "3600000")
+	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "100")
+	r := startCmd(t, nil, "-log-format", "json")
+	r.ask(t, "hotlimitd", "generic_key", "a")
+	r.stop(t) // fails the test if run returns an error
+	logs := r.logs.String()
+	if !strings.Contains(logs, `"level":"WARN","msg":"OpenTelemetry: the last metrics were not flushed"`) {
+		t.Fatalf("the lost flush is not logged as a warning:\n%s", logs)
+	}
+	allJSON(t, logs)
+}
