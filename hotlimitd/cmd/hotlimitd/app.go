@@ -68,7 +68,7 @@ func parseFlags(args []string, out io.Writer) (*flags, error) {
 	fs.BoolVar(&f.headers, "headers", false, "add draft-11 RateLimit-Policy and RateLimit response headers")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 10*time.Second, "how long in-flight RPCs may run after SIGTERM")
+	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 10*time.Second, "how long in-flight RPCs may run after SIGTERM (0: no grace, they are stopped at once)")
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the built-in configuration and exit")
 	fs.StringVar(&f.pkSecretFile, "partition-key-secret-file", "", "with -headers: a `file` whose bytes key the headers' pk hash, the same in every replica behind one Envoy (default: a random secret per process)")
 	fs.IntVar(&f.maxKeys, "max-keys", defaultMaxKeys, "-backend local: the most keys each limit holds (hotlimit.WithMaxKeys: a new key past the bound evicts the entry closest to fresh among a sample); 0: no bound")
@@ -119,6 +119,7 @@ type app struct {
 	store    store
 	srv      *hotlimitd.Server
 	grpc     *grpc.Server
+	inflight atomic.Int64 // RPCs being handled (health watches too)
 	health   *health.Server
 	stopping chan struct{} // closed when shutdown begins: health watches end
 	http     *http.Server
@@ -269,7 +270,8 @@ func start(ctx context.Context, f *flags, log *slog.Logger, h *hooks) (a *app, e
 	}
 	a.reg.MustRegister(bm, &serverCollector{srv: a.srv}, collectors.NewGoCollector())
 
-	a.grpc = grpc.NewServer(hotlimitd.ServerOption())
+	a.grpc = grpc.NewServer(hotlimitd.ServerOption(),
+		grpc.ChainUnaryInterceptor(a.countUnary), grpc.ChainStreamInterceptor(a.countStream))
 	a.srv.Register(a.grpc)
 	a.health = health.NewServer()
 	a.stopping = make(chan struct{})
@@ -352,24 +354,36 @@ func (a *app) reloadFailed(err error) {
 }
 
 // shutdown stops serving: health NOT_SERVING, GracefulStop for at most
-// -shutdown-grace, then Stop; then the HTTP server and the backend.
+// -shutdown-grace (none when it is 0), then Stop; then the HTTP server
+// and the backend. Only RPCs still in flight when the grace is over are
+// logged as stopped.
 func (a *app) shutdown() error {
 	a.ready.Store(false)
 	close(a.stopping)
 	a.health.Shutdown()
 	stopped := make(chan struct{})
-	go func() {
-		a.grpc.GracefulStop()
-		close(stopped)
-	}()
-	timer := time.NewTimer(a.f.shutdownGrace)
+	if a.f.shutdownGrace > 0 {
+		go func() {
+			a.grpc.GracefulStop()
+			close(stopped)
+		}()
+		timer := time.NewTimer(a.f.shutdownGrace)
+		select {
+		case <-stopped:
+			timer.Stop()
+		case <-timer.C:
+		}
+	}
 	select {
 	case <-stopped:
-		timer.Stop()
-	case <-timer.C:
-		a.log.Warn("in-flight RPCs outlived -shutdown-grace: stopping them")
+	default: // the grace is over, or -shutdown-grace 0 gives none
+		if n := a.inflight.Load(); n > 0 {
+			a.log.Warn("in-flight RPCs outlived -shutdown-grace: stopping them", "rpcs", n, "shutdown_grace", a.f.shutdownGrace.String())
+		}
 		a.grpc.Stop()
-		<-stopped
+		if a.f.shutdownGrace > 0 {
+			<-stopped
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -389,6 +403,20 @@ func (a *app) shutdown() error {
 	}
 	a.log.Info("stopped")
 	return errors.Join(errs...)
+}
+
+// countUnary and countStream count the RPCs being handled, so that the
+// shutdown can tell whether any outlived -shutdown-grace.
+func (a *app) countUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	a.inflight.Add(1)
+	defer a.inflight.Add(-1)
+	return handler(ctx, req)
+}
+
+func (a *app) countStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	a.inflight.Add(1)
+	defer a.inflight.Add(-1)
+	return handler(srv, ss)
 }
 
 // healthService is grpc's health.Server whose Watch streams end once they

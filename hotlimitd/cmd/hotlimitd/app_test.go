@@ -479,3 +479,36 @@ func TestPollReload(t *testing.T) {
 		t.Fatalf("after a bad file: limit %d, want the running 5", got)
 	}
 }
+
+// TestShutdownGraceZero: -shutdown-grace 0 is no grace: SIGTERM stops
+// the RPCs in flight at once, and logs them with their number; with none
+// in flight, nothing is logged as having outlived the grace.
+func TestShutdownGraceZero(t *testing.T) {
+	r := startCmd(t, nil, "-shutdown-grace", "0")
+	r.ask(t, "hotlimitd", "generic_key", "a") // answered: not in flight
+	r.stop(t)
+	if logs := r.logs.String(); strings.Contains(logs, "outlived") {
+		t.Fatalf("no RPC was in flight, yet:\n%s", logs)
+	}
+
+	b := &blocking{entered: make(chan struct{}), release: make(chan struct{})}
+	r = startCmd(t, &hooks{backend: func(inner admission.Backend) admission.Backend { b.Backend = inner; return b }}, "-shutdown-grace", "0")
+	var once sync.Once
+	release := func() { once.Do(func() { close(b.release) }) }
+	t.Cleanup(release)
+	inflight := make(chan error, 1)
+	go func() {
+		_, err := r.rls.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "hotlimitd",
+			Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "generic_key", Value: "a"}}}}})
+		inflight <- err
+	}()
+	<-b.entered
+	r.stop(t) // returns with the RPC still blocked in the backend: stopped, not waited for
+	if err := <-inflight; status.Code(err) != codes.Unavailable {
+		t.Fatalf("the RPC in flight: %v, want it stopped (Unavailable)", err)
+	}
+	if logs := r.logs.String(); !strings.Contains(logs, "outlived -shutdown-grace") || !strings.Contains(logs, "rpcs=1") {
+		t.Fatalf("the stopped RPC is not logged with its number:\n%s", logs)
+	}
+	release()
+}

@@ -22,7 +22,8 @@
 //	-headers              add draft-11 RateLimit-Policy and RateLimit response headers
 //	-log-format F         text (default) or json, on standard error
 //	-log-level L          debug, info (default), warn or error
-//	-shutdown-grace D     how long in-flight RPCs may run after SIGTERM (default 10s)
+//	-shutdown-grace D     how long in-flight RPCs may run after SIGTERM (default 10s;
+//	                      0: no grace, RPCs in flight are stopped at once)
 //	-print-config         print the built-in configuration and exit
 //	-partition-key-secret-file F  with -headers: F's bytes key the headers' pk hash, so that
 //	                      replicas behind one Envoy give a key the same pk (default: random per process)
@@ -62,8 +63,11 @@
 // SIGHUP reloads -config (as the poll does); a configuration that fails
 // to load, or that the backend refuses, is logged and counted, and the
 // running one is kept. SIGTERM or SIGINT shuts down gracefully: health
-// NOT_SERVING, gRPC GracefulStop for at most -shutdown-grace, then Stop,
-// then the HTTP server and the backend are closed.
+// NOT_SERVING, gRPC GracefulStop for at most -shutdown-grace, then Stop
+// (with -shutdown-grace 0, Stop at once: no grace), then the HTTP server
+// and the backend are closed. RPCs still in flight when Stop ends them
+// are logged, with their number, as having outlived -shutdown-grace;
+// nothing is logged when none were.
 //
 // Logs are structured (log/slog) and hold limit names, domains, counts
 // and errors: never a key or a descriptor's value. The Redis client's own
