@@ -9,6 +9,7 @@ import (
 	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // BackendMetrics measures each decision of a middleware's backend: how
@@ -36,7 +37,8 @@ import (
 type BackendMetrics struct {
 	duration  *prometheus.HistogramVec
 	remaining *prometheus.HistogramVec
-	byLimit   sync.Map // limit name → *limitObservers, for Observe
+	byLimit   sync.Map   // limit name → *limitObservers, for Observe
+	mu        sync.Mutex // orders Retain with a limit's first resolution in byLimit
 }
 
 // BackendOptions say how a BackendMetrics names its metrics.
@@ -156,8 +158,64 @@ func (bm *BackendMetrics) cached(limit string) *limitObservers {
 	if o, ok := bm.byLimit.Load(limit); ok {
 		return o.(*limitObservers)
 	}
-	o, _ := bm.byLimit.LoadOrStore(limit, bm.observers(limit))
-	return o.(*limitObservers)
+	// Under mu: series resolved before a Retain that deletes them must
+	// not be cached after it (they would no longer be exported).
+	bm.mu.Lock()
+	defer bm.mu.Unlock()
+	if o, ok := bm.byLimit.Load(limit); ok {
+		return o.(*limitObservers)
+	}
+	o := bm.observers(limit)
+	bm.byLimit.Store(limit, o)
+	return o
+}
+
+// Retain deletes the series of every limit for which keep returns false,
+// and returns how many limits it deleted. A service whose limits change
+// (a configuration reload: a changed policy is often a new limit name)
+// calls it after each change with the running limits, so that the
+// series of dropped limits do not stay, one more label value each, for
+// the life of the process. An observation of a deleted limit afterwards
+// (a request decided before the change and observed after it) starts
+// its series again, from zero; the next Retain deletes them. A backend
+// built by Backend keeps the series it resolved when it was built: if
+// Retain deletes them, that backend's decisions are no longer exported.
+func (bm *BackendMetrics) Retain(keep func(limit string) bool) int {
+	bm.mu.Lock()
+	defer bm.mu.Unlock()
+	n := 0
+	for name := range bm.limitNames() {
+		if keep(name) {
+			continue
+		}
+		bm.duration.DeletePartialMatch(prometheus.Labels{"limit": name})
+		bm.remaining.DeleteLabelValues(name)
+		bm.byLimit.Delete(name)
+		n++
+	}
+	return n
+}
+
+// limitNames returns the limit label of every series bm holds.
+func (bm *BackendMetrics) limitNames() map[string]struct{} {
+	ch := make(chan prometheus.Metric, 64)
+	go func() {
+		bm.Collect(ch)
+		close(ch)
+	}()
+	names := map[string]struct{}{}
+	for m := range ch {
+		var pb dto.Metric
+		if m.Write(&pb) != nil {
+			continue
+		}
+		for _, l := range pb.GetLabel() {
+			if l.GetName() == "limit" {
+				names[l.GetValue()] = struct{}{}
+			}
+		}
+	}
+	return names
 }
 
 // measured is the Backend that BackendMetrics.Backend builds.

@@ -190,3 +190,53 @@ func TestObserverAllocs(t *testing.T) {
 		t.Errorf("an observed request allocates %v times, an unobserved one %v", o, p)
 	}
 }
+
+// TestBackendMetricsRetain: Retain deletes every series of the limits it
+// does not keep (a configuration reload dropped them) and leaves the kept
+// limits' counts as they were; a dropped limit observed again starts
+// from zero.
+func TestBackendMetricsRetain(t *testing.T) {
+	bm := NewBackendMetrics(BackendOptions{})
+	observe := func(limit string, o admission.Outcome) {
+		bm.Observe(context.Background(), &admission.Event{Result: &admission.Result{Outcome: o, Binding: -1}, Limit: limit, Duration: time.Microsecond})
+	}
+	for _, l := range []string{"kept", "kept", "dropped"} {
+		observe(l, admission.OutcomeAllowed)
+	}
+	observe("dropped", admission.OutcomeDenied)
+	observe("dropped", admission.OutcomeErrorDenied)
+	counts := func() map[string]uint64 {
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(bm)
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]uint64{}
+		for _, mf := range mfs {
+			for _, mt := range mf.GetMetric() {
+				out[series(mf, mt)] = mt.GetHistogram().GetSampleCount()
+			}
+		}
+		return out
+	}
+	if got := counts()["hotlimit_backend_duration_seconds,limit=dropped,result=denied"]; got != 1 {
+		t.Fatalf("before Retain: dropped/denied counted %d, want 1 (%v)", got, counts())
+	}
+	if n := bm.Retain(func(l string) bool { return l == "kept" }); n != 1 {
+		t.Errorf("Retain deleted %d limits, want 1", n)
+	}
+	got := counts()
+	for k := range got {
+		if strings.Contains(k, "limit=dropped") {
+			t.Errorf("series %s stays after Retain dropped its limit", k)
+		}
+	}
+	if got["hotlimit_backend_duration_seconds,limit=kept,result=allowed"] != 2 || got["hotlimit_backend_remaining,limit=kept"] != 2 {
+		t.Errorf("the kept limit's counts changed: %v", got)
+	}
+	observe("dropped", admission.OutcomeAllowed)
+	if got := counts()["hotlimit_backend_duration_seconds,limit=dropped,result=allowed"]; got != 1 {
+		t.Errorf("observed again after Retain: dropped/allowed counted %d, want 1 (from zero, exported)", got)
+	}
+}
