@@ -126,6 +126,7 @@ type app struct {
 	ready    atomic.Bool // /healthcheck answers 200
 	reg      *prometheus.Registry
 	metrics  *reloadMetrics
+	bm       *promlimit.BackendMetrics
 	stopOTel func(context.Context) error // flushes and stops the OpenTelemetry export; nil without one
 	loaded   func(error)                 // hooks.loaded
 
@@ -242,6 +243,7 @@ func start(ctx context.Context, f *flags, log *slog.Logger, h *hooks) (a *app, e
 		b = h.backend(b)
 	}
 	bm := promlimit.NewBackendMetrics(promlimit.BackendOptions{})
+	a.bm = bm
 	observers := []admission.Observer{bm}
 	otelObs, stopOTel, err := startOTel(ctx)
 	if err != nil {
@@ -333,10 +335,16 @@ func (a *app) applyReload(cfg *config.Config) {
 	}
 	// Both sets of limits decide while cfg is published: a request that
 	// read either configuration finds its limits.
-	if err := a.store.Reload(cfg.Limits(), func() { a.cur.Store(cfg) }); err != nil {
+	limits := cfg.Limits()
+	if err := a.store.Reload(limits, func() { a.cur.Store(cfg) }); err != nil {
 		a.reloadFailed(fmt.Errorf("the backend refused the new limits: %w", err))
 		return
 	}
+	// The Prometheus series of the limits the new configuration dropped go,
+	// now that requests read it: config churn must not grow /metrics. A
+	// request that read the old configuration can record a dropped limit
+	// once more; its series go at the next reload.
+	a.bm.Retain(func(name string) bool { _, ok := limits[name]; return ok })
 	a.metrics.success(time.Now())
 	a.log.Info("configuration reloaded", "domains", strings.Join(cfg.Domains(), ","), "limits", len(cfg.Limits()))
 	if a.loaded != nil {

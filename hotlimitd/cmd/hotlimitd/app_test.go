@@ -512,3 +512,45 @@ func TestShutdownGraceZero(t *testing.T) {
 	}
 	release()
 }
+
+// TestReloadDropsSeries: a reload deletes the Prometheus series of the
+// limits it dropped, and keeps the counts of those it kept.
+func TestReloadDropsSeries(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "limits.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(twoPerMinute + "  - key: path\n    rate_limit:\n      unit: hour\n      requests_per_unit: 7\n")
+	r := startCmd(t, nil, "-config", path, "-reload-interval", "0")
+	r.ask(t, "d", "user", "ann")
+	r.ask(t, "d", "path", "/x")
+	series := func() (user, path []string) {
+		_, body := r.get(t, "/metrics")
+		for _, l := range strings.Split(body, "\n") {
+			if !strings.HasPrefix(l, "hotlimit_backend_") {
+				continue
+			}
+			if strings.Contains(l, "path") {
+				path = append(path, l)
+			} else if strings.Contains(l, "_count{") {
+				user = append(user, l)
+			}
+		}
+		return user, path
+	}
+	userBefore, path0 := series()
+	if len(path0) == 0 || len(userBefore) == 0 {
+		t.Fatalf("before the reload: user's counts %q, path's series %d, want both", userBefore, len(path0))
+	}
+	write(twoPerMinute)
+	r.hup()
+	userAfter, pathAfter := series()
+	if len(pathAfter) > 0 {
+		t.Errorf("the dropped limit's series stay:\n%s", strings.Join(pathAfter, "\n"))
+	}
+	if strings.Join(userAfter, "\n") != strings.Join(userBefore, "\n") {
+		t.Errorf("the kept limit's counts changed:\n%s\nwant\n%s", strings.Join(userAfter, "\n"), strings.Join(userBefore, "\n"))
+	}
+}

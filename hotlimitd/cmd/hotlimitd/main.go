@@ -45,7 +45,11 @@
 // hotlimitd_config_last_reload_success_timestamp_seconds,
 // hotlimitd_config_last_reload_successful, promlimit's
 // hotlimit_backend_duration_seconds and hotlimit_backend_remaining, and
-// the Go runtime's.
+// the Go runtime's. promlimit's series are labelled by limit; a reload
+// deletes the series of the limits it dropped (a changed policy is a new
+// limit name), so that config churn does not grow /metrics: a request
+// decided under the old configuration and recorded after the reload can
+// bring a dropped limit's series back, until the next reload.
 //
 // OpenTelemetry is off by default. When the standard variables configure
 // an OTLP exporter (OTEL_EXPORTER_OTLP_ENDPOINT or
