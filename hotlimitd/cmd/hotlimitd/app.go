@@ -28,8 +28,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 // flags are the command's settings.
@@ -428,7 +430,8 @@ func (a *app) countStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInf
 }
 
 // healthService is grpc's health.Server whose Watch streams end once they
-// have told NOT_SERVING after shutdown began: a watcher (grpc-go's
+// have told NOT_SERVING after shutdown began (at once, for a service that
+// was never registered: it is told nothing more): a watcher (grpc-go's
 // client-side health checking keeps one open) would otherwise hold the
 // graceful stop until -shutdown-grace and have it stop the RPCs.
 type healthService struct {
@@ -439,6 +442,18 @@ type healthService struct {
 func (h *healthService) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-h.stopping:
+			// Shutdown tells the watchers of registered services
+			// NOT_SERVING (endingWatch then ends them), and those of a
+			// service never registered nothing: end theirs now.
+			if _, err := h.Server.Check(ctx, &healthpb.HealthCheckRequest{Service: req.GetService()}); status.Code(err) == codes.NotFound {
+				cancel()
+			}
+		}
+	}()
 	return h.Server.Watch(req, &endingWatch{Health_WatchServer: stream, ctx: ctx, cancel: cancel, stopping: h.stopping})
 }
 

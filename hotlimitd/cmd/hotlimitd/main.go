@@ -37,8 +37,9 @@
 // The gRPC port also serves grpc.health.v1.Health, for the whole server
 // ("") and for envoy.service.ratelimit.v3.RateLimitService: SERVING once
 // started, NOT_SERVING from the moment shutdown begins (a Watch stream of
-// either ends once it has told NOT_SERVING, so that watchers do not hold
-// the graceful stop). GET /healthcheck
+// either ends once it has told NOT_SERVING, and a Watch of any other
+// service name, told SERVICE_UNKNOWN, ends when shutdown begins, so that
+// watchers do not hold the graceful stop). GET /healthcheck
 // answers 200 "OK" then, 503 after. /metrics has the Prometheus metrics:
 // hotlimitd_requests_total{code}, hotlimitd_shadow_over_limit_total,
 // hotlimitd_shadow_errors_total, hotlimitd_config_reloads_total{result},

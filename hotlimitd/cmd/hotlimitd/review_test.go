@@ -162,3 +162,33 @@ func TestEmptyAddresses(t *testing.T) {
 		}
 	}
 }
+
+// TestShutdownEndsUnknownHealthWatch: a Watch of a service name that was
+// never registered (told SERVICE_UNKNOWN, and nothing at shutdown) ends
+// when SIGTERM arrives, so that it does not hold the graceful stop until
+// -shutdown-grace (1m here).
+func TestShutdownEndsUnknownHealthWatch(t *testing.T) {
+	r := startCmd(t, nil)
+	// The deadline only turns a stream that never ends into a failure
+	// rather than a hang; nothing waits for it when the server is right.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	w, err := healthpb.NewHealthClient(r.conn).Watch(ctx, &healthpb.HealthCheckRequest{Service: "no.such.Service"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := w.Recv(); err != nil || m.Status != healthpb.HealthCheckResponse_SERVICE_UNKNOWN {
+		t.Fatalf("watch: %v, %v", m, err)
+	}
+	r.sigs <- syscall.SIGTERM
+	if m, err := w.Recv(); err == nil {
+		t.Fatalf("watch: %v after SIGTERM, want the stream to end", m)
+	}
+	if err := <-r.done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	r.a = nil
+	if logs := r.logs.String(); strings.Contains(logs, "outlived") {
+		t.Fatalf("the health watch held the graceful stop until -shutdown-grace:\n%s", logs)
+	}
+}
