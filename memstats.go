@@ -54,7 +54,7 @@ func (l *Limiter) MemStats() MemStats {
 	}
 	for i := range l.logs {
 		ls := &l.logs[i]
-		m.Logs += uint64(max(0, ls.ringBytes.Load())) + mapBytes(ls.peak.Load())
+		m.Logs += uint64(max(0, ls.ringBytes.Load())) + mapBytes(ls.peak.Load(), unsafe.Sizeof(""), unsafe.Sizeof((*logRing)(nil)))
 	}
 	m.Total = m.Tables + m.Arenas + m.Logs + m.Fixed
 	return m
@@ -98,25 +98,22 @@ func ringBytes(keyLen, instants int) int64 {
 }
 
 // renewalBytes estimates the memory of a shard's renewals that has held
-// at most peak entries: each entry's renewals, and its map slot, counted
-// as mapBytes counts them.
+// at most peak entries: its map, and each entry's renewals.
 func renewalBytes(peak int64) uint64 {
 	if peak <= 0 {
 		return 0
 	}
-	perSlot := uint64(unsafe.Sizeof(uint64(0))) + uint64(unsafe.Sizeof((*renewals)(nil))) + 1
-	return uint64(peak)*12/7*perSlot + uint64(peak)*allocSize(int(unsafe.Sizeof(renewals{})))
+	return mapBytes(peak, unsafe.Sizeof(uint64(0)), unsafe.Sizeof((*renewals)(nil))) + uint64(peak)*allocSize(int(unsafe.Sizeof(renewals{})))
 }
 
-// mapBytes estimates the memory of a map[string]*logRing that has held at
-// most peak keys. A Go map stores 8 slots of a key and a value behind 8
-// control bytes per group, fills its tables to at most 7/8 and doubles
-// them when full, so it has between 8/7 and 16/7 slots per key: the
-// estimate takes 12/7.
-func mapBytes(peak int64) uint64 {
+// mapBytes estimates the memory of a map with keys of keySize and values
+// of valSize bytes that has held at most peak keys. A Go map stores 8
+// slots of a key and a value behind 8 control bytes per group, fills its
+// tables to at most 7/8 and doubles them when full, so it has between 8/7
+// and 16/7 slots per key: the estimate takes 12/7.
+func mapBytes(peak int64, keySize, valSize uintptr) uint64 {
 	if peak <= 0 {
 		return 0
 	}
-	perSlot := uint64(unsafe.Sizeof("")) + uint64(unsafe.Sizeof((*logRing)(nil))) + 1
-	return uint64(peak) * 12 / 7 * perSlot
+	return uint64(peak) * 12 / 7 * (uint64(keySize) + uint64(valSize) + 1)
 }
