@@ -63,7 +63,7 @@ func BenchmarkLease(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer l.Close(context.Background())
+	defer l.Close()
 	for _, c := range []struct {
 		name string
 		b    admission.StateBackend

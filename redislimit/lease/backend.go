@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
@@ -93,6 +94,21 @@ func (b *Backend) AllowStates(ctx context.Context, layers []admission.Layer, sta
 	return b.rb.AllowStates(ctx, layers, states)
 }
 
+// Reset implements admission.ResetBackend with redislimit's
+// RedisBackend.Reset: the key's state in Redis is deleted for every
+// instance (a new incarnation, which the leases taken from the old one
+// cannot spend; see the package doc).
+func (b *Backend) Reset(ctx context.Context, limit, key string) error {
+	return b.rb.Reset(ctx, limit, key)
+}
+
 // Close gives back what every limit's leases hold (see Limiter.Close),
-// each within its limiter's timeout; ctx is not used.
-func (b *Backend) Close(ctx context.Context) error { return b.rb.Close() }
+// each within its limiter's timeout. It is what httplimit's
+// Middleware.Close and grpclimit's Interceptor.Close call.
+func (b *Backend) Close() error { return b.rb.Close() }
+
+var (
+	_ admission.StateBackend = (*Backend)(nil)
+	_ admission.ResetBackend = (*Backend)(nil)
+	_ io.Closer              = (*Backend)(nil)
+)

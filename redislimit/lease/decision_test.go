@@ -148,7 +148,7 @@ func TestLeaseBehindMiddleware(t *testing.T) {
 				for _, b := range backends {
 					switch b := b.(type) {
 					case *Backend:
-						b.Close(context.Background())
+						b.Close()
 					case *redislimit.RedisBackend:
 						b.Close()
 					}
@@ -234,7 +234,7 @@ func TestBackendAllOrNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close(context.Background())
+	defer b.Close()
 	ctx := context.Background()
 	ls := []admission.Layer{{Limit: "wide", Key: "k", Cost: 1}, {Limit: "narrow", Key: "k", Cost: 2}}
 	d, i, err := b.AllowBinding(ctx, ls)
