@@ -25,12 +25,18 @@
 //     descriptor of the request replaces (config.DropReplaced), is OK with no
 //     current_limit and limit_remaining 0. An unlimited rule is OK with no
 //     current_limit and limit_remaining 4294967295.
-//   - Hits: a descriptor's hits_addend, when it is set, else the request's;
-//     0 counts as 1, as Envoy has it. A descriptor costs hits × its rule's
-//     cost, in the limit's units, saturating at the largest int64 (a cost
-//     beyond the limit's capacity is refused, never wrapped around). A
-//     descriptor with is_negative_hits is not a give-back here: it costs 0,
-//     so it reads its limit's state without consuming. The descriptor's
+//   - Hits: a descriptor's own hits_addend, when it is set, else the
+//     request's, whose 0 (proto3 cannot tell it from unset) counts as 1.
+//     A descriptor's hits_addend is a wrapper, set or not: a set 0
+//     overrides the request's and checks without consuming (Envoy sends
+//     such zeros, from a hits_addend format such as %BYTES_RECEIVED%);
+//     envoyproxy/ratelimit has both rules. A descriptor costs hits × its
+//     rule's cost, in the limit's units, saturating at the largest int64
+//     (a cost beyond the limit's capacity is refused, never wrapped
+//     around). A descriptor with is_negative_hits is not a give-back
+//     here: it costs 0, as one of 0 hits does, so it reads its limit's
+//     state without consuming: it is OK even on a spent limit (but not
+//     on a rule that refuses every hit, below). The descriptor's
 //     limit override is not applied: the configured limit decides.
 //   - Every enforced descriptor (a limit, not shadow) is decided at once, in
 //     one admission.Decide call, all or nothing: the request is admitted

@@ -41,6 +41,7 @@ func FuzzShouldRateLimit(f *testing.F) {
 	f.Add([]byte{1, 0, 1, 0, 0, 0, 2, 0, 0})                            // unknown domain, no domain
 	f.Add([]byte{0, 0, 3, 4, 0, 0, 6, 0, 0, 7, 0, 0})                   // unmatched, nested, empty
 	f.Add([]byte{0, 0, 2, 0, 130, 1, 1, 140, 0})                        // a negative-hits peek
+	f.Add([]byte{0, 2, 2, 0, 128, 0, 0, 0, 0})                          // a descriptor's hits_addend 0: a check
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 600 {
 			return
@@ -124,12 +125,9 @@ func rule(domain string, d *rlv3.RateLimitDescriptor) (key string, limit int64, 
 
 // cost is d's cost under a request of hits.
 func cost(d *rlv3.RateLimitDescriptor, reqHits uint32) int64 {
-	h := uint64(reqHits)
+	h := max(1, uint64(reqHits)) // the request's 0 is 1
 	if d.HitsAddend != nil {
-		h = d.HitsAddend.Value
-	}
-	if h == 0 {
-		h = 1
+		h = d.HitsAddend.Value // a descriptor's own, 0 included
 	}
 	if d.IsNegativeHits {
 		return 0

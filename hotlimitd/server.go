@@ -265,7 +265,7 @@ func (s *Server) failed(req *rlsv3.RateLimitRequest, err error) (*rlsv3.RateLimi
 func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	descs := req.Descriptors
 	c.reset(len(descs))
-	reqHits := uint64(req.HitsAddend)
+	reqHits := max(1, uint64(req.HitsAddend)) // Envoy: a request's unset (0) hits_addend is 1
 	for i, d := range descs {
 		c.kind[i], c.layer[i], c.costs[i] = kindNone, -1, 0
 		l, ok := c.match(cfg, req.Domain, d)
@@ -292,10 +292,7 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 		}
 		hits := reqHits
 		if h := d.GetHitsAddend(); h != nil {
-			hits = h.GetValue()
-		}
-		if hits == 0 {
-			hits = 1 // Envoy: an unset or 0 hits_addend is 1
+			hits = h.GetValue() // set, it overrides the request's: 0 is a check
 		}
 		cost := mulCost(l.Cost, hits)
 		if d.GetIsNegativeHits() {

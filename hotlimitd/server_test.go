@@ -107,8 +107,8 @@ func TestAllOrNothing(t *testing.T) {
 }
 
 // TestHitsAddend: the request's hits_addend is each descriptor's cost
-// unless the descriptor sets its own; 0 means 1; a cost beyond any
-// capacity refuses without consuming, never wraps around.
+// unless the descriptor sets its own; a request's 0 (or unset) means 1; a
+// cost beyond any capacity refuses without consuming, never wraps around.
 func TestHitsAddend(t *testing.T) {
 	f := newFixture(t, testYAML, hotlimitd.Options{})
 	req := request("test", desc("user", "ann"), withHits(desc("user", "bob"), 1))
@@ -116,16 +116,52 @@ func TestHitsAddend(t *testing.T) {
 	if got := remaining(ask(t, f.srv, req)); !slices.Equal(got, []int64{1, 2}) {
 		t.Fatalf("remaining %v, want [1 2]", got)
 	}
-	req = request("test", withHits(desc("user", "bob"), 0))
-	req.HitsAddend = 2
+	req = request("test", desc("user", "bob"))
+	req.HitsAddend = 0
 	if got := remaining(ask(t, f.srv, req)); got[0] != 1 {
-		t.Fatalf("descriptor hits_addend 0: remaining %v, want 1 (0 means 1)", got)
+		t.Fatalf("request hits_addend 0: remaining %v, want 1 (a request's 0 means 1)", got)
 	}
 	for _, hits := range []uint64{4, 1 << 63, math.MaxUint64} {
 		resp := ask(t, f.srv, request("test", withHits(desc("user", "cat"), hits)))
 		if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || remaining(resp)[0] != 3 {
 			t.Fatalf("hits %d: %v, want OVER_LIMIT with 3 remaining", hits, resp)
 		}
+	}
+}
+
+// TestDescriptorHitsAddendZero: a descriptor's own hits_addend set to 0
+// overrides the request's and checks without consuming (as the proto has
+// it, and envoyproxy/ratelimit answers): the repro, user 3 a
+// minute here, answers 3 left, not 2; and on a spent limit it is OK with
+// 0 left, while a request of one hit is refused. A rule that refuses
+// every hit refuses it.
+func TestDescriptorHitsAddendZero(t *testing.T) {
+	f := newFixture(t, testYAML, hotlimitd.Options{})
+	for _, reqHits := range []uint32{0, 1, 2} {
+		req := request("test", withHits(desc("user", "bob"), 0))
+		req.HitsAddend = reqHits
+		resp := ask(t, f.srv, req)
+		if resp.OverallCode != rlsv3.RateLimitResponse_OK || remaining(resp)[0] != 3 {
+			t.Fatalf("request hits %d, descriptor hits 0: %v, want OK with 3 remaining (a check)", reqHits, resp)
+		}
+	}
+	req := request("test", desc("user", "bob"))
+	req.HitsAddend = 3
+	if got := remaining(ask(t, f.srv, req)); got[0] != 0 {
+		t.Fatalf("3 hits: remaining %v, want 0", got)
+	}
+	resp := ask(t, f.srv, request("test", withHits(desc("user", "bob"), 0), desc("path", "/a")))
+	if got := codesOf(resp); got != "OK OK" || !slices.Equal(remaining(resp), []int64{0, 1}) {
+		t.Fatalf("a check on a spent limit beside another: %v, want OK OK with [0 1] remaining", resp)
+	}
+	if resp := ask(t, f.srv, request("test", desc("user", "bob"))); resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("a hit on the spent limit: %v, want OVER_LIMIT", resp)
+	}
+	// A rule that refuses every hit refuses a check too, as it does a
+	// negative-hits peek.
+	r := newFixture(t, reviewYAML, hotlimitd.Options{})
+	if resp := ask(t, r.srv, request("test", withHits(desc("block", "x"), 0))); codesOf(resp) != "OVER_LIMIT" {
+		t.Fatalf("a check on a rule of requests_per_unit 0: %v, want OVER_LIMIT", resp)
 	}
 }
 
