@@ -29,6 +29,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -52,6 +53,9 @@ type flags struct {
 	printConfig    bool
 	maxKeys        int
 	pkSecretFile   string
+	grpcTLSCert    string
+	grpcTLSKey     string
+	grpcTLSCA      string
 }
 
 func parseFlags(args []string, out io.Writer) (*flags, error) {
@@ -74,6 +78,9 @@ func parseFlags(args []string, out io.Writer) (*flags, error) {
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the built-in configuration and exit")
 	fs.StringVar(&f.pkSecretFile, "partition-key-secret-file", "", "with -headers: a `file` whose bytes key the headers' pk hash, the same in every replica behind one Envoy (default: a random secret per process)")
 	fs.IntVar(&f.maxKeys, "max-keys", defaultMaxKeys, "-backend local: the most keys each limit holds (hotlimit.WithMaxKeys: a new key past the bound evicts the entry closest to fresh among a sample); 0: no bound")
+	fs.StringVar(&f.grpcTLSCert, "grpc-tls-cert", "", "serve gRPC over TLS with the PEM certificate chain in this `file` (with -grpc-tls-key; read again when it changes)")
+	fs.StringVar(&f.grpcTLSKey, "grpc-tls-key", "", "the PEM private key `file` of -grpc-tls-cert")
+	fs.StringVar(&f.grpcTLSCA, "grpc-tls-client-ca", "", "mTLS: require a client certificate that chains to a PEM CA of this `file` (with -grpc-tls-cert)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -82,6 +89,12 @@ func parseFlags(args []string, out io.Writer) (*flags, error) {
 	}
 	if f.grpcAddr == "" || f.httpAddr == "" {
 		return nil, errors.New("-grpc and -http need an address (host:port; :0 for any free port)")
+	}
+	if (f.grpcTLSCert == "") != (f.grpcTLSKey == "") {
+		return nil, errors.New("-grpc-tls-cert and -grpc-tls-key go together")
+	}
+	if f.grpcTLSCA != "" && f.grpcTLSCert == "" {
+		return nil, errors.New("-grpc-tls-client-ca needs -grpc-tls-cert and -grpc-tls-key (mTLS is TLS)")
 	}
 	if f.reloadInterval < 0 || f.shutdownGrace < 0 {
 		return nil, errors.New("-reload-interval and -shutdown-grace must not be negative")
@@ -274,8 +287,16 @@ func start(ctx context.Context, f *flags, log *slog.Logger, h *hooks) (a *app, e
 	}
 	a.reg.MustRegister(bm, &serverCollector{srv: a.srv}, collectors.NewGoCollector())
 
-	a.grpc = grpc.NewServer(hotlimitd.ServerOption(),
-		grpc.ChainUnaryInterceptor(a.countUnary), grpc.ChainStreamInterceptor(a.countStream))
+	gopts := []grpc.ServerOption{hotlimitd.ServerOption(),
+		grpc.ChainUnaryInterceptor(a.countUnary), grpc.ChainStreamInterceptor(a.countStream)}
+	if f.grpcTLSCert != "" {
+		files, err := newTLSFiles(f.grpcTLSCert, f.grpcTLSKey, f.grpcTLSCA, log)
+		if err != nil {
+			return nil, err
+		}
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(files.serverConfig())))
+	}
+	a.grpc = grpc.NewServer(gopts...)
 	a.srv.Register(a.grpc)
 	a.health = health.NewServer()
 	a.stopping = make(chan struct{})
@@ -301,9 +322,20 @@ func start(ctx context.Context, f *flags, log *slog.Logger, h *hooks) (a *app, e
 		return nil, fmt.Errorf("-http %s: %w", f.httpAddr, err)
 	}
 	a.ready.Store(true)
-	log.Info("serving", "grpc", a.grpcLis.Addr().String(), "http", a.httpLis.Addr().String(),
+	log.Info("serving", "grpc", a.grpcLis.Addr().String(), "grpc_tls", tlsMode(f), "http", a.httpLis.Addr().String(),
 		"backend", f.backend, "config", configName(f.config), "domains", strings.Join(cfg.Domains(), ","), "limits", len(cfg.Limits()))
 	return a, nil
+}
+
+// tlsMode names how the gRPC server is secured, for the log.
+func tlsMode(f *flags) string {
+	switch {
+	case f.grpcTLSCA != "":
+		return "mtls"
+	case f.grpcTLSCert != "":
+		return "tls"
+	}
+	return "off"
 }
 
 func configName(path string) string {

@@ -30,6 +30,28 @@
 //	-max-keys N           -backend local: the most keys each limit holds (default 1000000;
 //	                      0: no bound); a new key past it evicts the entry closest to fresh
 //	                      among a sample (hotlimit.WithMaxKeys)
+//	-grpc-tls-cert F      serve gRPC over TLS only, with F's PEM certificate chain
+//	-grpc-tls-key F       the PEM private key of -grpc-tls-cert (the two go together)
+//	-grpc-tls-client-ca F mTLS: every client must present a certificate that chains to
+//	                      a CA of F (PEM); others are refused in the handshake
+//
+// # TLS
+//
+// With -grpc-tls-cert and -grpc-tls-key the gRPC port speaks TLS (1.2 or
+// later) and nothing else; the HTTP port stays plain. The files are read
+// again at every TLS handshake, and a change to their bytes (a rotated
+// certificate written in place or renamed over, a Kubernetes Secret's
+// symlink swap) is served from the next connection on, without a restart
+// or a signal; connections already open keep the certificate they
+// were made with. Files that do not load together (a new certificate
+// whose key is not written yet, a file missing for a moment) keep the
+// running certificate and CA: the error is logged once, and the files are
+// tried again at the next handshake. At start, files that do not load
+// stop the command with an error naming them. -grpc-tls-client-ca is read
+// the same way. Where envoyproxy/ratelimit differs: it watches the
+// certificate's directory (GRPC_SERVER_TLS_CERT, GRPC_SERVER_TLS_KEY,
+// GRPC_CLIENT_TLS_CACERT), and its GRPC_CLIENT_TLS_SAN, a SAN the client
+// certificate must have, has no equivalent here: trust is the CA's.
 //
 // The Redis password is read from the HOTLIMITD_REDIS_PASSWORD
 // environment variable, never from a flag (flags show in ps).
