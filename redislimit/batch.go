@@ -3,6 +3,8 @@ package redislimit
 import (
 	"context"
 	_ "embed"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -77,7 +79,7 @@ type batcher struct {
 
 // do sends bc, alone or in a batch, and returns its reply, or its
 // context's error when the context ends first: a call still queued then
-// leaves the queue (nothing was sent); a call in a batch in flight leaves
+// leaves the queue (nothing was sent: the error wraps errNotSent too); a call in a batch in flight leaves
 // the batch to finish without it, and its decision may or may not have
 // been made, as for a call sent alone whose context ends.
 func (b *batcher) do(ctx context.Context, bc *batchCall) ([]any, error) {
@@ -105,13 +107,24 @@ func (b *batcher) do(ctx context.Context, bc *batchCall) ([]any, error) {
 		return bc.reply, bc.err
 	case <-ctx.Done():
 		b.mu.Lock()
-		if i := slices.Index(b.queue, bc); i >= 0 {
+		i := slices.Index(b.queue, bc)
+		if i >= 0 {
 			b.queue = slices.Delete(b.queue, i, i+1)
 		}
 		b.mu.Unlock()
+		if i >= 0 {
+			// Nothing was sent: that says nothing about the node (see
+			// settle).
+			return nil, fmt.Errorf("%w: %w", errNotSent, ctx.Err())
+		}
 		return nil, ctx.Err()
 	}
 }
+
+// errNotSent wraps the context's error of a call that left the queue
+// before it was sent: no circuit counts it, whichever way its context
+// ended.
+var errNotSent = errors.New("redislimit: the call was not sent")
 
 // takeLocked returns the queued calls, up to maxBatch, then self when it
 // is not nil and fits; it requires that b.mu is held.

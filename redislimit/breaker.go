@@ -25,8 +25,9 @@ import (
 // circuit and its failure opens it for another Cooldown. A reply error
 // from a live server (a script error, a wrong key type, a MOVED or ASK
 // redirection) is not a failure of the connection and does not count, nor
-// does a call whose caller's context had already ended before it was sent
-// (a probe abandoned so lets the next caller probe). The outcome of a call
+// does a call whose caller's context had already ended before it was sent,
+// such as a decision queued for a batch whose deadline passed while it
+// waited (a probe abandoned so lets the next caller probe). The outcome of a call
 // let through before the circuit last changed state counts for nothing.
 //
 // A node is named by its address as the client knows it; a client that

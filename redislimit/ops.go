@@ -205,17 +205,18 @@ func (l *Limiter) callQuiet(ctx context.Context, s *luaScript, keys []string, ar
 // ticket acquire gave), made for a caller whose context is ctx, and reports
 // whether the call counted as a failure of the node.
 //
-// A reply error comes from a live server, and a cancellation from the
-// caller: neither says the node is down. A caller's deadline that passes
-// does count: the node did not answer in the time it was given, and a hung
-// node must open its circuit even when every caller's deadline is shorter
-// than WithTimeout.
+// A reply error comes from a live server, a cancellation from the caller,
+// and a call that left the batcher's queue unsent (errNotSent) never
+// reached the node: none of them says the node is down. A caller's
+// deadline that passes once the call was sent does count: the node did not
+// answer in the time it was given, and a hung node must open its circuit
+// even when every caller's deadline is shorter than WithTimeout.
 func settle(ctx context.Context, c *circuit, t ticket, err error, h *Hooks) (failed bool) {
 	var rerr redis.Error
 	switch {
 	case err == nil || errors.As(err, &rerr):
 		c.done(t, true, h)
-	case errors.Is(ctx.Err(), context.Canceled):
+	case errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, errNotSent):
 		c.release(t, h)
 	default:
 		c.done(t, false, h)
