@@ -29,9 +29,11 @@ import (
 // batch, on a goroutine of its own. Each caller waits for its reply or
 // for its own context, whichever comes first. A batch is one call: a timeout or an outage fails it as a whole,
 // while a script error of one decision (its key holds another type) fails
-// that decision alone, as it would have alone (batch.lua); each of its
-// decisions is reported to its own limiter's hooks, and a call that left
-// the queue before it was sent (its context ended) sent nothing. The batch
+// that decision alone, as it would have alone (batch.lua); a call that left
+// the queue before it was sent (its context ended) sent nothing. Each
+// caller reports the batch's call to its own limiter's hooks, on its own
+// goroutine, with the error it got (a caller that left a batch in flight:
+// its context's, when it left). The batch
 // carries the latest deadline of its calls, so that a call with little
 // time left fails no other call.
 //
@@ -64,8 +66,30 @@ type batchCall struct {
 	hooks    *Hooks
 
 	wake  chan struct{} // receives once, buffered: the reply is in
+	sent  time.Time     // guarded by the batcher's mu: when its batch was taken to be sent
 	reply []any         // written before wake, read after it
 	err   error
+	calls []attempt // written before wake, read after it: what the hooks' Call is told
+}
+
+// attempt is one script call of a batch, as Hooks.Call reports it.
+type attempt struct {
+	node string
+	took time.Duration
+	err  error
+}
+
+// report tells c's hooks, on the caller's goroutine, about the calls its
+// batch made: the last one with the error c got (its own decision's
+// script error, when the call itself succeeded).
+func (c *batchCall) report() {
+	for i, a := range c.calls {
+		err := a.err
+		if i == len(c.calls)-1 && err == nil {
+			err = c.err
+		}
+		reportCall(c.hooks, a.node, a.took, err)
+	}
 }
 
 // batcher batches the decisions sent to one server (see above).
@@ -104,6 +128,7 @@ func (b *batcher) do(ctx context.Context, bc *batchCall) ([]any, error) {
 	}
 	select {
 	case <-bc.wake:
+		bc.report()
 		return bc.reply, bc.err
 	case <-ctx.Done():
 		b.mu.Lock()
@@ -111,12 +136,15 @@ func (b *batcher) do(ctx context.Context, bc *batchCall) ([]any, error) {
 		if i >= 0 {
 			b.queue = slices.Delete(b.queue, i, i+1)
 		}
+		sent := bc.sent
 		b.mu.Unlock()
 		if i >= 0 {
 			// Nothing was sent: that says nothing about the node (see
-			// settle).
+			// settle), and there is no call to report.
 			return nil, fmt.Errorf("%w: %w", errNotSent, ctx.Err())
 		}
+		// Its batch is in flight: for this caller, the call failed now.
+		reportCall(bc.hooks, b.r.addr, time.Since(sent), ctx.Err())
 		return nil, ctx.Err()
 	}
 }
@@ -135,6 +163,10 @@ func (b *batcher) takeLocked(self *batchCall) []*batchCall {
 	b.queue = slices.Delete(b.queue, 0, n)
 	if self != nil {
 		batch = append(batch, self)
+	}
+	now := time.Now()
+	for _, c := range batch {
+		c.sent = now
 	}
 	return batch
 }
@@ -201,10 +233,11 @@ func (b *batcher) sendMany(batch []*batchCall, now string) {
 		args = append(args, len(c.keys), flag)
 		args = append(args, c.args[1:1+5*len(c.keys)]...)
 	}
+	// Each caller reports the calls to its own hooks, on its own
+	// goroutine (batchCall.report), or its own failure if it left.
+	var calls []attempt
 	hooks := &Hooks{Call: func(node string, took time.Duration, err error) {
-		for _, c := range batch {
-			reportCall(c.hooks, node, took, err)
-		}
+		calls = append(calls, attempt{node, took, err})
 	}}
 	ctx, cancel := context.WithDeadline(context.Background(), dl)
 	vals, err := b.r.send(ctx, batchScript, b.r.single, b.r.addr, hooks, keys, args)
@@ -213,6 +246,7 @@ func (b *batcher) sendMany(batch []*batchCall, now string) {
 		err = errBadReply(vals)
 	}
 	for i, c := range batch {
+		c.calls = calls
 		if err != nil {
 			c.err = err
 			continue

@@ -3,6 +3,9 @@ package redislimit
 import (
 	"context"
 	"errors"
+	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -123,5 +126,125 @@ func TestBatchQueuedDeadlineIsNotAFailure(t *testing.T) {
 	}
 	if d, err := l.Allow(context.Background(), "later"); err != nil || !d.Allowed {
 		t.Fatalf("a caller with time to spare, after the server answered again: %+v, %v; want Redis's admission", d, err)
+	}
+}
+
+// goid returns the calling goroutine's number, from its stack trace's
+// first line ("goroutine 7 [running]:").
+func goid() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	f := strings.Fields(string(buf))
+	if len(f) < 2 {
+		return ""
+	}
+	return f[1]
+}
+
+// callerHooks is one caller's view of its limiter's Call hook: the
+// goroutine each report ran on, and its error.
+type callerHooks struct {
+	mu   sync.Mutex
+	gids []string
+	errs []error
+}
+
+func (h *callerHooks) hooks() Hooks {
+	return Hooks{Call: func(node string, took time.Duration, err error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.gids, h.errs = append(h.gids, goid()), append(h.errs, err)
+	}}
+}
+
+// seen returns what the hook saw so far.
+func (h *callerHooks) seen() ([]string, []error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.gids), slices.Clone(h.errs)
+}
+
+// TestBatchHooksOnTheCaller: every caller of a batch sees its call in its
+// own limiter's Hooks.Call synchronously, on its own goroutine, with the
+// error it got (hooks.go): nil for a decision Redis made, the decision's
+// own script error for a key that holds a hash, and its context's error
+// for a caller that left the batch in flight; nothing reaches a caller's
+// hooks after its call returned.
+func TestBatchHooksOnTheCaller(t *testing.T) {
+	srv := redistest.StartServer(t, 0)
+	c := redistest.Client(t, srv.Addr())
+	ctx := context.Background()
+	prefix := redistest.Prefix(t)
+	const n = 5 // callers 0-2 decided, 3 on a hash, 4 leaves
+	var hs [n]callerHooks
+	var ls [n]*Limiter
+	for i := range ls {
+		ls[i] = must(New(c, "h", slowBucket, WithPrefix(prefix), WithTimeout(time.Minute), WithHooks(hs[i].hooks())))
+	}
+	if err := c.HSet(ctx, ls[3].RedisKey("hash"), "f", "v").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ls[0].Allow(ctx, "warm"); err != nil {
+		t.Fatal(err)
+	}
+	hs[0] = callerHooks{}
+	b := routerFor(c).batch
+	// Every turn taken: the callers queue, and the test sends their batch.
+	b.mu.Lock()
+	b.inFlight = maxBatchesInFlight
+	b.mu.Unlock()
+	srv.Freeze()
+	leave := newEndable(ctx)
+	type result struct {
+		gid string
+		err error
+	}
+	var results [n]chan result
+	for i := range n {
+		results[i] = make(chan result, 1)
+		key, cctx := "k", context.Context(ctx)
+		switch i {
+		case 3:
+			key = "hash"
+		case 4:
+			cctx = leave
+		}
+		go func() {
+			_, err := ls[i].Allow(cctx, key)
+			results[i] <- result{goid(), err}
+		}()
+	}
+	batcherState(t, b, maxBatchesInFlight, n)
+	b.mu.Lock()
+	batch := b.takeLocked(nil)
+	b.mu.Unlock()
+	go b.sendAll(batch) // in flight, on the frozen server
+	leave.end()
+	left := <-results[4]
+	srv.Thaw()
+	var got [n]result
+	for i := range n - 1 {
+		got[i] = <-results[i]
+	}
+	got[4] = left
+	for i, r := range got {
+		gids, errs := hs[i].seen()
+		if len(gids) != 1 || gids[0] != r.gid {
+			t.Fatalf("caller %d (goroutine %s): Call ran on goroutines %v; want once, on the caller's", i, r.gid, gids)
+		}
+		switch {
+		case i < 3:
+			if r.err != nil || errs[0] != nil {
+				t.Fatalf("caller %d: returned %v, Call saw %v; want nil both", i, r.err, errs[0])
+			}
+		case i == 3:
+			if r.err == nil || errs[0] == nil || !strings.Contains(r.err.Error(), errs[0].Error()) {
+				t.Fatalf("caller on a hash: returned %v, Call saw %v; want its script error in both", r.err, errs[0])
+			}
+		default:
+			if !IsTimeout(r.err) || !errors.Is(errs[0], context.DeadlineExceeded) {
+				t.Fatalf("caller that left: returned %v, Call saw %v; want its deadline in both", r.err, errs[0])
+			}
+		}
 	}
 }

@@ -27,7 +27,10 @@ type Hooks struct {
 	// Call follows every script call sent to a node: the node's address
 	// ("" for a client that does not name nodes), the time from sending
 	// to the reply, and the call's error (nil when Redis decided; a
-	// MOVED or ASK redirection is reported as a call of its own). Use
+	// MOVED or ASK redirection is reported as a call of its own). A
+	// decision sent in a batch with others reports the batch's call, with
+	// the error that decision got: its own script error, or its
+	// context's when its caller stopped waiting for the batch. Use
 	// IsTimeout to tell a timeout from other errors.
 	Call func(node string, took time.Duration, err error)
 
