@@ -35,7 +35,10 @@ import (
 // goroutine, with the error it got (a caller that left a batch in flight:
 // its context's, when it left). The batch
 // carries the latest deadline of its calls, so that a call with little
-// time left fails no other call.
+// time left fails no other call. It is sent with the values of its first
+// call's context (the oldest caller's), without that context's
+// cancellation: a go-redis hook sees that caller's values (a trace span)
+// for the whole batch.
 //
 // Only a *redis.Client is batched: on a Redis Cluster a script's keys must
 // share a slot, and decisions with a test instant go alone.
@@ -64,6 +67,7 @@ type batchCall struct {
 	next     bool
 	deadline time.Time
 	hooks    *Hooks
+	ctx      context.Context // the caller's, for its values; nil: none (tests)
 
 	wake  chan struct{} // receives once, buffered: the reply is in
 	sent  time.Time     // guarded by the batcher's mu: when its batch was taken to be sent
@@ -116,7 +120,7 @@ func (b *batcher) do(ctx context.Context, bc *batchCall) ([]any, error) {
 		b.next()
 		return bc.reply, bc.err
 	}
-	bc.wake = make(chan struct{}, 1)
+	bc.wake, bc.ctx = make(chan struct{}, 1), ctx
 	if b.inFlight < maxBatchesInFlight {
 		b.inFlight++
 		batch := b.takeLocked(bc)
@@ -239,7 +243,14 @@ func (b *batcher) sendMany(batch []*batchCall, now string) {
 	hooks := &Hooks{Call: func(node string, took time.Duration, err error) {
 		calls = append(calls, attempt{node, took, err})
 	}}
-	ctx, cancel := context.WithDeadline(context.Background(), dl)
+	// The batch goes out with its first caller's values (a go-redis hook
+	// tracing it sees that caller's span), not with its cancellation: the
+	// batch runs until the latest deadline.
+	parent := batch[0].ctx
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(parent), dl)
 	vals, err := b.r.send(ctx, batchScript, b.r.single, b.r.addr, hooks, keys, args)
 	cancel()
 	if err == nil && len(vals) != len(batch) {

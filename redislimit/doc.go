@@ -54,8 +54,12 @@
 // decision (its key holds another type) fails that one alone. Each caller
 // waits for the batch only as long as its own context allows, and the
 // batch runs until the latest of its callers' deadlines, so a caller with
-// little time left fails no other. On a Redis Cluster every decision is
-// its own call.
+// little time left fails no other. What a go-redis hook (tracing, logging)
+// sees of the caller's context: every call carries its caller's context
+// values, except a batch, which carries those of its first (oldest)
+// decision's caller; each caller's own Hooks see its decision on its own
+// goroutine (see Hooks). On a Redis Cluster every decision is its own
+// call.
 //
 // Admission.Refund, Reset and Wait's reservation are one call each of a
 // second script (ops.lua). Wait on a bucket reserves its slot in Redis and
