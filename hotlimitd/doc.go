@@ -98,6 +98,22 @@
 //     test a guessed value against it; it can compare it: one key of a
 //     limit has one pk for as long as the secret stays, and two keys of a
 //     response have different ones (but for a 2⁻⁶⁴ chance).
+//   - With Options.LimitHeaders, a response also carries
+//     envoyproxy/ratelimit's headers (its LIMIT_RESPONSE_HEADERS_ENABLED,
+//     under its names, RateLimit-Limit, RateLimit-Remaining and
+//     RateLimit-Reset, or those LimitHeaders gives) of the one status it
+//     picks: the last OVER_LIMIT status, else the first with the least
+//     limit_remaining among the statuses with a current_limit (shadow
+//     ones too); none when no status has one. Their values are that
+//     status's: requests_per_unit, limit_remaining and
+//     duration_until_reset in seconds, rounded up. Unlike
+//     envoyproxy/ratelimit, whose Reset is always the time to the end of
+//     the unit's calendar window and whose refused statuses say 0 left,
+//     Reset is when the limit admits one unit more, as the decision
+//     says (for every algorithm, not only the fixed window; 0 when the
+//     limit is full), left out when the backend cannot tell, and
+//     Remaining is what the limit has left (a descriptor refused for a
+//     cost beyond it can have some).
 //
 // No input panics: the fuzz target FuzzShouldRateLimit checks every
 // answer against a model of the limits.

@@ -2,8 +2,10 @@ package hotlimitd
 
 import (
 	"math"
+	"strconv"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
@@ -84,4 +86,57 @@ func (b response) fill(i int, l *config.Limit, ls admission.LayerState) {
 // protocol's numbers.
 func unitOf(u config.Unit) rlsv3.RateLimitResponse_RateLimit_Unit {
 	return rlsv3.RateLimitResponse_RateLimit_Unit(u)
+}
+
+// The header names of envoyproxy/ratelimit's LIMIT_LIMIT_HEADER,
+// LIMIT_REMAINING_HEADER and LIMIT_RESET_HEADER by default.
+const (
+	DefaultLimitHeader     = "RateLimit-Limit"
+	DefaultRemainingHeader = "RateLimit-Remaining"
+	DefaultResetHeader     = "RateLimit-Reset"
+)
+
+// LimitHeaders names envoyproxy/ratelimit's three response headers
+// (Options.LimitHeaders); an empty name is the default one.
+type LimitHeaders struct {
+	Limit     string // requests_per_unit (DefaultLimitHeader)
+	Remaining string // limit_remaining (DefaultRemainingHeader)
+	Reset     string // duration_until_reset in whole seconds, rounded up (DefaultResetHeader)
+}
+
+// add appends to hdr the three headers of the status that
+// envoyproxy/ratelimit picks among sts: the last one OVER_LIMIT, else
+// the first with the least limit_remaining among those with a
+// current_limit; none when no status has a current_limit. Reset is left
+// out when the status has no duration_until_reset (the backend cannot
+// tell).
+func (h *LimitHeaders) add(hdr []*corev3.HeaderValue, sts []*rlsv3.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
+	var pick *rlsv3.RateLimitResponse_DescriptorStatus
+	for _, st := range sts {
+		switch {
+		case st.CurrentLimit == nil:
+		case st.Code == rlsv3.RateLimitResponse_OVER_LIMIT:
+			pick = st
+		case pick == nil || pick.Code != rlsv3.RateLimitResponse_OVER_LIMIT && st.LimitRemaining < pick.LimitRemaining:
+			pick = st
+		}
+	}
+	if pick == nil {
+		return hdr
+	}
+	v := new(struct {
+		ptrs [3]*corev3.HeaderValue
+		vs   [3]corev3.HeaderValue
+	})
+	v.vs[0] = corev3.HeaderValue{Key: h.Limit, Value: strconv.FormatUint(uint64(pick.CurrentLimit.RequestsPerUnit), 10)}
+	v.vs[1] = corev3.HeaderValue{Key: h.Remaining, Value: strconv.FormatUint(uint64(pick.LimitRemaining), 10)}
+	n := 2
+	if d := pick.DurationUntilReset; d != nil {
+		v.vs[2] = corev3.HeaderValue{Key: h.Reset, Value: strconv.FormatInt(admission.CeilSeconds(d.AsDuration()), 10)}
+		n = 3
+	}
+	for i := range n {
+		v.ptrs[i] = &v.vs[i]
+	}
+	return append(hdr[:len(hdr):len(hdr)], v.ptrs[:n]...)
 }

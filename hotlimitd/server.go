@@ -1,6 +1,7 @@
 package hotlimitd
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -56,6 +57,11 @@ type Options struct {
 	// same pk. Empty: a random secret per Server, so a key's pk holds for
 	// the Server's lifetime only.
 	PartitionKeySecret []byte
+	// LimitHeaders, when not nil, adds envoyproxy/ratelimit's response
+	// headers (its LIMIT_RESPONSE_HEADERS_ENABLED) to every response
+	// with a limited descriptor, beside the draft-11 ones of Headers
+	// (see the package documentation).
+	LimitHeaders *LimitHeaders
 	// FailOpen answers OK when the backend cannot decide; by default
 	// (fail closed) the RPC fails with codes.Unavailable.
 	FailOpen bool
@@ -79,6 +85,7 @@ type Server struct {
 	backend   admission.Backend
 	headers   bool
 	pkSecret  [sha256.Size]byte // SHA-256 of Options.PartitionKeySecret, or random
+	limitHdr  *LimitHeaders     // with the default names filled in; nil: none
 	failOpen  bool
 	observers []admission.Observer
 	log       *slog.Logger
@@ -103,6 +110,9 @@ func New(opts Options) (*Server, error) {
 		s.pkSecret = sha256.Sum256(opts.PartitionKeySecret)
 	} else {
 		rand.Read(s.pkSecret[:]) // never fails (crypto/rand)
+	}
+	if h := opts.LimitHeaders; h != nil {
+		s.limitHdr = &LimitHeaders{Limit: cmp.Or(h.Limit, DefaultLimitHeader), Remaining: cmp.Or(h.Remaining, DefaultRemainingHeader), Reset: cmp.Or(h.Reset, DefaultResetHeader)}
 	}
 	for _, o := range opts.Observers {
 		if o != nil {
@@ -369,8 +379,11 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 				continue
 			}
 			ls := c.states[j]
-			if ls.Remaining < 0 && j == binding {
-				ls.Remaining = dec.Remaining // the backend told the binding layer's only
+			if ls.Remaining < 0 { // the backend cannot tell the layer's state
+				ls.Window = hotlimit.Never
+				if j == binding {
+					ls.Remaining = dec.Remaining // it told the binding layer's only
+				}
 			}
 			if c.over[i] {
 				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -386,6 +399,9 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 			retry = hotlimit.Never // a rule that refuses every hit: never passes
 		}
 		resp.ResponseHeadersToAdd = s.headerValues(c, retry, admitted)
+	}
+	if s.limitHdr != nil {
+		resp.ResponseHeadersToAdd = s.limitHdr.add(resp.ResponseHeadersToAdd, resp.Statuses)
 	}
 	return resp, nil
 }
@@ -518,8 +534,8 @@ func (s *Server) shadow(ctx context.Context, b response, c *call, i int, all str
 		s.stats.shadowOverLimit.Add(1)
 	}
 	ls := c.oneSt[0]
-	if ls.Remaining < 0 {
-		ls.Remaining = d.Remaining
+	if ls.Remaining < 0 { // the backend cannot tell: its decision's
+		ls.Remaining, ls.Window = d.Remaining, hotlimit.Never
 	}
 	b.fill(i, c.lims[i], ls)
 }
