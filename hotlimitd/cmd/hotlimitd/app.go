@@ -56,6 +56,8 @@ type flags struct {
 	grpcTLSCert    string
 	grpcTLSKey     string
 	grpcTLSCA      string
+	limitHeaders   bool
+	limitHeader    hotlimitd.LimitHeaders // -limit-header-* names
 }
 
 func parseFlags(args []string, out io.Writer) (*flags, error) {
@@ -81,6 +83,10 @@ func parseFlags(args []string, out io.Writer) (*flags, error) {
 	fs.StringVar(&f.grpcTLSCert, "grpc-tls-cert", "", "serve gRPC over TLS with the PEM certificate chain in this `file` (with -grpc-tls-key; read again when it changes)")
 	fs.StringVar(&f.grpcTLSKey, "grpc-tls-key", "", "the PEM private key `file` of -grpc-tls-cert")
 	fs.StringVar(&f.grpcTLSCA, "grpc-tls-client-ca", "", "mTLS: require a client certificate that chains to a PEM CA of this `file` (with -grpc-tls-cert)")
+	fs.BoolVar(&f.limitHeaders, "limit-headers", false, "add envoyproxy/ratelimit's response headers (its LIMIT_RESPONSE_HEADERS_ENABLED) of the most restrictive status")
+	fs.StringVar(&f.limitHeader.Limit, "limit-header-limit", hotlimitd.DefaultLimitHeader, "with -limit-headers: the `name` of the header of requests_per_unit (its LIMIT_LIMIT_HEADER)")
+	fs.StringVar(&f.limitHeader.Remaining, "limit-header-remaining", hotlimitd.DefaultRemainingHeader, "with -limit-headers: the `name` of the header of limit_remaining (its LIMIT_REMAINING_HEADER)")
+	fs.StringVar(&f.limitHeader.Reset, "limit-header-reset", hotlimitd.DefaultResetHeader, "with -limit-headers: the `name` of the header of duration_until_reset, in seconds (its LIMIT_RESET_HEADER)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -95,6 +101,9 @@ func parseFlags(args []string, out io.Writer) (*flags, error) {
 	}
 	if f.grpcTLSCA != "" && f.grpcTLSCert == "" {
 		return nil, errors.New("-grpc-tls-client-ca needs -grpc-tls-cert and -grpc-tls-key (mTLS is TLS)")
+	}
+	if err := checkLimitHeaders(fs, f); err != nil {
+		return nil, err
 	}
 	if f.reloadInterval < 0 || f.shutdownGrace < 0 {
 		return nil, errors.New("-reload-interval and -shutdown-grace must not be negative")
@@ -278,10 +287,14 @@ func start(ctx context.Context, f *flags, log *slog.Logger, h *hooks) (a *app, e
 	if err != nil {
 		return nil, err
 	}
-	a.srv, err = hotlimitd.New(hotlimitd.Options{
+	opts := hotlimitd.Options{
 		Config: a.cur.Load, Backend: b, Headers: f.headers, FailOpen: f.failOpen,
 		PartitionKeySecret: secret, Observers: observers, Logger: log,
-	})
+	}
+	if f.limitHeaders {
+		opts.LimitHeaders = &f.limitHeader
+	}
+	a.srv, err = hotlimitd.New(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -543,4 +556,42 @@ func readSecret(f *flags) ([]byte, error) {
 		return nil, fmt.Errorf("-partition-key-secret-file %s is empty", f.pkSecretFile)
 	}
 	return b, nil
+}
+
+// checkLimitHeaders refuses a -limit-header-* name without
+// -limit-headers, and a name that is not an HTTP field name, or that
+// another of them or a draft-11 header has.
+func checkLimitHeaders(fs *flag.FlagSet, f *flags) error {
+	names := []struct{ flag, name string }{
+		{"-limit-header-limit", f.limitHeader.Limit},
+		{"-limit-header-remaining", f.limitHeader.Remaining},
+		{"-limit-header-reset", f.limitHeader.Reset},
+	}
+	seen := map[string]string{"ratelimit": "-headers", "ratelimit-policy": "-headers", "retry-after": "-headers"}
+	for _, n := range names {
+		set := false
+		fs.Visit(func(fl *flag.Flag) { set = set || "-"+fl.Name == n.flag })
+		if set && !f.limitHeaders {
+			return fmt.Errorf("%s names a header of -limit-headers: it needs -limit-headers", n.flag)
+		}
+		if !isToken(n.name) {
+			return fmt.Errorf("%s %q is not an HTTP header name", n.flag, n.name)
+		}
+		if other, dup := seen[strings.ToLower(n.name)]; dup {
+			return fmt.Errorf("%s %q is a header of %s too", n.flag, n.name, other)
+		}
+		seen[strings.ToLower(n.name)] = n.flag
+	}
+	return nil
+}
+
+// isToken reports whether s is an RFC 9110 token, as a field name must be.
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return s != ""
 }

@@ -212,6 +212,11 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-headers", "-partition-key-secret-file", empty}, "is empty"},
 		{[]string{"-partition-key-secret-file", secret}, "needs -headers"},
 		{[]string{"-backend", "redis", "-redis", "127.0.0.1:1", "-max-keys", "5"}, "-max-keys"},
+		{[]string{"-limit-header-reset", "X-RateLimit-Reset"}, "needs -limit-headers"},
+		{[]string{"-limit-headers", "-limit-header-limit", "X RateLimit"}, "-limit-header-limit"},
+		{[]string{"-limit-headers", "-limit-header-remaining", ""}, "-limit-header-remaining"},
+		{[]string{"-limit-headers", "-limit-header-reset", "ratelimit-limit"}, "-limit-header-reset"},
+		{[]string{"-limit-headers", "-limit-header-limit", "Retry-After"}, "-limit-header-limit"},
 	} {
 		args := append([]string{"-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0"}, tc.args...)
 		err := run(context.Background(), args, io.Discard, io.Discard, nil, nil)
@@ -414,6 +419,21 @@ func TestFlagsHeadersFailOpen(t *testing.T) {
 	}
 	if got := r.metric(t, `hotlimitd_requests_total{code="failed_open"}`); !strings.HasSuffix(got, " 1") {
 		t.Fatalf("metric %q", got)
+	}
+}
+
+// TestFlagLimitHeaders: -limit-headers adds envoyproxy/ratelimit's three
+// headers, under the -limit-header-* names, beside -headers' own.
+func TestFlagLimitHeaders(t *testing.T) {
+	r := startCmd(t, nil, "-limit-headers", "-limit-header-remaining", "X-RateLimit-Remaining", "-headers")
+	got := map[string]string{}
+	for _, h := range r.ask(t, "hotlimitd", "generic_key", "a").ResponseHeadersToAdd {
+		got[h.Key] = h.Value
+	}
+	// generic_key: a token bucket of 100 a second, one taken, 10ms to
+	// its next token (1s rounded up).
+	if len(got) != 5 || got["RateLimit-Limit"] != "100" || got["X-RateLimit-Remaining"] != "99" || got["RateLimit-Reset"] != "1" || got["RateLimit"] == "" {
+		t.Fatalf("headers %v", got)
 	}
 }
 
