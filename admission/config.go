@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -102,8 +101,9 @@ type Config[R any] struct {
 	// OutcomeDryRunDenied for what would have been refused, also without
 	// a key or a price; OutcomeErrorAllowed on a backend failure.
 	DryRun bool
-	// States asks the backend for every layer's own state (StateBackend),
-	// for what reports each layer (the RateLimit field).
+	// States asks the backend for every layer's own state (the states
+	// of Backend.AllowStates), for what reports each layer (the RateLimit
+	// field).
 	States bool
 	// Identify fills Result.IdentityHash and Result.IdentityKind.
 	Identify bool
@@ -120,9 +120,7 @@ type Config[R any] struct {
 // with Close.
 type Pipeline[R any] struct {
 	backend    Backend
-	local      *Local         // backend, when it is a *Local holding every limit: layers go to their limiters directly
-	binder     BindingBackend // backend, when it reports the binding layer
-	stater     StateBackend   // backend, when it reports the states and States asked for them
+	states     bool // ask the backend for the layers' states
 	groups     []group[R]
 	key        KeyFunc[R]
 	fallback   KeyFunc[R]
@@ -143,7 +141,6 @@ type Pipeline[R any] struct {
 type limitInfo struct {
 	name string
 	hotlimit.PolicyInfo
-	lim *hotlimit.Limiter // its limiter when the backend is a *Local (see Pipeline.local)
 }
 
 // group is a group's configuration, written only by New, and the
@@ -201,7 +198,7 @@ func New[R any](cfg Config[R]) (*Pipeline[R], error) {
 	}
 	p := &Pipeline[R]{
 		key: cfg.Key, fallback: cfg.Fallback, globalCost: max(cfg.GlobalCost, 1),
-		failOpen: cfg.OnBackendError == FailOpen, dryRun: cfg.DryRun, identify: cfg.Identify,
+		failOpen: cfg.OnBackendError == FailOpen, dryRun: cfg.DryRun, identify: cfg.Identify, states: cfg.States,
 		seed: maphash.MakeSeed(),
 	}
 	if len(cfg.Observers) > 0 {
@@ -244,10 +241,9 @@ func New[R any](cfg Config[R]) (*Pipeline[R], error) {
 			p.exempt[id] = struct{}{}
 		}
 	}
-	if err := p.buildBackend(pfx, cfg.Backend, cfg.Limits, cfg.States); err != nil {
+	if err := p.buildBackend(pfx, cfg.Backend, cfg.Limits); err != nil {
 		return nil, err
 	}
-	p.resolveLocal(limits)
 	// Describe the policies the backend accepted, so that an invalid one
 	// is reported by the backend, as such.
 	if err := describeLimits(pfx, cfg.Limits, limits); err != nil {
@@ -365,7 +361,7 @@ func (p *Pipeline[R]) describeGroups() {
 
 // buildBackend builds the backend from limits with factory (Local when
 // nil), naming Config.Backend in its error.
-func (p *Pipeline[R]) buildBackend(pfx string, factory BackendFactory, limits map[string]hotlimit.Policy, states bool) error {
+func (p *Pipeline[R]) buildBackend(pfx string, factory BackendFactory, limits map[string]hotlimit.Policy) error {
 	if factory == nil {
 		factory = LocalBackend()
 	}
@@ -380,30 +376,7 @@ func (p *Pipeline[R]) buildBackend(pfx string, factory BackendFactory, limits ma
 		return fmt.Errorf("%s: Config.Backend returned a nil Backend", pfx)
 	}
 	p.backend = b
-	p.binder, _ = b.(BindingBackend)
-	if states {
-		p.stater, _ = b.(StateBackend)
-	}
 	return nil
-}
-
-// resolveLocal sets p.local and each limit's limiter when the backend is
-// a *Local that holds every limit (a BackendFactory may return one built
-// from other limits: that one is asked by name, and names the limit it
-// lacks in its error). A Local's limiter for a name never changes, so
-// the lookup by name (a map access per layer, about 110 instructions
-// with callgrind) is done once, here.
-func (p *Pipeline[R]) resolveLocal(limits map[string]*limitInfo) {
-	local, ok := p.backend.(*Local)
-	if !ok {
-		return
-	}
-	for _, li := range limits {
-		if li.lim = local.Limiter(li.name); li.lim == nil {
-			return
-		}
-	}
-	p.local = local
 }
 
 // checkCosts refuses a fixed cost above its limit's capacity (the largest
@@ -444,30 +417,17 @@ func (p *Pipeline[R]) Capacity(limit string) (int64, bool) {
 // Backend returns the backend the pipeline decides through.
 func (p *Pipeline[R]) Backend() Backend { return p.backend }
 
-// Close closes the backend if it has a Close method.
-func (p *Pipeline[R]) Close() error {
-	switch b := p.backend.(type) {
-	case io.Closer:
-		return b.Close()
-	case interface{ Close() }:
-		b.Close()
-	}
-	return nil
-}
+// Close closes the backend.
+func (p *Pipeline[R]) Close() error { return p.backend.Close() }
 
 // Reset returns every layer identity is limited by (its layer in each
 // group, the global one, and the identity layers, which are keyed by the
-// identity alone) to a fresh state. It returns ErrResetUnsupported when
-// the backend is not a ResetBackend, else the first error of the backend,
-// after trying every layer.
+// identity alone) to a fresh state. It returns the first error of the
+// backend, after trying every layer.
 func (p *Pipeline[R]) Reset(ctx context.Context, identity string) error {
-	rb, ok := p.backend.(ResetBackend)
-	if !ok {
-		return ErrResetUnsupported
-	}
 	var first error
 	reset := func(limit, key string) {
-		if err := rb.Reset(ctx, limit, key); err != nil && first == nil {
+		if err := p.backend.Reset(ctx, limit, key); err != nil && first == nil {
 			first = err
 		}
 	}

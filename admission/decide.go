@@ -60,8 +60,8 @@ type Result struct {
 	// Binding is the index of the layer the Decision describes (the one
 	// that refused the request, or the one with the fewest requests
 	// left), -1 without a decision. BindingReported is false when the
-	// backend does not report it (not a BindingBackend): Binding is then
-	// the first layer whose capacity is Decision.Limit, a guess.
+	// backend could not tell it (AllowStates returned -1): Binding is
+	// then the first layer whose capacity is Decision.Limit, a guess.
 	Binding         int
 	BindingReported bool
 	// Cost is what the request cost in its group's layer.
@@ -69,12 +69,11 @@ type Result struct {
 
 	buf     [maxKeyBuf]byte
 	layers  [MaxLayers]Layer
-	states  [MaxLayers]hotlimit.LayerState // of them only Decision.Remaining, Next and Policy are read
-	bstates [MaxLayers]LayerState          // what a StateBackend that is not a Local reports, copied into states
-	nlayers int                            // layers decided; 0 when no backend was asked
-	nstates int                            // states the backend reported: nlayers or 0
-	built   int                            // layers whose keys were written: cleared by Release
-	ev      Event                          // what the observers are handed: here, so it does not escape per request
+	states  [MaxLayers]LayerState // what the backend reported of each layer
+	nlayers int                   // layers decided; 0 when no backend was asked
+	nstates int                   // states the backend reported: nlayers or 0
+	built   int                   // layers whose keys were written: cleared by Release
+	ev      Event                 // what the observers are handed: here, so it does not escape per request
 	names   []string
 	infos   []*limitInfo
 }
@@ -113,7 +112,7 @@ func (res *Result) Item(i int) Item {
 	it := Item{Name: res.names[i], Cost: res.layers[i].Cost, Policy: res.infos[i].PolicyInfo}
 	if i < res.nstates {
 		st := &res.states[i]
-		it.Remaining, it.Window, it.Known = st.Decision.Remaining, st.Next, true
+		it.Remaining, it.Window, it.Known = st.Remaining, st.Window, true
 		if st.Policy.Algorithm != 0 {
 			it.Policy = st.Policy
 		}
@@ -127,7 +126,7 @@ func (res *Result) Item(i int) Item {
 // after the decision, as Item does, without the rest (i < Layers(), and
 // States() true).
 func (res *Result) State(i int) (name string, remaining int64, window time.Duration) {
-	return res.names[i], res.states[i].Decision.Remaining, res.states[i].Next
+	return res.names[i], res.states[i].Remaining, res.states[i].Window
 }
 
 // States reports whether the backend reported every layer's own state.
@@ -157,7 +156,7 @@ func (res *Result) Violated() []string {
 	}
 	var out []string
 	for i := range res.nstates {
-		if res.states[i].Decision.Remaining < res.layers[i].Cost {
+		if res.states[i].Remaining < res.layers[i].Cost {
 			out = append(out, res.names[i])
 		}
 	}
@@ -316,31 +315,19 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 	}
 	idx := -1
 	var d hotlimit.Decision
-	switch {
-	case p.local != nil:
-		var states []hotlimit.LayerState
-		if p.stater != nil {
-			states = res.states[:len(layers)]
-			res.nstates = len(layers) // a Local knows every layer's state
-		}
-		d, idx = p.local.allowResolved(layers, res.infos, states)
-	case p.stater != nil:
-		states := res.bstates[:len(layers)]
-		d, idx, err = p.stater.AllowStates(ctx, layers, states)
+	if p.states {
+		states := res.states[:len(layers)]
+		d, idx, err = p.backend.AllowStates(ctx, layers, states)
 		if err == nil {
 			res.nstates = len(layers)
 			for i := range states {
-				st := &states[i]
-				if st.Remaining < 0 {
+				if states[i].Remaining < 0 {
 					res.nstates = 0 // the backend could not tell them all
 				}
-				res.states[i] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: st.Remaining}, Next: st.Window, Policy: st.Policy}
 			}
 		}
-	case p.binder != nil:
-		d, idx, err = p.binder.AllowBinding(ctx, layers)
-	default:
-		d, err = p.backend.Allow(ctx, layers)
+	} else {
+		d, idx, err = p.backend.AllowStates(ctx, layers, nil)
 	}
 	if err != nil {
 		res.nlayers, res.nstates, res.Err = 0, 0, err // nothing was decided

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,21 +19,17 @@ type testReq struct {
 	cost        int64
 }
 
-// byName hides a *Local behind the StateBackend interface, so that a
-// Pipeline asks it by limit name instead of through its resolved
-// limiters.
-type byName struct{ l *Local }
-
-func (b byName) Allow(ctx context.Context, layers []Layer) (hotlimit.Decision, error) {
-	return b.l.Allow(ctx, layers)
-}
-
-func (b byName) AllowBinding(ctx context.Context, layers []Layer) (hotlimit.Decision, int, error) {
-	return b.l.AllowBinding(ctx, layers)
-}
+// byName hands a *Local each layer's limit name in bytes of its own, so
+// that the Local finds its limiter by comparing the name's bytes, not
+// the pointer a Pipeline's names share with the Local's.
+type byName struct{ *Local }
 
 func (b byName) AllowStates(ctx context.Context, layers []Layer, states []LayerState) (hotlimit.Decision, int, error) {
-	return b.l.AllowStates(ctx, layers, states)
+	own := make([]Layer, len(layers))
+	for i, ly := range layers {
+		own[i] = Layer{Limit: strings.Clone(ly.Limit), Key: ly.Key, Cost: ly.Cost}
+	}
+	return b.Local.AllowStates(ctx, own, states)
 }
 
 // testPipeline builds a pipeline of two groups (one sharing its limit
@@ -65,11 +63,12 @@ func testPipeline(t *testing.T, states bool, factory BackendFactory) *Pipeline[t
 	return p
 }
 
-// TestLocalResolved: a Pipeline over a Local hands each layer to the
-// limiter it resolved once; over the same Local asked by name, every
-// request of a random sequence (costs above a capacity included) gets the
-// same outcome, decision, binding layer and items.
-func TestLocalResolved(t *testing.T) {
+// TestLocalByName: a Local finds each layer's limiter by its name's
+// bytes, not only by the pointer a Pipeline's names share with it: over
+// a Local handed names of their own, every request of a random sequence
+// (costs above a capacity included) gets the same outcome, decision,
+// binding layer and items as over a Local handed the Pipeline's.
+func TestLocalByName(t *testing.T) {
 	for _, states := range []bool{true, false} {
 		rng := rand.New(rand.NewPCG(5, 6))
 		var pipes [2]*Pipeline[testReq]
@@ -84,9 +83,6 @@ func TestLocalResolved(t *testing.T) {
 				}
 				return l, err
 			})
-		}
-		if pipes[0].local == nil || pipes[1].local != nil {
-			t.Fatal("the first pipeline does not resolve its limiters, or the second does")
 		}
 		for step := range 2000 {
 			d := time.Duration(rng.Int64N(int64(400 * time.Millisecond)))
@@ -133,5 +129,41 @@ func TestLocalMissingLimit(t *testing.T) {
 	defer p.Release(res)
 	if res.Outcome != OutcomeErrorDenied || !errors.Is(res.Err, ErrUnknownLimit) {
 		t.Fatalf("outcome %v, err %v; want %v wrapping ErrUnknownLimit", res.Outcome, res.Err, OutcomeErrorDenied)
+	}
+}
+
+// TestLocalManyLimits: a Local of more limits than it scans finds each
+// by name all the same, for a decision and a Reset, and refuses a name
+// it does not hold.
+func TestLocalManyLimits(t *testing.T) {
+	limits := map[string]hotlimit.Policy{}
+	for i := range scanLimits + 4 {
+		limits["l"+strconv.Itoa(i)] = hotlimit.FixedWindow{Limit: int64(i + 1), Window: time.Hour}
+	}
+	b, err := NewLocal(limits, hotlimit.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := t.Context()
+	for i := range scanLimits + 4 {
+		name := strings.Clone("l" + strconv.Itoa(i))
+		states := make([]LayerState, 1)
+		d, idx, err := b.AllowStates(ctx, []Layer{{Limit: name, Key: "k", Cost: 1}}, states)
+		if err != nil || !d.Allowed || idx != 0 || d.Limit != int64(i+1) || states[0].Remaining != int64(i) {
+			t.Fatalf("%s: %+v %d %v, state %+v; want admitted by its own limit of %d", name, d, idx, err, states[0], i+1)
+		}
+		if err := b.Reset(ctx, name, "k"); err != nil {
+			t.Fatal(err)
+		}
+		if d := b.Limiter(name).Check("k", 0); d.Remaining != d.Limit {
+			t.Fatalf("%s after Reset: %+v", name, d)
+		}
+	}
+	if _, _, err := b.AllowStates(ctx, []Layer{{Limit: "nope", Key: "k", Cost: 1}}, nil); !errors.Is(err, ErrUnknownLimit) {
+		t.Fatalf("unknown limit: %v", err)
+	}
+	if err := b.Reset(ctx, "nope", "k"); !errors.Is(err, ErrUnknownLimit) {
+		t.Fatalf("Reset of an unknown limit: %v", err)
 	}
 }

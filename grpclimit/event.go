@@ -62,8 +62,8 @@ type Event struct {
 	// its name in Config.Limits and Algorithm its policy's type name
 	// ("TokenBucket", "LeakyBucket", "FixedWindow", "SlidingWindow",
 	// "SlidingLog"). Both are empty when no limit decided (exempt calls,
-	// key and backend failures) or the backend does not report the
-	// binding layer (httplimit.BindingBackend).
+	// key and backend failures) or the backend could not tell the
+	// binding layer (Backend.AllowStates returned -1).
 	Limit     string
 	Algorithm string
 	// Decision is the backend's decision; zero when there was none.

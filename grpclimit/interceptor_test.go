@@ -367,12 +367,18 @@ func TestKeyError(t *testing.T) {
 	}
 }
 
-// failing is a Backend that cannot decide.
+// failing is a Backend that cannot decide, nor reset.
 type failing struct{}
 
-func (failing) Allow(context.Context, []httplimit.Layer) (hotlimit.Decision, error) {
-	return hotlimit.Decision{}, errors.New("store down")
+var errStoreDown = errors.New("store down")
+
+func (failing) AllowStates(context.Context, []httplimit.Layer, []httplimit.LayerState) (hotlimit.Decision, int, error) {
+	return hotlimit.Decision{}, -1, errStoreDown
 }
+
+func (failing) Reset(context.Context, string, string) error { return errStoreDown }
+
+func (failing) Close() error { return nil }
 
 // A backend failure is Unavailable under FailClosed (the default) and
 // lets the call through under FailOpen; neither sends quota metadata.
@@ -510,15 +516,17 @@ func TestLeakyDelay(t *testing.T) {
 	}
 }
 
-// allowOnly hides a backend's AllowBinding: a backend that cannot tell
-// which layer bound.
-type allowOnly struct{ l *httplimit.Local }
+// allowOnly is a backend that can tell neither which layer bound nor the
+// layers' states.
+type allowOnly struct{ *httplimit.Local }
 
-func (b allowOnly) Allow(ctx context.Context, layers []httplimit.Layer) (hotlimit.Decision, error) {
-	return b.l.Allow(ctx, layers)
+func (b allowOnly) AllowStates(ctx context.Context, layers []httplimit.Layer, states []httplimit.LayerState) (hotlimit.Decision, int, error) {
+	for i := range states {
+		states[i] = httplimit.LayerState{Remaining: -1}
+	}
+	d, _, err := b.Local.AllowStates(ctx, layers, nil)
+	return d, -1, err
 }
-
-func (b allowOnly) Close() error { return b.l.Close() }
 
 // With a backend that does not report the binding layer, the metadata
 // and the QuotaFailure name no limit rather than guess one.

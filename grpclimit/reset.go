@@ -13,9 +13,8 @@ import "context"
 // token's hash (httplimit.TokenIdentity computes it from the token, as
 // MetadataKey hashes it), "ip:" and the address or prefix, or a FuncKey
 // identity such as "tenant:acme". Resetting an identity the backend holds
-// no state for does nothing. It returns httplimit.ErrResetUnsupported
-// when the backend is not an httplimit.ResetBackend, else the first error
-// of the backend, after trying every layer.
+// no state for does nothing. It returns the first error of the backend,
+// after trying every layer.
 func (ic *Interceptor) Reset(ctx context.Context, identity string) error {
 	return ic.pipe.Reset(ctx, identity)
 }

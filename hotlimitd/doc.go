@@ -39,7 +39,7 @@
 //     on a rule that refuses every hit, below). The descriptor's
 //     limit override is not applied: the configured limit decides.
 //   - Every enforced descriptor (a limit, not shadow) is decided at once, in
-//     one admission.Decide call, all or nothing: the request is admitted
+//     one Backend.AllowStates call, all or nothing: the request is admitted
 //     only if every one of them admits it, and a refused request consumes
 //     nothing in any of them. Descriptors that share a limit and a key are
 //     one limit, for the sum of their costs (hotlimit.AllowLayers): they

@@ -34,7 +34,7 @@ descriptors:
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer st.Close(context.Background())
+	defer st.Close()
 	srv, err := hotlimitd.New(hotlimitd.Options{Config: func() *config.Config { return cfg }, Backend: st})
 	if err != nil {
 		log.Fatal(err)

@@ -175,9 +175,13 @@ type failing struct{}
 
 var errDown = errors.New("store down")
 
-func (failing) Allow(context.Context, []admission.Layer) (hotlimit.Decision, error) {
-	return hotlimit.Decision{}, errDown
+func (failing) AllowStates(context.Context, []admission.Layer, []admission.LayerState) (hotlimit.Decision, int, error) {
+	return hotlimit.Decision{}, -1, errDown
 }
+
+func (failing) Reset(context.Context, string, string) error { return errDown }
+
+func (failing) Close() error { return nil }
 
 // seconds returns d's duration_until_reset of status i, or -1 when unset.
 func seconds(resp *rlsv3.RateLimitResponse, i int) time.Duration {

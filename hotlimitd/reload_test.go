@@ -37,7 +37,7 @@ func TestConcurrentReloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close(context.Background())
+	defer st.Close()
 	srv, err := hotlimitd.New(hotlimitd.Options{Config: cur.Load, Backend: st})
 	if err != nil {
 		t.Fatal(err)

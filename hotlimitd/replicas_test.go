@@ -58,7 +58,7 @@ func startReplica(t *testing.T, cfg *config.Config, o backend.Options) *replica 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close(context.Background()) })
+	t.Cleanup(func() { st.Close() })
 	srv, err := hotlimitd.New(hotlimitd.Options{Config: func() *config.Config { return cfg }, Backend: st})
 	if err != nil {
 		t.Fatal(err)

@@ -334,7 +334,7 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 			began = time.Now()
 		}
 		var err error
-		dec, binding, err = admission.Decide(ctx, s.backend, c.layers, c.states)
+		dec, binding, err = s.backend.AllowStates(ctx, c.layers, c.states)
 		if s.observers != nil {
 			c.obs = observation{asked: true, dec: dec, binding: binding, err: err, refuse: refuse, took: time.Since(began)}
 		}
@@ -523,7 +523,7 @@ func (s *Server) shadow(ctx context.Context, b response, c *call, i int, all str
 		cost = 0
 	}
 	c.one[0] = admission.Layer{Limit: c.lims[i].Name, Key: c.key(all, i), Cost: cost}
-	d, _, err := admission.Decide(ctx, s.backend, c.one[:], c.oneSt[:])
+	d, _, err := s.backend.AllowStates(ctx, c.one[:], c.oneSt[:])
 	c.one[0] = admission.Layer{}
 	if err != nil {
 		s.logError(err)

@@ -1,8 +1,6 @@
 package httplimit
 
 import (
-	"context"
-
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
 )
@@ -13,15 +11,6 @@ import (
 type (
 	// Backend is admission.Backend: what makes the middleware's decisions.
 	Backend = admission.Backend
-	// BindingBackend is admission.BindingBackend: a Backend that reports
-	// the binding layer.
-	BindingBackend = admission.BindingBackend
-	// StateBackend is admission.StateBackend: a Backend that reports
-	// every layer's own state after the decision.
-	StateBackend = admission.StateBackend
-	// ResetBackend is admission.ResetBackend: a Backend that can return a
-	// key to its fresh state.
-	ResetBackend = admission.ResetBackend
 	// BackendFactory is admission.BackendFactory.
 	BackendFactory = admission.BackendFactory
 	// Layer is admission.Layer: one limit a request is checked against,
@@ -34,12 +23,8 @@ type (
 	Local = admission.Local
 )
 
-// ErrUnknownLimit is admission.ErrUnknownLimit, and ErrResetUnsupported
-// admission.ErrResetUnsupported.
-var (
-	ErrUnknownLimit     = admission.ErrUnknownLimit
-	ErrResetUnsupported = admission.ErrResetUnsupported
-)
+// ErrUnknownLimit is admission.ErrUnknownLimit.
+var ErrUnknownLimit = admission.ErrUnknownLimit
 
 // LocalBackend is admission.LocalBackend: a BackendFactory that builds a
 // Local backend whose limiters all take opts.
@@ -48,15 +33,4 @@ func LocalBackend(opts ...hotlimit.Option) BackendFactory { return admission.Loc
 // NewLocal is admission.NewLocal: one hotlimit.Limiter per named limit.
 func NewLocal(limits map[string]hotlimit.Policy, opts ...hotlimit.Option) (*Local, error) {
 	return admission.NewLocal(limits, opts...)
-}
-
-// Decide is admission.Decide: it asks b through the richest interface it
-// has.
-func Decide(ctx context.Context, b Backend, layers []Layer, states []LayerState) (hotlimit.Decision, int, error) {
-	return admission.Decide(ctx, b, layers, states)
-}
-
-// ResetVia is admission.ResetVia.
-func ResetVia(ctx context.Context, b Backend, limit, key string) error {
-	return admission.ResetVia(ctx, b, limit, key)
 }

@@ -133,14 +133,14 @@
 // named with the suffix "/global" ("l" and "l/global"): the two are
 // different quotas of one policy, and "/" is in no limit's name.
 //
-// r and t per limit come from a StateBackend (Local and redislimit's
-// backend are). A backend that reports only the binding layer (the one
-// that refused the request, or that has the fewest requests left), or
-// that reports the layers' states as unknown, gets one RateLimit item,
-// named after that layer's limit (the group's, when a backend that is
-// not a BindingBackend leaves two layers of one capacity
-// indistinguishable), with t only when its Decision tells when the next
-// unit comes back.
+// r and t per limit come from the layers' states the Backend reports
+// (Local and redislimit's backend report them all). When a backend
+// reports the layers' states as unknown (a cached denial), the field has
+// one RateLimit item, the binding layer's (the one that refused the
+// request, or that has the fewest requests left; the group's, when a
+// backend that cannot tell which layer bound leaves two layers of one
+// capacity indistinguishable), with t only when its Decision tells when
+// the next unit comes back.
 //
 // How each algorithm maps to the draft's quota q and window w:
 //
@@ -193,8 +193,7 @@
 // Service Unavailable, FailOpen lets the request through.
 //
 // Middleware.Reset unblocks a client: an operator's act that returns
-// every layer of an identity to a fresh state, through a ResetBackend
-// (Local and redislimit's backend are).
+// every layer of an identity to a fresh state, through Backend.Reset.
 //
 // # Overhead
 //

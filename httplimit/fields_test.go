@@ -98,19 +98,15 @@ func TestProblemDetails(t *testing.T) {
 	}
 }
 
-// bindingOnly is Local as a BindingBackend that reports no layer states,
-// as redislimit's backend does.
-type bindingOnly struct{ l *Local }
+// bindingOnly is Local as a Backend that reports the binding layer but
+// cannot tell the layers' states (Remaining -1), as a cached denial of
+// redislimit's backend does.
+type bindingOnly struct{ *Local }
 
-func (b bindingOnly) Allow(ctx context.Context, ls []Layer) (hotlimit.Decision, error) {
-	return b.l.Allow(ctx, ls)
+func (b bindingOnly) AllowStates(ctx context.Context, ls []Layer, states []LayerState) (hotlimit.Decision, int, error) {
+	unknown(states)
+	return b.Local.AllowStates(ctx, ls, nil)
 }
-
-func (b bindingOnly) AllowBinding(ctx context.Context, ls []Layer) (hotlimit.Decision, int, error) {
-	return b.l.AllowBinding(ctx, ls)
-}
-
-func (b bindingOnly) Close() error { return b.l.Close() }
 
 // TestBindingOnlyBackend: a backend that reports the binding layer but not
 // the states gets one RateLimit item, the binding layer's, with a t only
@@ -149,17 +145,6 @@ func TestBindingOnlyBackend(t *testing.T) {
 	}
 }
 
-// unknownStates is a StateBackend that cannot tell the layers' states, as
-// a wrapper around a backend that is not one would be.
-type unknownStates struct{ bindingOnly }
-
-func (b unknownStates) AllowStates(ctx context.Context, ls []Layer, states []LayerState) (hotlimit.Decision, int, error) {
-	for i := range states {
-		states[i] = LayerState{Remaining: -1}
-	}
-	return b.AllowBinding(ctx, ls)
-}
-
 // TestUnknownStates: states reported as unknown (Remaining -1) are not
 // written as items: the field falls back to the binding layer's item.
 func TestUnknownStates(t *testing.T) {
@@ -171,7 +156,7 @@ func TestUnknownStates(t *testing.T) {
 		Key:          TokenKey("Authorization"),
 		Backend: func(l map[string]hotlimit.Policy) (Backend, error) {
 			b, err := NewLocal(l, hotlimit.WithSweepInterval(0))
-			return unknownStates{bindingOnly{b}}, err
+			return bindingOnly{b}, err
 		},
 	})
 	if got := hs.do("/", token).Header().Get("RateLimit"); got != `"l";r=3` {

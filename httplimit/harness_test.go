@@ -131,23 +131,36 @@ func parseRateLimitItems(t *testing.T, v string) map[string]rlItem {
 
 func ceilSec(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
 
+// backendFunc is a Backend that decides with f, and can tell neither
+// the binding layer nor the layers' states.
 type backendFunc func(context.Context, []Layer) (hotlimit.Decision, error)
 
-func (f backendFunc) Allow(ctx context.Context, ls []Layer) (hotlimit.Decision, error) {
-	return f(ctx, ls)
+func (f backendFunc) AllowStates(ctx context.Context, ls []Layer, states []LayerState) (hotlimit.Decision, int, error) {
+	unknown(states)
+	d, err := f(ctx, ls)
+	return d, -1, err
 }
 
-// plainBackend is Local without AllowBinding, as a Backend that cannot
-// report the binding layer would be.
-type plainBackend struct{ l *Local }
+func (f backendFunc) Reset(context.Context, string, string) error { return nil }
 
-func (p plainBackend) Allow(ctx context.Context, layers []Layer) (hotlimit.Decision, error) {
-	return p.l.Allow(ctx, layers)
+func (f backendFunc) Close() error { return nil }
+
+// unknown marks every state as one the backend cannot tell.
+func unknown(states []LayerState) {
+	for i := range states {
+		states[i] = LayerState{Remaining: -1}
+	}
 }
 
-func (p plainBackend) Limiter(name string) *hotlimit.Limiter { return p.l.Limiter(name) }
+// plainBackend is Local as a Backend that can tell neither the binding
+// layer nor the layers' states.
+type plainBackend struct{ *Local }
 
-func (p plainBackend) Close() error { return p.l.Close() }
+func (p plainBackend) AllowStates(ctx context.Context, layers []Layer, states []LayerState) (hotlimit.Decision, int, error) {
+	unknown(states)
+	d, _, err := p.Local.AllowStates(ctx, layers, nil)
+	return d, -1, err
+}
 
 // fixedCost is a CostFunc pricing every request at c: unlike a fixed
 // Group.Cost, it may exceed the limit's capacity (New refuses such a Cost).

@@ -206,7 +206,7 @@ func TestBindingSameCapacity(t *testing.T) {
 		if !reporting {
 			cfg.Backend = func(l map[string]hotlimit.Policy) (Backend, error) {
 				b, err := NewLocal(l, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
-				return plainBackend{l: b}, err
+				return plainBackend{b}, err
 			}
 		} else {
 			cfg.Backend = LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))

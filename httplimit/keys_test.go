@@ -25,7 +25,8 @@ func TestTokenNeverReachesBackend(t *testing.T) {
 				keys = append(keys, ly.Key)
 			}
 			mu.Unlock()
-			return l.Allow(ctx, ls)
+			d, _, err := l.AllowStates(ctx, ls, nil)
+			return d, err
 		}), err
 	}
 	var events []Event

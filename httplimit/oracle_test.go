@@ -38,9 +38,8 @@ func TestOracleFields(t *testing.T) {
 	}
 }
 
-// TestOracleFieldsWrapped is TestOracleFields through a StateBackend
-// that is not a *Local (as promlimit's and otellimit's wrappers are),
-// which the pipeline asks through the interface, with the global and
+// TestOracleFieldsWrapped is TestOracleFields through a Backend that is
+// not a *Local, with the global and
 // identity layers costing 2, and ProblemDetails bodies.
 func TestOracleFieldsWrapped(t *testing.T) {
 	names := layeroracle.Algorithms
@@ -65,12 +64,12 @@ func TestOracleFieldsLegacy(t *testing.T) {
 	}
 }
 
-// wrappedLocal is a StateBackend that is not a *Local.
+// wrappedLocal is a Backend that is not a *Local.
 type wrappedLocal struct{ *httplimit.Local }
 
 // oracleRun drives one middleware against the oracle. The global and
 // identity layers cost layerCost each (the group's layer, a random
-// CostFunc price); wrap hides the *Local behind a StateBackend of another
+// CostFunc price); wrap hides the *Local behind a Backend of another
 // type.
 func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy, wrap bool, headers httplimit.HeaderMode, layerCost int64) {
 	clock := hotlimit.NewManualClock()

@@ -13,9 +13,8 @@ import "context"
 // token's hash (TokenIdentity computes it from the token), "ip:" and the
 // address or prefix ("ip:192.0.2.1", "ip:2001:db8:1:2::/64"), or a
 // ContextKey identity such as "tenant:acme". Resetting an identity the
-// backend holds no state for does nothing. It returns ErrResetUnsupported
-// when the backend is not a ResetBackend, else the first error of the
-// backend, after trying every layer.
+// backend holds no state for does nothing. It returns the first error of
+// the backend, after trying every layer.
 func (m *Middleware) Reset(ctx context.Context, identity string) error {
 	return m.pipe.Reset(ctx, identity)
 }

@@ -12,7 +12,8 @@ import (
 
 // TestReset: an operator's Reset of a client's identity gives back every
 // layer it is limited by, the group's and the global one, and nobody
-// else's; a backend that cannot reset says so.
+// else's; a backend's failure to reset is returned, after every layer
+// was tried.
 func TestReset(t *testing.T) {
 	hs := newHarness(t, Config{
 		Limits: map[string]hotlimit.Policy{
@@ -56,52 +57,30 @@ func TestReset(t *testing.T) {
 		Groups:       []Group{{Name: "g", Limit: "l"}},
 		DefaultGroup: "g",
 		Key:          TokenKey("Authorization"),
+		Global:       "l",
 		Backend: func(l map[string]hotlimit.Policy) (Backend, error) {
 			b, err := NewLocal(l)
-			return plainBackend{l: b}, err
+			return &failingReset{Local: b}, err
 		},
 	})
-	if err := plain.m.Reset(context.Background(), id); !errors.Is(err, ErrResetUnsupported) {
-		t.Errorf("Reset through a backend without it: %v, want ErrResetUnsupported", err)
+	fr := plain.m.pipe.Backend().(*failingReset)
+	if err := plain.m.Reset(context.Background(), id); !errors.Is(err, errResetFailed) || fr.calls != 2 {
+		t.Errorf("Reset through a backend that fails: %v after %d calls, want errResetFailed after 2 (every layer tried)", err, fr.calls)
 	}
 	if err := lim.Reset(context.Background(), "nope", "k"); !errors.Is(err, ErrUnknownLimit) {
 		t.Errorf("Local.Reset of an unknown limit: %v", err)
 	}
 }
 
-// TestDecideAndResetVia: Decide reaches each backend through the richest
-// interface it has, marking states it cannot report as unknown, and
-// ResetVia resets through a ResetBackend or says it cannot.
-func TestDecideAndResetVia(t *testing.T) {
-	limits := map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 3, Window: time.Hour}}
-	mk := func() *Local {
-		l, err := NewLocal(limits, hotlimit.WithSweepInterval(0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		return l
-	}
-	layers := []Layer{{Limit: "l", Key: "k", Cost: 1}}
-	for _, c := range []struct {
-		name      string
-		b         Backend
-		idx       int
-		remaining int64 // the state's; -1: unknown
-		resets    bool
-	}{
-		{"Local", mk(), 0, 2, true},
-		{"binding only", bindingOnly{mk()}, 0, -1, false},
-		{"Allow only", plainBackend{mk()}, -1, -1, false},
-	} {
-		states := []LayerState{{Remaining: 99}}
-		d, idx, err := Decide(context.Background(), c.b, layers, states)
-		if err != nil || !d.Allowed || d.Remaining != 2 || idx != c.idx || states[0].Remaining != c.remaining {
-			t.Errorf("%s: %+v %d %v, state %+v", c.name, d, idx, err, states[0])
-		}
-		err = ResetVia(context.Background(), c.b, "l", "k")
-		if c.resets != (err == nil) || !c.resets && !errors.Is(err, ErrResetUnsupported) {
-			t.Errorf("%s: ResetVia: %v", c.name, err)
-		}
-	}
+var errResetFailed = errors.New("reset failed")
+
+// failingReset is Local whose Reset fails, counting its calls.
+type failingReset struct {
+	*Local
+	calls int
+}
+
+func (b *failingReset) Reset(context.Context, string, string) error {
+	b.calls++
+	return errResetFailed
 }

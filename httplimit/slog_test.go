@@ -31,20 +31,6 @@ type switchable struct {
 
 var errStoreDown = errors.New("store down")
 
-func (b switchable) Allow(ctx context.Context, ls []httplimit.Layer) (hotlimit.Decision, error) {
-	if b.down.Load() {
-		return hotlimit.Decision{}, errStoreDown
-	}
-	return b.Local.Allow(ctx, ls)
-}
-
-func (b switchable) AllowBinding(ctx context.Context, ls []httplimit.Layer) (hotlimit.Decision, int, error) {
-	if b.down.Load() {
-		return hotlimit.Decision{}, -1, errStoreDown
-	}
-	return b.Local.AllowBinding(ctx, ls)
-}
-
 func (b switchable) AllowStates(ctx context.Context, ls []httplimit.Layer, st []httplimit.LayerState) (hotlimit.Decision, int, error) {
 	if b.down.Load() {
 		return hotlimit.Decision{}, -1, errStoreDown

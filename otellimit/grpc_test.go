@@ -16,9 +16,13 @@ import (
 // failingBackend cannot decide.
 type failingBackend struct{}
 
-func (failingBackend) Allow(context.Context, []httplimit.Layer) (hotlimit.Decision, error) {
-	return hotlimit.Decision{}, errors.New("store down")
+func (failingBackend) AllowStates(context.Context, []httplimit.Layer, []httplimit.LayerState) (hotlimit.Decision, int, error) {
+	return hotlimit.Decision{}, -1, errors.New("store down")
 }
+
+func (failingBackend) Reset(context.Context, string, string) error { return errors.New("store down") }
+
+func (failingBackend) Close() error { return nil }
 
 // Calls through real grpclimit interceptors, with every outcome, are
 // counted exactly in hotlimit.grpc.calls, by method group, outcome,

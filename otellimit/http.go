@@ -213,9 +213,7 @@ func (h *HTTP) attrs(k reqKey) reqAttrs {
 // each decision is timed (hotlimit.backend.duration), its binding
 // layer's Remaining recorded (hotlimit.backend.remaining), and, with
 // SpansAll, traced as a "hotlimit.decide" span. The wrapped backend
-// reports the binding layer and the layers' states, and resets keys, when
-// f's does (httplimit.BindingBackend, StateBackend, ResetBackend), is
-// closed with the middleware, and hands f's backend back through
+// decides, resets and closes with f's backend, and hands it back through
 // Unwrap.
 func (h *HTTP) Backend(f httplimit.BackendFactory) httplimit.BackendFactory {
 	return func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
@@ -227,7 +225,6 @@ func (h *HTTP) Backend(f httplimit.BackendFactory) httplimit.BackendFactory {
 			return nil, err
 		}
 		b := &backend{h: h, inner: inner, limits: make(map[string]*limitAttrs, len(limits))}
-		b.binder, _ = inner.(httplimit.BindingBackend)
 		for name, p := range limits {
 			b.limits[name] = newLimitAttrs(name, algorithm(p))
 		}
@@ -317,44 +314,21 @@ var unknownLimit = newLimitAttrs(otherValue, otherValue)
 type backend struct {
 	h      *HTTP
 	inner  httplimit.Backend
-	binder httplimit.BindingBackend // inner, when it reports the binding layer
-	limits map[string]*limitAttrs   // written only when built
+	limits map[string]*limitAttrs // written only when built
 }
 
 // Unwrap returns the wrapped backend.
 func (b *backend) Unwrap() httplimit.Backend { return b.inner }
 
-// Close closes the wrapped backend, as the middleware's Close would.
-func (b *backend) Close() error {
-	switch x := b.inner.(type) {
-	case interface{ Close() error }:
-		return x.Close()
-	case interface{ Close() }:
-		x.Close()
-	}
-	return nil
-}
+// Close closes the wrapped backend.
+func (b *backend) Close() error { return b.inner.Close() }
 
-// Allow implements httplimit.Backend.
-func (b *backend) Allow(ctx context.Context, layers []httplimit.Layer) (hotlimit.Decision, error) {
-	d, _, err := b.AllowBinding(ctx, layers)
-	return d, err
-}
-
-// AllowBinding implements httplimit.BindingBackend: the wrapped
-// backend's binding index, or -1 when it does not report one.
-func (b *backend) AllowBinding(ctx context.Context, layers []httplimit.Layer) (hotlimit.Decision, int, error) {
-	return b.AllowStates(ctx, layers, nil)
-}
-
-// Reset implements httplimit.ResetBackend with the wrapped backend's.
+// Reset implements admission.Backend with the wrapped backend's.
 func (b *backend) Reset(ctx context.Context, limit, key string) error {
-	return httplimit.ResetVia(ctx, b.inner, limit, key)
+	return b.inner.Reset(ctx, limit, key)
 }
 
-// AllowStates implements httplimit.StateBackend: the wrapped backend's
-// layer states, or unknown ones when it does not report them
-// (httplimit.Decide).
+// AllowStates implements admission.Backend with the wrapped backend's.
 func (b *backend) AllowStates(ctx context.Context, layers []httplimit.Layer, states []httplimit.LayerState) (d hotlimit.Decision, idx int, err error) {
 	first := unknownLimit
 	if len(layers) > 0 {
@@ -370,11 +344,7 @@ func (b *backend) AllowStates(ctx context.Context, layers []httplimit.Layer, sta
 		}
 	}
 	start := time.Now()
-	if b.binder != nil && states == nil {
-		d, idx, err = b.binder.AllowBinding(ctx, layers)
-	} else {
-		d, idx, err = httplimit.Decide(ctx, b.inner, layers, states)
-	}
+	d, idx, err = b.inner.AllowStates(ctx, layers, states)
 	elapsed := time.Since(start).Seconds()
 	bound := first
 	if idx >= 0 && idx < len(layers) {

@@ -135,9 +135,16 @@ func TestBackendKeepsBinding(t *testing.T) {
 
 type plainBackend struct{}
 
-func (plainBackend) Allow(context.Context, []httplimit.Layer) (hotlimit.Decision, error) {
-	return hotlimit.Decision{Allowed: true}, nil
+func (plainBackend) AllowStates(_ context.Context, _ []httplimit.Layer, states []httplimit.LayerState) (hotlimit.Decision, int, error) {
+	for i := range states {
+		states[i] = httplimit.LayerState{Remaining: -1}
+	}
+	return hotlimit.Decision{Allowed: true}, -1, nil
 }
+
+func (plainBackend) Reset(context.Context, string, string) error { return nil }
+
+func (plainBackend) Close() error { return nil }
 
 // TestHookConcurrent: concurrent requests through the hook, each
 // goroutine with its own group and outcome sequence, give exact counts

@@ -121,18 +121,6 @@ type switchable struct {
 
 var errDown = errors.New("store down")
 
-func (b switchable) Allow(ctx context.Context, ls []httplimit.Layer) (hotlimit.Decision, error) {
-	d, _, err := b.AllowBinding(ctx, ls)
-	return d, err
-}
-
-func (b switchable) AllowBinding(ctx context.Context, ls []httplimit.Layer) (hotlimit.Decision, int, error) {
-	if b.down.Load() {
-		return hotlimit.Decision{}, -1, errDown
-	}
-	return b.Local.AllowBinding(ctx, ls)
-}
-
 func (b switchable) AllowStates(ctx context.Context, ls []httplimit.Layer, st []httplimit.LayerState) (hotlimit.Decision, int, error) {
 	if b.down.Load() {
 		return hotlimit.Decision{}, -1, errDown

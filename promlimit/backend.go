@@ -107,7 +107,6 @@ func (bm *BackendMetrics) Backend(f httplimit.BackendFactory) httplimit.BackendF
 			return nil, err
 		}
 		b := &measured{inner: inner, limits: make(map[string]*limitObservers, len(limits))}
-		b.binder, _ = inner.(httplimit.BindingBackend)
 		for name := range limits {
 			b.limits[name] = bm.observers(name)
 		}
@@ -221,7 +220,6 @@ func (bm *BackendMetrics) limitNames() map[string]struct{} {
 // measured is the Backend that BackendMetrics.Backend builds.
 type measured struct {
 	inner   httplimit.Backend
-	binder  httplimit.BindingBackend // inner, when it reports the binding layer
 	limits  map[string]*limitObservers
 	unknown *limitObservers // a layer naming a limit the backend was not built with
 }
@@ -229,21 +227,13 @@ type measured struct {
 // Unwrap returns the wrapped backend.
 func (b *measured) Unwrap() httplimit.Backend { return b.inner }
 
-// Reset implements httplimit.ResetBackend with the wrapped backend's.
+// Reset implements admission.Backend with the wrapped backend's.
 func (b *measured) Reset(ctx context.Context, limit, key string) error {
-	return httplimit.ResetVia(ctx, b.inner, limit, key)
+	return b.inner.Reset(ctx, limit, key)
 }
 
 // Close closes the wrapped backend.
-func (b *measured) Close() error {
-	switch x := b.inner.(type) {
-	case interface{ Close() error }:
-		return x.Close()
-	case interface{ Close() }:
-		x.Close()
-	}
-	return nil
-}
+func (b *measured) Close() error { return b.inner.Close() }
 
 func (b *measured) of(layers []httplimit.Layer, i int) *limitObservers {
 	if i >= 0 && i < len(layers) {
@@ -254,28 +244,10 @@ func (b *measured) of(layers []httplimit.Layer, i int) *limitObservers {
 	return b.unknown
 }
 
-// Allow implements httplimit.Backend.
-func (b *measured) Allow(ctx context.Context, layers []httplimit.Layer) (hotlimit.Decision, error) {
-	d, _, err := b.AllowBinding(ctx, layers)
-	return d, err
-}
-
-// AllowBinding implements httplimit.BindingBackend: the wrapped
-// backend's binding index, or -1 when it does not report one.
-func (b *measured) AllowBinding(ctx context.Context, layers []httplimit.Layer) (hotlimit.Decision, int, error) {
-	return b.AllowStates(ctx, layers, nil)
-}
-
-// AllowStates implements httplimit.StateBackend: the wrapped backend's
-// layer states, or unknown ones when it does not report them
-// (httplimit.Decide).
+// AllowStates implements admission.Backend with the wrapped backend's.
 func (b *measured) AllowStates(ctx context.Context, layers []httplimit.Layer, states []httplimit.LayerState) (d hotlimit.Decision, idx int, err error) {
 	start := time.Now()
-	if b.binder != nil && states == nil {
-		d, idx, err = b.binder.AllowBinding(ctx, layers)
-	} else {
-		d, idx, err = httplimit.Decide(ctx, b.inner, layers, states)
-	}
+	d, idx, err = b.inner.AllowStates(ctx, layers, states)
 	elapsed := time.Since(start).Seconds()
 	first := b.of(layers, 0)
 	switch {

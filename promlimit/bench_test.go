@@ -28,10 +28,10 @@ func BenchmarkBackendMetrics(b *testing.B) {
 			defer be.(interface{ Close() error }).Close()
 			ls := []httplimit.Layer{{Limit: "l", Key: "rl:v1:tok:0123456789abcdef:route:g", Cost: 1}}
 			ctx := context.Background()
-			be.Allow(ctx, ls)
+			be.AllowStates(ctx, ls, nil)
 			b.ReportAllocs()
 			for b.Loop() {
-				be.Allow(ctx, ls)
+				be.AllowStates(ctx, ls, nil)
 			}
 		})
 	}

@@ -14,11 +14,10 @@ import (
 // RedisBackend is an admission.Backend (what makes the decisions of
 // httplimit's middleware and grpclimit's interceptor) whose limits live in
 // Redis: one Limiter per named limit, all on one client and one shared
-// Breaker, and each request's layers decided in one script call. It is
-// also an admission.StateBackend (the RateLimit field then has one item
-// per limit) and an admission.ResetBackend (for httplimit's
-// Middleware.Reset). Build one with NewBackend, or hand BackendFactory to
-// the middleware or interceptor.
+// Breaker, and each request's layers decided in one script call, which
+// also reports each layer's state (the RateLimit field then has one item
+// per limit). Build one with NewBackend, or hand BackendFactory to the
+// middleware or interceptor.
 type RedisBackend struct {
 	limiters map[string]*Limiter
 	decides  bool // a failure policy was given: answer it instead of an error
@@ -84,20 +83,19 @@ func NewBackend(client redis.Scripter, limits map[string]hotlimit.Policy, opts .
 // Limiter returns the limiter behind a named limit, or nil.
 func (b *RedisBackend) Limiter(name string) *Limiter { return b.limiters[name] }
 
-// Allow implements admission.Backend with AllowLayers: one script call,
-// all or nothing.
+// Allow is AllowStates without the states nor the binding layer: one
+// script call, all or nothing, as AllowLayers.
 func (b *RedisBackend) Allow(ctx context.Context, layers []admission.Layer) (hotlimit.Decision, error) {
 	d, _, err := b.AllowBinding(ctx, layers)
 	return d, err
 }
 
-// AllowBinding implements admission.BindingBackend with AllowLayersIndex,
-// so the middleware names the layer that bound.
+// AllowBinding is AllowStates without the states, as AllowLayersIndex.
 func (b *RedisBackend) AllowBinding(ctx context.Context, layers []admission.Layer) (hotlimit.Decision, int, error) {
 	return b.AllowStates(ctx, layers, nil)
 }
 
-// AllowStates implements admission.StateBackend in the same script call
+// AllowStates implements admission.Backend in the same script call
 // as the decision: each layer's Remaining is its own, as
 // hotlimit.AllowLayersEach reports it (after its admission; when the
 // call is denied, the denying layer's as it decided, every other layer's
@@ -129,7 +127,7 @@ func (b *RedisBackend) AllowStates(ctx context.Context, layers []admission.Layer
 	return d, i, nil
 }
 
-// Reset implements admission.ResetBackend with Limiter.Reset: it deletes
+// Reset implements admission.Backend with Limiter.Reset: it deletes
 // key's state under the named limit in Redis, for every instance, and
 // this instance's cached denial of key (WithLocalDenials). It also drops
 // this instance's cached denials of layered calls, in every limit: such
@@ -172,3 +170,5 @@ func (b *RedisBackend) Close() error {
 	}
 	return nil
 }
+
+var _ admission.Backend = (*RedisBackend)(nil)

@@ -8,11 +8,10 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/hotlimit/hotlimit/redislimit/redistest"
 )
-
-var _ httplimit.BindingBackend = (*RedisBackend)(nil)
 
 // TestBackendMatchesLocal: the Redis backend and httplimit's in-process
 // one give the same decisions for the same layered requests (they differ
@@ -36,13 +35,13 @@ func TestBackendMatchesLocal(t *testing.T) {
 		{{Limit: "token", Key: "t1", Cost: 2}, {Limit: "ip", Key: "5.6.7.8", Cost: 1}},
 	}
 	for i, ls := range reqs {
-		want := must(lb.Allow(ctx, ls))
-		got := must(rb.Allow(ctx, ls))
+		want := must(allow(ctx, lb, ls))
+		got := must(allow(ctx, rb, ls))
 		if want.Allowed != got.Allowed || want.Remaining != got.Remaining || want.Limit != got.Limit {
 			t.Fatalf("request %d: local %+v, redis %+v", i, want, got)
 		}
 	}
-	if _, err := rb.Allow(ctx, []httplimit.Layer{{Limit: "nope", Key: "k", Cost: 1}}); !errors.Is(err, httplimit.ErrUnknownLimit) {
+	if _, err := allow(ctx, rb, []httplimit.Layer{{Limit: "nope", Key: "k", Cost: 1}}); !errors.Is(err, httplimit.ErrUnknownLimit) {
 		t.Fatalf("unknown limit: %v", err)
 	}
 }
@@ -62,16 +61,22 @@ func TestBackendErrors(t *testing.T) {
 	ls := []httplimit.Layer{{Limit: "a", Key: "k", Cost: 1}}
 	ctx := context.Background()
 	// Without a failure policy, the error goes to the middleware.
-	if _, err := must(BackendFactory(c)(limits)).Allow(ctx, ls); !errors.Is(err, ErrUnavailable) {
+	if _, err := allow(ctx, must(BackendFactory(c)(limits)), ls); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("unreachable Redis: %v; want ErrUnavailable", err)
 	}
 	// With one, the backend decides: here in process.
 	fb := must(BackendFactory(c, WithFailurePolicy(FallbackLocal()))(limits))
 	defer fb.(*RedisBackend).Close()
 	for i, want := range []bool{true, true, false} {
-		d, err := fb.Allow(ctx, ls)
+		d, err := allow(ctx, fb, ls)
 		if err != nil || d.Allowed != want {
 			t.Fatalf("fallback request %d: %+v, %v; want Allowed %v", i, d, err, want)
 		}
 	}
+}
+
+// allow decides ls through b, as a Pipeline does without the states.
+func allow(ctx context.Context, b admission.Backend, ls []admission.Layer) (hotlimit.Decision, error) {
+	d, _, err := b.AllowStates(ctx, ls, nil)
+	return d, err
 }

@@ -15,11 +15,6 @@ import (
 	"github.com/hotlimit/hotlimit/redislimit/redistest"
 )
 
-var (
-	_ httplimit.ResetBackend = (*RedisBackend)(nil)
-	_ httplimit.StateBackend = (*RedisBackend)(nil)
-)
-
 // The tests below give the limiters a timeout of 5s: the default 100ms
 // is exceeded on a loaded machine, which would fail them for no fault.
 

@@ -21,7 +21,7 @@ func BenchmarkLocal(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close(context.Background())
+	defer s.Close()
 	l, err := admission.NewLocal(limits)
 	if err != nil {
 		b.Fatal(err)
@@ -29,7 +29,7 @@ func BenchmarkLocal(b *testing.B) {
 	defer l.Close()
 	for _, c := range []struct {
 		name string
-		b    admission.StateBackend
+		b    admission.Backend
 	}{{"store", s}, {"admission.Local", l}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -57,7 +57,7 @@ func BenchmarkLease(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close(context.Background())
+	defer s.Close()
 	c := redistest.Client(b, addr)
 	l, err := lease.NewBackend(c, limits, lease.WithPrefix(redistest.Prefix(b)), lease.WithMaxLease(1e5))
 	if err != nil {
@@ -66,7 +66,7 @@ func BenchmarkLease(b *testing.B) {
 	defer l.Close()
 	for _, c := range []struct {
 		name string
-		b    admission.StateBackend
+		b    admission.Backend
 	}{{"store", s}, {"lease.Backend", l}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()

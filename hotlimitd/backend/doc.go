@@ -2,7 +2,7 @@
 // with, from a kind and options (the -backend flag and its companions),
 // and carries the limits' state across configuration reloads.
 //
-// A Store is an admission.StateBackend: every layer of a request (one per
+// A Store is an admission.Backend: every layer of a request (one per
 // descriptor with a limit) is decided at once, all or nothing, and each
 // layer's state after the decision comes from that decision. Its limits
 // are named hotlimit policies, as hotlimitd's config names them.

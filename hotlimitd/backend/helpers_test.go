@@ -51,7 +51,7 @@ func open(t *testing.T, o Options, limits map[string]hotlimit.Policy) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close(context.Background()) })
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 

@@ -14,8 +14,6 @@ import (
 	"github.com/hotlimit/hotlimit/admission"
 )
 
-var _ admission.StateBackend = (*Store)(nil)
-
 // admits decides n calls of layers on s and returns how many were
 // admitted; an error fails the test.
 func admits(t *testing.T, s *Store, n int, layers ...admission.Layer) int {
@@ -235,7 +233,7 @@ func TestClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(context.Background()); err != nil {
+	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Allow(context.Background(), []admission.Layer{{Limit: "a", Key: "k", Cost: 1}}); !errors.Is(err, ErrClosed) {
@@ -244,7 +242,7 @@ func TestClosed(t *testing.T) {
 	if err := s.Update(map[string]hotlimit.Policy{"a": frozen(1)}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Update after Close: %v; want ErrClosed", err)
 	}
-	if err := s.Close(context.Background()); err != nil {
+	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 }

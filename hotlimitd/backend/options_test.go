@@ -52,7 +52,7 @@ func TestOpenRefuses(t *testing.T) {
 	} {
 		s, err := Open(context.Background(), c.o, limits)
 		if err == nil {
-			s.Close(context.Background())
+			s.Close()
 			t.Errorf("Open(%+v) accepted", c.o)
 			continue
 		}

@@ -22,7 +22,7 @@ import (
 // ErrClosed is returned for a decision or an Update on a closed Store.
 var ErrClosed = errors.New("backend: store closed")
 
-// Store is an admission.StateBackend whose set of limits follows the
+// Store is an admission.Backend whose set of limits follows the
 // configuration: Update replaces the set, keeping the state of every
 // limit whose name it keeps. It is safe for concurrent use.
 type Store struct {
@@ -280,18 +280,13 @@ func (g *set) leave() {
 	}
 }
 
-// Allow implements admission.Backend (see AllowStates).
+// Allow is AllowStates without the states nor the binding layer.
 func (s *Store) Allow(ctx context.Context, layers []admission.Layer) (hotlimit.Decision, error) {
 	d, _, err := s.AllowStates(ctx, layers, nil)
 	return d, err
 }
 
-// AllowBinding implements admission.BindingBackend (see AllowStates).
-func (s *Store) AllowBinding(ctx context.Context, layers []admission.Layer) (hotlimit.Decision, int, error) {
-	return s.AllowStates(ctx, layers, nil)
-}
-
-// AllowStates implements admission.StateBackend: every layer of the
+// AllowStates implements admission.Backend: every layer of the
 // request is decided at once, all or nothing, by the one set of limits
 // that was current when the call started. Local decides with
 // hotlimit.AllowLayersState (no allocation for up to 8 layers on keys it
@@ -395,8 +390,8 @@ func (s *Store) sweep(every time.Duration) {
 // limiter (a Lease store gives back the units its leases hold, where
 // the policy allows, see lease.Limiter.Close; units it cannot give back
 // stay debited: never spent twice) and the client Open made. ctx is not
-// used: each give-back is bounded by the store's Timeout.
-func (s *Store) Close(ctx context.Context) error {
+// Each give-back is bounded by the store's Timeout.
+func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := s.cur.Load()
@@ -411,6 +406,32 @@ func (s *Store) Close(ctx context.Context) error {
 	s.retire(old, nil)
 	return s.closeClient()
 }
+
+// Reset implements admission.Backend: key under the named limit of the
+// current set is made fresh, in process (Local) or in Redis for every
+// replica (Redis and Lease, redislimit's Limiter.Reset). It returns
+// ErrClosed on a closed Store, and an error wrapping
+// admission.ErrUnknownLimit for a limit the set does not hold.
+func (s *Store) Reset(ctx context.Context, limit, key string) error {
+	g := s.enter()
+	defer g.leave()
+	switch {
+	case g.closed:
+		return ErrClosed
+	case g.local != nil:
+		if l := g.local[limit]; l != nil {
+			l.Reset(key)
+			return nil
+		}
+	default:
+		if l := g.remote[limit]; l != nil {
+			return l.Reset(ctx, key)
+		}
+	}
+	return fmt.Errorf("%w %q", admission.ErrUnknownLimit, limit)
+}
+
+var _ admission.Backend = (*Store)(nil)
 
 // where names the Redis the store uses, for errors.
 func (s *Store) where() string {

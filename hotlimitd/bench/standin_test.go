@@ -26,7 +26,7 @@ func (s *standIn) ShouldRateLimit(ctx context.Context, r *rlsv3.RateLimitRequest
 	for i, d := range r.Descriptors {
 		layers[i] = admission.Layer{Limit: d.Entries[0].Key, Key: d.Entries[0].Value, Cost: 1}
 	}
-	d, err := s.b.Allow(ctx, layers)
+	d, _, err := s.b.AllowStates(ctx, layers, nil)
 	if err != nil {
 		return nil, err
 	}

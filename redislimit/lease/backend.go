@@ -3,7 +3,6 @@ package lease
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
@@ -19,8 +18,8 @@ import (
 // Each request is decided in process from this instance's leases,
 // against budgets shared by every instance through Redis, and the
 // middleware's headers come from those Decisions (see Limiter.Decide for
-// what they can know). It is an admission.StateBackend. Create one with
-// NewBackend, or hand BackendFactory to the middleware.
+// what they can know). Create one with NewBackend, or hand
+// BackendFactory to the middleware.
 type Backend struct {
 	rb       *redislimit.RedisBackend
 	limiters map[string]*Limiter
@@ -68,17 +67,17 @@ func NewBackend(client redis.Scripter, limits map[string]hotlimit.Policy, opts .
 // Limiter returns the lease Limiter behind a named limit, or nil.
 func (b *Backend) Limiter(name string) *Limiter { return b.limiters[name] }
 
-// Allow implements admission.Backend (see AllowStates).
+// Allow is AllowStates without the states nor the binding layer.
 func (b *Backend) Allow(ctx context.Context, layers []admission.Layer) (hotlimit.Decision, error) {
 	return b.rb.Allow(ctx, layers)
 }
 
-// AllowBinding implements admission.BindingBackend (see AllowStates).
+// AllowBinding is AllowStates without the states.
 func (b *Backend) AllowBinding(ctx context.Context, layers []admission.Layer) (hotlimit.Decision, int, error) {
 	return b.rb.AllowBinding(ctx, layers)
 }
 
-// AllowStates implements admission.StateBackend as
+// AllowStates implements admission.Backend as
 // redislimit.AllowLayers decides layers in lease mode: in order, each
 // from its lease, all or nothing (the units of the layers admitted before
 // a refusal go back into their leases, where they stay debited in Redis,
@@ -94,7 +93,7 @@ func (b *Backend) AllowStates(ctx context.Context, layers []admission.Layer, sta
 	return b.rb.AllowStates(ctx, layers, states)
 }
 
-// Reset implements admission.ResetBackend with redislimit's
+// Reset implements admission.Backend with redislimit's
 // RedisBackend.Reset: the key's state in Redis is deleted for every
 // instance (a new incarnation, which the leases taken from the old one
 // cannot spend; see the package doc).
@@ -107,8 +106,4 @@ func (b *Backend) Reset(ctx context.Context, limit, key string) error {
 // Middleware.Close and grpclimit's Interceptor.Close call.
 func (b *Backend) Close() error { return b.rb.Close() }
 
-var (
-	_ admission.StateBackend = (*Backend)(nil)
-	_ admission.ResetBackend = (*Backend)(nil)
-	_ io.Closer              = (*Backend)(nil)
-)
+var _ admission.Backend = (*Backend)(nil)

@@ -19,8 +19,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-var _ admission.StateBackend = (*Backend)(nil)
-
 // TestDecideFixedWindow: Decide's Decision within its documented bounds,
 // on a fixed window where they are exact: Remaining is what the lease
 // holds after the decision, ResetAfter the time to the window's end, and

@@ -259,7 +259,7 @@ func start(ctx context.Context, f *flags, log *slog.Logger, h *hooks) (a *app, e
 	a.store = st
 	defer func() {
 		if err != nil {
-			st.Close(context.Background())
+			st.Close()
 		}
 	}()
 	var b admission.Backend = a.store
@@ -446,7 +446,7 @@ func (a *app) shutdown() error {
 	if err := a.http.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("HTTP shutdown: %w", err))
 	}
-	if err := a.store.Close(ctx); err != nil {
+	if err := a.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the backend: %w", err))
 	}
 	if a.stopOTel != nil {

@@ -308,10 +308,10 @@ type blocking struct {
 	release chan struct{}
 }
 
-func (b *blocking) Allow(ctx context.Context, ls []admission.Layer) (hotlimit.Decision, error) {
+func (b *blocking) AllowStates(ctx context.Context, ls []admission.Layer, st []admission.LayerState) (hotlimit.Decision, int, error) {
 	b.entered <- struct{}{}
 	<-b.release
-	return b.Backend.Allow(ctx, ls)
+	return b.Backend.AllowStates(ctx, ls, st)
 }
 
 // TestGracefulShutdown: SIGTERM turns health to NOT_SERVING (gRPC and
@@ -368,9 +368,15 @@ func TestGracefulShutdown(t *testing.T) {
 // failing is a backend that cannot decide.
 type failing struct{}
 
-func (failing) Allow(context.Context, []admission.Layer) (hotlimit.Decision, error) {
-	return hotlimit.Decision{}, errors.New("store down")
+var errDown = errors.New("store down")
+
+func (failing) AllowStates(context.Context, []admission.Layer, []admission.LayerState) (hotlimit.Decision, int, error) {
+	return hotlimit.Decision{}, -1, errDown
 }
+
+func (failing) Reset(context.Context, string, string) error { return errDown }
+
+func (failing) Close() error { return nil }
 
 // TestLogsHoldNoKeys: the logs of a whole life (start, requests the
 // backend fails, a refused reload, shutdown), at the debug level, hold no

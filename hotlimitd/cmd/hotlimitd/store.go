@@ -14,9 +14,8 @@ import (
 // store is the backend the command runs (a *backend.Store): it decides,
 // follows the configuration's limits across reloads, and closes.
 type store interface {
-	admission.StateBackend
+	admission.Backend
 	Reload(limits map[string]hotlimit.Policy, publish func()) error
-	Close(ctx context.Context) error
 }
 
 // defaultMaxKeys bounds each limit of the in-process backend by default, so

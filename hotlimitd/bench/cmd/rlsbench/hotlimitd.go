@@ -56,7 +56,7 @@ func serveHotlimitd(ctx context.Context, f *flags) (addrs []string, stop func(),
 		if err != nil {
 			return nil, nil, err
 		}
-		stops = append(stops, func() { store.Close(context.Background()) })
+		stops = append(stops, func() { store.Close() })
 		// The decision metrics cmd/hotlimitd records (its /metrics is not
 		// served here: nothing scrapes it during a run).
 		bm := promlimit.NewBackendMetrics(promlimit.BackendOptions{})
