@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/hotlimit/hotlimit"
 )
@@ -126,16 +127,23 @@ func (b *Local) Limiter(name string) *hotlimit.Limiter { return b.limiter(name) 
 func (b *Local) Classes() *hotlimit.Classes { return b.classes }
 
 // scanLimits is the most limits Local finds a layer's limiter among by
-// comparing names in turn rather than through a map: a Pipeline's layer
-// names share their bytes with the backend's (both come from
-// Config.Limits), so each comparison of equal names is a length and a
-// pointer, cheaper than hashing the name.
+// comparing names in turn rather than through a map.
 const scanLimits = 16
 
-// limiter returns the limiter of the named limit, or nil.
+// limiter returns the limiter of the named limit, or nil. A Pipeline's
+// layer names share their bytes with the backend's (both come from
+// Config.Limits), so it first looks for the name's bytes among its own
+// names' (a pointer and a length each, cheaper than hashing the name),
+// then compares names.
 func (b *Local) limiter(name string) *hotlimit.Limiter {
 	if len(b.names) > scanLimits {
 		return b.classes.Class(name)
+	}
+	p := unsafe.StringData(name)
+	for i, n := range b.names {
+		if unsafe.StringData(n) == p && len(n) == len(name) {
+			return b.lims[i]
+		}
 	}
 	for i, n := range b.names {
 		if n == name {
@@ -148,52 +156,76 @@ func (b *Local) limiter(name string) *hotlimit.Limiter {
 // AllowStates implements Backend with hotlimit.AllowLayersState (with
 // hotlimit.AllowLayersIndex for a nil states): each layer's Remaining,
 // Window and Policy are those of its own decision (see
-// hotlimit.LayerState). It allocates nothing for up to 8 layers on keys
-// the limiters hold. A states of another length than layers gets the
-// states of the layers it has room for, and Remaining −1 (unknown) past
-// the last layer.
+// hotlimit.LayerState). It allocates nothing for up to MaxLayers layers
+// on keys the limiters hold. A states of another length than layers gets
+// the states of the layers it has room for, and Remaining −1 (unknown)
+// past the last layer.
 func (b *Local) AllowStates(_ context.Context, layers []Layer, states []LayerState) (hotlimit.Decision, int, error) {
-	var buf [MaxLayers]hotlimit.Layer
-	ls := buf[:0]
-	if len(layers) > len(buf) {
-		ls = make([]hotlimit.Layer, 0, len(layers))
+	if len(layers) > MaxLayers {
+		return b.allowMany(layers, states)
 	}
-	for _, ly := range layers {
+	var buf [MaxLayers]hotlimit.Layer
+	ls := buf[:len(layers)]
+	for i := range layers {
+		ly := &layers[i]
 		lim := b.limiter(ly.Limit)
 		if lim == nil {
 			return hotlimit.Decision{}, -1, fmt.Errorf("%w %q", ErrUnknownLimit, ly.Limit)
 		}
-		ls = append(ls, hotlimit.Layer{Limiter: lim, Key: ly.Key, Cost: ly.Cost})
+		ls[i] = hotlimit.Layer{Limiter: lim, Key: ly.Key, Cost: ly.Cost}
 	}
 	if states == nil {
 		d, i := hotlimit.AllowLayersIndex(ls...)
 		return d, i, nil
 	}
-	d, i := allowStates(ls, states)
+	// The states' buffer is no larger than the layers need: a group's
+	// layer and the global one, the common case, zero a quarter of
+	// MaxLayers' states.
+	var d hotlimit.Decision
+	var i int
+	if len(ls) <= 2 {
+		var each [2]hotlimit.LayerState
+		d, i = hotlimit.AllowLayersState(each[:], ls...)
+		copyStates(states, each[:len(ls)])
+	} else {
+		var each [MaxLayers]hotlimit.LayerState
+		d, i = hotlimit.AllowLayersState(each[:], ls...)
+		copyStates(states, each[:len(ls)])
+	}
 	return d, i, nil
 }
 
-// allowStates decides ls with hotlimit.AllowLayersState and reports each
-// layer's state in states. It is AllowStates' path with states, apart so
-// that a decision without them does not zero the buffer.
-func allowStates(ls []hotlimit.Layer, states []LayerState) (hotlimit.Decision, int) {
-	var sbuf [MaxLayers]hotlimit.LayerState
-	var each []hotlimit.LayerState
-	if len(ls) <= len(sbuf) {
-		each = sbuf[:len(ls)]
-	} else {
-		each = make([]hotlimit.LayerState, len(ls))
+// allowMany is AllowStates for more than MaxLayers layers.
+func (b *Local) allowMany(layers []Layer, states []LayerState) (hotlimit.Decision, int, error) {
+	ls := make([]hotlimit.Layer, len(layers))
+	for i, ly := range layers {
+		lim := b.limiter(ly.Limit)
+		if lim == nil {
+			return hotlimit.Decision{}, -1, fmt.Errorf("%w %q", ErrUnknownLimit, ly.Limit)
+		}
+		ls[i] = hotlimit.Layer{Limiter: lim, Key: ly.Key, Cost: ly.Cost}
 	}
+	if states == nil {
+		d, i := hotlimit.AllowLayersIndex(ls...)
+		return d, i, nil
+	}
+	each := make([]hotlimit.LayerState, len(ls))
 	d, i := hotlimit.AllowLayersState(each, ls...)
-	n := min(len(states), len(ls))
+	copyStates(states, each)
+	return d, i, nil
+}
+
+// copyStates copies each layer's state in each into states, and marks
+// the states past the last layer unknown (Remaining −1).
+func copyStates(states []LayerState, each []hotlimit.LayerState) {
+	n := min(len(states), len(each))
 	for j := range n {
-		st := &each[j]
-		states[j] = LayerState{Remaining: st.Decision.Remaining, Window: st.Next, Policy: st.Policy}
+		st := &states[j]
+		st.Remaining, st.Window, st.Policy = each[j].Decision.Remaining, each[j].Next, each[j].Policy
 	}
 	for j := n; j < len(states); j++ {
 		states[j] = LayerState{Remaining: -1} // no such layer: unknown
 	}
-	return d, i
 }
 
 // Reset implements Backend with hotlimit.Limiter.Reset.
