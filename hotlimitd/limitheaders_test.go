@@ -1,9 +1,11 @@
 package hotlimitd_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/hotlimitd"
 )
@@ -77,6 +79,14 @@ func TestLimitHeaders(t *testing.T) {
 	want(headers(resp), "3", "0", "")
 }
 
-// allowOnly hides every method of a Backend but Allow: the states after
-// a decision are unknown.
+// allowOnly is a Backend that can tell neither the binding layer nor the
+// layers' states after a decision (-1 and Remaining -1).
 type allowOnly struct{ admission.Backend }
+
+func (b allowOnly) AllowStates(ctx context.Context, layers []admission.Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
+	for i := range states {
+		states[i] = admission.LayerState{Remaining: -1}
+	}
+	d, _, err := b.Backend.AllowStates(ctx, layers, nil)
+	return d, -1, err
+}
