@@ -36,8 +36,29 @@
 //     around). A descriptor with is_negative_hits is not a give-back
 //     here: it costs 0, as one of 0 hits does, so it reads its limit's
 //     state without consuming: it is OK even on a spent limit (but not
-//     on a rule that refuses every hit, below). The descriptor's
-//     limit override is not applied: the configured limit decides.
+//     on a rule that refuses every hit, below).
+//   - A descriptor with its own limit (RateLimitDescriptor.limit, set by
+//     Envoy's rate limit action's limit override) in a domain the
+//     configuration has is decided under that limit in place of the rule
+//     it matches, or of none, as envoyproxy/ratelimit does: a fixed
+//     window of requests_per_unit per unit (config.Override; 0 refuses
+//     every hit), enforced even where the rule is unlimited or shadow,
+//     cost 1 a hit, reported as current_limit without a name, and never
+//     replaced nor replacing. In an unknown domain it has no limit; a
+//     unit that is not SECOND to WEEK (7, as the response counts units)
+//     refuses the request with codes.InvalidArgument (envoyproxy/ratelimit
+//     fails it too). Its state is kept per domain and override (each
+//     requests_per_unit and unit is a limit of its own) and per
+//     descriptor, keyed by every entry's key and value
+//     (config.OverrideKey), across reloads. Unlike envoyproxy/ratelimit,
+//     whose Redis key is the descriptor and the window whatever the
+//     limit, an override does not share the count of the configured
+//     rule, nor of an override with another requests_per_unit: a limit
+//     is one policy's state, and a client whose override changes gets
+//     the new limit afresh rather than a count kept under another. The
+//     backend must be a LimitAdder (hotlimitd/backend's Store, which
+//     holds up to backend.MaxAdded such limits): otherwise, or past that
+//     bound, the request fails as one the backend cannot decide.
 //   - Every enforced descriptor (a limit, not shadow) is decided at once, in
 //     one Backend.AllowStates call, all or nothing: the request is admitted
 //     only if every one of them admits it, and a refused request consumes

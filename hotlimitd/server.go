@@ -94,7 +94,72 @@ type Server struct {
 	calls     sync.Pool    // *call
 	events    sync.Pool    // *observed
 
+	overMu    sync.RWMutex
+	overrides map[overrideID]*config.Limit // the descriptors' own limits, as the backend added them
+
 	stats counters
+}
+
+// overrideID is a descriptor's own limit in a domain.
+type overrideID struct {
+	domain string
+	rpu    uint32
+	unit   config.Unit
+}
+
+// maxOverrides bounds the overrides a Server remembers; past it, each is
+// made again (the backend holds at most its own number).
+const maxOverrides = 1024
+
+// A LimitAdder is a Backend that takes limits beyond the configuration's
+// while it runs: a descriptor's own limit (see the package
+// documentation) is added, once, before it is decided. hotlimitd/backend's
+// Store is one. On a Backend that is not one, a descriptor with its own
+// limit fails the request as the backend's error.
+type LimitAdder interface {
+	// AddLimit adds the limit name with policy p; adding it again with
+	// the same policy does nothing.
+	AddLimit(name string, p hotlimit.Policy) error
+}
+
+// errNoAdder is the error of a descriptor's own limit on a Backend that
+// is not a LimitAdder.
+var errNoAdder = errors.New("hotlimitd: the backend does not take a descriptor's own limit (not a LimitAdder)")
+
+// override returns the limit of a descriptor's own limit in domain,
+// added to the backend.
+func (s *Server) override(domain string, o *rlv3.RateLimitDescriptor_RateLimitOverride) (*config.Limit, error) {
+	id := overrideID{domain, o.GetRequestsPerUnit(), config.Unit(o.GetUnit())}
+	s.overMu.RLock()
+	l := s.overrides[id]
+	s.overMu.RUnlock()
+	if l != nil {
+		return l, nil
+	}
+	l, err := config.Override(id.domain, id.rpu, id.unit)
+	if err != nil {
+		return nil, err // not reached: ShouldRateLimit checked the unit
+	}
+	if l.Policy != nil {
+		a, ok := s.backend.(LimitAdder)
+		if !ok {
+			return nil, errNoAdder
+		}
+		if err := a.AddLimit(l.Name, l.Policy); err != nil {
+			return nil, err
+		}
+	}
+	s.overMu.Lock()
+	if prev := s.overrides[id]; prev != nil {
+		l = prev
+	} else if len(s.overrides) < maxOverrides {
+		if s.overrides == nil {
+			s.overrides = map[overrideID]*config.Limit{}
+		}
+		s.overrides[id] = l
+	}
+	s.overMu.Unlock()
+	return l, nil
 }
 
 // New returns a Server for opts.
@@ -225,6 +290,12 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		s.stats.invalid.Add(1)
 		return nil, status.Errorf(codes.InvalidArgument, "hotlimitd: the request has %d descriptors, want 1 to %d", n, MaxDescriptors)
 	}
+	for i, d := range req.Descriptors {
+		if o := d.GetLimit(); o != nil && config.Unit(o.GetUnit()).Duration() == 0 {
+			s.stats.invalid.Add(1)
+			return nil, status.Errorf(codes.InvalidArgument, "hotlimitd: descriptor %d's limit has unit %v, want SECOND to WEEK", i, o.GetUnit())
+		}
+	}
 	c := s.calls.Get().(*call)
 	defer s.release(c)
 	cfg := s.cfg()
@@ -278,7 +349,21 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 	reqHits := max(1, uint64(req.HitsAddend)) // Envoy: a request's unset (0) hits_addend is 1
 	for i, d := range descs {
 		c.kind[i], c.layer[i], c.costs[i] = kindNone, -1, 0
-		l, ok := c.match(cfg, req.Domain, d)
+		var (
+			l  *config.Limit
+			ok bool
+		)
+		if o := d.GetLimit(); o != nil && cfg != nil && cfg.HasDomain(req.Domain) {
+			if ok = c.entriesOf(d); ok {
+				var err error
+				if l, err = s.override(req.Domain, o); err != nil {
+					return nil, err
+				}
+				c.keys = config.OverrideKey(c.keys, c.entries)
+			}
+		} else {
+			l, ok = c.match(cfg, req.Domain, d)
+		}
 		c.ends[i] = len(c.keys)
 		if ok {
 			c.lims[i] = l
@@ -408,16 +493,8 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 
 // match finds d's rule in cfg, appending its key to c.keys.
 func (c *call) match(cfg *config.Config, domain string, d *rlv3.RateLimitDescriptor) (*config.Limit, bool) {
-	es := d.GetEntries()
-	if len(es) == 0 || cfg == nil {
+	if cfg == nil || !c.entriesOf(d) {
 		return nil, false
-	}
-	c.entries = c.entries[:0]
-	for _, e := range es {
-		if e == nil {
-			return nil, false
-		}
-		c.entries = append(c.entries, config.Entry{Key: e.Key, Value: e.Value})
 	}
 	start := len(c.keys)
 	l, key, ok := cfg.Match(c.keys, domain, c.entries)
@@ -427,6 +504,23 @@ func (c *call) match(cfg *config.Config, domain string, d *rlv3.RateLimitDescrip
 	}
 	c.keys = key
 	return l, true
+}
+
+// entriesOf sets c.entries to d's entries; false when d has none, or a
+// nil one (no limit).
+func (c *call) entriesOf(d *rlv3.RateLimitDescriptor) bool {
+	es := d.GetEntries()
+	if len(es) == 0 {
+		return false
+	}
+	c.entries = c.entries[:0]
+	for _, e := range es {
+		if e == nil {
+			return false
+		}
+		c.entries = append(c.entries, config.Entry{Key: e.Key, Value: e.Value})
+	}
+	return true
 }
 
 // refuses reports whether descriptor i is refused without a backend: its

@@ -35,6 +35,10 @@ type Store struct {
 	cur atomic.Pointer[set]
 	mu  sync.Mutex // serializes Update and Close
 
+	added   atomic.Pointer[set] // AddLimit's limits, copied on write
+	addMu   sync.Mutex          // serializes AddLimit and Close
+	addDone bool                // closed: AddLimit refuses (under addMu)
+
 	stop chan struct{} // closed by Close: the sweeper returns
 	done chan struct{} // closed when the sweeper has returned
 }
@@ -118,6 +122,7 @@ func Open(ctx context.Context, o Options, limits map[string]hotlimit.Policy) (*S
 		return nil, err
 	}
 	s.cur.Store(g)
+	s.added.Store(&set{})
 	if s.kind == Lease && o.SweepInterval >= 0 {
 		every := o.SweepInterval
 		if every == 0 {
@@ -183,6 +188,81 @@ func (s *Store) build(old *set, limits map[string]hotlimit.Policy) (*set, error)
 		g.remote[name], made = l, append(made, l.Close)
 	}
 	return g, nil
+}
+
+// MaxAdded is the most limits AddLimit holds in one Store.
+const MaxAdded = 256
+
+// ErrTooManyLimits is AddLimit's error for a limit past MaxAdded.
+var ErrTooManyLimits = errors.New("backend: too many limits added (MaxAdded)")
+
+// AddLimit adds a limit beyond the set Update and Reload replace, such
+// as one of a descriptor's own limit (hotlimitd's LimitAdder): it
+// decides from then on, until Close, whatever the running set, with
+// its state kept by its name as the others' are (in Redis, under the
+// same key). Adding a name again with the same policy does nothing; with
+// another policy, or a name of the running set, it is an error, and so
+// is a limit past MaxAdded (ErrTooManyLimits), an invalid policy, and a
+// closed Store (ErrClosed).
+func (s *Store) AddLimit(name string, p hotlimit.Policy) error {
+	if err := s.addedAs(s.added.Load(), name, p); err != errNotAdded {
+		return err
+	}
+	s.addMu.Lock()
+	defer s.addMu.Unlock()
+	old := s.added.Load()
+	if err := s.addedAs(old, name, p); err != errNotAdded {
+		return err
+	}
+	switch {
+	case s.addDone:
+		return ErrClosed
+	case s.cur.Load().policies[name] != nil:
+		return fmt.Errorf("backend: limit %q is the configuration's: it cannot be added", name)
+	case len(old.policies) >= MaxAdded:
+		return ErrTooManyLimits
+	}
+	next := &set{policies: maps.Clone(old.policies), local: maps.Clone(old.local), remote: maps.Clone(old.remote)}
+	if next.policies == nil {
+		next.policies = map[string]hotlimit.Policy{}
+	}
+	next.policies[name] = p
+	if s.kind == Local {
+		l, err := hotlimit.New(p, s.opts.LocalOptions...)
+		if err != nil {
+			return fmt.Errorf("backend: limit %q: %w", name, err)
+		}
+		if next.local == nil {
+			next.local = map[string]*hotlimit.Limiter{}
+		}
+		next.local[name] = l
+	} else {
+		l, err := redislimit.New(s.client, name, p, s.ropts...)
+		if err != nil {
+			return fmt.Errorf("backend: limit %q: %w", name, err)
+		}
+		if next.remote == nil {
+			next.remote = map[string]*redislimit.Limiter{}
+		}
+		next.remote[name] = l
+	}
+	s.added.Store(next)
+	return nil
+}
+
+var errNotAdded = errors.New("not added")
+
+// addedAs returns nil when g holds name with policy p, an error when it
+// holds it with another, and errNotAdded when it does not hold it.
+func (s *Store) addedAs(g *set, name string, p hotlimit.Policy) error {
+	op, ok := g.policies[name]
+	switch {
+	case !ok:
+		return errNotAdded
+	case reflect.DeepEqual(op, p):
+		return nil
+	}
+	return fmt.Errorf("backend: limit %q was added with another policy", name)
 }
 
 // Update replaces the set of limits with limits, atomically for new
@@ -307,10 +387,10 @@ func (s *Store) AllowStates(ctx context.Context, layers []admission.Layer, state
 		return hotlimit.Decision{}, -1, ErrClosed
 	}
 	if g.local != nil {
-		return g.allowLocal(layers, states)
+		return g.allowLocal(s.added.Load().local, layers, states)
 	}
 	var buf [admission.MaxLayers]redislimit.Layer
-	ls, err := resolve(buf[:0], g.remote, layers, func(l *redislimit.Limiter, ly admission.Layer) redislimit.Layer {
+	ls, err := resolve(buf[:0], g.remote, s.added.Load().remote, layers, func(l *redislimit.Limiter, ly admission.Layer) redislimit.Layer {
 		return redislimit.Layer{Limiter: l, Key: ly.Key, Cost: ly.Cost}
 	})
 	if err != nil {
@@ -320,11 +400,14 @@ func (s *Store) AllowStates(ctx context.Context, layers []admission.Layer, state
 }
 
 // resolve appends to dst, for each of layers, the layer mk makes of it
-// on its limit's limiter in lims, or returns an error wrapping
-// admission.ErrUnknownLimit for a limit lims does not hold.
-func resolve[L, T any](dst []T, lims map[string]*L, layers []admission.Layer, mk func(*L, admission.Layer) T) ([]T, error) {
+// on its limit's limiter in lims, else in added (AddLimit's), or returns
+// an error wrapping admission.ErrUnknownLimit for a limit neither holds.
+func resolve[L, T any](dst []T, lims, added map[string]*L, layers []admission.Layer, mk func(*L, admission.Layer) T) ([]T, error) {
 	for _, ly := range layers {
 		l := lims[ly.Limit]
+		if l == nil {
+			l = added[ly.Limit]
+		}
 		if l == nil {
 			return nil, fmt.Errorf("%w %q", admission.ErrUnknownLimit, ly.Limit)
 		}
@@ -334,9 +417,9 @@ func resolve[L, T any](dst []T, lims map[string]*L, layers []admission.Layer, mk
 }
 
 // allowLocal is AllowStates on a Local set.
-func (g *set) allowLocal(layers []admission.Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
+func (g *set) allowLocal(added map[string]*hotlimit.Limiter, layers []admission.Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
 	var buf [admission.MaxLayers]hotlimit.Layer
-	ls, err := resolve(buf[:0], g.local, layers, func(l *hotlimit.Limiter, ly admission.Layer) hotlimit.Layer {
+	ls, err := resolve(buf[:0], g.local, added, layers, func(l *hotlimit.Limiter, ly admission.Layer) hotlimit.Layer {
 		return hotlimit.Layer{Limiter: l, Key: ly.Key, Cost: ly.Cost}
 	})
 	if err != nil {
@@ -376,10 +459,12 @@ func (s *Store) sweep(every time.Duration) {
 		case <-t.C:
 		}
 		g := s.enter()
-		for _, l := range g.remote {
-			ctx, cancel := context.WithTimeout(context.Background(), every)
-			l.SweepLeases(ctx)
-			cancel()
+		for _, lims := range []map[string]*redislimit.Limiter{g.remote, s.added.Load().remote} {
+			for _, l := range lims {
+				ctx, cancel := context.WithTimeout(context.Background(), every)
+				l.SweepLeases(ctx)
+				cancel()
+			}
 		}
 		g.leave()
 	}
@@ -404,6 +489,10 @@ func (s *Store) Close() error {
 	}
 	s.cur.Store(&set{closed: true})
 	s.retire(old, nil)
+	s.addMu.Lock()
+	s.addDone = true
+	s.retire(s.added.Swap(&set{}), nil) // no decision is in flight: the closed set refuses them
+	s.addMu.Unlock()
 	return s.closeClient()
 }
 

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"encoding/binary"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -241,4 +243,48 @@ func DropReplaced(limits []*Limit) {
 			limits[i] = nil
 		}
 	}
+}
+
+// HasDomain reports whether c has the domain name.
+func (c *Config) HasDomain(name string) bool { return c.domains[name] != nil }
+
+// Override returns the limit of a descriptor that carries its own limit
+// (the rate limit service protocol's RateLimitDescriptor.limit:
+// requests_per_unit per unit), as envoyproxy/ratelimit applies it in a
+// domain its configuration has, in place of whatever rule the
+// descriptor would match, or of none: a fixed window of
+// requestsPerUnit per unit, cost 1, never shadow, without a RuleName,
+// so that it neither replaces nor is replaced. requestsPerUnit 0
+// refuses every hit. Its Name is the domain's and the policy's, in a
+// form no rule's Name takes, so that each override of a domain is a
+// limit of its own, and a descriptor whose override changes starts
+// afresh. The error names a unit that is not one.
+//
+// A server counts a descriptor under an override by all of its entries,
+// keys and values (OverrideKey), not by a rule's.
+func Override(domain string, requestsPerUnit uint32, unit Unit) (*Limit, error) {
+	if unit.Duration() == 0 {
+		return nil, fmt.Errorf("config: a descriptor's limit has unit %d, want 1 (second) to 7 (week)", int32(unit))
+	}
+	l := &Limit{Domain: domain, Unit: unit, RequestsPerUnit: requestsPerUnit, Cost: 1}
+	if requestsPerUnit == 0 {
+		l.Name = escape(domain) + "#override:refuse/" + unit.String()
+		return l, nil
+	}
+	l.Policy = hotlimit.FixedWindow{Limit: int64(requestsPerUnit), Window: unit.Duration()}
+	l.Name = escape(domain) + "#override:" + policyName(l)
+	return l, nil
+}
+
+// OverrideKey appends to dst the key a descriptor with an Override is
+// counted under: each entry's key and value, each length-prefixed, so
+// that two descriptors share it exactly when their entries are the same.
+func OverrideKey(dst []byte, entries []Entry) []byte {
+	for _, e := range entries {
+		dst = binary.AppendUvarint(dst, uint64(len(e.Key)))
+		dst = append(dst, e.Key...)
+		dst = binary.AppendUvarint(dst, uint64(len(e.Value)))
+		dst = append(dst, e.Value...)
+	}
+	return dst
 }
