@@ -17,22 +17,6 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-const overrideYAML = `domain: test
-descriptors:
-  - key: user
-    rate_limit:
-      unit: minute
-      requests_per_unit: 3
-  - key: internal
-    rate_limit:
-      unlimited: true
-  - key: preview
-    shadow_mode: true
-    rate_limit:
-      unit: minute
-      requests_per_unit: 1
-`
-
 // storeFixture is a Server on a backend.Store (Local, on a manual
 // clock), which takes descriptors' own limits.
 type storeFixture struct {
@@ -92,7 +76,7 @@ func admits(t *testing.T, srv *hotlimitd.Server, n int, req func() *rlsv3.RateLi
 // reported as the status's current_limit, without a name; none in an
 // unknown domain.
 func TestOverride(t *testing.T) {
-	f := newStoreFixture(t, overrideYAML, hotlimitd.Options{})
+	f := newStoreFixture(t, testYAML, hotlimitd.Options{})
 	f.clock.Set(20 * time.Second)
 	for _, tc := range []struct {
 		name  string
@@ -136,7 +120,7 @@ func TestOverride(t *testing.T) {
 // limit, starting afresh), per descriptor, by all its entries' keys and
 // values; the state lasts across a reload.
 func TestOverrideState(t *testing.T) {
-	f := newStoreFixture(t, overrideYAML, hotlimitd.Options{})
+	f := newStoreFixture(t, testYAML, hotlimitd.Options{})
 	five := func(kv ...string) func() *rlsv3.RateLimitRequest {
 		return func() *rlsv3.RateLimitRequest {
 			return request("test", withLimit(desc(kv...), 5, typev3.RateLimitUnit_MINUTE))
@@ -177,7 +161,7 @@ func TestOverrideState(t *testing.T) {
 // request, whatever the domain; a backend that takes no limit of its
 // own fails the request as unable to decide.
 func TestOverrideErrors(t *testing.T) {
-	f := newStoreFixture(t, overrideYAML, hotlimitd.Options{})
+	f := newStoreFixture(t, testYAML, hotlimitd.Options{})
 	for _, u := range []typev3.RateLimitUnit{typev3.RateLimitUnit_UNKNOWN, 99} {
 		for _, domain := range []string{"test", "other"} {
 			_, err := f.srv.ShouldRateLimit(context.Background(), request(domain, desc("user", "ann"), withLimit(desc("user", "ann"), 1, u)))
@@ -186,7 +170,7 @@ func TestOverrideErrors(t *testing.T) {
 			}
 		}
 	}
-	l := newFixture(t, overrideYAML, hotlimitd.Options{})
+	l := newFixture(t, testYAML, hotlimitd.Options{})
 	_, err := l.srv.ShouldRateLimit(context.Background(), request("test", withLimit(desc("user", "ann"), 1, typev3.RateLimitUnit_MINUTE)))
 	if status.Code(err) != codes.Unavailable {
 		t.Errorf("admission.Local: error %v, want Unavailable", err)
