@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/hotlimit/hotlimit/redislimit/internal/luasrc"
+	"github.com/redis/go-redis/v9"
 )
 
 // Batching: decisions bound for one server that arrive while earlier ones
@@ -40,8 +42,23 @@ import (
 // cancellation: a go-redis hook sees that caller's values (a trace span)
 // for the whole batch.
 //
-// Only a *redis.Client is batched: on a Redis Cluster a script's keys must
-// share a slot, and decisions with a test instant go alone.
+// On a Redis Cluster each master has a batcher of its own: decisions bound
+// for one node batch together whatever their slots, as one call of
+// clusterBatchScript, which passes no key in KEYS (a call's declared keys
+// must share a slot) but each decision's keys in ARGV, and which Redis 7
+// lets touch keys of several slots of the node it runs on (the script's
+// allow-cross-slot-keys flag). The node still checks every key the script
+// touches: a key it does not hold (its slot moved, or is migrating and
+// the key is gone already) fails that decision's first read with a
+// "non local key" error, before it wrote anything, and that decision is
+// then sent again alone by its caller, on its caller's context, which
+// follows the MOVED or ASK reply as any call does. A batch the node
+// refuses as a whole (a reply error: nothing ran) is sent again decision
+// by decision the same way; a server older than Redis 7, which cannot
+// compile the flag, turns the client's batching on the Cluster off.
+//
+// Decisions with a test instant go alone, as do a *redis.Ring's and any
+// other Scripter's.
 
 // maxBatchesInFlight bounds the batches one server has in flight from one
 // client: enough to keep the server busy while replies travel, few enough
@@ -58,10 +75,18 @@ var batchTail string
 // batchScript is the common start (luasrc.Start), then script.lua's
 // decision as a function, then batch.lua, which calls it once per
 // decision of a batch.
-var batchScript = newScript(luasrc.Start + "local function decide(KEYS, ARGV)\n" + decideSource + "\nend\n" + batchTail)
+var batchScript = newScript(luasrc.Start + decideFunc + "local inline = false\n" + batchTail)
+
+// clusterBatchScript is batchScript for a node of a Redis Cluster, each
+// decision's keys in ARGV (inline): see above.
+var clusterBatchScript = newScript("#!lua flags=allow-cross-slot-keys\n" + luasrc.Start + decideFunc + "local inline = true\n" + batchTail)
+
+var decideFunc = "local function decide(KEYS, ARGV)\n" + decideSource + "\nend\n"
 
 // batchCall is one decision waiting for, or in, a batch.
 type batchCall struct {
+	client   redis.Scripter // the node's, as route returned it
+	node     string
 	keys     []string
 	args     []any // script.lua's arguments for the call alone: "", 5 per layer, the next flag if next
 	next     bool
@@ -74,6 +99,7 @@ type batchCall struct {
 	reply []any         // written before wake, read after it
 	err   error
 	calls []attempt // written before wake, read after it: what the hooks' Call is told
+	alone bool      // written before wake, read after it: to be sent again alone (see above)
 }
 
 // attempt is one script call of a batch, as Hooks.Call reports it.
@@ -98,7 +124,9 @@ func (c *batchCall) report() {
 
 // batcher batches the decisions sent to one server (see above).
 type batcher struct {
-	r *router
+	r       *router
+	node    string // the server's address
+	cluster bool   // a Cluster's node: clusterBatchScript
 
 	mu       sync.Mutex
 	queue    []*batchCall // guarded by mu: calls waiting for a batch
@@ -116,9 +144,9 @@ func (b *batcher) do(ctx context.Context, bc *batchCall) ([]any, error) {
 		// Alone, the serial caller's case: sent on its own goroutine.
 		b.inFlight++
 		b.mu.Unlock()
-		bc.reply, bc.err = b.r.send(ctx, decideScript, b.r.single, b.r.addr, bc.hooks, bc.keys, bc.args)
+		vals, err := b.r.send(ctx, decideScript, bc.client, bc.node, bc.hooks, bc.keys, bc.args)
 		b.next()
-		return bc.reply, bc.err
+		return vals, err
 	}
 	bc.wake, bc.ctx = make(chan struct{}, 1), ctx
 	if b.inFlight < maxBatchesInFlight {
@@ -133,6 +161,9 @@ func (b *batcher) do(ctx context.Context, bc *batchCall) ([]any, error) {
 	select {
 	case <-bc.wake:
 		bc.report()
+		if bc.alone {
+			return b.r.send(ctx, decideScript, bc.client, bc.node, bc.hooks, bc.keys, bc.args)
+		}
 		return bc.reply, bc.err
 	case <-ctx.Done():
 		b.mu.Lock()
@@ -148,7 +179,7 @@ func (b *batcher) do(ctx context.Context, bc *batchCall) ([]any, error) {
 			return nil, fmt.Errorf("%w: %w", errNotSent, ctx.Err())
 		}
 		// Its batch is in flight: for this caller, the call failed now.
-		reportCall(bc.hooks, b.r.addr, time.Since(sent), ctx.Err())
+		reportCall(bc.hooks, b.node, time.Since(sent), ctx.Err())
 		return nil, ctx.Err()
 	}
 }
@@ -225,16 +256,29 @@ func (b *batcher) sendMany(batch []*batchCall, now string) {
 			dl = c.deadline
 		}
 	}
-	keys := make([]string, 0, nk)
+	script := batchScript
+	var keys []string
+	if b.cluster {
+		script = clusterBatchScript
+		na += nk
+	} else {
+		keys = make([]string, 0, nk)
+	}
 	args := make([]any, 0, na)
 	args = append(args, now, len(batch))
 	for _, c := range batch {
-		keys = append(keys, c.keys...)
 		flag := ""
 		if c.next {
 			flag = "1"
 		}
 		args = append(args, len(c.keys), flag)
+		if b.cluster {
+			for _, k := range c.keys {
+				args = append(args, k)
+			}
+		} else {
+			keys = append(keys, c.keys...)
+		}
 		args = append(args, c.args[1:1+5*len(c.keys)]...)
 	}
 	// Each caller reports the calls to its own hooks, on its own
@@ -251,8 +295,24 @@ func (b *batcher) sendMany(batch []*batchCall, now string) {
 		parent = context.Background()
 	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(parent), dl)
-	vals, err := b.r.send(ctx, batchScript, b.r.single, b.r.addr, hooks, keys, args)
+	client := redis.Scripter(b.r.single)
+	if b.cluster {
+		client = batch[0].client // the node's (every call of a batch has it)
+	}
+	vals, err := b.r.send(ctx, script, client, b.node, hooks, keys, args)
 	cancel()
+	var rerr redis.Error
+	if b.cluster && errors.As(err, &rerr) {
+		// Refused as a whole, so nothing ran: each decision goes again
+		// alone (see above).
+		if strings.Contains(err.Error(), "Error compiling script") {
+			b.r.noClusterBatch.Store(true)
+		}
+		for _, c := range batch {
+			c.calls, c.err, c.alone = calls, err, true
+		}
+		return
+	}
 	if err == nil && len(vals) != len(batch) {
 		err = errBadReply(vals)
 	}
@@ -267,8 +327,25 @@ func (b *batcher) sendMany(batch []*batchCall, now string) {
 			c.reply = r
 		case error: // this decision's script error (batch.lua): its own
 			c.err = r
+			c.alone = b.cluster && strings.Contains(r.Error(), "non local key")
 		default:
 			c.err = errBadReply(vals[i])
 		}
 	}
+}
+
+// batcherFor returns the batcher of the node at addr, or nil when the
+// router's client is not batched.
+func (r *router) batcherFor(addr string) *batcher {
+	switch {
+	case r.single != nil:
+		return r.batch
+	case r.cluster == nil || r.noClusterBatch.Load():
+		return nil
+	}
+	if b, ok := r.batches.Load(addr); ok {
+		return b.(*batcher)
+	}
+	b, _ := r.batches.LoadOrStore(addr, &batcher{r: r, node: addr, cluster: true})
+	return b.(*batcher)
 }

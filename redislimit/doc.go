@@ -18,7 +18,8 @@
 // the operations in flight per key. The package's tests check this
 // decision for decision, against a real redis-server and a real Redis
 // Cluster (redislimit/test.sh starts both on loopback ports). It needs
-// Redis 6.0 or later, as one server or as a Cluster.
+// Redis 6.0 or later, as one server or as a Cluster (7.0 or later to batch
+// decisions on a Cluster).
 //
 // # One round trip per decision
 //
@@ -58,8 +59,21 @@
 // sees of the caller's context: every call carries its caller's context
 // values, except a batch, which carries those of its first (oldest)
 // decision's caller; each caller's own Hooks see its decision on its own
-// goroutine (see Hooks). On a Redis Cluster every decision is its own
-// call.
+// goroutine (see Hooks).
+//
+// On a Redis Cluster, decisions batch per master: those bound for one
+// node go in one script call whatever their slots, with the same order,
+// deadlines, failure policy and isolation. That call declares no key (a
+// call's declared keys must share a slot) and passes each decision's keys
+// as arguments, which Redis 7 lets a script with the allow-cross-slot-keys
+// flag touch on the node that holds them; the node still refuses every key
+// it does not hold. A decision of a batch whose key the node no longer
+// holds (its slot moved, or is migrating and the key already left) fails
+// on its first read, before writing anything, and is sent again alone,
+// following the MOVED or ASK reply as any call does, so resharding stays
+// exact. Against a Cluster of Redis older than 7.0, which cannot compile
+// the flag, the first batch is sent again decision by decision and the
+// client stops batching.
 //
 // Admission.Refund, Reset and Wait's reservation are one call each of a
 // second script (ops.lua). Wait on a bucket reserves its slot in Redis and

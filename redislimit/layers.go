@@ -408,9 +408,9 @@ func run(ctx context.Context, client redis.Scripter, node string, layers []Layer
 	}
 	var vals []any
 	var err error
-	if b := first.rt.batch; b != nil && first.testNow == nil && incKey == "" {
+	if b := first.rt.batcherFor(node); b != nil && first.testNow == nil && incKey == "" {
 		dl, _ := ctx.Deadline() // bounded set one
-		vals, err = b.do(ctx, &batchCall{keys: keys, args: args, next: next, deadline: dl, hooks: first.hooks})
+		vals, err = b.do(ctx, &batchCall{client: client, node: node, keys: keys, args: args, next: next, deadline: dl, hooks: first.hooks})
 	} else {
 		vals, err = first.rt.send(ctx, decideScript, client, node, first.hooks, keys, args)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -36,6 +37,9 @@ type router struct {
 	addr    string               // single's address
 	batch   *batcher             // single's decisions (see batch.go), or nil
 
+	batches        sync.Map    // cluster's node address → *batcher (see batch.go)
+	noClusterBatch atomic.Bool // the cluster's nodes cannot run clusterBatchScript
+
 	mu     sync.Mutex
 	spares map[string]*redis.Client // guarded by mu; never closed
 }
@@ -51,7 +55,7 @@ func routerFor(client redis.Scripter) *router {
 	switch c := client.(type) {
 	case *redis.Client:
 		r.single, r.addr = c, c.Options().Addr
-		r.batch = &batcher{r: r}
+		r.batch = &batcher{r: r, node: r.addr}
 	case *redis.ClusterClient:
 		r.cluster = c
 	}
