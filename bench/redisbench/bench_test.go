@@ -3,9 +3,11 @@ package redisbench
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -383,7 +385,8 @@ const callers = 64
 // of 64 connections, so that none waits for a connection) over 1024 keys,
 // every decision admitted (so each writes). It reports decisions per
 // second, the server's CPU per decision (used_cpu_sys + used_cpu_user of
-// INFO cpu: everything the server did, network included), the time the
+// INFO cpu: everything the server did, network included; proc-cpu-µs/op
+// is the same read from /proc), the time the
 // server spent in the script commands per decision (INFO commandstats)
 // and round trips per decision. The server must serve nothing else
 // meanwhile.
@@ -406,7 +409,8 @@ func BenchmarkThroughput(b *testing.B) {
 			d(ctx, keys[0]) // loads the script
 			var next atomic.Int64
 			b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
-			cpu0, us0, rt0 := redistest.ServerCPU(b, c), scriptMicros(b, c), n.N()
+			proc := serverProcs(b, c)
+			cpu0, us0, rt0, pcpu0 := redistest.ServerCPU(b, c), scriptMicros(b, c), n.N(), proc.cpu(b)
 			b.ReportAllocs()
 			b.ResetTimer()
 			start := time.Now()
@@ -424,7 +428,147 @@ func BenchmarkThroughput(b *testing.B) {
 			rt := n.N() - rt0
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
 			b.ReportMetric((redistest.ServerCPU(b, c)-cpu0)/float64(b.N), "server-cpu-µs/op")
+			b.ReportMetric((proc.cpu(b)-pcpu0)/float64(b.N), "proc-cpu-µs/op")
 			b.ReportMetric((scriptMicros(b, c)-us0)/float64(b.N), "script-µs/op")
+			b.ReportMetric(float64(rt)/float64(b.N), "roundtrips/op")
+		})
+	}
+}
+
+// procs are redis-server processes on this machine, whose CPU time /proc
+// reports: the figure a loaded machine does not distort, as it counts
+// only what the servers ran.
+type procs []int
+
+// serverProcs returns the processes of the servers behind clients (INFO
+// server's process_id; each must run on this machine).
+func serverProcs(b *testing.B, clients ...*redis.Client) procs {
+	var ps procs
+	for _, c := range clients {
+		info, err := c.Info(context.Background(), "server").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+				pid, err := strconv.Atoi(v)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ps = append(ps, pid)
+			}
+		}
+	}
+	if len(ps) != len(clients) {
+		b.Fatalf("%d process ids for %d servers", len(ps), len(clients))
+	}
+	return ps
+}
+
+// cpu returns the processes' CPU time so far (user + system, every
+// thread), in µs, at /proc's resolution of a clock tick (10 ms).
+func (ps procs) cpu(b *testing.B) float64 {
+	const ticksPerSecond = 100 // USER_HZ, fixed on Linux
+	var total float64
+	for _, pid := range ps {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			b.Fatal(err)
+		}
+		// After "pid (comm) ": state is field 3, utime 14, stime 15.
+		_, rest, _ := strings.Cut(string(stat), ") ")
+		f := strings.Fields(rest)
+		if len(f) < 13 {
+			b.Fatalf("/proc/%d/stat: %q", pid, stat)
+		}
+		for _, v := range f[11:13] {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			total += n * 1e6 / ticksPerSecond
+		}
+	}
+	return total
+}
+
+// BenchmarkThroughputCluster is BenchmarkThroughput on the 3-master Redis
+// Cluster redislimit/test.sh starts (HOTLIMIT_REDIS_CLUSTER): 64
+// goroutines decide at once through one cluster client (64 connections
+// per node) over 1024 keys spread over the masters, every decision
+// admitted. redislimit batches the decisions bound for each master;
+// redis_rate makes one call per decision. It reports decisions per second,
+// the masters' CPU per decision (their processes' user + system time from
+// /proc, summed), and round trips per decision (the commands the nodes'
+// clients sent).
+func BenchmarkThroughputCluster(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		mk   func(b *testing.B, c *redis.ClusterClient) decider
+	}{
+		{"redislimit", func(b *testing.B, c *redis.ClusterClient) decider {
+			l, err := redislimit.New(c, "b", generous, redislimit.WithPrefix(prefix(b)), redislimit.WithTimeout(time.Second))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return func(ctx context.Context, key string) bool {
+				d, err := l.Allow(ctx, key)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return d.Allowed
+			}
+		}},
+		{"redis_rate", func(b *testing.B, c *redis.ClusterClient) decider {
+			l := redis_rate.NewLimiter(c)
+			p := prefix(b)
+			return func(ctx context.Context, key string) bool {
+				ctx, cancel := context.WithTimeout(ctx, time.Second)
+				defer cancel()
+				r, err := l.Allow(ctx, p+key, generousRate)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return r.Allowed > 0
+			}
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			addrs := redistest.ClusterAddrs(b)
+			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: -1, MaxRedirects: -1, ContextTimeoutEnabled: true, PoolSize: callers})
+			b.Cleanup(func() { c.Close() })
+			n := &redistest.Counter{}
+			c.OnNewNode(func(nc *redis.Client) { nc.AddHook(n) })
+			ctx := context.Background()
+			var masters []*redis.Client
+			for _, a := range addrs {
+				m := redis.NewClient(&redis.Options{Addr: a})
+				b.Cleanup(func() { m.Close() })
+				masters = append(masters, m)
+			}
+			proc := serverProcs(b, masters...)
+			d := tc.mk(b, c)
+			for _, k := range keys {
+				d(ctx, k) // loads the script on every master, and the slot map
+			}
+			var next atomic.Int64
+			b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+			cpu0, rt0 := proc.cpu(b), n.N()
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(next.Add(1)) * 7919
+				for pb.Next() {
+					d(ctx, keys[i%nKeys])
+					i++
+				}
+			})
+			elapsed := time.Since(start)
+			b.StopTimer()
+			rt := n.N() - rt0
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
+			b.ReportMetric((proc.cpu(b)-cpu0)/float64(b.N), "proc-cpu-µs/op")
 			b.ReportMetric(float64(rt)/float64(b.N), "roundtrips/op")
 		})
 	}
