@@ -15,6 +15,16 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// privateCluster starts a Cluster of 3 masters for the test alone (one it
+// may reshard) and returns their addresses.
+func privateCluster(t *testing.T) []string {
+	var addrs []string
+	for _, s := range redistest.StartCluster(t, 3) {
+		addrs = append(addrs, s.Addr())
+	}
+	return addrs
+}
+
 // reshard moves slot s from the master at src to the one at dst, as
 // redis-cli --cluster reshard does, one step per call of the function it
 // returns (false once done): IMPORTING on dst, then MIGRATING on src, then
@@ -130,11 +140,7 @@ func forceBatch(t *testing.T, b *batcher, ctxs []context.Context, ls ...Layer) (
 // fixed window of 3 admits exactly 3 of the 6 decisions on the migrating
 // key, and every other key is decided where it lives.
 func TestClusterBatchReshard(t *testing.T) {
-	srvs := redistest.StartCluster(t, 3)
-	var addrs []string
-	for _, s := range srvs {
-		addrs = append(addrs, s.Addr())
-	}
+	addrs := privateCluster(t)
 	c := redistest.ClusterClient(t, addrs)
 	var h spanHook
 	c.OnNewNode(func(n *redis.Client) { n.AddHook(&h) })
@@ -268,11 +274,7 @@ func TestClusterBatchReshard(t *testing.T) {
 // every key admits exactly its limit, no call fails, and the decisions
 // took fewer script calls than decisions (they were batched).
 func TestClusterBatchExactTotals(t *testing.T) {
-	srvs := redistest.StartCluster(t, 3)
-	var addrs []string
-	for _, s := range srvs {
-		addrs = append(addrs, s.Addr())
-	}
+	addrs := privateCluster(t)
 	const (
 		instances, workers, perWorker, limit = 4, 16, 40, 200
 		nKeys                                = 8

@@ -102,7 +102,7 @@ func prefix(b *testing.B) string {
 	return "bench:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
 }
 
-func hotlimitRedis(b *testing.B, c *redis.Client, policy hotlimit.Policy, opts ...redislimit.Option) decider {
+func hotlimitRedis(b *testing.B, c redis.Scripter, policy hotlimit.Policy, opts ...redislimit.Option) decider {
 	l, err := redislimit.New(c, "b", policy, append([]redislimit.Option{redislimit.WithPrefix(prefix(b)), redislimit.WithTimeout(time.Second)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
@@ -119,7 +119,7 @@ func hotlimitRedis(b *testing.B, c *redis.Client, policy hotlimit.Policy, opts .
 // redisRate decides with redis_rate; with timeout, each call gets its own
 // deadline as redislimit's do (WithTimeout), so that the two pay for the
 // same timer and connection deadline.
-func redisRate(b *testing.B, c *redis.Client, limit redis_rate.Limit, timeout time.Duration) decider {
+func redisRate(b *testing.B, c redis.UniversalClient, limit redis_rate.Limit, timeout time.Duration) decider {
 	l := redis_rate.NewLimiter(c)
 	p := prefix(b)
 	return func(ctx context.Context, key string) bool {
@@ -407,22 +407,9 @@ func BenchmarkThroughput(b *testing.B) {
 			d := tc.mk(b, c)
 			ctx := context.Background()
 			d(ctx, keys[0]) // loads the script
-			var next atomic.Int64
-			b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 			proc := serverProcs(b, c)
 			cpu0, us0, rt0, pcpu0 := redistest.ServerCPU(b, c), scriptMicros(b, c), n.N(), proc.cpu(b)
-			b.ReportAllocs()
-			b.ResetTimer()
-			start := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				i := int(next.Add(1)) * 7919
-				for pb.Next() {
-					d(ctx, keys[i%nKeys])
-					i++
-				}
-			})
-			elapsed := time.Since(start)
-			b.StopTimer()
+			elapsed := callersDecide(b, d)
 			// The INFO calls after the loop are not decisions: they are
 			// read before being counted.
 			rt := n.N() - rt0
@@ -433,6 +420,28 @@ func BenchmarkThroughput(b *testing.B) {
 			b.ReportMetric(float64(rt)/float64(b.N), "roundtrips/op")
 		})
 	}
+}
+
+// callersDecide runs b.N decisions of d from 64 goroutines at once (each
+// starting at a key of its own) and returns how long they took, with the
+// benchmark's timer stopped after them.
+func callersDecide(b *testing.B, d decider) time.Duration {
+	ctx := context.Background()
+	var next atomic.Int64
+	b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(next.Add(1)) * 7919
+		for pb.Next() {
+			d(ctx, keys[i%nKeys])
+			i++
+		}
+	})
+	elapsed := time.Since(start)
+	b.StopTimer()
+	return elapsed
 }
 
 // procs are redis-server processes on this machine, whose CPU time /proc
@@ -506,32 +515,8 @@ func BenchmarkThroughputCluster(b *testing.B) {
 		name string
 		mk   func(b *testing.B, c *redis.ClusterClient) decider
 	}{
-		{"redislimit", func(b *testing.B, c *redis.ClusterClient) decider {
-			l, err := redislimit.New(c, "b", generous, redislimit.WithPrefix(prefix(b)), redislimit.WithTimeout(time.Second))
-			if err != nil {
-				b.Fatal(err)
-			}
-			return func(ctx context.Context, key string) bool {
-				d, err := l.Allow(ctx, key)
-				if err != nil {
-					b.Fatal(err)
-				}
-				return d.Allowed
-			}
-		}},
-		{"redis_rate", func(b *testing.B, c *redis.ClusterClient) decider {
-			l := redis_rate.NewLimiter(c)
-			p := prefix(b)
-			return func(ctx context.Context, key string) bool {
-				ctx, cancel := context.WithTimeout(ctx, time.Second)
-				defer cancel()
-				r, err := l.Allow(ctx, p+key, generousRate)
-				if err != nil {
-					b.Fatal(err)
-				}
-				return r.Allowed > 0
-			}
-		}},
+		{"redislimit", func(b *testing.B, c *redis.ClusterClient) decider { return hotlimitRedis(b, c, generous) }},
+		{"redis_rate", func(b *testing.B, c *redis.ClusterClient) decider { return redisRate(b, c, generousRate, time.Second) }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			addrs := redistest.ClusterAddrs(b)
@@ -551,21 +536,8 @@ func BenchmarkThroughputCluster(b *testing.B) {
 			for _, k := range keys {
 				d(ctx, k) // loads the script on every master, and the slot map
 			}
-			var next atomic.Int64
-			b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 			cpu0, rt0 := proc.cpu(b), n.N()
-			b.ReportAllocs()
-			b.ResetTimer()
-			start := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				i := int(next.Add(1)) * 7919
-				for pb.Next() {
-					d(ctx, keys[i%nKeys])
-					i++
-				}
-			})
-			elapsed := time.Since(start)
-			b.StopTimer()
+			elapsed := callersDecide(b, d)
 			rt := n.N() - rt0
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
 			b.ReportMetric((proc.cpu(b)-cpu0)/float64(b.N), "proc-cpu-µs/op")
