@@ -19,7 +19,10 @@
 // limit's state: a key's state is the Redis key
 // Prefix + name + ":{" + key + "}" (see redislimit's "Keys"), which
 // depends on nothing else. On a Redis Cluster a request's keys must share
-// a slot; see Options.HashTag. When Redis does not answer, the decision
+// a slot; see Options.HashTag. Options.TLS, RedisUsername and RedisPassword
+// secure the connection (TLS, AUTH); with Options.SentinelMaster the
+// addresses are Redis Sentinels and the Store decides on the master they
+// name. When Redis does not answer, the decision
 // fails with an error and the caller's failure policy applies.
 //
 // Lease decides in process from units this replica leased from the same

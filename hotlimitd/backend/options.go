@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
@@ -44,13 +45,29 @@ type Options struct {
 	RedisAddrs []string
 	// Cluster says RedisAddrs are Redis Cluster nodes.
 	Cluster bool
-	// RedisUsername and RedisPassword authenticate to Redis (AUTH).
+	// RedisUsername and RedisPassword authenticate to Redis (AUTH): the
+	// password alone is requirepass's (the default user), both are an
+	// ACL user's. A Sentinel's master is authenticated with them too.
 	RedisUsername, RedisPassword string
+	// TLS, when set, is the TLS configuration of every connection to
+	// Redis (a server's tls-port: its CA, and a client certificate when
+	// it has tls-auth-clients), the Sentinels' too with SentinelMaster.
+	TLS *tls.Config
+	// SentinelMaster, when set, says that RedisAddrs are Redis Sentinels
+	// and names the master they monitor: the Store decides on the master
+	// they report, and follows it when they fail over to a replica. Redis
+	// replicates asynchronously, so a failover can lose the counts the
+	// old master had not replicated: exactness holds on one master. Not
+	// with Cluster.
+	SentinelMaster string
+	// SentinelUsername and SentinelPassword authenticate to the
+	// Sentinels (their own requirepass or ACL user), not to the master.
+	SentinelUsername, SentinelPassword string
 	// RedisDB selects the database of a single server (a Cluster has
 	// only database 0).
 	RedisDB int
-	// Client, instead of RedisAddrs, is a client the caller built (TLS,
-	// a Ring, its own pool sizes). It must not retry commands and must
+	// Client, instead of RedisAddrs, is a client the caller built (a
+	// Ring, its own pool sizes). It must not retry commands and must
 	// apply context deadlines, as redislimit.New requires, and the
 	// Store does not close it.
 	Client redis.Scripter
@@ -127,8 +144,14 @@ func (o *Options) check() error {
 		return errors.New("backend: give a Redis client or Redis addresses, not both")
 	case o.Client == nil && len(o.RedisAddrs) == 0:
 		return fmt.Errorf("backend: the %s backend needs a Redis address", o.Kind)
-	case o.Client == nil && !o.Cluster && len(o.RedisAddrs) > 1:
-		return fmt.Errorf("backend: %d Redis addresses without cluster mode: give one server, or the nodes of a Redis Cluster", len(o.RedisAddrs))
+	case o.Client != nil && (o.TLS != nil || o.SentinelMaster != "" || o.RedisUsername != "" || o.RedisPassword != ""):
+		return errors.New("backend: a given Redis client takes no TLS, SentinelMaster, RedisUsername or RedisPassword: configure the client")
+	case o.Cluster && o.SentinelMaster != "":
+		return errors.New("backend: Sentinel and Cluster exclude each other: a Cluster fails over by itself")
+	case o.SentinelMaster == "" && (o.SentinelUsername != "" || o.SentinelPassword != ""):
+		return errors.New("backend: SentinelUsername and SentinelPassword need SentinelMaster")
+	case o.Client == nil && !o.Cluster && o.SentinelMaster == "" && len(o.RedisAddrs) > 1:
+		return fmt.Errorf("backend: %d Redis addresses without cluster or sentinel mode: give one server, the nodes of a Redis Cluster, or Sentinels", len(o.RedisAddrs))
 	case o.Cluster && o.RedisDB != 0:
 		return fmt.Errorf("backend: a Redis Cluster has only database 0, got %d", o.RedisDB)
 	case o.RedisDB < 0:
@@ -155,13 +178,17 @@ func (o *Options) check() error {
 // The options of one kind only, by name, for check's errors.
 var (
 	redisFields = map[string]func(*Options) bool{
-		"RedisUsername": func(o *Options) bool { return o.RedisUsername != "" },
-		"RedisPassword": func(o *Options) bool { return o.RedisPassword != "" },
-		"RedisDB":       func(o *Options) bool { return o.RedisDB != 0 },
-		"Prefix":        func(o *Options) bool { return o.Prefix != "" },
-		"HashTag":       func(o *Options) bool { return o.HashTag != "" },
-		"Timeout":       func(o *Options) bool { return o.Timeout != 0 },
-		"RedisOptions":  func(o *Options) bool { return len(o.RedisOptions) > 0 },
+		"RedisUsername":    func(o *Options) bool { return o.RedisUsername != "" },
+		"RedisPassword":    func(o *Options) bool { return o.RedisPassword != "" },
+		"TLS":              func(o *Options) bool { return o.TLS != nil },
+		"SentinelMaster":   func(o *Options) bool { return o.SentinelMaster != "" },
+		"SentinelUsername": func(o *Options) bool { return o.SentinelUsername != "" },
+		"SentinelPassword": func(o *Options) bool { return o.SentinelPassword != "" },
+		"RedisDB":          func(o *Options) bool { return o.RedisDB != 0 },
+		"Prefix":           func(o *Options) bool { return o.Prefix != "" },
+		"HashTag":          func(o *Options) bool { return o.HashTag != "" },
+		"Timeout":          func(o *Options) bool { return o.Timeout != 0 },
+		"RedisOptions":     func(o *Options) bool { return len(o.RedisOptions) > 0 },
 	}
 	leaseFields = map[string]func(*Options) bool{
 		"MaxLease":      func(o *Options) bool { return o.MaxLease != 0 },
@@ -200,12 +227,20 @@ func checkAddr(a string) error {
 func (o *Options) newClient() redis.UniversalClient {
 	if o.Cluster {
 		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs: o.RedisAddrs, Username: o.RedisUsername, Password: o.RedisPassword,
+			Addrs: o.RedisAddrs, Username: o.RedisUsername, Password: o.RedisPassword, TLSConfig: o.TLS,
 			MaxRetries: -1, MaxRedirects: -1, ContextTimeoutEnabled: true, DisableIdentity: true,
 		})
 	}
+	if o.SentinelMaster != "" {
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: o.SentinelMaster, SentinelAddrs: o.RedisAddrs,
+			SentinelUsername: o.SentinelUsername, SentinelPassword: o.SentinelPassword,
+			Username: o.RedisUsername, Password: o.RedisPassword, DB: o.RedisDB, TLSConfig: o.TLS,
+			MaxRetries: -1, ContextTimeoutEnabled: true, DisableIdentity: true,
+		})
+	}
 	return redis.NewClient(&redis.Options{
-		Addr: o.RedisAddrs[0], Username: o.RedisUsername, Password: o.RedisPassword, DB: o.RedisDB,
+		Addr: o.RedisAddrs[0], Username: o.RedisUsername, Password: o.RedisPassword, DB: o.RedisDB, TLSConfig: o.TLS,
 		MaxRetries: -1, ContextTimeoutEnabled: true, DisableIdentity: true,
 	})
 }

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"strings"
@@ -34,7 +35,13 @@ func TestOpenRefuses(t *testing.T) {
 		{Options{Kind: Redis, RedisAddrs: []string{"redis:http"}}, `port "http" is not a number`},
 		{Options{Kind: Redis, RedisAddrs: []string{"redis:0"}}, `port "0"`},
 		{Options{Kind: Redis, RedisAddrs: []string{"redis:65536"}}, `port "65536"`},
-		{Options{Kind: Redis, RedisAddrs: []string{"a:1", "b:2"}}, "2 Redis addresses without cluster mode"},
+		{Options{Kind: Redis, RedisAddrs: []string{"a:1", "b:2"}}, "2 Redis addresses without cluster or sentinel mode"},
+		{Options{Kind: Redis, Cluster: true, SentinelMaster: "m", RedisAddrs: []string{"a:1"}}, "Sentinel and Cluster"},
+		{Options{Kind: Redis, SentinelPassword: "p", RedisAddrs: []string{"a:1"}}, "need SentinelMaster"},
+		{Options{Kind: Redis, Client: client, TLS: &tls.Config{}}, "a given Redis client takes no TLS"},
+		{Options{Kind: Redis, Client: client, RedisPassword: "p"}, "a given Redis client takes no"},
+		{Options{TLS: &tls.Config{}}, "local backend takes no TLS"},
+		{Options{SentinelMaster: "m"}, "local backend takes no SentinelMaster"},
 		{Options{Kind: Redis, Cluster: true, RedisAddrs: []string{"a:1", "b"}}, `"b": want host:port`},
 		{Options{Kind: Redis, Cluster: true, RedisDB: 1, RedisAddrs: []string{"a:1"}}, "only database 0"},
 		{Options{Kind: Redis, RedisDB: -1, RedisAddrs: []string{"a:1"}}, "database -1"},

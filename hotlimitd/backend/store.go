@@ -524,8 +524,11 @@ var _ admission.Backend = (*Store)(nil)
 
 // where names the Redis the store uses, for errors.
 func (s *Store) where() string {
-	if s.owned == nil {
+	switch {
+	case s.owned == nil:
 		return "(the given client)"
+	case s.opts.SentinelMaster != "":
+		return "master " + s.opts.SentinelMaster + " of the Sentinels at " + strings.Join(s.opts.RedisAddrs, ",")
 	}
 	return strings.Join(s.opts.RedisAddrs, ",")
 }

@@ -58,6 +58,18 @@ type flags struct {
 	grpcTLSCA      string
 	limitHeaders   bool
 	limitHeader    hotlimitd.LimitHeaders // -limit-header-* names
+	redisSec       redisSecurity
+}
+
+// redisSecurity are the flags that secure the connection to Redis: TLS,
+// AUTH and Sentinel.
+type redisSecurity struct {
+	username, passwordFile         string
+	sentinel                       string // the master's name
+	sentinelUser, sentinelPassFile string
+	tls                            bool
+	tlsCA, tlsCert, tlsKey         string
+	tlsServerName                  string
 }
 
 func parseFlags(args []string, out io.Writer) (*flags, error) {
@@ -87,6 +99,17 @@ func parseFlags(args []string, out io.Writer) (*flags, error) {
 	fs.StringVar(&f.limitHeader.Limit, "limit-header-limit", hotlimitd.DefaultLimitHeader, "with -limit-headers: the `name` of the header of requests_per_unit (its LIMIT_LIMIT_HEADER)")
 	fs.StringVar(&f.limitHeader.Remaining, "limit-header-remaining", hotlimitd.DefaultRemainingHeader, "with -limit-headers: the `name` of the header of limit_remaining (its LIMIT_REMAINING_HEADER)")
 	fs.StringVar(&f.limitHeader.Reset, "limit-header-reset", hotlimitd.DefaultResetHeader, "with -limit-headers: the `name` of the header of duration_until_reset, in seconds (its LIMIT_RESET_HEADER)")
+	rs := &f.redisSec
+	fs.StringVar(&rs.username, "redis-username", "", "authenticate to Redis as this ACL `user` (the password: -redis-password-file or $HOTLIMITD_REDIS_PASSWORD)")
+	fs.StringVar(&rs.passwordFile, "redis-password-file", "", "a `file` holding the Redis password (instead of $HOTLIMITD_REDIS_PASSWORD)")
+	fs.StringVar(&rs.sentinel, "redis-sentinel", "", "the -redis addresses are Redis Sentinels: decide on the master they name `master`, and follow its failovers")
+	fs.StringVar(&rs.sentinelUser, "redis-sentinel-username", "", "authenticate to the Sentinels as this ACL `user`")
+	fs.StringVar(&rs.sentinelPassFile, "redis-sentinel-password-file", "", "a `file` holding the Sentinels' own password (instead of $HOTLIMITD_REDIS_SENTINEL_PASSWORD)")
+	fs.BoolVar(&rs.tls, "redis-tls", false, "connect to Redis (and the Sentinels) over TLS, verifying the server's certificate")
+	fs.StringVar(&rs.tlsCA, "redis-tls-ca", "", "with -redis-tls: trust the PEM CAs of this `file` (default: the system's)")
+	fs.StringVar(&rs.tlsCert, "redis-tls-cert", "", "with -redis-tls: present the PEM client certificate of this `file` (with -redis-tls-key), for tls-auth-clients")
+	fs.StringVar(&rs.tlsKey, "redis-tls-key", "", "the PEM private key `file` of -redis-tls-cert")
+	fs.StringVar(&rs.tlsServerName, "redis-tls-server-name", "", "with -redis-tls: the `name` the server's certificate must have (default: the host of each address)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -537,9 +560,7 @@ func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	}
 }
 
-// readSecret reads -partition-key-secret-file: its bytes, less one final
-// line end (as an editor or echo leaves it). An empty secret is refused:
-// everyone knows it.
+// readSecret reads -partition-key-secret-file.
 func readSecret(f *flags) ([]byte, error) {
 	if f.pkSecretFile == "" {
 		return nil, nil
@@ -547,13 +568,20 @@ func readSecret(f *flags) ([]byte, error) {
 	if !f.headers {
 		return nil, fmt.Errorf("-partition-key-secret-file keys the headers' pk: it needs -headers")
 	}
-	b, err := os.ReadFile(f.pkSecretFile)
+	return secretFile("-partition-key-secret-file", f.pkSecretFile)
+}
+
+// secretFile reads the secret in the file of flag name: its bytes, less
+// one final line end (as an editor or echo leaves it). An empty secret
+// is refused: everyone knows it.
+func secretFile(name, path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("-partition-key-secret-file: %w", err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r"))
 	if len(b) == 0 {
-		return nil, fmt.Errorf("-partition-key-secret-file %s is empty", f.pkSecretFile)
+		return nil, fmt.Errorf("%s %s is empty", name, path)
 	}
 	return b, nil
 }

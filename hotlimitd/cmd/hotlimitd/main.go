@@ -34,6 +34,15 @@
 //	-grpc-tls-key F       the PEM private key of -grpc-tls-cert (the two go together)
 //	-grpc-tls-client-ca F mTLS: every client must present a certificate that chains to
 //	                      a CA of F (PEM); others are refused in the handshake
+//	-redis-username U     authenticate to Redis as ACL user U (AUTH U password)
+//	-redis-password-file F  the Redis password is F's content (default: $HOTLIMITD_REDIS_PASSWORD)
+//	-redis-sentinel M     the -redis addresses are Sentinels: decide on their master M
+//	-redis-sentinel-username U, -redis-sentinel-password-file F  the Sentinels' own
+//	                      credentials (default password: $HOTLIMITD_REDIS_SENTINEL_PASSWORD)
+//	-redis-tls            connect to Redis (and the Sentinels) over TLS
+//	-redis-tls-ca F       with -redis-tls: trust F's PEM CAs (default: the system's)
+//	-redis-tls-cert F, -redis-tls-key F  with -redis-tls: a client certificate (tls-auth-clients)
+//	-redis-tls-server-name N  with -redis-tls: the name the server's certificate must have
 //
 // # TLS
 //
@@ -53,8 +62,27 @@
 // GRPC_CLIENT_TLS_CACERT), and its GRPC_CLIENT_TLS_SAN, a SAN the client
 // certificate must have, has no equivalent here: trust is the CA's.
 //
-// The Redis password is read from the HOTLIMITD_REDIS_PASSWORD
-// environment variable, never from a flag (flags show in ps).
+// # Redis TLS, AUTH and Sentinel
+//
+// Passwords are never flag values (flags show in ps): the Redis password
+// is the content of -redis-password-file (less one final line end) or the
+// HOTLIMITD_REDIS_PASSWORD environment variable, the Sentinels'
+// -redis-sentinel-password-file or HOTLIMITD_REDIS_SENTINEL_PASSWORD; a
+// file and its variable both set is an error. A password alone is
+// requirepass's (the default user); with -redis-username it is that ACL
+// user's. With -redis-sentinel the -redis addresses are Sentinels: the
+// command decides on the master they name, and follows it when they fail
+// over (Redis replicates asynchronously: a failover can lose the counts
+// the old master had not replicated). -redis-tls makes every connection
+// TLS, the Sentinels' too, verifying the server's certificate (against
+// -redis-tls-ca, else the system's CAs); its certificate files are read
+// once, at start. A Redis that refuses the credentials or the TLS
+// handshake stops the command at start, as one that does not answer.
+// Where envoyproxy/ratelimit differs: it takes "password" or
+// "user:password" in REDIS_AUTH, a variable whose value is the secret;
+// it can skip the server's hostname verification
+// (REDIS_TLS_SKIP_HOSTNAME_VERIFICATION), which hotlimitd does not offer:
+// -redis-tls-server-name names the certificate's host instead.
 //
 // The gRPC port also serves grpc.health.v1.Health, for the whole server
 // ("") and for envoy.service.ratelimit.v3.RateLimitService: SERVING once

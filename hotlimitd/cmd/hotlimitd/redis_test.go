@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,5 +43,85 @@ func TestTwoReplicasOnRedis(t *testing.T) {
 	}
 	if ok != 7 {
 		t.Fatalf("%d of 20 admitted over two replicas, want exactly 7", ok)
+	}
+}
+
+// TestRedisSecureFlags: the command decides on a Redis over TLS with a
+// client certificate (-redis-tls, -redis-tls-ca, -redis-tls-cert,
+// -redis-tls-key), as an ACL user whose password is in a file
+// (-redis-username, -redis-password-file), and on the master a Sentinel
+// names (-redis-sentinel, its password and the master's from the
+// environment): each admits exactly requests_per_unit. Flags that do not
+// go together are refused at start. It needs the servers
+// hotlimitd/redis-secure.sh starts, and fails with any flag not passed on
+// (the command does not start: Redis refuses it).
+func TestRedisSecureFlags(t *testing.T) {
+	env := map[string]string{}
+	for _, n := range []string{"HOTLIMIT_REDIS_TLS_ADDR", "HOTLIMIT_REDIS_TLS_DIR", "HOTLIMIT_REDIS_AUTH_ADDR",
+		"HOTLIMIT_REDIS_ACL_USER", "HOTLIMIT_REDIS_ACL_PASSWORD", "HOTLIMIT_REDIS_SENTINEL_ADDR",
+		"HOTLIMIT_REDIS_SENTINEL_MASTER", "HOTLIMIT_REDIS_SENTINEL_PASSWORD", "HOTLIMIT_REDIS_SENTINEL_MASTER_PASSWORD"} {
+		if env[n] = os.Getenv(n); env[n] == "" {
+			t.Skipf("%s is not set (hotlimitd/test.sh sets it)", n)
+		}
+	}
+	domain := fmt.Sprintf("secure%d", time.Now().UnixNano())
+	dir := t.TempDir()
+	path := filepath.Join(dir, "limits.yaml")
+	yaml := "domain: " + domain + "\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: hour\n      requests_per_unit: 3\n"
+	pwFile := filepath.Join(dir, "password")
+	writeFile(t, path, []byte(yaml))
+	writeFile(t, pwFile, []byte(env["HOTLIMIT_REDIS_ACL_PASSWORD"]+"\n"))
+	tlsDir := env["HOTLIMIT_REDIS_TLS_DIR"]
+	for name, c := range map[string]struct {
+		args []string
+		env  map[string]string
+	}{
+		"tls": {args: []string{"-redis", env["HOTLIMIT_REDIS_TLS_ADDR"], "-redis-tls", "-redis-tls-ca", filepath.Join(tlsDir, "ca.crt"),
+			"-redis-tls-cert", filepath.Join(tlsDir, "client.crt"), "-redis-tls-key", filepath.Join(tlsDir, "client.key")}},
+		"acl": {args: []string{"-redis", env["HOTLIMIT_REDIS_AUTH_ADDR"], "-redis-username", env["HOTLIMIT_REDIS_ACL_USER"], "-redis-password-file", pwFile}},
+		"sentinel": {
+			args: []string{"-redis", env["HOTLIMIT_REDIS_SENTINEL_ADDR"], "-redis-sentinel", env["HOTLIMIT_REDIS_SENTINEL_MASTER"]},
+			env: map[string]string{
+				"HOTLIMITD_REDIS_PASSWORD":          env["HOTLIMIT_REDIS_SENTINEL_MASTER_PASSWORD"],
+				"HOTLIMITD_REDIS_SENTINEL_PASSWORD": env["HOTLIMIT_REDIS_SENTINEL_PASSWORD"],
+			},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			r := startCmd(t, nil, append([]string{"-config", path, "-backend", "redis"}, c.args...)...)
+			ok := 0
+			for range 5 {
+				if r.ask(t, domain, "user", name).OverallCode == rlsv3.RateLimitResponse_OK {
+					ok++
+				}
+			}
+			if ok != 3 {
+				t.Fatalf("%d of 5 admitted, want exactly 3", ok)
+			}
+		})
+	}
+
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{[]string{"-redis-tls"}, "", "-backend local takes no -redis flag"},
+		{[]string{"-backend", "redis", "-redis", "127.0.0.1:1", "-redis-tls-ca", pwFile}, "", "need -redis-tls"},
+		{[]string{"-backend", "redis", "-redis", "127.0.0.1:1", "-redis-tls", "-redis-tls-ca", pwFile}, "", "-redis-tls-ca " + pwFile + ": no PEM"},
+		{[]string{"-backend", "redis", "-redis", "127.0.0.1:1", "-redis-tls", "-redis-tls-cert", pwFile}, "", "go together"},
+		{[]string{"-backend", "redis", "-redis", "127.0.0.1:1", "-redis-password-file", pwFile}, "x", "not both"},
+		{[]string{"-backend", "redis", "-redis", "127.0.0.1:1", "-redis-password-file", filepath.Join(dir, "missing")}, "", "-redis-password-file"},
+		{[]string{"-backend", "redis", "-redis", "127.0.0.1:1", "-redis-sentinel-password-file", pwFile}, "", "need -redis-sentinel"},
+		{[]string{"-backend", "redis", "-redis", "127.0.0.1:1", "-redis-cluster", "-redis-sentinel", "m"}, "", "exclude each other"},
+	} {
+		t.Setenv("HOTLIMITD_REDIS_PASSWORD", tc.env)
+		args := append([]string{"-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0"}, tc.args...)
+		if err := run(context.Background(), args, io.Discard, io.Discard, nil, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want an error with %q", tc.args, err, tc.want)
+		}
 	}
 }

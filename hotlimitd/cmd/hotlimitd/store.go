@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"strings"
@@ -26,15 +27,14 @@ const defaultMaxKeys = 1_000_000
 // openStore opens the backend -backend names.
 func openStore(ctx context.Context, f *flags, limits map[string]hotlimit.Policy) (store, error) {
 	o := backend.Options{
-		Kind:          backend.Kind(f.backend),
-		Cluster:       f.redisCluster,
-		HashTag:       f.redisHashTag,
-		RedisPassword: os.Getenv("HOTLIMITD_REDIS_PASSWORD"),
+		Kind:    backend.Kind(f.backend),
+		Cluster: f.redisCluster,
+		HashTag: f.redisHashTag,
 	}
 	switch o.Kind {
 	case backend.Local:
-		if f.redis != "" || f.redisCluster || f.redisHashTag != "" {
-			return nil, fmt.Errorf("-backend local takes no -redis, -redis-cluster or -redis-hash-tag")
+		if f.redis != "" || f.redisCluster || f.redisHashTag != "" || f.redisSec != (redisSecurity{}) {
+			return nil, fmt.Errorf("-backend local takes no -redis flag")
 		}
 		switch {
 		case f.maxKeys < 0:
@@ -54,6 +54,9 @@ func openStore(ctx context.Context, f *flags, limits map[string]hotlimit.Policy)
 		if len(o.RedisAddrs) == 0 {
 			return nil, fmt.Errorf("-backend %s needs -redis host:port", f.backend)
 		}
+		if err := f.redisSec.apply(&o); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, fmt.Errorf("-backend %q: want local, redis or lease", f.backend)
 	}
@@ -62,4 +65,76 @@ func openStore(ctx context.Context, f *flags, limits map[string]hotlimit.Policy)
 		return nil, fmt.Errorf("-backend %s: %w", f.backend, err)
 	}
 	return s, nil
+}
+
+// The environment variables that may hold the Redis passwords (a flag's
+// value would show in ps).
+const (
+	redisPasswordEnv         = "HOTLIMITD_REDIS_PASSWORD"
+	redisSentinelPasswordEnv = "HOTLIMITD_REDIS_SENTINEL_PASSWORD"
+)
+
+// apply sets o's TLS, AUTH and Sentinel options from the flags and the
+// password variables; an error names the flag at fault.
+func (r *redisSecurity) apply(o *backend.Options) error {
+	var err error
+	o.RedisUsername = r.username
+	if o.RedisPassword, err = password("-redis-password-file", r.passwordFile, redisPasswordEnv); err != nil {
+		return err
+	}
+	if r.sentinel == "" && (r.sentinelUser != "" || r.sentinelPassFile != "") {
+		return fmt.Errorf("-redis-sentinel-username and -redis-sentinel-password-file need -redis-sentinel")
+	}
+	if r.sentinel != "" {
+		if o.Cluster {
+			return fmt.Errorf("-redis-sentinel and -redis-cluster exclude each other")
+		}
+		o.SentinelMaster, o.SentinelUsername = r.sentinel, r.sentinelUser
+		if o.SentinelPassword, err = password("-redis-sentinel-password-file", r.sentinelPassFile, redisSentinelPasswordEnv); err != nil {
+			return err
+		}
+	}
+	if !r.tls {
+		if r.tlsCA != "" || r.tlsCert != "" || r.tlsKey != "" || r.tlsServerName != "" {
+			return fmt.Errorf("-redis-tls-ca, -redis-tls-cert, -redis-tls-key and -redis-tls-server-name need -redis-tls")
+		}
+		return nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: r.tlsServerName}
+	if r.tlsCA != "" {
+		b, err := os.ReadFile(r.tlsCA)
+		if err != nil {
+			return fmt.Errorf("-redis-tls-ca: %w", err)
+		}
+		if cfg.RootCAs, err = certPool(b); err != nil {
+			return fmt.Errorf("-redis-tls-ca %s: %w", r.tlsCA, err)
+		}
+	}
+	if (r.tlsCert == "") != (r.tlsKey == "") {
+		return fmt.Errorf("-redis-tls-cert and -redis-tls-key go together")
+	}
+	if r.tlsCert != "" {
+		pair, err := tls.LoadX509KeyPair(r.tlsCert, r.tlsKey)
+		if err != nil {
+			return fmt.Errorf("-redis-tls-cert %s, -redis-tls-key %s: %w", r.tlsCert, r.tlsKey, err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	o.TLS = cfg
+	return nil
+}
+
+// password returns the secret of the file flag name names, or else the
+// environment variable env's value ("" when neither is set); both at once
+// is an error.
+func password(name, file, env string) (string, error) {
+	v := os.Getenv(env)
+	if file == "" {
+		return v, nil
+	}
+	if v != "" {
+		return "", fmt.Errorf("give %s or $%s, not both", name, env)
+	}
+	b, err := secretFile(name, file)
+	return string(b), err
 }
