@@ -37,7 +37,7 @@ func newStoreFixture(t *testing.T, yaml string, opts hotlimitd.Options) *storeFi
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.store.Close(context.Background()) })
+	t.Cleanup(func() { f.store.Close() })
 	opts.Config = func() *config.Config { return f.cfg }
 	opts.Backend = f.store
 	if f.srv, err = hotlimitd.New(opts); err != nil {
