@@ -12,13 +12,14 @@ import (
 // Readings from one Clock must never decrease; a limiter treats a reading
 // older than what a key's state already reflects as "no time has passed",
 // so a clock that does go backwards can only cause denials, never extra
-// admissions. One exception: a give-back (Admission.Refund, a refused
-// layer of AllowLayers, a cancelled Wait) must know that no decision its
-// key's state reflects was made later than its reading, or it may give
-// back bucket units that refilled before that decision. The limiter gets
-// that from the order of its reads with a clock that never goes back, and
-// from the latest reading ever set with a ManualClock; a Clock of your own
-// that goes backwards can make a give-back return too much.
+// admissions. One exception: a bucket give-back (Admission.Refund, a
+// refused layer of AllowLayers, a cancelled Wait) that lands below later
+// admissions must know that none of them was decided later than its
+// reading, or it may give back units that refilled before that decision.
+// The limiter gets that from the order of its reads with a clock that
+// never goes back, and from the latest reading Now has returned with a
+// ManualClock; a Clock of your own that goes backwards can make such a
+// give-back return too much.
 // Implementations must be safe for concurrent use.
 type Clock interface {
 	Now() time.Duration
@@ -48,16 +49,25 @@ func (SystemClock) Now() time.Duration { return systemNow() }
 // ManualClock is a Clock that moves only when told to. It starts at 0.
 // It is meant for tests and simulations: drive a limiter through exact
 // instants without sleeping. It is safe for concurrent use.
+//
+// It may be set back. A limiter then decides every call at the reading
+// the clock is back at, as docs/semantics.md ("Time") states: a key's
+// state is where its admissions put it, a give-back leaves it where its
+// other admissions put it, and Check reports what the key then admits.
 type ManualClock struct {
 	now  atomic.Int64
-	high atomic.Int64 // the latest reading it has held: see latest
+	high atomic.Int64 // the latest reading Now has returned: see latest
 }
 
 // NewManualClock returns a ManualClock that reads 0.
 func NewManualClock() *ManualClock { return &ManualClock{} }
 
 // Now returns the clock's current reading.
-func (c *ManualClock) Now() time.Duration { return time.Duration(c.now.Load()) }
+func (c *ManualClock) Now() time.Duration {
+	t := c.now.Load()
+	c.raise(t) // before the reading is returned: see latest
+	return time.Duration(t)
+}
 
 // Advance moves the clock forward by d and returns the new reading. The
 // reading saturates at the limits of time.Duration instead of wrapping. A
@@ -72,7 +82,6 @@ func (c *ManualClock) Advance(d time.Duration) time.Duration {
 		} else if d < 0 && next > old {
 			next = math.MinInt64
 		}
-		c.raise(next) // before anyone can read it: see latest
 		if c.now.CompareAndSwap(old, next) {
 			return time.Duration(next)
 		}
@@ -80,10 +89,7 @@ func (c *ManualClock) Advance(d time.Duration) time.Duration {
 }
 
 // Set sets the clock's reading to t.
-func (c *ManualClock) Set(t time.Duration) {
-	c.raise(int64(t)) // before anyone can read it: see latest
-	c.now.Store(int64(t))
-}
+func (c *ManualClock) Set(t time.Duration) { c.now.Store(int64(t)) }
 
 // raise makes the latest reading at least t.
 func (c *ManualClock) raise(t int64) {
@@ -95,9 +101,13 @@ func (c *ManualClock) raise(t int64) {
 	}
 }
 
-// latest returns a time no earlier than any reading Now has returned, even
-// after the clock was set back: each is raised before the reading can be
-// read. A give-back reads it (see Limiter.giveBackNow).
+// latest returns the latest reading Now has returned, even after the
+// clock was set back: Now raises it before it returns a reading, so a
+// decision that read the clock before its CAS, and a give-back that loads
+// the word after that CAS and then latest, see latest no older than that
+// decision's reading. A reading the clock held that nobody read (set
+// forward and back again) does not count: no decision was made at it. A
+// give-back reads it (see Limiter.giveBackNow).
 func (c *ManualClock) latest() int64 { return c.high.Load() }
 
 // CoarseClock is a Clock that returns a cached reading of the default

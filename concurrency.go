@@ -223,7 +223,7 @@ func (c *ConcurrencyLimiter) InFlight(key string) int64 {
 	if len(key) > MaxKeyLen {
 		return 0
 	}
-	w, _ := c.l.word(key, 0)
+	w, _, _ := c.l.word(key, 0)
 	return int64(w)
 }
 

@@ -170,7 +170,9 @@ func (l *Limiter) allowSlow(s *shard, h uint64, key string, now, cost int64, a *
 		_, v = p.step(w, now, 0)
 		v.ok, v.retry = false, int64(Never)
 	case sl == nil:
-		_, v = p.step(0, now, 0) // a peek at an unknown key: fresh, no entry
+		var w uint64
+		w, now = l.vacant(p, now)
+		_, v = p.step(w, now, 0) // a peek at an unknown key: no entry
 	default:
 		v, now, _ = l.decide(p, &sl.word, now, cost) // nothing retires while we hold s.mu
 	}
@@ -230,28 +232,31 @@ func (l *Limiter) peek(key string, now int64) (verdict, *params) {
 		v, _, p := l.peekLog(key, now, 0)
 		return v, p
 	}
-	w, p := l.word(key, now)
-	_, v := p.step(w, now, 0)
+	w, p, at := l.word(key, now)
+	_, v := p.step(w, at, 0)
 	return v, p
 }
 
-// word returns key's live state word (0, a fresh state, for an unknown
-// key) and the policy its format follows, taking the shard's mutex only if
+// word returns key's live state word (for an unknown key, the word it
+// would be inserted with, and the instant it would be decided at:
+// Limiter.vacant; now otherwise) and the policy its format follows, taking the shard's mutex only if
 // the lock-free probe misses.
-func (l *Limiter) word(key string, now int64) (uint64, *params) {
+func (l *Limiter) word(key string, now int64) (w uint64, p *params, at int64) {
 	h := l.hash(key)
 	s := l.shardOf(h)
 	t := s.tab.Load()
 	if sl := t.find(h, key); sl != nil {
 		if w := sl.word.Load(); w&deadBit == 0 {
-			return w, t.p
+			return w, t.p, now
 		}
 	}
-	var w uint64
-	if sl, _ := l.lockSlot(s, h, key, now, 0); sl != nil {
+	sl, _ := l.lockSlot(s, h, key, now, 0)
+	p, at = s.tab.Load().p, now
+	if sl != nil {
 		w = sl.word.Load()
+	} else {
+		w, at = l.vacant(p, now)
 	}
-	p := s.tab.Load().p
 	s.mu.Unlock()
-	return w, p
+	return w, p, at
 }

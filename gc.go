@@ -18,14 +18,19 @@ import (
 //     CAS, is a fresh key's state at the sweep's instant S (resetAfter is
 //     0): token bucket full, windows expired.
 //   - Having removed an entry as fresh at S, and before releasing the
-//     shard's mutex, the remover raises sweptAt (shard.go, protocol step
-//     5), and insertion decides a re-created key at max(now, sweptAt)
-//     (step 1). A state that is fresh at S is fresh at every later instant,
-//     and a fresh entry decides exactly as a new one at the same instant,
-//     so a sweep changes no decision; the clamp covers a reading older than
-//     S (a goroutine preempted between reading the clock and inserting, or
-//     a test clock set back), which would otherwise see a fresh state where
-//     the removed one still owed time.
+//     shard's mutex, the remover raises sweptAt to the instant F ≤ S the
+//     state has been fresh from (shard.go, protocol step 5), and a key
+//     with no entry is decided as owing until sweptAt (Limiter.vacant,
+//     step 1: TAT sweptAt, or an empty window word in sweptAt's window),
+//     by insertion and Check alike. A state that is fresh at F is fresh at
+//     every later instant, and a fresh entry decides exactly as a new one
+//     at the same instant, so at every reading from sweptAt on a sweep
+//     changes no decision. A reading older than F (a goroutine preempted
+//     between reading the clock and inserting, or a ManualClock set back
+//     below what the removed key owed) finds the key owing until sweptAt,
+//     which is exactly what it owed if its F is the latest, and more for
+//     other keys: never an admission more than without the sweep, and
+//     Check reports what Allow then does.
 //   - Eviction (WithMaxKeys) removes the entry closest to fresh among
 //     evictMin distinct live entries sampled uniformly without replacement
 //     (see "Eviction's sample" below): the one whose removal gives back the
@@ -68,7 +73,14 @@ func (l *Limiter) sweepLoop() {
 }
 
 // Sweep removes every key whose state is fresh now and returns how many it
-// removed. It changes no decision. The background sweeper calls it every
+// removed. On a clock that never goes back it changes no decision. On a
+// ManualClock set back below the instant F a removed key became fresh
+// (its TAT, the end of its last counted window), a key with no entry is
+// decided as owing until the latest such F (gc.go's invariants): exactly
+// what the key with that F owed, possibly more for other keys, never an
+// admission more than without the Sweep, and Check reports what Allow
+// then does. A Sweep that removes nothing changes nothing at any reading.
+// The background sweeper calls it every
 // WithSweepInterval; call it yourself when the sweeper is disabled.
 func (l *Limiter) Sweep() int { return l.sweep(nil) }
 
@@ -108,9 +120,11 @@ func (l *Limiter) sweepShard(s *shard) int {
 		s.mu.Lock()
 		// Read the clock with the mutex held, for each chunk, so the
 		// reading is never older than a state written before this chunk
-		// began (see window.go on stale readings).
+		// began (see window.go on stale readings). Only a removal raises
+		// sweptAt (shard.go, protocol step 5): raised here for nothing
+		// removed, it would decide new keys after their readings, which a
+		// clock set back below the sweep's reading then sees as owed.
 		now := l.now()
-		l.raiseSweptAt(now)
 		t := s.tab.Load()
 		for n := 0; pos < len(t.slots) && n < sweepChunk; pos, n = pos+1, n+1 {
 			sl := &t.slots[pos]
@@ -127,7 +141,7 @@ func (l *Limiter) sweepShard(s *shard) int {
 					sweepJudgedHook()
 				}
 				if t.retire(sl, w) {
-					l.raiseSweptAt(t.p.judgedAt(w, now)) // a window word newer than now: its window's start
+					l.raiseSweptAt(t.p.freshFrom(w, now)) // before the mutex goes: shard.go, protocol step 5
 					removed++
 					l.keys.Add(-1)
 					s.swept.Add(1)
@@ -429,7 +443,7 @@ func (l *Limiter) evictFrom(now int64, rnd func(int) int, h uint64, key string) 
 	}
 	// keys stays as it is: the entry's room becomes the caller's.
 	if fresh {
-		l.raiseSweptAt(b.t.p.judgedAt(b.w, now)) // before the mutex goes: shard.go, protocol step 5
+		l.raiseSweptAt(b.t.p.freshFrom(b.w, now)) // before the mutex goes: shard.go, protocol step 5
 		b.s.swept.Add(1)
 	} else {
 		b.s.evicted.Add(1)

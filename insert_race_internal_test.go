@@ -7,7 +7,8 @@ import (
 
 // TestInsertPublishesFirstDecision replays, deterministically, a request
 // that inserts a swept key racing a request on the same key whose reading
-// is older than the sweep (a goroutine preempted after reading the clock):
+// is older than the sweep (a goroutine preempted after reading the clock,
+// here at 100µs, while the inserter read 130µs):
 // the second finds the new entry on the lock-free path right after it is
 // published. The entry must already hold the inserter's admission. When it
 // held the fresh word instead (a bucket's fresh word is TAT 0), the stale
@@ -34,11 +35,11 @@ func TestInsertPublishesFirstDecision(t *testing.T) {
 			if n := l.Sweep(); n != 1 {
 				t.Fatalf("Sweep removed %d keys, want 1", n)
 			}
-			clk.Set(100 * time.Microsecond) // both requests read 100µs
 			h := l.hash("k")
 			s := l.shardOf(h)
 			var v verdict
 			_, _, inserted := l.lockSlotFirst(s, h, "k", int64(clk.Now()), 3, firstAllow(3, &v)) // allowSlow's insertion
+			clk.Set(100 * time.Microsecond)                                                      // the other request read 100µs
 			stale := l.AllowN("k", 3)                                                            // lock-free: finds the new entry
 			s.mu.Unlock()
 			if stale.Allowed {

@@ -22,9 +22,10 @@ const MaxKeyLen = 64 << 10
 // caller unlocks). An absent key is inserted for a request of cost need >
 // 0 that the policy in force under the mutex can admit (need ≤ its limit,
 // which SetPolicy may have lowered since the caller read it), after
-// reserving room under WithMaxKeys, and the instant to decide at is raised
-// to sweptAt for the new entry (shard.go, protocol step 1); otherwise it returns nil, and
-// a request that can never pass neither inserts nor evicts.
+// reserving room under WithMaxKeys, with the word and at the instant
+// Limiter.vacant gives for the new entry (shard.go, protocol step 1);
+// otherwise it returns nil, and a request that can never pass neither
+// inserts nor evicts.
 func (l *Limiter) lockSlot(s *shard, h uint64, key string, now, need int64) (*slot, int64) {
 	sl, now, _ := l.lockSlotFirst(s, h, key, now, need, nil)
 	return sl, now
@@ -64,13 +65,12 @@ func (l *Limiter) lockSlotFirst(s *shard, h uint64, key string, now, need int64,
 		// reserveKey found key inserted by another request, and it is
 		// gone again: make room again.
 	}
-	now = max(now, l.sweptAt.Load())
 	t := s.tab.Load()
 	if nt := t.grown(key); nt != t {
 		l.publish(s, nt)
 		t = nt
 	}
-	w := t.p.freshWord(now)
+	w, now := l.vacant(t.p, now)
 	if first != nil {
 		var ok bool
 		if w, ok = first(t.p, w, now); !ok {

@@ -424,7 +424,7 @@ func (l *Limiter) checkAt(key string, cost int64) (Decision, verdict, int64, *pa
 		cur, v, p = l.peekLog(key, now, cost)
 	} else {
 		var w uint64
-		w, p = l.word(key, now)
+		w, p, now = l.word(key, now)
 		_, cur = p.step(w, now, 0)
 		if cost >= 0 && cost <= p.limit {
 			_, v = p.step(w, now, cost)
@@ -464,7 +464,7 @@ func (l *Limiter) nextUnit(key string, p *params, v verdict, at int64) time.Dura
 	case kindFixedWindow:
 		return time.Duration(v.reset) // everything comes back when the window ends
 	case kindSlidingWindow:
-		w, tp := l.word(key, at)
+		w, tp, _ := l.word(key, at)
 		if tp != p || p.win.judgedAt(w, at) != at {
 			return Never
 		}

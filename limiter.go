@@ -36,7 +36,7 @@ type Limiter struct {
 
 	maxKeys int64        // 0: unbounded
 	keys    atomic.Int64 // entries held plus insertions in flight; ≤ maxKeys
-	sweptAt atomic.Int64 // latest instant at which a fresh entry was removed
+	sweptAt atomic.Int64 // latest instant a fresh entry removed was fresh from (params.freshFrom)
 
 	slotsMax atomic.Int64 // at least every published table's length (eviction's sample, gc.go)
 	onRoom   func()       // called when a reservation is given back unused (ConcurrencyLimiter)

@@ -52,22 +52,46 @@ func (p *params) step(w uint64, now, c int64) (uint64, verdict) {
 	return p.win.step(w, now, c)
 }
 
-// freshWord returns the state word of a key inserted at now.
-func (p *params) freshWord(now int64) uint64 {
-	if p.kind == kindFixedWindow || p.kind == kindSlidingWindow {
-		return p.win.freshWord(now)
+// freshFrom returns the instant from which w, a state that a reading now
+// judges fresh, has been a fresh key's state: a bucket's TAT, the end of
+// the last window a window word's counts are in (its own window's start
+// when it has none). A reading at or after it decides w as a new entry;
+// an older one (a clock set back) may find it owing. Removing w as fresh
+// must raise sweptAt to it (shard.go, protocol step 5). It is never later
+// than judgedAt(w, now); for a concurrency limit, whose words hold no
+// time, it is 0.
+func (p *params) freshFrom(w uint64, now int64) int64 {
+	switch p.kind {
+	case kindTokenBucket, kindLeakyBucket:
+		return min(tat(w), now)
+	case kindFixedWindow, kindSlidingWindow:
+		return p.win.freshFrom(w, now)
 	}
 	return 0
 }
 
-// judgedAt returns the instant at which a reading now judges w: now, or a
-// window word's own window start when the reading is older (see window.go).
-// Removing w as fresh must raise sweptAt to it.
-func (p *params) judgedAt(w uint64, now int64) int64 {
-	if p.kind == kindFixedWindow || p.kind == kindSlidingWindow {
-		return p.win.judgedAt(w, now)
+// vacant returns the state word a key the limiter holds no entry for is
+// decided on at reading now, and the instant it is decided at: what the
+// entries removed as fresh may still owe at a reading older than the
+// instant they were fresh from (sweptAt, shard.go protocol steps 1 and 5),
+// so that a removal changes no decision, and a peek (Check) and the
+// insertion agree. For the buckets that is TAT = sweptAt, decided at now;
+// for the windows an empty word in sweptAt's window, decided at the start
+// of that window if the reading is older (as any stale reading is). Only
+// removals of fresh entries raise sweptAt: a Reset, or the eviction of an
+// entry that still owed, forgets what it removed.
+func (l *Limiter) vacant(p *params, now int64) (w uint64, at int64) {
+	s := l.sweptAt.Load()
+	switch p.kind {
+	case kindTokenBucket, kindLeakyBucket:
+		if s > now {
+			return packTAT(s), now
+		}
+	case kindFixedWindow, kindSlidingWindow:
+		w = p.win.freshWord(max(now, s))
+		return w, p.win.judgedAt(w, now)
 	}
-	return now
+	return 0, now
 }
 
 // resetAfter returns how long until w is a fresh key's state at now.

@@ -21,7 +21,10 @@ import "sync/atomic"
 //     decided under (SetPolicy keeps TATs as time: admission.from); TAT
 //     moves back by that much but never below now. The instant is read
 //     after the word, so it is no older than any decision the word
-//     reflects (see giveBackNow). Proof: if the admission's units have not
+//     reflects, on a clock that never goes back; on a ManualClock set back
+//     it is the clock's reading for a give-back on top of the key's
+//     admissions and the latest reading the clock has returned for one
+//     below later admissions (see giveBackNow). Proof: if the admission's units have not
 //     all drained (end > now), no later admission found the bucket full,
 //     so TAT = end + (later costs)·T, and TAT − owed ≥ now + (later costs)·T,
 //     which is at least what every later admission alone would have left.
@@ -119,7 +122,10 @@ func (l *Limiter) AdmitN(a *Admission, key string, cost int64) (d Decision) {
 //     t: k's TAT moves back by min(c·T, E − now), where E is the TAT the
 //     admission left (t + its ResetAfter) and T the interval at t (which
 //     SetPolicy may have changed since), but never below now (possibly
-//     less after a give-back below it: see below);
+//     less after a give-back below it: see below). now is the clock's
+//     reading; on a ManualClock set back, for an admission below later
+//     ones, the latest reading the clock has returned (a unit that
+//     refilled before a later decision is not given back);
 //   - FixedWindow: c off the count of t's window, if k's state is still in
 //     it and SetPolicy has not changed the Window since t; SlidingWindow:
 //     likewise, or off the previous window's count once
@@ -127,7 +133,10 @@ func (l *Limiter) AdmitN(a *Admission, key string, cost int64) (d Decision) {
 //   - SlidingLog: up to c of k's newest admitted instants that are no later
 //     than t and still count.
 //
-// A key whose state this leaves fresh is removed, as the sweeper would.
+// A key whose state this leaves fresh at the clock's reading is removed,
+// as the sweeper would; so a Refund on a ManualClock set back leaves the
+// key where its other admissions put it, and Check reports what it then
+// admits.
 // Stats.Refunded counts a Refund that found its admission's entry. Refund
 // is safe for concurrent use, also on the same *Admission.
 //
@@ -201,7 +210,6 @@ func (l *Limiter) refundLocked(s *shard, h uint64, key string, cost int64, a adm
 		}
 		p := t.p
 		old := sl.word.Load()
-		now := l.giveBackNow(p)
 		rec, ok := a, s.holds(sl, a.inc)
 		if p.kind.isBucket() {
 			rec, ok = s.honoured(sl, a)
@@ -209,14 +217,15 @@ func (l *Limiter) refundLocked(s *shard, h uint64, key string, cost int64, a adm
 		if !ok {
 			return false
 		}
-		next := p.refundWord(old, cost, rec, now)
+		at, now := l.giveBackNow(p, old, rec)
+		next := p.refundWord(old, cost, rec, at)
 		if giveBackReadHook != nil {
 			giveBackReadHook()
 		}
 		switch {
 		case p.resetAfter(next, now) == 0:
 			if t.retireAs(sl, old, next) {
-				l.raiseSweptAt(p.judgedAt(next, now)) // before the mutex goes: shard.go, protocol step 5
+				l.raiseSweptAt(p.freshFrom(next, now)) // before the mutex goes: shard.go, protocol step 5
 				l.keys.Add(-1)
 				s.swept.Add(1)
 				return true
@@ -231,7 +240,7 @@ func (l *Limiter) refundLocked(s *shard, h uint64, key string, cost int64, a adm
 			l.publish(s, t.grown(key)) // room for the renewed slot; sl moved
 		default:
 			if t.retire(sl, old) {
-				s.renew(t, h, key, old, next, s.incarnation(sl), rec, now, p.g.tau)
+				s.renew(t, h, key, old, next, s.incarnation(sl), rec, at, p.g.tau)
 				return true
 			}
 		}
@@ -240,23 +249,44 @@ func (l *Limiter) refundLocked(s *shard, h uint64, key string, cost int64, a adm
 	}
 }
 
-// giveBackNow reads the clock for a give-back under p, after the word it
-// gives back into. Every decision the word reflects read the clock before
-// its CAS, so on a clock that never goes back this reading is no older
-// than any of them, which the buckets' bound needs (see above): a reading
-// older than a later admission that found the bucket full would count the
+// giveBackNow reads the clock for a give-back of record a into word w
+// under p, after loading w: at is the instant it gives back at, now the
+// reading that judges whether the state it leaves is fresh. Every decision w reflects read the clock
+// before its CAS, so on a clock that never goes back this reading is no
+// older than any of them, which the buckets' bound needs when the
+// give-back lands below later admissions (see above): a reading older
+// than a later admission that found the bucket full would count the
 // admission's units, which had refilled before it, as still owed. A
-// ManualClock may have been set back since; for the buckets, the latest
-// reading it has held is then no older than any of them either. The
-// windows give back by the admission's window and the state's, never by
-// the reading, which only judges whether the state is left fresh (a stale
-// one judges at the state's window: window.go).
-func (l *Limiter) giveBackNow(p *params) int64 {
-	now := l.now()
-	if c, ok := l.clock.(*ManualClock); ok && p.kind.isBucket() {
-		now = max(now, min(c.latest(), maxTime))
+// ManualClock may have been set back since; a bucket give-back below
+// later admissions then reads the latest reading the clock has returned,
+// which is no older than any of them either (ManualClock.latest). Any
+// other give-back reads the clock as it is, so that it leaves the key
+// exactly where its other admissions put it, judged at the reading every
+// later call is decided at:
+//
+//   - a bucket give-back on top (no units above a's end): no later
+//     decision holds units, so none can have found the bucket full past
+//     a's units; a later decision that found it full and was given back
+//     since left the TAT at its own start, at or above a's end, so a is
+//     then below later admissions. Giving back at the plain reading moves
+//     TAT to max(a's start, now), as if a had not been admitted; judged
+//     at the latest reading it would move TAT no lower than that reading
+//     and, finding the key fresh there, remove an entry that still owes
+//     time at the clock's reading.
+//   - below later admissions, at the latest reading: what it gives back
+//     leaves the TAT past that reading (TAT − owed ≥ max(start, at) +
+//     the later costs·T), so it is never judged fresh there; but a key
+//     it gives nothing to (every unit refilled by then) is judged at now,
+//     the reading every later call is decided at, where it may still owe.
+//   - the windows give back by the admission's window and the state's,
+//     never by the reading, which only judges whether the state is left
+//     fresh (a stale one judges at the state's window: window.go).
+func (l *Limiter) giveBackNow(p *params, w uint64, a admission) (at, now int64) {
+	now = l.now()
+	if c, ok := l.clock.(*ManualClock); ok && p.belowLater(w, a) {
+		return max(now, min(c.latest(), maxTime)), now
 	}
-	return now
+	return now, now
 }
 
 // giveBackReadHook, when set (by tests only), runs in refundAt and
@@ -276,8 +306,8 @@ func (l *Limiter) refundAt(p *params, w *atomic.Uint64, cost int64, a admission)
 		if old&deadBit != 0 {
 			return false, false
 		}
-		now := l.giveBackNow(p)
-		next := p.refundWord(old, cost, a, now)
+		at, now := l.giveBackNow(p, old, a)
+		next := p.refundWord(old, cost, a, at)
 		if p.resetAfter(next, now) == 0 || next != old && p.belowLater(old, a) {
 			return false, true
 		}

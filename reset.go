@@ -47,13 +47,12 @@ func (l *Limiter) Reset(key string) {
 	if sl == nil {
 		return
 	}
-	// shard.go, protocol step 7: a decision that read the clock before
-	// this instant and re-creates the key decides at this instant (step
-	// 1), not at its older reading, which would book its admission before
-	// the reset and so hand out more than a fresh key's quota after it.
-	// A give-back of an admission made before it finds another
-	// incarnation and gives nothing (step 9).
-	l.raiseSweptAt(l.now())
+	// shard.go, protocol step 7. A decision that re-creates the key is
+	// decided as any new key's first request, at its own reading
+	// (Limiter.vacant): the Reset raises nothing, so neither a reading
+	// taken before it nor a ManualClock set back below it finds the key
+	// owing what the Reset forgot. A give-back of an admission made
+	// before it finds another incarnation and gives nothing (step 9).
 	t := s.tab.Load()
 	for {
 		// Nothing else retires the slot while s.mu is held, so a failed
@@ -79,7 +78,6 @@ func (l *Limiter) resetLog(key string) {
 	if !ok {
 		return
 	}
-	l.raiseSweptAt(l.now()) // as in Reset
 	ls.ringBytes.Add(-ringBytes(len(key), len(r.t)))
 	delete(ls.m, key)
 	l.keys.Add(-1)

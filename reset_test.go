@@ -83,29 +83,60 @@ func TestResetNoKey(t *testing.T) {
 	}
 }
 
-// TestResetStaleReading: a decision that read the clock before a reset
-// (a goroutine preempted between its clock read and its decision, which a
-// clock set back stands for) is decided at the reset's instant, so the key
-// gets no more than a fresh key's quota after the reset.
+// TestResetStaleReading: a request that re-creates a key after a Reset is
+// decided as a new key's first request at its own reading, whether that
+// reading was taken before the Reset (a goroutine preempted between its
+// clock read and its decision, staleClock) or the clock was set back below
+// the Reset since: the Reset raises nothing, so the key is fresh there
+// and admits one unit at 99 s and one at 100 s, a second apart, as a new
+// key would. (Reset used to decide both at the Reset's instant, which on a
+// clock set back left the key, and every key created after, owing.)
 func TestResetStaleReading(t *testing.T) {
 	for name, p := range map[string]hotlimit.Policy{
 		"TokenBucket": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 1},
 		"FixedWindow": hotlimit.FixedWindow{Limit: 1, Window: time.Second},
 		"SlidingLog":  hotlimit.SlidingLog{Limit: 1, Window: time.Second},
 	} {
-		l, c := newManual(t, p)
-		c.Set(100 * time.Second)
-		l.Allow("k")
-		l.Reset("k")
-		c.Set(99 * time.Second) // a reading from before the reset
-		if d := l.Allow("k"); !d.Allowed {
-			t.Fatalf("%s: the first request after the reset was denied: %+v", name, d)
-		}
-		c.Set(100 * time.Second)
-		if d := l.Allow("k"); d.Allowed {
-			t.Errorf("%s: two admissions at the reset's instant with a limit of 1", name)
+		for _, stale := range []bool{false, true} {
+			c := &staleClock{}
+			l := newLimiter(t, p, hotlimit.WithClock(c))
+			c.Set(100 * time.Second)
+			l.Allow("k")
+			l.Reset("k")
+			if stale {
+				c.readOnce(99 * time.Second) // read before the Reset
+			} else {
+				c.Set(99 * time.Second) // set back
+			}
+			if d := l.Allow("k"); !d.Allowed {
+				t.Errorf("%s (stale %v): refused at 99 s, after a Reset at 100 s: %+v", name, stale, d)
+			}
+			if d := l.Allow("k"); d.Allowed != stale {
+				t.Errorf("%s (stale %v): a second unit at %v: %v", name, stale, c.Now(), d.Allowed)
+			}
+			c.Set(100 * time.Second)
+			if d := l.Allow("k"); !d.Allowed && !stale {
+				t.Errorf("%s: refused at 100 s, a second after the admission at 99 s: %+v", name, d)
+			}
 		}
 	}
+}
+
+// staleClock is a ManualClock whose next read, once set with readOnce,
+// returns an older reading: a goroutine that read the clock and was
+// preempted before it decided.
+type staleClock struct {
+	hotlimit.ManualClock
+	once atomic.Int64 // 0: none
+}
+
+func (c *staleClock) readOnce(t time.Duration) { c.once.Store(int64(t)) }
+
+func (c *staleClock) Now() time.Duration {
+	if t := c.once.Swap(0); t != 0 {
+		return time.Duration(t)
+	}
+	return c.ManualClock.Now()
 }
 
 // TestResetConcurrent races Reset against AllowN on one key with the clock

@@ -25,7 +25,9 @@ import (
 // published slot's identity. The other files cite these steps by number.
 //
 //  1. Insertion (lockSlotFirst, under the mutex): reserve room under
-//     WithMaxKeys (keys), raise the instant to decide at to sweptAt, take
+//     WithMaxKeys (keys), decide on the word Limiter.vacant gives (what
+//     the entries removed as fresh may still owe at the reading: a
+//     bucket's TAT sweptAt, a window word in sweptAt's window), take
 //     the entry's incarnation (the shard's insertion count, inserted + 1),
 //     fill an empty slot's key fields and word, and publish the slot by
 //     storing its hash word (release; readers load the hash word first).
@@ -53,18 +55,23 @@ import (
 //  5. Removal of a fresh entry (sweep, eviction of a fresh victim, a
 //     give-back that leaves the state fresh): once the retiring CAS of a
 //     word judged fresh at S has succeeded, and before releasing the mutex
-//     (which re-creating the key takes, step 1), raise sweptAt to S (to the
-//     start of a window word's window when that is later: window.go). A
-//     fresh state stays fresh and decides as a new entry would, so with
-//     step 1's clamp no removal changes a decision (gc.go). Only a removal
-//     that happened raises it: raised for a CAS that failed, it would
-//     decide later new keys after their readings for no removed state.
+//     (which re-creating the key takes, step 1), raise sweptAt to the
+//     instant F ≤ S the word has been fresh from (params.freshFrom: a
+//     bucket's TAT, the end of a window word's last counted window). A
+//     fresh state stays fresh and decides as a new entry would at any
+//     reading from F on, and step 1 decides a reading older than F as
+//     owing until sweptAt ≥ F, so no removal lets a key admit more; for
+//     the key with the latest F, and for every key at readings from
+//     sweptAt on, it changes no decision (gc.go). Only a removal that
+//     happened raises it: raised for a CAS that failed, it would decide
+//     later new keys after their readings for no removed state.
 //  6. Eviction (WithMaxKeys, gc.go): retire a sampled entry only if its
 //     word still holds the value scored (step 4).
 //  7. Reset: retire whatever the word holds (step 4; only decisions race
-//     with it under the mutex, and they come before it), after raising
-//     sweptAt to the reset's instant, so a re-created key is decided no
-//     earlier.
+//     with it under the mutex, and they come before it). It raises
+//     nothing: a re-created key is decided as any new key's first request
+//     at its reading, also a reading older than the Reset (taken before
+//     it, or a ManualClock set back below it).
 //  8. Rebuild (grow, shrink, purge tombstones, SetPolicy's conversion):
 //     build a new table, retire every live word of the old one by CAS
 //     while copying its last value and its hash word (so its incarnation),

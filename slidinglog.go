@@ -26,7 +26,8 @@ import (
 //   - Remaining is Limit − n after the decision, ResetAfter is
 //     sₙ + Window − t (0 for an empty ring);
 //   - a reading older than sₙ is decided at sₙ ("no time has passed"),
-//     and a new entry is decided no earlier than sweptAt (see gc.go).
+//     and a new entry is decided no earlier than sweptAt (see gc.go), the
+//     latest instant a ring removed as fresh was fresh from.
 
 // logShard is one stripe of the sliding log's keyed state.
 type logShard struct {
@@ -285,9 +286,20 @@ func (l *Limiter) refundLog(key string, cost int64, a admission) {
 }
 
 // removeLogLocked deletes key's ring, as of instant now. Requires ls.mu.
+// A fresh ring raises sweptAt to the instant it was fresh from: its
+// newest instant's expiry, or its latest write when that is later (a
+// reading older than it is decided there).
 func (l *Limiter) removeLogLocked(ls *logShard, s *shard, key string, now int64, fresh bool) {
 	if fresh {
-		l.raiseSweptAt(now) // before the entry goes: see gc.go
+		from := now
+		if r := ls.m[key]; r != nil {
+			from = r.last
+			if r.n > 0 {
+				from = max(from, r.at(r.n-1)+ls.p.logW)
+			}
+			from = min(from, now)
+		}
+		l.raiseSweptAt(from) // before the entry goes: see gc.go
 		s.swept.Add(1)
 	} else {
 		s.evicted.Add(1)

@@ -64,9 +64,10 @@ import (
 //
 // Who writes a word, and why none moves a window backwards:
 //   - insert (shard.go, protocol steps 1 and 2) writes the inserter's
-//     decision on freshWord(now), at the inserter's reading raised to
-//     sweptAt: a removed entry's window ended at or before sweptAt
-//     (step 5).
+//     decision on freshWord(max(now, sweptAt)), at the inserter's reading
+//     or, when that is older, at the start of that word's window: a
+//     removed entry's counted windows ended at or before sweptAt, and an
+//     empty one's window started there (step 5).
 //   - decide (stepAt, by CAS: step 3) writes only an admission, in the
 //     window view returns, which is never older than the stored one: a
 //     stale reading is moved forward to the stored window first.
@@ -319,6 +320,41 @@ func (x *window) refund(w uint64, c, at int64) uint64 {
 func (x *window) resetAfter(w uint64, now int64) int64 {
 	_, e, p, q := x.view(w, now)
 	return x.resetAfterView(e, p, q)
+}
+
+// storedIndex returns the full window index of w, read relative to now
+// as view reads it (in ring mode, a stored index more than half the ring
+// behind now's is a later window's).
+func (x *window) storedIndex(w uint64, now int64) uint64 {
+	si := x.index(w)
+	if x.exact {
+		return si
+	}
+	k, _ := x.per.div(uint64(now))
+	if diff := (k - si) & x.emask; diff < 1<<(x.eb-1) {
+		return k - diff
+	}
+	return k + (si-k)&x.emask
+}
+
+// freshFrom returns the instant from which w, fresh at now, has been a
+// fresh key's state: the end of the last window its counts are in (for
+// the sliding window, the window after the one q was counted in, where q
+// still weighs), or its window's start when it has none. Never later than
+// judgedAt(w, now).
+func (x *window) freshFrom(w uint64, now int64) int64 {
+	k := x.storedIndex(w, now)
+	switch {
+	case x.q(w) > 0 && x.sliding:
+		k += 2
+	case x.q(w) > 0 || x.sliding && x.p(w) > 0:
+		k++
+	}
+	j := x.judgedAt(w, now)
+	if k > uint64(j)/uint64(x.length) {
+		return j // not fresh at now: cannot happen for a word removed as fresh
+	}
+	return int64(k) * x.length
 }
 
 // judgedAt returns the instant a reading now judges w at: now, or the start

@@ -46,12 +46,23 @@ type Model struct {
 	// counted in a window of another length gives nothing back.
 	epoch int64
 
-	// sweptAt is the latest instant at which a fresh key was removed (by
-	// Sweep, or by a refund that left it fresh) or a sweep ran: a key the
-	// model does not hold is decided no earlier than that, as the
-	// limiter decides a re-created key (see gc.go).
+	// sweptAt is the latest instant a key removed as fresh (by Sweep, by
+	// a refund that left it fresh, by eviction) was fresh from: a bucket's
+	// TAT, the end of a window state's last counted window (its window's
+	// start with no counts), a log's latest write or newest instant's
+	// expiry. A key the model does not hold is decided as owing until
+	// then: a bucket as TAT sweptAt, a window as an empty state in
+	// sweptAt's window, a log no earlier than sweptAt, as the limiter
+	// decides a key it holds no entry for (hotlimit's params.go, vacant).
 	sweptAt int64
 	at      int64 // the instant the latest decision was made at (AllowNAt)
+	// high is the latest reading the model has read: modelling a limiter
+	// on a ManualClock (OnManualClock), a bucket give-back below later
+	// admissions gives back at no earlier reading, as the limiter does on
+	// one set back (hotlimit's refund.go, giveBackNow, which reads the
+	// latest reading the clock has returned).
+	high   int64
+	manual bool // see high and OnManualClock
 }
 
 // logState is a sliding log: every admitted unit's instant, and the latest
@@ -91,6 +102,19 @@ func New(policy hotlimit.Policy, clock hotlimit.Clock) *Model {
 
 func ceilDiv(a, b int64) int64 { return (a-1)/b + 1 } // a, b > 0; no overflow
 
+// OnManualClock makes m model a limiter whose clock is a ManualClock,
+// which may be set back: a bucket give-back below later admissions then
+// gives back at the latest reading m has read, as the limiter does at the
+// latest reading its ManualClock has returned (hotlimit's refund.go,
+// giveBackNow). Without it, m models a limiter on any other Clock, which
+// reads the clock as it is. It returns m.
+func (m *Model) OnManualClock() *Model {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.manual = true
+	return m
+}
+
 // Limit returns the policy's capacity.
 func (m *Model) Limit() int64 { return m.limit }
 
@@ -98,13 +122,8 @@ func (m *Model) Limit() int64 { return m.limit }
 func (m *Model) Allow(key string) hotlimit.Decision { return m.AllowN(key, 1) }
 
 func (m *Model) now() int64 {
-	t := int64(m.clock.Now())
-	if t < 0 {
-		return 0
-	}
-	if t > maxTime {
-		return maxTime
-	}
+	t := min(max(int64(m.clock.Now()), 0), maxTime)
+	m.high = max(m.high, t)
 	return t
 }
 
@@ -132,7 +151,7 @@ func (m *Model) Peek(key string) hotlimit.Decision {
 }
 
 func (m *Model) decide(key string, now, cost int64, write bool) hotlimit.Decision {
-	if write && cost > 0 && !m.holds(key) {
+	if m.kind == "log" && !m.holds(key) {
 		now = max(now, m.sweptAt) // a new entry: see sweptAt
 	}
 	m.at = now
@@ -149,7 +168,7 @@ func (m *Model) decide(key string, now, cost int64, write bool) hotlimit.Decisio
 func (m *Model) bucket(key string, now, cost int64, write bool) hotlimit.Decision {
 	T := m.t
 	burst := m.limit * T
-	tat := max(m.tat[key], now) // TAT never goes back
+	tat := max(m.tatOf(key), now) // TAT never goes back
 	debt := tat - now
 	rem := func(debt int64) int64 {
 		if debt >= burst {
@@ -174,13 +193,24 @@ func (m *Model) bucket(key string, now, cost int64, write bool) hotlimit.Decisio
 	return d
 }
 
+// tatOf returns key's TAT: for a key the model does not hold, sweptAt.
+func (m *Model) tatOf(key string) int64 {
+	if t, ok := m.tat[key]; ok {
+		return t
+	}
+	return m.sweptAt
+}
+
 // counts returns the window index, elapsed time and counts (prev, cur) of
 // key's state at now, rolled forward; a state newer than now, with counts
-// or without, is read at the start of its own window.
+// or without, is read at the start of its own window. A key the model
+// does not hold is an empty state in sweptAt's window.
 func (m *Model) counts(key string, now int64) (k, e, prev, cur int64) {
 	k, e = now/m.w, now%m.w
 	s := m.win[key]
 	switch {
+	case s == nil && m.sweptAt/m.w > k:
+		return m.sweptAt / m.w, 0, 0, 0
 	case s == nil:
 		return k, e, 0, 0
 	case s.k > k: // stale reading: no time has passed
@@ -287,7 +317,7 @@ func (m *Model) searchRetry(k, e, prev, cur, cost int64) int64 {
 func (m *Model) Clone(clock hotlimit.Clock) *Model {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c := &Model{clock: clock, kind: m.kind, limit: m.limit, t: m.t, w: m.w, tat: map[string]int64{}, win: map[string]*winState{}, sweptAt: m.sweptAt, epoch: m.epoch}
+	c := &Model{clock: clock, kind: m.kind, limit: m.limit, t: m.t, w: m.w, tat: map[string]int64{}, win: map[string]*winState{}, sweptAt: m.sweptAt, epoch: m.epoch, high: m.high, manual: m.manual}
 	for k, v := range m.tat {
 		c.tat[k] = v
 	}
@@ -405,10 +435,12 @@ func (m *Model) AdmitN(key string, cost int64) (hotlimit.Decision, Admission) {
 // Admission.Refund does: nothing if the key's state was removed since a
 // (whatever holds it now), else as GiveBackAt.
 //
-// The model reads its clock as it is. A limiter on a ManualClock that was
-// set back gives a bucket admission back at the latest reading the clock
-// has held (see hotlimit's refund.go), so scripts that compare the two
-// must not give back on a bucket while such a clock is behind.
+// After OnManualClock, a bucket give-back below later admissions gives
+// back at the latest reading the model has read, as the limiter does at
+// the latest reading its ManualClock has returned: a script that compares
+// the two on a clock set back must read the clock through the model
+// whenever the limiter reads it (each call on both), and not read it
+// otherwise.
 func (m *Model) GiveBack(a Admission) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -476,23 +508,37 @@ func (m *Model) holds(key string) bool {
 }
 
 // freshAt reports whether key's state is fresh at now, and the instant it
-// is judged at: now, or later for a window state newer than now (the
-// start of its window) or a log written later.
+// has been fresh from (see sweptAt), for a fresh state.
 func (m *Model) freshAt(key string, now int64) (bool, int64) {
 	switch m.kind {
 	case "tb", "leaky":
-		return m.tat[key] <= now, now
+		return m.tat[key] <= now, m.tat[key]
 	case "log":
 		s := m.log[key]
 		now = max(now, s.last)
 		n, _ := m.countLog(s, now)
-		return n == 0, now
+		from := s.last
+		for _, t := range s.at {
+			from = max(from, t+m.w)
+		}
+		return n == 0, min(from, now)
 	}
 	k, e, prev, cur := m.counts(key, now)
-	return prev == 0 && cur == 0, k*m.w + e
+	if prev != 0 || cur != 0 {
+		return false, 0
+	}
+	s := m.win[key]
+	from := s.k
+	switch {
+	case s.cur > 0 && m.kind == "sliding":
+		from += 2
+	case s.cur > 0 || s.prev > 0 && m.kind == "sliding":
+		from++
+	}
+	return true, min(from*m.w, k*m.w+e)
 }
 
-// remove forgets key's state, removed as fresh at instant at.
+// remove forgets key's state, removed as fresh from instant at.
 func (m *Model) remove(key string, at int64) {
 	delete(m.tat, key)
 	delete(m.win, key)
@@ -519,9 +565,6 @@ func (m *Model) Sweep() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
-	if m.kind != "log" {
-		m.sweptAt = max(m.sweptAt, now) // the table's sweep raises it for every chunk
-	}
 	var keys []string
 	for k := range m.tat {
 		keys = append(keys, k)
@@ -570,9 +613,8 @@ func (m *Model) Held() []string {
 }
 
 // Evict removes key as eviction under WithMaxKeys does, judged at now: a
-// state fresh at now is removed as a sweep removes it (later new keys are
-// decided no earlier than its judged instant), any other is forgotten as
-// it stands.
+// state fresh at now is removed as a sweep removes it (raising sweptAt to
+// the instant it was fresh from), any other is forgotten as it stands.
 func (m *Model) Evict(key string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -588,12 +630,14 @@ func (m *Model) Evict(key string) {
 }
 
 // Reset forgets key's state as Limiter.Reset does: the next request for it
-// is decided as a new key's, no earlier than now.
+// is decided as a new key's first, at its reading.
 func (m *Model) Reset(key string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.holds(key) {
-		m.remove(key, m.now())
+		sweptAt := m.sweptAt
+		m.remove(key, 0)
+		m.sweptAt = sweptAt
 	}
 }
 
@@ -609,10 +653,7 @@ func (m *Model) ReserveWithin(key string, cost, maxWait int64) (ok bool, a Admis
 		return false, Admission{}
 	}
 	now := m.now()
-	if !m.holds(key) {
-		now = max(now, m.sweptAt)
-	}
-	base := max(m.tat[key], now)
+	base := max(m.tatOf(key), now)
 	n := base + cost*m.t
 	wait := base - now
 	if m.kind == "tb" {
@@ -656,8 +697,10 @@ func (m *Model) giveBackAt(a Admission) {
 	default:
 		if a.Epoch == m.epoch {
 			m.refundWindow(key, cost, at, m.now())
-		} else if fresh, judged := m.freshAt(key, m.now()); m.win[key] != nil && fresh {
-			m.remove(key, judged) // nothing given back, but a fresh entry goes, as in refundWindow
+		} else if m.win[key] != nil {
+			if fresh, from := m.freshAt(key, m.now()); fresh {
+				m.remove(key, from) // nothing given back, but a fresh entry goes, as in refundWindow
+			}
 		}
 		return
 	}
@@ -677,14 +720,20 @@ func (m *Model) giveBackAt(a Admission) {
 			return // renewed since, and no longer honoured
 		}
 	}
+	// Below later admissions, it gives back at the latest reading read
+	// (see high); on top of them, at the reading as it is.
 	now := m.now()
+	back := now
+	if tat > end && m.manual {
+		back = max(now, m.high)
+	}
 	next := tat
-	if owed := end - max(from, now); owed > 0 {
-		next = min(tat, max(tat-owed, now))
+	if owed := end - max(from, back); owed > 0 {
+		next = min(tat, max(tat-owed, back))
 	}
 	switch {
 	case next <= now: // fresh
-		m.remove(key, now)
+		m.remove(key, next)
 		return
 	case next != tat && tat > end:
 		// Below later admissions, whose units move back: renew, recording
@@ -695,7 +744,7 @@ func (m *Model) giveBackAt(a Admission) {
 			m.grp[key] = r
 		}
 		x := tat - next
-		r.add(m.ren[key], end-x, x, now, m.limit*m.t)
+		r.add(m.ren[key], end-x, x, back, m.limit*m.t)
 		m.ren[key]++
 	}
 	m.tat[key] = next
@@ -710,11 +759,7 @@ func (m *Model) Reserve(key string, cost int64) bool {
 	if cost <= 0 || cost > m.limit || (m.kind != "tb" && m.kind != "leaky") {
 		return false
 	}
-	now := m.now()
-	if !m.holds(key) {
-		now = max(now, m.sweptAt)
-	}
-	m.tat[key] = max(m.tat[key], now) + cost*m.t
+	m.tat[key] = max(m.tatOf(key), m.now()) + cost*m.t
 	return true
 }
 
@@ -727,6 +772,9 @@ func (m *Model) String() string {
 	fmt.Fprintf(&b, "%s L%d T%d W%d swept@%d", m.kind, m.limit, m.t, m.w, m.sweptAt)
 	if m.epoch != 0 {
 		fmt.Fprintf(&b, " E%d", m.epoch) // window give-backs read it
+	}
+	if m.manual && m.high != 0 {
+		fmt.Fprintf(&b, " high@%d", m.high) // bucket give-backs read it
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.tat)) {
 		fmt.Fprintf(&b, " %q:tat=%d", k, m.tat[k])
