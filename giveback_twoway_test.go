@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
@@ -72,7 +73,8 @@ type twoWayHeld struct {
 // ResetAfter: what the key then admits) and on which keys are held. A
 // give-back that judged its key at another reading than the model (the
 // clock's latest one, as defect 1 did) removes a key the model holds, or
-// leaves it where the model does not. Run under -race by scripts/test.
+// leaves it where the model does not. Each run is in a synctest bubble, so
+// that the Wait's sleep, in real time, is the bubble's.
 func TestGiveBacksOnAClockBothWays(t *testing.T) {
 	seeds := 150
 	if testing.Short() || raceEnabled {
@@ -82,7 +84,9 @@ func TestGiveBacksOnAClockBothWays(t *testing.T) {
 		for _, manual := range []bool{true, false} {
 			for seed := range seeds {
 				name := fmt.Sprintf("%T/manual=%v/seed=%d", ps[0], manual, seed)
-				runTwoWay(t, name, ps, manual, uint64(seed))
+				// In a synctest bubble, a Wait's timer cannot fire
+				// before its select finds the ended context.
+				synctest.Test(t, func(t *testing.T) { runTwoWay(t, name, ps, manual, uint64(seed)) })
 			}
 		}
 	}
