@@ -30,7 +30,11 @@ import (
 // that the standing admissions of one window [k·Window, (k+1)·Window) cost
 // at most Limit (FixedWindow; SlidingWindow, whose estimate counts the
 // current window in full, never admits more either), and for SlidingLog
-// those of every trailing window (t − Window, t].
+// those of every trailing window (t − Window, t]. For SlidingWindow it
+// also checks the estimate itself (slidingCheck): at the instant t of
+// each standing admission, the standing admissions of the window before
+// t's, weighted by the part of it the sliding window [t − W, t) still
+// covers, and those of t's window decided up to it, fit in Limit.
 type bucketBound struct {
 	p      hotlimit.Policy
 	t, tau int64 // a bucket's interval and length, in ns
@@ -82,7 +86,10 @@ func (o *bucketBound) check() string {
 	case hotlimit.FixedWindow:
 		return windowCheck(s, p.Limit, int64(p.Window), false)
 	case hotlimit.SlidingWindow:
-		return windowCheck(s, p.Limit, int64(p.Window), false)
+		if msg := windowCheck(s, p.Limit, int64(p.Window), false); msg != "" {
+			return msg
+		}
+		return slidingCheck(s, p.Limit, int64(p.Window))
 	case hotlimit.SlidingLog:
 		return windowCheck(s, p.Limit, int64(p.Window), true)
 	}
@@ -111,6 +118,34 @@ func windowCheck(s []*standing, limit, w int64, trailing bool) string {
 		}
 		if sum > limit {
 			return fmt.Sprintf("%d units stand in the window of %v; the limit is %d", sum, time.Duration(a.at), limit)
+		}
+	}
+	return ""
+}
+
+// slidingCheck checks standing admissions s, in decision order, against
+// the sliding-window estimate at each one's instant t = k·w + e: with P
+// the standing cost of window k−1 and Q that of window k up to and
+// including it, P·(w − e) + Q·w ≤ limit·w. An admission decided on that
+// estimate passes; a give-back only takes admissions out, which lowers P
+// and Q. A give-back that lowers a count the standing admissions still
+// fill (the count of a window its admission is not in) lets a later one
+// in that the standing admissions' estimate refuses.
+func slidingCheck(s []*standing, limit, w int64) string {
+	for i, a := range s {
+		k, e := a.at/w, a.at%w
+		var prev, cur int64
+		for j, b := range s {
+			switch {
+			case b.at/w == k-1:
+				prev += b.cost
+			case b.at/w == k && j <= i:
+				cur += b.cost
+			}
+		}
+		if prev*(w-e)+cur*w > limit*w {
+			return fmt.Sprintf("at %v, %d units stand in the window before and %d in its own up to it: the sliding estimate %d·(W−%v)/W + %d is above the limit %d",
+				time.Duration(a.at), prev, cur, prev, time.Duration(e), cur, limit)
 		}
 	}
 	return ""
