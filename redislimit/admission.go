@@ -21,9 +21,11 @@ import (
 //     give-back that left it fresh), even when the key has a state again;
 //   - the buckets: the part of cost·T that has not drained, min(cost·T,
 //     E − now) with E the TAT the admission left, never making the bucket
-//     fuller than full; and nothing once a give-back of an earlier
-//     admission (one below it in the bucket) has moved its units down
-//     since: such a give-back gives the state a new incarnation;
+//     fuller than full. A give-back of an earlier admission (one below it
+//     in the bucket) moves its units down: that give-back renews the
+//     state, and this one then replays the renewals since, returning
+//     exactly what its units still hold, unless it has seen more than 16
+//     (then no more than they hold: see ops.lua, "Renewals");
 //   - the fixed window: cost off the count while the state is in the
 //     admission's window; the sliding window: also cost off the previous
 //     count in the window after it; nothing later;

@@ -459,9 +459,10 @@ for i = 1, n do
     if incKey then
       -- The record of this admission (one layer): the incarnation, kept
       -- for as long as this state may owe the admission anything
-      -- (internal/luasrc/incarnation.lua's incarnation, inline: this
-      -- script does not start with that file).
-      local inc = tonumber(redis.call("GET", incKey)) or 0
+      -- (internal/luasrc/incarnation.lua's incarnation and current,
+      -- inline: this script does not start with that file).
+      local iv = redis.call("GET", incKey) -- the incarnation, then any renewals
+      local inc = iv and tonumber(string.match(iv, "^%d+")) or 0
       if inc ~= 0 and redis.call("PTTL", incKey) < ms then
         redis.call("PEXPIRE", incKey, ms)
       end

@@ -31,7 +31,7 @@
 local key, incKey, op, kind = KEYS[1], KEYS[2], ARGV[2], ARGV[3]
 local A, tau, limit = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local x, y = tonumber(ARGV[7]), tonumber(ARGV[8])
-if op == "give" and (tonumber(redis.call("GET", incKey)) or 0) ~= tonumber(ARGV[9]) then
+if op == "give" and current(redis.call("GET", incKey)) ~= tonumber(ARGV[9]) then
   return { 0 }
 end
 
