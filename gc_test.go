@@ -321,7 +321,7 @@ func TestMaxKeysFloodSparesDrainedKeyFewKeys(t *testing.T) {
 // correct limiter fails it with probability below 2e-7 (P(Poisson(0.044) ≥
 // 4) ≈ 0.044⁴/24). The sampler this replaced reset 9 to 14 of the 16.
 // Under -short or the race detector it runs 100,000 evictions, too few to
-// tell the old sampler apart (it passed there in our run): scripts/test
+// tell the old sampler apart (it passed there in our run): scripts/check
 // runs it once more without the race detector.
 func TestMaxKeysSixteenDrainedKeys(t *testing.T) {
 	l, _ := newManual(t, hotlimit.TokenBucket{Rate: hotlimit.PerSecond(100), Burst: 10}, hotlimit.WithMaxKeys(1000))

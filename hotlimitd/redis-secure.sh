@@ -16,7 +16,7 @@
 #     HOTLIMIT_REDIS_SENTINEL_MASTER_PASSWORD.
 # The passwords are drawn at random here. Expects set -euo pipefail.
 
-command -v openssl >/dev/null || (apt-get update && apt-get install -y openssl)
+bash ../scripts/preflight openssl >/dev/null
 
 secure_dir="$redis_dir/secure"
 mkdir -p "$secure_dir"

@@ -1,20 +1,14 @@
 #!/usr/bin/env bash
-# Format, vet and race-enabled tests of the hotlimitd nested module (the
-# Envoy rate limit service). The tests run gRPC servers on loopback TCP.
+# The hotlimitd module's tests (the Envoy rate limit service), under the
+# race detector. They run gRPC servers on loopback TCP. gofmt, vet and
+# staticcheck are scripts/check's.
 set -euo pipefail
 cd "$(dirname "$0")"
 
-unformatted=$(gofmt -l .)
-if [[ -n "$unformatted" ]]; then
-	echo "not gofmt'ed:"; echo "$unformatted"; exit 1
-fi
-go vet ./...
-GOARCH=386 go vet ./...
 # The backend's tests run two replicas on a private redis-server and Redis
-# Cluster: the servers redislimit/test.sh starts (stopped on exit); and on
-# the TLS, AUTH and Sentinel servers redis-secure.sh starts beside them.
-if [[ -z ${HOTLIMIT_REDIS_ADDR:-} || -z ${HOTLIMIT_REDIS_CLUSTER:-} || -z ${HOTLIMIT_REDIS_SENTINEL_ADDR:-} ]]; then
-	source ../redislimit/redistest/servers.sh
-	source ./redis-secure.sh
-fi
+# Cluster (../redislimit/redistest/servers.sh starts them unless the caller
+# did: scripts/test starts them once for every module), and on the TLS, AUTH and Sentinel servers redis-secure.sh starts
+# beside them; all stopped on exit.
+source ../redislimit/redistest/servers.sh
+[[ -n ${HOTLIMIT_REDIS_SENTINEL_ADDR:-} ]] || source ./redis-secure.sh
 go test -race -count=1 ./...

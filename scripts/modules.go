@@ -13,7 +13,15 @@
 //   - a module's path is the root module's path followed by its directory,
 //     which is what lets a tag "DIR/vX.Y.Z" version it;
 //   - go.work uses exactly the repository's modules, so a nested module builds
-//     against the tree in development;
+//     against the tree in development, except a module whose directory
+//     holds a go.work of its own (a benchmark harness whose dependencies
+//     nothing else should build): the root go.work leaves it out, and its
+//     own go.work uses it alone;
+//   - the root go.work replaces every module that a module of the workspace
+//     requires, at the version required, with its directory: in a
+//     workspace the go command still reads the go.mod of a module at each
+//     version another requires (hotlimitd requires otellimit v0.1.0, and
+//     carries no replace), which no proxy serves before the release;
 //   - every requirement of one module on another names the same version (the
 //     one the next release tags), never a placeholder such as v0.0.0 that no
 //     proxy can serve;
@@ -29,7 +37,7 @@
 //     go line to it): never lower than a requirement's go line (the go
 //     command would refuse the module), and higher only with a comment on
 //     the line above it that says which language feature or standard
-//     library API needs it (go vet's stdversion analysis, which scripts/test
+//     library API needs it (go vet's stdversion analysis, which scripts/check
 //     runs, then holds the module's code to that version); no toolchain
 //     line, which would make a development machine with an older Go fetch
 //     a toolchain; docs/modules.md's table states every module's minimum Go
@@ -48,6 +56,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
@@ -82,7 +91,11 @@ type goMod struct {
 
 // goWork is the part of `go work edit -json`'s output used here.
 type goWork struct {
-	Use []struct{ DiskPath string }
+	Use     []struct{ DiskPath string }
+	Replace []struct {
+		Old struct{ Path, Version string }
+		New struct{ Path, Version string }
+	}
 }
 
 // semver is a release version the go command accepts for a v0 or v1 module:
@@ -231,7 +244,30 @@ func check(mods []module) []string {
 		byPath[m.Path] = m
 	}
 
-	// go.work uses exactly the modules.
+	// go.work uses exactly the modules, less those that are workspaces of
+	// their own.
+	own := map[string]bool{}
+	for _, m := range mods {
+		if m.Dir == "." {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(m.Dir, "go.work")); err != nil {
+			continue
+		}
+		own[m.Dir] = true
+		var w goWork
+		if err := goJSON(&w, "work", "edit", "-json", filepath.Join(m.Dir, "go.work")); err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		if len(w.Use) != 1 || filepath.Clean(w.Use[0].DiskPath) != "." {
+			var uses []string
+			for _, u := range w.Use {
+				uses = append(uses, u.DiskPath)
+			}
+			problems = append(problems, fmt.Sprintf("%s/go.work uses %v: a module's own workspace uses the module alone (use .), its siblings coming from its replace directives", m.Dir, uses))
+		}
+	}
 	var work goWork
 	if _, err := os.Stat("go.work"); err != nil {
 		problems = append(problems, "no go.work at the root: nested modules would build against published versions, not the tree (go work init, then go work use for each module)")
@@ -243,7 +279,10 @@ func check(mods []module) []string {
 			used[filepath.ToSlash(filepath.Clean(u.DiskPath))] = true
 		}
 		for _, m := range mods {
-			if !used[m.Dir] {
+			switch {
+			case own[m.Dir] && used[m.Dir]:
+				problems = append(problems, fmt.Sprintf("go.work uses %s, which is a workspace of its own (%s/go.work): run `go work edit -dropuse=./%s` at the root, or delete %s/go.work", m.Dir, m.Dir, m.Dir, m.Dir))
+			case !own[m.Dir] && !used[m.Dir]:
 				problems = append(problems, fmt.Sprintf("go.work does not use %s: run `go work use ./%s` at the root", m.Dir, m.Dir))
 			}
 			delete(used, m.Dir)
@@ -251,6 +290,7 @@ func check(mods []module) []string {
 		for dir := range used {
 			problems = append(problems, fmt.Sprintf("go.work uses %s, which holds no module of this repository: run `go work edit -dropuse=%s`", dir, dir))
 		}
+		problems = append(problems, checkWorkReplaces(mods, own, byPath, work)...)
 	}
 
 	// Requirements on siblings name one version.
@@ -445,6 +485,43 @@ func goComment(gomod string) string {
 }
 
 // require makes every module's requirements on its siblings name version.
+// checkWorkReplaces reports what is missing from or extra in the root
+// go.work's replaces: one for each module of the workspace at each
+// version a module of the workspace requires it, with its directory.
+func checkWorkReplaces(mods []module, own map[string]bool, byPath map[string]module, work goWork) []string {
+	var problems []string
+	want := map[string]string{} // "path version" -> "./dir"
+	for _, m := range mods {
+		if own[m.Dir] {
+			continue
+		}
+		for _, r := range m.Mod.Require {
+			if dep, ok := byPath[r.Path]; ok && !own[dep.Dir] {
+				want[r.Path+" "+r.Version] = strings.TrimSuffix("./"+dep.Dir, ".")
+			}
+		}
+	}
+	for _, r := range work.Replace {
+		if _, ok := byPath[r.Old.Path]; !ok {
+			continue
+		}
+		k := r.Old.Path + " " + r.Old.Version
+		dir, ok := want[k]
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("go.work replaces %s %s, which no module of the workspace requires: run `go work edit -dropreplace=%s@%s`", r.Old.Path, r.Old.Version, r.Old.Path, r.Old.Version))
+		case r.New.Version != "" || filepath.Clean(r.New.Path) != filepath.Clean(dir):
+			problems = append(problems, fmt.Sprintf("go.work replaces %s %s with %s, not its directory %s", r.Old.Path, r.Old.Version, r.New.Path, dir))
+		}
+		delete(want, k)
+	}
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		path, version, _ := strings.Cut(k, " ")
+		problems = append(problems, fmt.Sprintf("go.work does not replace %s %s, which a module of the workspace requires, with its directory: the go command would fetch it; run `go work edit -replace=%s@%s=%s` at the root", path, version, path, version, want[k]))
+	}
+	return problems
+}
+
 func require(mods []module, version string) error {
 	if !semver.MatchString(version) {
 		return fmt.Errorf("%q is not vX.Y.Z[-pre] with X 0 or 1 (v2 and later need a /v2 module path)", version)
@@ -471,6 +548,30 @@ func require(mods []module, version string) error {
 		}
 		fmt.Printf("%s/go.mod: siblings required at %s\n", m.Dir, version)
 	}
+	// The root go.work's replaces follow the requirements. Edited as text,
+	// since go work edit would drop the file's comments and layout.
+	var work goWork
+	if err := goJSON(&work, "work", "edit", "-json", "go.work"); err != nil {
+		return err
+	}
+	text, err := os.ReadFile("go.work")
+	if err != nil {
+		return err
+	}
+	edited := text
+	for _, r := range work.Replace {
+		if byPath[r.Old.Path] && r.Old.Version != "" && r.Old.Version != version {
+			line := regexp.MustCompile(`(?m)^(\s*(?:replace\s+)?` + regexp.QuoteMeta(r.Old.Path) + `\s+)` + regexp.QuoteMeta(r.Old.Version) + `(\s+=>)`)
+			edited = line.ReplaceAll(edited, []byte("${1}"+version+"${2}"))
+		}
+	}
+	if bytes.Equal(edited, text) {
+		return nil
+	}
+	if err := os.WriteFile("go.work", edited, 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("go.work: siblings replaced at %s\n", version)
 	return nil
 }
 

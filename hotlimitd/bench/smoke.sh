@@ -1,20 +1,18 @@
 #!/usr/bin/env bash
-# CI's check of the comparison harness, about 30 s with warm caches (a
-# minute more when the race detector builds gubernator's dependencies
-# first): gofmt, vet, its tests under the race detector (the load
-# generator against gubernator and a stand-in RLS server), and rlsbench
+# CI's check of the comparison harness (a stage of scripts/check), about
+# 30 s with warm caches (a minute more when the race detector builds
+# gubernator's dependencies first): its tests under the race detector (the
+# load generator against gubernator and a stand-in RLS server), and rlsbench
 # once per system and backend with 100 requests, a smoke run whose
 # figures mean nothing (hotlimitd/RESULTS.md has the measurements; run.sh
 # makes them). Starts a private redis-server for the Redis and lease
-# backends (redislimit/redistest/servers.sh).
+# backends (redislimit/redistest/servers.sh) unless the caller did. gofmt,
+# vet and staticcheck are scripts/check's. This directory is a workspace of
+# its own (go.work), outside the root's, so that nothing else builds
+# gubernator.
 set -euo pipefail
 cd "$(dirname "$0")"
 
-unformatted=$(gofmt -l .)
-if [[ -n "$unformatted" ]]; then
-	echo "not gofmt'ed:"; echo "$unformatted"; exit 1
-fi
-go vet ./...
 go test -race -count=1 ./...
 
 # shellcheck source=../../redislimit/redistest/servers.sh
