@@ -24,6 +24,11 @@
 // addresses are Redis Sentinels and the Store decides on the master they
 // name. When Redis does not answer, the decision
 // fails with an error and the caller's failure policy applies.
+// The breaker in front of each node counts a call that Redis did not
+// answer within Options.Timeout, or whose connection failed; a call whose
+// caller's context ended first (its deadline included) counts for
+// nothing, so that a Redis slower than its callers' deadlines is not
+// taken for a dead one.
 //
 // Lease decides in process from units this replica leased from the same
 // Redis state (redislimit/lease), debited in Redis before they are spent.

@@ -396,7 +396,35 @@ func (s *Store) AllowStates(ctx context.Context, layers []admission.Layer, state
 	if err != nil {
 		return hotlimit.Decision{}, -1, err
 	}
+	ctx, release := patient(ctx)
+	defer release()
 	return redislimit.AllowLayersState(ctx, states, ls...)
+}
+
+// patient returns ctx with its deadline turned into a cancellation: ctx's
+// values, and a context cancelled (context.Canceled) when ctx is done,
+// without ctx's deadline. release must be called once the call is over.
+//
+// A caller's deadline shorter than Options.Timeout (Envoy's rate limit
+// filter timeout, 20ms by default) then ends the call as a cancellation
+// does, which the breaker does not count against the node: a Redis that
+// pauses longer than the caller waits is slow, not dead, and must not
+// open the breaker and fail the requests that come once it answers.
+// (redislimit counts a caller's deadline that passes, so that a hung node
+// opens its circuit however impatient the callers are; here only a call
+// that Redis did not answer within Timeout, or a failed connection,
+// counts.) A call that waits to be sent ends with its caller, so that a
+// request its caller gave up on is not sent later.
+func patient(ctx context.Context) (context.Context, func()) {
+	if _, ok := ctx.Deadline(); !ok {
+		return ctx, func() {}
+	}
+	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	return c, func() {
+		stop()
+		cancel()
+	}
 }
 
 // resolve appends to dst, for each of layers, the layer mk makes of it

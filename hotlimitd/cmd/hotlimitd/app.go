@@ -7,10 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +24,7 @@ import (
 	"github.com/hotlimit/hotlimit/hotlimitd"
 	"github.com/hotlimit/hotlimit/hotlimitd/config"
 	"github.com/hotlimit/hotlimit/promlimit"
+	"github.com/hotlimit/hotlimit/redislimit"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -59,6 +62,10 @@ type flags struct {
 	limitHeaders   bool
 	limitHeader    hotlimitd.LimitHeaders // -limit-header-* names
 	redisSec       redisSecurity
+	redisTimeout   time.Duration
+	breakFailures  int
+	breakOpen      time.Duration
+	localDenials   int
 }
 
 // redisSecurity are the flags that secure the connection to Redis: TLS,
@@ -72,45 +79,19 @@ type redisSecurity struct {
 	tlsServerName                  string
 }
 
-func parseFlags(args []string, out io.Writer) (*flags, error) {
+// parseFlags parses args. -h or -help prints the usage to stdout and
+// returns flag.ErrHelp; a bad flag is an error, after the usage on
+// stderr.
+func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 	f := &flags{}
-	fs := flag.NewFlagSet("hotlimitd", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.StringVar(&f.config, "config", "", "configuration `path`: a file, or a directory of *.yaml/*.yml (default: built in)")
-	fs.StringVar(&f.backend, "backend", "local", "backend: local, redis or lease")
-	fs.StringVar(&f.redis, "redis", "", "Redis `host:port`, or Redis Cluster nodes, comma-separated")
-	fs.BoolVar(&f.redisCluster, "redis-cluster", false, "the -redis addresses are Redis Cluster nodes")
-	fs.StringVar(&f.redisHashTag, "redis-hash-tag", "", "put every key in the Redis Cluster slot of this `tag`, so that requests of several descriptors decide in one call")
-	fs.StringVar(&f.grpcAddr, "grpc", ":8081", "gRPC listen `address`")
-	fs.StringVar(&f.httpAddr, "http", ":8080", "HTTP listen `address` (GET /healthcheck, /metrics)")
-	fs.DurationVar(&f.reloadInterval, "reload-interval", time.Second, "how often -config is polled for changes (0: only on SIGHUP)")
-	fs.BoolVar(&f.failOpen, "fail-open", false, "answer OK when the backend cannot decide (default: gRPC Unavailable)")
-	fs.BoolVar(&f.headers, "headers", false, "add draft-11 RateLimit-Policy and RateLimit response headers")
-	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
-	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 10*time.Second, "how long in-flight RPCs may run after SIGTERM (0: no grace, they are stopped at once)")
-	fs.BoolVar(&f.printConfig, "print-config", false, "print the built-in configuration and exit")
-	fs.StringVar(&f.pkSecretFile, "partition-key-secret-file", "", "with -headers: a `file` whose bytes key the headers' pk hash, the same in every replica behind one Envoy (default: a random secret per process)")
-	fs.IntVar(&f.maxKeys, "max-keys", defaultMaxKeys, "-backend local: the most keys each limit holds (hotlimit.WithMaxKeys: a new key past the bound evicts the entry closest to fresh among a sample); 0: no bound")
-	fs.StringVar(&f.grpcTLSCert, "grpc-tls-cert", "", "serve gRPC over TLS with the PEM certificate chain in this `file` (with -grpc-tls-key; read again when it changes)")
-	fs.StringVar(&f.grpcTLSKey, "grpc-tls-key", "", "the PEM private key `file` of -grpc-tls-cert")
-	fs.StringVar(&f.grpcTLSCA, "grpc-tls-client-ca", "", "mTLS: require a client certificate that chains to a PEM CA of this `file` (with -grpc-tls-cert)")
-	fs.BoolVar(&f.limitHeaders, "limit-headers", false, "add envoyproxy/ratelimit's response headers (its LIMIT_RESPONSE_HEADERS_ENABLED) of the most restrictive status")
-	fs.StringVar(&f.limitHeader.Limit, "limit-header-limit", hotlimitd.DefaultLimitHeader, "with -limit-headers: the `name` of the header of requests_per_unit (its LIMIT_LIMIT_HEADER)")
-	fs.StringVar(&f.limitHeader.Remaining, "limit-header-remaining", hotlimitd.DefaultRemainingHeader, "with -limit-headers: the `name` of the header of limit_remaining (its LIMIT_REMAINING_HEADER)")
-	fs.StringVar(&f.limitHeader.Reset, "limit-header-reset", hotlimitd.DefaultResetHeader, "with -limit-headers: the `name` of the header of duration_until_reset, in seconds (its LIMIT_RESET_HEADER)")
-	rs := &f.redisSec
-	fs.StringVar(&rs.username, "redis-username", "", "authenticate to Redis as this ACL `user` (the password: -redis-password-file or $HOTLIMITD_REDIS_PASSWORD)")
-	fs.StringVar(&rs.passwordFile, "redis-password-file", "", "a `file` holding the Redis password (instead of $HOTLIMITD_REDIS_PASSWORD)")
-	fs.StringVar(&rs.sentinel, "redis-sentinel", "", "the -redis addresses are Redis Sentinels: decide on the master they name `master`, and follow its failovers")
-	fs.StringVar(&rs.sentinelUser, "redis-sentinel-username", "", "authenticate to the Sentinels as this ACL `user`")
-	fs.StringVar(&rs.sentinelPassFile, "redis-sentinel-password-file", "", "a `file` holding the Sentinels' own password (instead of $HOTLIMITD_REDIS_SENTINEL_PASSWORD)")
-	fs.BoolVar(&rs.tls, "redis-tls", false, "connect to Redis (and the Sentinels) over TLS, verifying the server's certificate")
-	fs.StringVar(&rs.tlsCA, "redis-tls-ca", "", "with -redis-tls: trust the PEM CAs of this `file` (default: the system's)")
-	fs.StringVar(&rs.tlsCert, "redis-tls-cert", "", "with -redis-tls: present the PEM client certificate of this `file` (with -redis-tls-key), for tls-auth-clients")
-	fs.StringVar(&rs.tlsKey, "redis-tls-key", "", "the PEM private key `file` of -redis-tls-cert")
-	fs.StringVar(&rs.tlsServerName, "redis-tls-server-name", "", "with -redis-tls: the `name` the server's certificate must have (default: the host of each address)")
+	fs := newFlagSet(f)
+	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout, fs) // asked for: the output, and no error
+		} else {
+			usage(stderr, fs) // after flag's message, which names the flag
+		}
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -132,6 +113,84 @@ func parseFlags(args []string, out io.Writer) (*flags, error) {
 		return nil, errors.New("-reload-interval and -shutdown-grace must not be negative")
 	}
 	return f, nil
+}
+
+// newFlagSet returns the command's flags, bound to f's fields.
+func newFlagSet(f *flags) *flag.FlagSet {
+	fs := flag.NewFlagSet("hotlimitd", flag.ContinueOnError)
+	fs.Usage = func() {} // parseFlags prints it, where it belongs
+	fs.StringVar(&f.config, "config", "", "configuration `path`: a file, or a directory of *.yaml/*.yml (default: built in)")
+	fs.StringVar(&f.backend, "backend", "local", "backend: local, redis or lease")
+	fs.StringVar(&f.redis, "redis", "", "Redis `host:port`, or Redis Cluster nodes, comma-separated")
+	fs.BoolVar(&f.redisCluster, "redis-cluster", false, "the -redis addresses are Redis Cluster nodes")
+	fs.StringVar(&f.redisHashTag, "redis-hash-tag", "", "put every key in the Redis Cluster slot of this `tag`, so that requests of several descriptors decide in one call")
+	fs.StringVar(&f.grpcAddr, "grpc", ":8081", "gRPC listen `address`")
+	fs.StringVar(&f.httpAddr, "http", ":8080", "HTTP listen `address` (GET /healthcheck, /metrics)")
+	fs.DurationVar(&f.reloadInterval, "reload-interval", time.Second, "how often -config is polled for changes (0: only on SIGHUP)")
+	fs.BoolVar(&f.failOpen, "fail-open", false, "answer OK when the backend cannot decide, instead of gRPC Unavailable")
+	fs.BoolVar(&f.headers, "headers", false, "add draft-11 RateLimit-Policy and RateLimit response headers")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 10*time.Second, "how long in-flight RPCs may run after SIGTERM (0: no grace, they are stopped at once)")
+	fs.BoolVar(&f.printConfig, "print-config", false, "print the built-in configuration and exit")
+	fs.StringVar(&f.pkSecretFile, "partition-key-secret-file", "", "with -headers: a `file` whose bytes key the headers' pk hash, the same in every replica behind one Envoy (default: a random secret per process)")
+	fs.DurationVar(&f.redisTimeout, "redis-timeout", defaultRedisTimeout, "-backend redis or lease: how long one call to Redis may take before it fails (the failure policy answers, and the breaker counts it). A call that timed out may still have consumed quota: Redis may have run it")
+	fs.IntVar(&f.breakFailures, "redis-breaker-failures", redislimit.DefaultFailures, "-backend redis or lease: how many consecutive failed `calls` to a Redis node (not answered within -redis-timeout, or a broken or refused connection) open its breaker, which then fails calls to it at once. A call its caller gave up on first (Envoy's timeout) does not count")
+	fs.DurationVar(&f.breakOpen, "redis-breaker-open", redislimit.DefaultCooldown, "-backend redis or lease: how long an open breaker fails calls before it lets one probe through (its success closes it)")
+	fs.IntVar(&f.localDenials, "redis-local-denials", 0, "-backend redis: how many `keys` per limit Redis refused this process remembers, to refuse the same request again until its retry time without asking Redis (redislimit.WithLocalDenials; it may refuse longer than Redis would after a give-back or a Redis restart, never admit more); 0: off")
+	fs.IntVar(&f.maxKeys, "max-keys", defaultMaxKeys, "-backend local: the most `keys` each limit holds (hotlimit.WithMaxKeys: a new key past the bound evicts the entry closest to fresh among a sample); 0: no bound")
+	fs.StringVar(&f.grpcTLSCert, "grpc-tls-cert", "", "serve gRPC over TLS with the PEM certificate chain in this `file` (with -grpc-tls-key; read again when it changes)")
+	fs.StringVar(&f.grpcTLSKey, "grpc-tls-key", "", "the PEM private key `file` of -grpc-tls-cert")
+	fs.StringVar(&f.grpcTLSCA, "grpc-tls-client-ca", "", "mTLS: require a client certificate that chains to a PEM CA of this `file` (with -grpc-tls-cert)")
+	fs.BoolVar(&f.limitHeaders, "limit-headers", false, "add envoyproxy/ratelimit's response headers (its LIMIT_RESPONSE_HEADERS_ENABLED) of the most restrictive status")
+	fs.StringVar(&f.limitHeader.Limit, "limit-header-limit", hotlimitd.DefaultLimitHeader, "with -limit-headers: the `name` of the header of requests_per_unit (its LIMIT_LIMIT_HEADER)")
+	fs.StringVar(&f.limitHeader.Remaining, "limit-header-remaining", hotlimitd.DefaultRemainingHeader, "with -limit-headers: the `name` of the header of limit_remaining (its LIMIT_REMAINING_HEADER)")
+	fs.StringVar(&f.limitHeader.Reset, "limit-header-reset", hotlimitd.DefaultResetHeader, "with -limit-headers: the `name` of the header of duration_until_reset, in seconds (its LIMIT_RESET_HEADER)")
+	rs := &f.redisSec
+	fs.StringVar(&rs.username, "redis-username", "", "authenticate to Redis as this ACL `user` (the password: -redis-password-file or $HOTLIMITD_REDIS_PASSWORD)")
+	fs.StringVar(&rs.passwordFile, "redis-password-file", "", "a `file` holding the Redis password (instead of $HOTLIMITD_REDIS_PASSWORD)")
+	fs.StringVar(&rs.sentinel, "redis-sentinel", "", "the -redis addresses are Redis Sentinels: decide on the master they name `master`, and follow its failovers")
+	fs.StringVar(&rs.sentinelUser, "redis-sentinel-username", "", "authenticate to the Sentinels as this ACL `user`")
+	fs.StringVar(&rs.sentinelPassFile, "redis-sentinel-password-file", "", "a `file` holding the Sentinels' own password (instead of $HOTLIMITD_REDIS_SENTINEL_PASSWORD)")
+	fs.BoolVar(&rs.tls, "redis-tls", false, "connect to Redis (and the Sentinels) over TLS, verifying the server's certificate")
+	fs.StringVar(&rs.tlsCA, "redis-tls-ca", "", "with -redis-tls: trust the PEM CAs of this `file` (default: the system's)")
+	fs.StringVar(&rs.tlsCert, "redis-tls-cert", "", "with -redis-tls: present the PEM client certificate of this `file` (with -redis-tls-key), for tls-auth-clients")
+	fs.StringVar(&rs.tlsKey, "redis-tls-key", "", "the PEM private key `file` of -redis-tls-cert")
+	fs.StringVar(&rs.tlsServerName, "redis-tls-server-name", "", "with -redis-tls: the `name` the server's certificate must have (default: the host of each address)")
+	return fs
+}
+
+// usage prints the command's usage to w: what it is, then every flag
+// with its default.
+func usage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprint(w, `Usage: hotlimitd [flags]
+
+hotlimitd is the rate limit service Envoy asks over gRPC
+(envoy.service.ratelimit.v3.RateLimitService). With no flags it serves
+the built-in configuration (-print-config shows it) from an in-process
+backend, gRPC on :8081 and HTTP on :8080. SIGHUP reloads -config;
+SIGTERM or SIGINT shut down gracefully. A duration is a number with
+its unit: 300ms, 1s, 2m.
+
+Flags:
+`)
+	fs.VisitAll(func(fl *flag.Flag) {
+		kind, text := flag.UnquoteUsage(fl)
+		if kind != "" {
+			kind = " " + kind
+		}
+		fmt.Fprintf(w, "  -%s%s\n    \t%s", fl.Name, kind, text)
+		if !strings.Contains(text, "(default") {
+			def := fl.DefValue
+			if g, ok := fl.Value.(flag.Getter); ok {
+				if _, isString := g.Get().(string); isString {
+					def = strconv.Quote(def)
+				}
+			}
+			fmt.Fprintf(w, " (default %s)", def)
+		}
+		fmt.Fprintln(w)
+	})
 }
 
 func newLogger(f *flags, w io.Writer) (*slog.Logger, error) {
@@ -184,7 +243,10 @@ type app struct {
 // run is the command: it serves until ctx is done or a SIGTERM or SIGINT
 // arrives on sigs, and reloads on SIGHUP.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, h *hooks) error {
-	f, err := parseFlags(args, stderr)
+	f, err := parseFlags(args, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // -h: the usage was asked for
+	}
 	if err != nil {
 		return err
 	}
@@ -268,6 +330,10 @@ func start(ctx context.Context, f *flags, log *slog.Logger, h *hooks) (a *app, e
 			interval = time.Hour // not polled (Run is not started): SIGHUP only
 		}
 		a.watcher, err = config.NewWatcher(f.config, interval, a.applyReload, a.reloadFailed)
+		var pathErr *fs.PathError
+		if errors.As(err, &pathErr) {
+			return nil, fmt.Errorf("-config %s: %w", f.config, err) // missing or unreadable
+		}
 		if err != nil {
 			return nil, err // file:line: field: message, every one
 		}

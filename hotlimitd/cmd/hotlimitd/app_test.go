@@ -26,7 +26,19 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(runMain) == "1" { // a child process of command
+		for i, a := range os.Args {
+			if a == "--" {
+				os.Args = append([]string{"hotlimitd"}, os.Args[i+1:]...)
+				break
+			}
+		}
+		main()
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // running is a hotlimitd started by a test.
 type running struct {
@@ -217,6 +229,13 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-limit-headers", "-limit-header-remaining", ""}, "-limit-header-remaining"},
 		{[]string{"-limit-headers", "-limit-header-reset", "ratelimit-limit"}, "-limit-header-reset"},
 		{[]string{"-limit-headers", "-limit-header-limit", "Retry-After"}, "-limit-header-limit"},
+		{[]string{"-redis-timeout", "5s"}, "-redis-timeout"},
+		{[]string{"-redis-local-denials", "10"}, "-backend redis"},
+		{[]string{"-backend", "redis", "-redis", "127.0.0.1:1", "-redis-timeout", "0s"}, "-redis-timeout"},
+		{[]string{"-backend", "redis", "-redis", "127.0.0.1:1", "-redis-breaker-failures", "0"}, "-redis-breaker-failures"},
+		{[]string{"-backend", "redis", "-redis", "127.0.0.1:1", "-redis-breaker-open", "-1s"}, "-redis-breaker-open"},
+		{[]string{"-backend", "redis", "-redis", "127.0.0.1:1", "-redis-local-denials", "-1"}, "-redis-local-denials"},
+		{[]string{"-backend", "lease", "-redis", "127.0.0.1:1", "-redis-local-denials", "5"}, "-redis-local-denials"},
 	} {
 		args := append([]string{"-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0"}, tc.args...)
 		err := run(context.Background(), args, io.Discard, io.Discard, nil, nil)

@@ -8,13 +8,19 @@
 //
 //	go -C hotlimitd run ./cmd/hotlimitd
 //
-// Flags:
+// Flags (hotlimitd -h prints them, with their defaults, and exits 0):
 //
 //	-config PATH          a file, or a directory of *.yaml/*.yml (default: built in)
 //	-backend KIND         local (default), redis or lease
 //	-redis ADDRS          host:port of Redis, or of Cluster nodes, comma-separated
 //	-redis-cluster        the -redis addresses are Redis Cluster nodes
 //	-redis-hash-tag TAG   every key in TAG's Cluster slot (requests of several descriptors need it on a Cluster)
+//	-redis-timeout D      how long one call to Redis may take (default 2s); see "Redis" below
+//	-redis-breaker-failures N  consecutive failed calls to a Redis node that open its breaker (default 5)
+//	-redis-breaker-open D how long an open breaker fails calls before one probe (default 1s)
+//	-redis-local-denials N  -backend redis: keys per limit whose denial is remembered in
+//	                      process, answered again without Redis until their retry time
+//	                      (redislimit.WithLocalDenials; default 0: off)
 //	-grpc ADDR            gRPC listen address (default :8081)
 //	-http ADDR            HTTP listen address (default :8080): GET /healthcheck, /metrics
 //	-reload-interval D    how often -config is polled for changes (default 1s; 0: only on SIGHUP)
@@ -43,6 +49,15 @@
 //	-redis-tls-ca F       with -redis-tls: trust F's PEM CAs (default: the system's)
 //	-redis-tls-cert F, -redis-tls-key F  with -redis-tls: a client certificate (tls-auth-clients)
 //	-redis-tls-server-name N  with -redis-tls: the name the server's certificate must have
+//
+// A -config that is missing or cannot be read stops the command with an
+// error naming -config; one that does not parse, with file:line and the
+// field.
+//
+// # Redis
+//
+// The Redis password is read from the HOTLIMITD_REDIS_PASSWORD
+// environment variable, never from a flag (flags show in ps).
 //
 // # TLS
 //
@@ -83,6 +98,38 @@
 // it can skip the server's hostname verification
 // (REDIS_TLS_SKIP_HOSTNAME_VERIFICATION), which hotlimitd does not offer:
 // -redis-tls-server-name names the certificate's host instead.
+//
+// # Redis timeouts and the breaker
+//
+// Each call to Redis (one per request, or a lease's take) has
+// -redis-timeout; one that does not answer in time fails, and the
+// failure policy answers (gRPC Unavailable, or OK with -fail-open).
+// What a timeout means for exactness: the call is never retried, but
+// Redis may have run it all the same (it was sent; Redis was slow, not
+// gone), so a request that failed this way may have consumed its
+// quota: a limit then admits fewer requests than it allows (and, with
+// -fail-open, the requests Redis did not decide are admitted whatever
+// their limits).
+// The default, 2s, is well above the pauses a healthy Redis makes (a
+// fork for a snapshot, a failover, another client's slow command), so
+// that they cost latency, not failed requests.
+//
+// A breaker in front of each Redis node (redislimit.Breaker) opens after
+// -redis-breaker-failures consecutive failed calls to it: a call not
+// answered within -redis-timeout, or a broken or refused connection. It
+// then fails every call to that node at once for -redis-breaker-open,
+// and lets one probe through, whose success closes it. A call that its
+// caller gave up on first (Envoy's rate limit filter has a timeout of its
+// own, 20ms unless its configuration sets one) ends with its caller and
+// counts for nothing: a Redis slower than Envoy waits is slow, not dead,
+// and opening the breaker on it would fail the requests that come once it
+// answers. So a Redis that pauses for 0.3s fails no request once it
+// answers again, and none that was waiting for it (TestRedisPause). A
+// hung Redis opens the breaker once calls have waited -redis-timeout for
+// it, which only callers more patient than -redis-timeout do: with every
+// caller less patient, the breaker stays closed and each call costs its
+// caller's timeout instead (set -redis-timeout below Envoy's timeout to
+// have a hung Redis fail fast, at the price of failing on pauses).
 //
 // The gRPC port also serves grpc.health.v1.Health, for the whole server
 // ("") and for envoy.service.ratelimit.v3.RateLimitService: SERVING once

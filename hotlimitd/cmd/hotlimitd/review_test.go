@@ -156,7 +156,7 @@ func allJSON(t *testing.T, logs string) {
 // interface.
 func TestEmptyAddresses(t *testing.T) {
 	for _, args := range [][]string{{"-grpc", "", "-http", "127.0.0.1:0"}, {"-grpc", "127.0.0.1:0", "-http", ""}} {
-		_, err := parseFlags(args, io.Discard)
+		_, err := parseFlags(args, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), args[0]) && !strings.Contains(err.Error(), args[2]) {
 			t.Errorf("%q: error %v, want one naming the empty flag", args, err)
 		}

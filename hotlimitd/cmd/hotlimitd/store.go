@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/hotlimitd/backend"
+	"github.com/hotlimit/hotlimit/redislimit"
 )
 
 // store is the backend the command runs (a *backend.Store): it decides,
@@ -24,6 +26,12 @@ type store interface {
 // service's memory without bound.
 const defaultMaxKeys = 1_000_000
 
+// defaultRedisTimeout bounds each call to Redis by default: well above a
+// pause of Redis of a few hundred milliseconds (a fork for a snapshot, a
+// failover, a slow command of another client), so that a slow server is
+// not taken for a dead one and the breaker does not open on it.
+const defaultRedisTimeout = 2 * time.Second
+
 // openStore opens the backend -backend names.
 func openStore(ctx context.Context, f *flags, limits map[string]hotlimit.Policy) (store, error) {
 	o := backend.Options{
@@ -35,6 +43,9 @@ func openStore(ctx context.Context, f *flags, limits map[string]hotlimit.Policy)
 	case backend.Local:
 		if f.redis != "" || f.redisCluster || f.redisHashTag != "" || f.redisSec != (redisSecurity{}) {
 			return nil, fmt.Errorf("-backend local takes no -redis flag")
+		}
+		if f.redisTimeout != defaultRedisTimeout || f.breakFailures != redislimit.DefaultFailures || f.breakOpen != redislimit.DefaultCooldown || f.localDenials != 0 {
+			return nil, fmt.Errorf("-redis-timeout, -redis-breaker-failures, -redis-breaker-open and -redis-local-denials are for -backend redis or lease")
 		}
 		switch {
 		case f.maxKeys < 0:
@@ -56,6 +67,25 @@ func openStore(ctx context.Context, f *flags, limits map[string]hotlimit.Policy)
 		}
 		if err := f.redisSec.apply(&o); err != nil {
 			return nil, err
+		}
+		switch {
+		case f.redisTimeout <= 0:
+			return nil, fmt.Errorf("-redis-timeout %v: want a duration above 0", f.redisTimeout)
+		case f.breakFailures < 1:
+			return nil, fmt.Errorf("-redis-breaker-failures %d: want 1 or more", f.breakFailures)
+		case f.breakOpen <= 0:
+			return nil, fmt.Errorf("-redis-breaker-open %v: want a duration above 0", f.breakOpen)
+		case f.localDenials < 0:
+			return nil, fmt.Errorf("-redis-local-denials %d: want 0 (off) or more", f.localDenials)
+		case f.localDenials > 0 && o.Kind == backend.Lease:
+			return nil, fmt.Errorf("-redis-local-denials is for -backend redis: a lease decides in process already")
+		}
+		o.Timeout = f.redisTimeout
+		// One breaker for every limit: they share the client, and a node
+		// that fails fails them all.
+		o.RedisOptions = []redislimit.Option{redislimit.WithBreaker(redislimit.NewBreaker(f.breakFailures, f.breakOpen))}
+		if f.localDenials > 0 {
+			o.RedisOptions = append(o.RedisOptions, redislimit.WithLocalDenials(f.localDenials))
 		}
 	default:
 		return nil, fmt.Errorf("-backend %q: want local, redis or lease", f.backend)
