@@ -153,3 +153,43 @@ func TestSetBackResetChangesOnlyItsKey(t *testing.T) {
 		})
 	}
 }
+
+// TestSetBackEviction: an eviction under WithMaxKeys between an admission
+// and its Refund, with the clock set forward for the eviction and back for
+// the Refund. "k" (2 of 5 units taken at 1h) is fresh at 1h1m and is
+// evicted there for "x"; back at 1h its Refund gives nothing (its entry is
+// gone), and "k" is decided as what it owed there, 2 s: Check and Allow
+// agree on 3. A drained key evicted at the reading it was drained at is
+// forgotten as it stands: fresh again, 5.
+func TestSetBackEviction(t *testing.T) {
+	p := hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 5}
+	l, clk := newManual(t, p, hotlimit.WithMaxKeys(1))
+	clk.Set(time.Hour)
+	var a hotlimit.Admission
+	if d := l.AdmitN(&a, "k", 2); !d.Allowed {
+		t.Fatalf("AdmitN refused: %+v", d)
+	}
+	clk.Set(time.Hour + time.Minute)
+	if d := l.Allow("x"); !d.Allowed {
+		t.Fatalf("x refused: %+v", d)
+	}
+	if s := l.Stats(); s.Swept != 1 {
+		t.Fatalf("Stats %+v: want k removed as fresh", s)
+	}
+	clk.Set(time.Hour)
+	if a.Refund(); l.Stats().Refunded != 0 {
+		t.Errorf("the Refund found k's entry after its eviction")
+	}
+	agrees(t, l, "k", 3)
+
+	l, clk = newManual(t, p, hotlimit.WithMaxKeys(1))
+	clk.Set(time.Hour)
+	if d := l.AdmitN(&a, "k", 5); !d.Allowed {
+		t.Fatalf("AdmitN refused: %+v", d)
+	}
+	l.Allow("x") // evicts the drained k: forgotten, not swept
+	clk.Set(time.Hour - time.Minute)
+	a.Refund()
+	clk.Set(time.Hour)
+	agrees(t, l, "k", 5)
+}
