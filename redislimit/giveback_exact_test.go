@@ -369,3 +369,64 @@ func TestRenewalsBounded(t *testing.T) {
 		t.Fatalf("incarnation key after Reset: %q; want the incarnation alone", v)
 	}
 }
+
+// TestGiveBackFloorStartsAfresh: a key's floor a bucket's length or more
+// behind the clock starts afresh from the next renewal dropped, so that
+// later admissions older than the renewals kept are given back from a
+// recent floor, not one from which nothing can be given back any more.
+// At t0, 17 give-backs below later admissions (one more than the key
+// keeps) make a floor near t0. At t1 = t0 + 5 s (the bucket is 4 s long),
+// Z is held, a renewal R1, then X is admitted, then 17 renewals more, which
+// drop R1 (the floor starts afresh there, near t1) and the one after X.
+// X's give-back, from the floor, returns its unit: the key owes what the
+// model owes (with a floor kept from t0, X would give nothing back).
+func TestGiveBackFloorStartsAfresh(t *testing.T) {
+	ctx := context.Background()
+	policy := hotlimit.TokenBucket{Rate: hotlimit.PerSecond(10), Burst: 40}
+	clock := hotlimit.NewManualClock()
+	clock.Set(baseMicros * time.Microsecond)
+	m := refmodel.New(policy, clock)
+	c := redistest.Client(t, redistest.Addr(t))
+	l := must(New(c, "afresh", policy, WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second)))
+	l.testNow = func() int64 { return int64(clock.Now() / time.Microsecond) }
+	admit := func() modelHeld {
+		a := new(Admission)
+		if d := must(l.AdmitN(ctx, a, "k", 1)); !d.Allowed {
+			t.Fatalf("refused: %+v", d)
+		}
+		_, ma := m.AdmitN("k", 1)
+		return modelHeld{remote: a, model: ma}
+	}
+	same := func(what string) {
+		t.Helper()
+		if want, got := m.Peek("k"), must(l.AllowN(ctx, "k", 0)); !sameDecision(want, got) {
+			t.Fatalf("after %s:\n redis %+v\n model %+v", what, got, want)
+		}
+	}
+	giveBack := func(h modelHeld, what string) {
+		t.Helper()
+		must(h.remote.Refund(ctx))
+		m.GiveBack(h.model)
+		same(what)
+	}
+	renewals := func(n int) {
+		t.Helper()
+		for range n {
+			lo, hi := admit(), admit()
+			giveBack(lo, "a give-back below a later admission")
+			giveBack(hi, "the later admission's give-back")
+		}
+	}
+	admit() // held at t0
+	renewals(17)
+	clock.Advance(5 * time.Second)
+	admit() // Z, held at t1: the key is never left fresh
+	renewals(1)
+	x := admit()
+	renewals(17)
+	before := must(l.AllowN(ctx, "k", 0)).Remaining
+	giveBack(x, "X")
+	if after := must(l.AllowN(ctx, "k", 0)).Remaining; after != before+1 {
+		t.Fatalf("X's give-back: Remaining %d → %d; want its unit back", before, after)
+	}
+}
