@@ -71,8 +71,10 @@ func (c *ManualClock) Now() time.Duration {
 
 // Advance moves the clock forward by d and returns the new reading. The
 // reading saturates at the limits of time.Duration instead of wrapping. A
-// negative d moves it backwards, which a limiter treats as "no time has
-// passed"; use it only to test exactly that.
+// negative d moves it backwards: a key's state newer than the reading is
+// then read as docs/semantics.md's "Stale readings" says (never admitting
+// more), and give-backs, Sweep and Check are judged at the reading (see
+// ManualClock).
 func (c *ManualClock) Advance(d time.Duration) time.Duration {
 	for {
 		old := c.now.Load()
