@@ -50,10 +50,14 @@ func (SystemClock) Now() time.Duration { return systemNow() }
 // It is meant for tests and simulations: drive a limiter through exact
 // instants without sleeping. It is safe for concurrent use.
 //
-// It may be set back. A limiter then decides every call at the reading
-// the clock is back at, as docs/semantics.md ("Time") states: a key's
-// state is where its admissions put it, a give-back leaves it where its
-// other admissions put it, and Check reports what the key then admits.
+// It may be set back. A limiter then judges every call at the reading the
+// clock is back at (docs/semantics.md, "Time" and "Giving back"): a
+// give-back on top of a key's admissions leaves it where its other
+// admissions put it, one below later admissions gives back as at the
+// latest reading Now has returned (no unit that refilled before a later
+// decision comes back), a key with no entry is decided as owing what the
+// keys removed as fresh may still owe there, and Check reports what the
+// key then admits.
 type ManualClock struct {
 	now  atomic.Int64
 	high atomic.Int64 // the latest reading Now has returned: see latest
