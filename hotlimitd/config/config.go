@@ -154,6 +154,8 @@ type Entry struct{ Key, Value string }
 type Config struct {
 	domains map[string]*domain
 	limits  []*Limit // every limit, in file order
+
+	builders map[string]*domainBuilder // while merging domains (MergeDomains): each domain's
 }
 
 // domain is one domain's rules.
@@ -178,7 +180,17 @@ type node struct {
 	// matches counts in one counter, keyed by the written value.
 	share bool
 	value string // the rule's written value ("" for a key-only rule)
-	line  int    // where the rule is
+	file  string // where the rule is
+	line  int
+}
+
+// at says where n is, for an error in file: "line N" there, else
+// "other.yaml:N" (domains merged across files).
+func (n *node) at(file string) string {
+	if n.file == file {
+		return "line " + strconv.Itoa(n.line)
+	}
+	return n.file + ":" + strconv.Itoa(n.line)
 }
 
 type kv struct{ key, value string }

@@ -36,7 +36,9 @@
 //	    shadow_mode: true
 //
 // A domain has:
-//   - domain: its name, unique among the files loaded together (required);
+//   - domain: its name, unique among the files loaded together
+//     (required), unless they are loaded with MergeDomains: the
+//     domain's rules are then those of every file that has it;
 //   - descriptors: its rules.
 //
 // A rule (descriptor) has:

@@ -3,6 +3,7 @@ package config
 import (
 	_ "embed"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,15 +12,39 @@ import (
 
 // Load reads the configuration at path: a file, or every *.yaml and *.yml
 // file of a directory (not its subdirectories, nor files whose names
-// start with a dot), in name order. A domain may be in one file only. It
-// returns every error of every file, each an *ErrConfig, joined.
-func Load(path string) (*Config, error) {
+// start with a dot), in name order. A domain may be in one file only,
+// unless MergeDomains is given. It returns every error of every file,
+// each an *ErrConfig, joined.
+func Load(path string, opts ...LoadOption) (*Config, error) {
 	files, err := readFiles(path)
 	if err != nil {
 		return nil, err
 	}
-	return build(files)
+	return build(files, newLoadOptions(opts))
 }
+
+// A LoadOption changes how Load and a Watcher read a directory.
+type LoadOption func(*loadOptions)
+
+type loadOptions struct{ merge bool }
+
+func newLoadOptions(opts []LoadOption) loadOptions {
+	var o loadOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// MergeDomains lets several files (or YAML documents) hold one domain,
+// as envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG does: their rules are
+// the domain's, as if one file held them all, in the order of the
+// files. A rule given twice at one level (the same key and value under
+// the same parent), in two files or in one, is an error naming both
+// places, and so is a replaces naming no rate_limit of the domain in any
+// of its files. A limit's Name does not depend on the file it is in, so
+// a rule moved from one file to another keeps its state.
+func MergeDomains() LoadOption { return func(o *loadOptions) { o.merge = true } }
 
 // source is one file's name and content.
 type source struct {
@@ -71,12 +96,19 @@ func readFiles(path string) ([]source, error) {
 }
 
 // build parses files into one Config.
-func build(files []source) (*Config, error) {
+func build(files []source, o loadOptions) (*Config, error) {
 	c := &Config{domains: map[string]*domain{}}
+	if o.merge {
+		c.builders = map[string]*domainBuilder{}
+	}
 	var errs []error
 	for _, f := range files {
 		errs = append(errs, c.parse(f.name, f.data)...)
 	}
+	for _, name := range slices.Sorted(maps.Keys(c.builders)) {
+		errs = append(errs, c.builders[name].checkReplaces()...)
+	}
+	c.builders = nil
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}

@@ -272,23 +272,41 @@ func (p *parser) parseDocument(doc *yaml.Node) {
 		p.errorf(root, "domain", "missing")
 	}
 	d := &domain{name: name, file: p.file, line: root.Line}
+	b := &domainBuilder{d: d, names: map[string]bool{}}
 	if nameNode != nil {
 		d.line = nameNode.Line
-		if prev, dup := p.c.domains[name]; dup {
+		switch prev, dup := p.c.domains[name]; {
+		case dup && p.c.builders != nil: // merging: this document's rules join the domain's
+			d, b = prev, p.c.builders[name]
+		case dup:
 			p.errorf(nameNode, "domain", "%q is also at %s:%d", name, prev.file, prev.line)
-		} else if name != "" {
+		case name != "":
 			p.c.domains[name] = d
+			if p.c.builders != nil {
+				p.c.builders[name] = b
+			}
 		}
 	}
-	b := &domainBuilder{d: d, names: map[string]bool{}}
 	if descs != nil {
 		p.parseDescriptors(b, &d.root, descs, "descriptors", escape(name))
 	}
+	if p.c.builders == nil { // merging, build checks them once every file is read
+		p.errs = append(p.errs, b.checkReplaces()...)
+	}
+}
+
+// checkReplaces returns an error for each replaces of b's domain that
+// names no rate_limit of it.
+func (b *domainBuilder) checkReplaces() []error {
+	var errs []error
 	for _, r := range b.replaces {
 		if !b.names[r.name] {
-			p.errorf(r.n, r.field, "no rate_limit of domain %q is named %q", name, r.name)
+			q := &parser{file: r.file}
+			q.errorf(r.n, r.field, "no rate_limit of domain %q is named %q", b.d.name, r.name)
+			errs = append(errs, q.errs...)
 		}
 	}
+	return errs
 }
 
 // domainBuilder collects what is checked once a domain is read.
@@ -299,8 +317,8 @@ type domainBuilder struct {
 }
 
 type pendingReplace struct {
-	name, field string
-	n           *yaml.Node
+	name, field, file string
+	n                 *yaml.Node
 }
 
 func (p *parser) parseDescriptors(b *domainBuilder, parent *node, seq *yaml.Node, field, path string) {
@@ -369,7 +387,7 @@ func (p *parser) parseDescriptor(b *domainBuilder, parent *node, m *yaml.Node, f
 		p.errorf(m, join(field, "key"), "missing")
 	}
 	wild := valueNode != nil && strings.HasSuffix(value, "*")
-	child := &node{value: value, share: share && wild, line: m.Line}
+	child := &node{value: value, share: share && wild, file: p.file, line: m.Line}
 	seg := escape(key)
 	if valueNode != nil {
 		seg += "=" + escape(value)
@@ -400,7 +418,7 @@ func (p *parser) parseDescriptor(b *domainBuilder, parent *node, m *yaml.Node, f
 	if valueNode != nil {
 		k := kv{key, value}
 		if prev, dup := parent.exact[k]; dup {
-			p.errorf(valueNode, join(field, "value"), "a rule with key %q and value %q is also at line %d", key, value, prev.line)
+			p.errorf(valueNode, join(field, "value"), "a rule with key %q and value %q is also at %s", key, value, prev.at(p.file))
 			return
 		}
 		if parent.exact == nil {
@@ -413,7 +431,7 @@ func (p *parser) parseDescriptor(b *domainBuilder, parent *node, m *yaml.Node, f
 		return
 	}
 	if prev, dup := parent.keyOnly[key]; dup {
-		p.errorf(keyNode, join(field, "key"), "a rule with key %q and no value is also at line %d", key, prev.line)
+		p.errorf(keyNode, join(field, "key"), "a rule with key %q and no value is also at %s", key, prev.at(p.file))
 		return
 	}
 	if parent.keyOnly == nil {
@@ -605,7 +623,7 @@ func (p *parser) parseReplaces(b *domainBuilder, l *Limit, seq *yaml.Node, field
 			if s, ok := p.text(v, fld, "empty"); ok {
 				name = v
 				l.Replaces = append(l.Replaces, s)
-				b.replaces = append(b.replaces, pendingReplace{name: s, field: fld, n: v})
+				b.replaces = append(b.replaces, pendingReplace{name: s, field: fld, file: p.file, n: v})
 			}
 		})
 		if name == nil && item.Kind == yaml.MappingNode && !p.hasField(item, "name") {

@@ -18,6 +18,7 @@ import (
 // concurrent use; loads run one at a time.
 type Watcher struct {
 	path     string
+	opts     loadOptions
 	interval time.Duration
 	onReload func(*Config)
 	onError  func(error)
@@ -34,8 +35,8 @@ type Watcher struct {
 // then Current); after each that fails, onError with the error, and
 // Current stays. Either may be nil. They are called one at a time, from
 // Run or Reload's goroutine, while the Watcher holds its lock: they must
-// not call Reload.
-func NewWatcher(path string, interval time.Duration, onReload func(*Config), onError func(error)) (*Watcher, error) {
+// not call Reload. opts apply to every load.
+func NewWatcher(path string, interval time.Duration, onReload func(*Config), onError func(error), opts ...LoadOption) (*Watcher, error) {
 	if interval <= 0 {
 		return nil, errors.New("config: NewWatcher: interval must be > 0, got " + interval.String())
 	}
@@ -43,11 +44,12 @@ func NewWatcher(path string, interval time.Duration, onReload func(*Config), onE
 	if err != nil {
 		return nil, err
 	}
-	c, err := build(files)
+	o := newLoadOptions(opts)
+	c, err := build(files, o)
 	if err != nil {
 		return nil, err
 	}
-	w := &Watcher{path: path, interval: interval, onReload: onReload, onError: onError, seen: digest(files)}
+	w := &Watcher{path: path, opts: o, interval: interval, onReload: onReload, onError: onError, seen: digest(files)}
 	w.cur.Store(c)
 	return w, nil
 }
@@ -115,7 +117,7 @@ func (w *Watcher) poll() {
 // It requires w.mu.
 func (w *Watcher) loadLocked(files []source) error {
 	w.seen = digest(files)
-	c, err := build(files)
+	c, err := build(files, w.opts)
 	if err != nil {
 		return err
 	}

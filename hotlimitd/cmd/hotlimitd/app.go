@@ -60,6 +60,7 @@ type flags struct {
 	grpcTLSKey     string
 	grpcTLSCA      string
 	limitHeaders   bool
+	mergeDomains   bool
 	limitHeader    hotlimitd.LimitHeaders // -limit-header-* names
 	redisSec       redisSecurity
 	redisTimeout   time.Duration
@@ -142,6 +143,7 @@ func newFlagSet(f *flags) *flag.FlagSet {
 	fs.StringVar(&f.grpcTLSCert, "grpc-tls-cert", "", "serve gRPC over TLS with the PEM certificate chain in this `file` (with -grpc-tls-key; read again when it changes)")
 	fs.StringVar(&f.grpcTLSKey, "grpc-tls-key", "", "the PEM private key `file` of -grpc-tls-cert")
 	fs.StringVar(&f.grpcTLSCA, "grpc-tls-client-ca", "", "mTLS: require a client certificate that chains to a PEM CA of this `file` (with -grpc-tls-cert)")
+	fs.BoolVar(&f.mergeDomains, "merge-domains", false, "let several -config files hold one domain, their rules merged (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); a rule in two files is an error naming both")
 	fs.BoolVar(&f.limitHeaders, "limit-headers", false, "add envoyproxy/ratelimit's response headers (its LIMIT_RESPONSE_HEADERS_ENABLED) of the most restrictive status")
 	fs.StringVar(&f.limitHeader.Limit, "limit-header-limit", hotlimitd.DefaultLimitHeader, "with -limit-headers: the `name` of the header of requests_per_unit (its LIMIT_LIMIT_HEADER)")
 	fs.StringVar(&f.limitHeader.Remaining, "limit-header-remaining", hotlimitd.DefaultRemainingHeader, "with -limit-headers: the `name` of the header of limit_remaining (its LIMIT_REMAINING_HEADER)")
@@ -329,7 +331,11 @@ func start(ctx context.Context, f *flags, log *slog.Logger, h *hooks) (a *app, e
 		if interval == 0 {
 			interval = time.Hour // not polled (Run is not started): SIGHUP only
 		}
-		a.watcher, err = config.NewWatcher(f.config, interval, a.applyReload, a.reloadFailed)
+		var opts []config.LoadOption
+		if f.mergeDomains {
+			opts = append(opts, config.MergeDomains())
+		}
+		a.watcher, err = config.NewWatcher(f.config, interval, a.applyReload, a.reloadFailed, opts...)
 		var pathErr *fs.PathError
 		if errors.As(err, &pathErr) {
 			return nil, fmt.Errorf("-config %s: %w", f.config, err) // missing or unreadable

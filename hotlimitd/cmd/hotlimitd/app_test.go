@@ -294,6 +294,41 @@ func TestReload(t *testing.T) {
 	}
 }
 
+// TestFlagMergeDomains: -merge-domains serves one domain from several
+// files, and a reload that adds a rule another file has is refused, its
+// log naming both files, the running configuration kept; without the
+// flag such a directory does not start.
+func TestFlagMergeDomains(t *testing.T) {
+	dir := t.TempDir()
+	writeTo := func(name, s string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeTo("a.yaml", twoPerMinute)
+	writeTo("b.yaml", "domain: d\ndescriptors:\n  - key: path\n    rate_limit:\n      unit: minute\n      requests_per_unit: 7\n")
+	err := run(context.Background(), []string{"-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-config", dir}, io.Discard, io.Discard, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), `"d" is also at`) {
+		t.Fatalf("without -merge-domains: %v", err)
+	}
+	r := startCmd(t, nil, "-config", dir, "-reload-interval", "0", "-merge-domains")
+	if got := r.ask(t, "d", "user", "ann").Statuses[0]; got.CurrentLimit.GetRequestsPerUnit() != 2 || got.LimitRemaining != 1 {
+		t.Fatalf("a.yaml's rule: %v", got)
+	}
+	if got := r.ask(t, "d", "path", "/").Statuses[0]; got.CurrentLimit.GetRequestsPerUnit() != 7 {
+		t.Fatalf("b.yaml's rule: %v", got)
+	}
+	writeTo("c.yaml", twoPerMinute)
+	r.hup()
+	if !strings.Contains(r.logs.String(), filepath.Join(dir, "c.yaml")+":3") || !strings.Contains(r.logs.String(), "also at "+filepath.Join(dir, "a.yaml")+":3") {
+		t.Fatalf("the refusal's log does not name both files:\n%s", r.logs)
+	}
+	if got := r.ask(t, "d", "user", "ann").Statuses[0]; got.LimitRemaining != 0 {
+		t.Fatalf("after the refused reload: %v, want a.yaml's limit with its state (0 left)", got)
+	}
+}
+
 // TestMaxKeys: -max-keys bounds each limit of the in-process backend. With
 // a bound of 1, a second key evicts the first, drained, one (the only
 // entry), so the first is admitted again; without the bound it stays

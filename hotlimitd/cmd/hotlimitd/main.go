@@ -11,6 +11,8 @@
 // Flags (hotlimitd -h prints them, with their defaults, and exits 0):
 //
 //	-config PATH          a file, or a directory of *.yaml/*.yml (default: built in)
+//	-merge-domains        let several -config files hold one domain, their rules merged
+//	                      (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG; config.MergeDomains)
 //	-backend KIND         local (default), redis or lease
 //	-redis ADDRS          host:port of Redis, or of Cluster nodes, comma-separated
 //	-redis-cluster        the -redis addresses are Redis Cluster nodes
