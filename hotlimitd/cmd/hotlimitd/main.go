@@ -38,6 +38,10 @@
 //	-max-keys N           -backend local: the most keys each limit holds (default 1000000;
 //	                      0: no bound); a new key past it evicts the entry closest to fresh
 //	                      among a sample (hotlimit.WithMaxKeys)
+//	-limit-headers        add envoyproxy/ratelimit's headers (its LIMIT_RESPONSE_HEADERS_ENABLED) of
+//	                      the most restrictive status: RateLimit-Limit, RateLimit-Remaining and
+//	                      RateLimit-Reset, or the names of -limit-header-limit, -limit-header-remaining
+//	                      and -limit-header-reset (its LIMIT_LIMIT_HEADER, ...; see package hotlimitd)
 //	-grpc-tls-cert F      serve gRPC over TLS only, with F's PEM certificate chain
 //	-grpc-tls-key F       the PEM private key of -grpc-tls-cert (the two go together)
 //	-grpc-tls-client-ca F mTLS: every client must present a certificate that chains to
