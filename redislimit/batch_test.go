@@ -198,7 +198,7 @@ func TestBatchDeadlineIsNotShared(t *testing.T) {
 // for the batch.
 func TestBatchWaiterLeavesOnItsContext(t *testing.T) {
 	c := redistest.Client(t, redistest.Addr(t))
-	b := &batcher{r: routerFor(c)}
+	b := &batcher{r: routerFor(c), turns: maxBatchesInFlight}
 	l := must(New(c, "w", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 3}, WithPrefix(redistest.Prefix(t))))
 	// Every batch slot is taken: the call queues.
 	b.mu.Lock()

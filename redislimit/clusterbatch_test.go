@@ -107,7 +107,7 @@ func forceBatch(t *testing.T, b *batcher, ctxs []context.Context, ls ...Layer) (
 		t.Fatal("no batcher for the node")
 	}
 	b.mu.Lock()
-	b.inFlight = maxBatchesInFlight
+	b.inFlight = b.turns
 	b.mu.Unlock()
 	ds, errs := make([]hotlimit.Decision, len(ls)), make([]error, len(ls))
 	var wg sync.WaitGroup
@@ -117,7 +117,7 @@ func forceBatch(t *testing.T, b *batcher, ctxs []context.Context, ls ...Layer) (
 			defer wg.Done()
 			ds[i], errs[i] = ly.Limiter.AllowN(ctxs[i], ly.Key, ly.Cost)
 		}()
-		batcherState(t, b, maxBatchesInFlight, i+1)
+		batcherState(t, b, b.turns, i+1)
 	}
 	b.mu.Lock()
 	batch := b.takeLocked(nil)
@@ -125,7 +125,7 @@ func forceBatch(t *testing.T, b *batcher, ctxs []context.Context, ls ...Layer) (
 	go b.sendAll(batch)
 	wg.Wait()
 	b.mu.Lock()
-	b.inFlight = 0 // sendAll gave back one turn, the test takes back the other
+	b.inFlight = 0 // sendAll gave back one turn, the test takes back the others
 	b.mu.Unlock()
 	return ds, errs
 }

@@ -55,7 +55,7 @@ func routerFor(client redis.Scripter) *router {
 	switch c := client.(type) {
 	case *redis.Client:
 		r.single, r.addr = c, c.Options().Addr
-		r.batch = &batcher{r: r, node: r.addr}
+		r.batch = &batcher{r: r, node: r.addr, turns: maxBatchesInFlight}
 	case *redis.ClusterClient:
 		r.cluster = c
 	}
