@@ -73,7 +73,10 @@
 // following the MOVED or ASK reply as any call does, so resharding stays
 // exact. Against a Cluster of Redis older than 7.0, which cannot compile
 // the flag, the first batch is sent again decision by decision and the
-// client stops batching.
+// client stops batching. Each master has one batch in flight at a time.
+// On a 3-master loopback Cluster under 64 callers this decided about 2.7
+// times as many requests per second as redis_rate, for 0.53 times its
+// masters' CPU per decision (the redisbench module's RESULTS.md).
 //
 // Admission.Refund, Reset and Wait's reservation are one call each of a
 // second script (ops.lua). Wait on a bucket reserves its slot in Redis and
