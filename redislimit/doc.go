@@ -189,7 +189,14 @@
 // never read it, so it costs nothing to AllowN. A state that Redis itself
 // drops (maxmemory eviction, a flush) keeps no incarnation: an earlier
 // admission's give-back may then land in the new state, as the lost state
-// already lets the key admit again.
+// already lets the key admit again. Worse, a maxmemory policy that evicts
+// (any allkeys-* policy, and the volatile-* ones too, since both keys
+// carry a TTL) can evict the second key alone while the state stays: a
+// give-back of an admission that a renewal or a Reset had already
+// accounted for is then taken as current, and may return units twice.
+// Give the Redis that holds the limits maxmemory-policy noeviction (a
+// write refused for memory is a failed call, which the failure policy
+// answers), or accept that eviction makes give-backs inexact.
 //
 // Bucket give-backs may come in any order, from any instance, as in
 // process: a give-back below later admissions (which moves their units
