@@ -311,6 +311,7 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 	res.nlayers, res.built = len(layers), len(layers)
 	var began time.Time
 	if p.observers != nil {
+		ctx = p.begin(ctx, res, g)
 		began = time.Now()
 	}
 	idx := -1
@@ -335,7 +336,7 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 		if p.failOpen || p.dryRun {
 			res.Outcome = OutcomeErrorAllowed
 		}
-		p.observe(ctx, res, g, began)
+		p.observe(ctx, res, began)
 		return res
 	}
 	res.Decision, res.Binding, res.BindingReported = d, binding(res, d, idx), idx >= 0 && idx < res.nlayers
@@ -349,7 +350,7 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 	default:
 		res.Outcome = OutcomeDenied
 	}
-	p.observe(ctx, res, g, began)
+	p.observe(ctx, res, began)
 	return res
 }
 

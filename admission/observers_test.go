@@ -12,7 +12,82 @@ import (
 
 type countingObserver struct{ n int }
 
+func (o *countingObserver) Begin(ctx context.Context, _ *admission.Event) context.Context { return ctx }
+
 func (o *countingObserver) Observe(context.Context, *admission.Event) { o.n++ }
+
+// ctxKey marks the contexts TestObserverBegin's observers return.
+type ctxKey struct{}
+
+// beginObserver returns from Begin a context marked with its name, after
+// the mark of the observer before it, and records what it saw.
+type beginObserver struct {
+	name          string
+	began, layers int
+	seen          []string // the marks of the contexts Observe got
+}
+
+func (o *beginObserver) Begin(ctx context.Context, ev *admission.Event) context.Context {
+	o.began++
+	o.layers = ev.Result.Layers()
+	prev, _ := ctx.Value(ctxKey{}).(string)
+	return context.WithValue(ctx, ctxKey{}, prev+o.name)
+}
+
+func (o *beginObserver) Observe(ctx context.Context, ev *admission.Event) {
+	mark, _ := ctx.Value(ctxKey{}).(string)
+	o.seen = append(o.seen, mark+"/"+ev.Result.Outcome.String())
+}
+
+// ctxBackend records the mark of the context each decision is made
+// under.
+type ctxBackend struct {
+	*admission.Local
+	marks []string
+}
+
+func (b *ctxBackend) AllowStates(ctx context.Context, layers []admission.Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
+	mark, _ := ctx.Value(ctxKey{}).(string)
+	b.marks = append(b.marks, mark)
+	return b.Local.AllowStates(ctx, layers, states)
+}
+
+// TestObserverBegin: every observer's Begin runs before the backend, in
+// Config.Observers order, with the request's layers known, each given
+// the context the one before returned; the backend decides under the
+// last one, and Observe gets it too. A request that never reaches the
+// backend (an exempt identity) begins nothing.
+func TestObserverBegin(t *testing.T) {
+	a, b := &beginObserver{name: "a"}, &beginObserver{name: "b"}
+	var be *ctxBackend
+	cfg := observersConfig([]admission.Observer{a, b})
+	cfg.Global = "l"
+	cfg.ExemptIdentities = []string{"usr:root"}
+	cfg.Backend = func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
+		l, err := admission.NewLocal(limits, hotlimit.WithSweepInterval(0))
+		be = &ctxBackend{Local: l}
+		return be, err
+	}
+	p, err := admission.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, id := range []string{"ann", "root"} {
+		p.Release(p.Decide(t.Context(), id, 0, 1))
+	}
+	if a.began != 1 || b.began != 1 || a.layers != 2 || b.layers != 2 {
+		t.Fatalf("Begin called %d and %d times, with %d and %d layers; want once each, with 2", a.began, b.began, a.layers, b.layers)
+	}
+	if len(be.marks) != 1 || be.marks[0] != "ab" {
+		t.Fatalf("the backend decided under %q; want [\"ab\"] (b's Begin given a's context)", be.marks)
+	}
+	for _, o := range []*beginObserver{a, b} {
+		if len(o.seen) != 1 || o.seen[0] != "ab/allowed" {
+			t.Errorf("observer %s's Observe saw %q; want [\"ab/allowed\"]", o.name, o.seen)
+		}
+	}
+}
 
 func observersConfig(obs []admission.Observer) admission.Config[string] {
 	return admission.Config[string]{

@@ -262,7 +262,7 @@ func New(cfg Config) (*Interceptor, error) {
 		Backend:        cfg.Backend,
 		OnBackendError: cfg.OnBackendError,
 		States:         ic.layerMD,
-		Identify:       cfg.Hook != nil,
+		Identify:       cfg.Hook != nil || len(cfg.Observers) > 0,
 		Observers:      cfg.Observers,
 	}
 	if cfg.OnKeyError == KeyErrorFallbackPeer {

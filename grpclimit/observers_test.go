@@ -21,6 +21,10 @@ type recordingObserver struct {
 	got []string
 }
 
+func (o *recordingObserver) Begin(ctx context.Context, _ *admission.Event) context.Context {
+	return ctx
+}
+
 func (o *recordingObserver) Observe(_ context.Context, ev *admission.Event) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -348,6 +348,8 @@ func TestObservers(t *testing.T) {
 
 type observerFunc func(context.Context, *admission.Event)
 
+func (f observerFunc) Begin(ctx context.Context, _ *admission.Event) context.Context { return ctx }
+
 func (f observerFunc) Observe(ctx context.Context, ev *admission.Event) { f(ctx, ev) }
 
 // TestHeadersParse: the headers are valid RFC 9651 Lists (read with the

@@ -68,7 +68,7 @@ func New(cfg Config) (*Middleware, error) {
 		OnBackendError:   cfg.OnBackendError,
 		DryRun:           cfg.DryRun,
 		States:           m.problem || !m.dryRun && (m.headers == HeadersIETF || m.headers == HeadersBoth),
-		Identify:         m.hook != nil,
+		Identify:         m.hook != nil || len(cfg.Observers) > 0,
 		Observers:        cfg.Observers,
 	}
 	if cfg.OnKeyError == KeyErrorFallbackIP {

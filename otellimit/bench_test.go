@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/httplimit"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -82,7 +83,7 @@ func BenchmarkObservers(b *testing.B) {
 					}
 					cfg.Hook = h.Hook
 					if obs == "otel-metrics" || obs == "otel-spans" {
-						cfg.Backend = h.Backend(cfg.Backend)
+						cfg.Observers = []admission.Observer{h}
 					}
 				}
 				m, err := httplimit.New(cfg)

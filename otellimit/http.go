@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
@@ -209,38 +208,40 @@ func (h *HTTP) attrs(k reqKey) reqAttrs {
 	return a
 }
 
-// Backend returns a BackendFactory that builds f's backend and wraps it:
-// each decision is timed (hotlimit.backend.duration), its binding
-// layer's Remaining recorded (hotlimit.backend.remaining), and, with
-// SpansAll, traced as a "hotlimit.decide" span. The wrapped backend
-// decides, resets and closes with f's backend, and hands it back through
-// Unwrap.
-func (h *HTTP) Backend(f httplimit.BackendFactory) httplimit.BackendFactory {
-	return func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
-		if f == nil {
-			f = httplimit.LocalBackend()
-		}
-		inner, err := f(limits)
-		if err != nil {
-			return nil, err
-		}
-		b := &backend{h: h, inner: inner, limits: make(map[string]*limitAttrs, len(limits))}
-		for name, p := range limits {
-			b.limits[name] = newLimitAttrs(name, algorithm(p))
-		}
-		return b, nil
+// decideSpan is the key under which Begin puts the "hotlimit.decide" span
+// it started in the context, for Observe to end it: one per HTTP, so
+// that two observers never end each other's.
+type decideSpan struct{ h *HTTP }
+
+// Begin implements admission.Observer: with SpansAll, it starts a
+// "hotlimit.decide" span (a child of the request's), which encloses the
+// backend's own work (a Redis call's span, say) and which Observe ends
+// with the decision. Otherwise it returns ctx.
+func (h *HTTP) Begin(ctx context.Context, ev *admission.Event) context.Context {
+	if h.spans != SpansAll {
+		return ctx
 	}
+	ctx, span := h.tracer.Start(ctx, "hotlimit.decide", trace.WithSpanKind(trace.SpanKindInternal))
+	if span.IsRecording() {
+		h.startAttrs(span, ev)
+	}
+	return context.WithValue(ctx, decideSpan{h}, span)
 }
 
 // Observe implements admission.Observer: it records each decision of the
-// backend of a middleware (or interceptor) it observes, as the backend
-// Backend wraps would (hotlimit.backend.duration and
-// hotlimit.backend.remaining), without wrapping it: pass the HTTP in
-// httplimit.Config.Observers (or grpclimit.Config.Observers). It starts no
-// span: a "hotlimit.decide" span must enclose the backend's own spans,
-// which only the wrapper (Backend, with SpansAll) can do. It allocates
-// nothing once each limit has been seen.
+// backend of a middleware (or interceptor) it observes
+// (hotlimit.backend.duration and hotlimit.backend.remaining): pass the
+// HTTP in httplimit.Config.Observers (or grpclimit.Config.Observers).
+// With SpansAll it ends the span Begin started, with the decision's
+// result. Without spans it allocates nothing once each limit has been
+// seen.
 func (h *HTTP) Observe(ctx context.Context, ev *admission.Event) {
+	if span, ok := ctx.Value(decideSpan{h}).(trace.Span); ok {
+		if span.IsRecording() {
+			endAttrs(span, ev.Result.Decision, ev.Result.Err)
+		}
+		span.End()
+	}
 	res := ev.Result
 	first := h.observed(ev.Limit, ev.Algorithm)
 	var opts []metric.RecordOption
@@ -306,99 +307,24 @@ func newLimitAttrs(name, alg string) *limitAttrs {
 	}
 }
 
-// unknownLimit stands for a layer naming a limit the backend was not
-// built with (the backend then fails).
-var unknownLimit = newLimitAttrs(otherValue, otherValue)
-
-// backend is the Backend that HTTP.Backend builds.
-type backend struct {
-	h      *HTTP
-	inner  httplimit.Backend
-	limits map[string]*limitAttrs // written only when built
-}
-
-// Unwrap returns the wrapped backend.
-func (b *backend) Unwrap() httplimit.Backend { return b.inner }
-
-// Close closes the wrapped backend.
-func (b *backend) Close() error { return b.inner.Close() }
-
-// Reset implements admission.Backend with the wrapped backend's.
-func (b *backend) Reset(ctx context.Context, limit, key string) error {
-	return b.inner.Reset(ctx, limit, key)
-}
-
-// AllowStates implements admission.Backend with the wrapped backend's.
-func (b *backend) AllowStates(ctx context.Context, layers []httplimit.Layer, states []httplimit.LayerState) (d hotlimit.Decision, idx int, err error) {
-	first := unknownLimit
-	if len(layers) > 0 {
-		if la := b.limits[layers[0].Limit]; la != nil {
-			first = la
-		}
-	}
-	var span trace.Span
-	if b.h.spans == SpansAll {
-		ctx, span = b.h.tracer.Start(ctx, "hotlimit.decide", trace.WithSpanKind(trace.SpanKindInternal))
-		if span.IsRecording() {
-			b.startAttrs(span, first, layers)
-		}
-	}
-	start := time.Now()
-	d, idx, err = b.inner.AllowStates(ctx, layers, states)
-	elapsed := time.Since(start).Seconds()
-	bound := first
-	if idx >= 0 && idx < len(layers) {
-		if la := b.limits[layers[idx].Limit]; la != nil {
-			bound = la
-		}
-	}
-	var opts []metric.RecordOption
-	switch {
-	case err != nil:
-		switch errorType(err) {
-		case "timeout":
-			opts = first.timeout
-		case "canceled":
-			opts = first.canceled
-		default:
-			opts = first.failed
-		}
-	case d.Allowed:
-		opts = first.allowed
-	default:
-		opts = first.denied
-	}
-	b.h.duration.Record(ctx, elapsed, opts...)
-	if err == nil {
-		b.h.remaining.Record(ctx, d.Remaining, bound.rem...)
-	}
-	if span != nil {
-		if span.IsRecording() {
-			endAttrs(span, d, err)
-		}
-		span.End()
-	}
-	return d, idx, err
-}
-
-// startAttrs sets a decision span's first attributes.
-func (b *backend) startAttrs(span trace.Span, first *limitAttrs, layers []httplimit.Layer) {
+// startAttrs sets a decision span's first attributes: the request's
+// group limit and its algorithm, its number of layers, its identity's
+// kind and its route group.
+func (h *HTTP) startAttrs(span trace.Span, ev *admission.Event) {
+	first := h.observed(ev.Limit, ev.Algorithm)
 	kv := [5]attribute.KeyValue{
 		keyLimit.String(first.name),
 		keyAlgorithm.String(first.algorithm),
-		keyLayers.Int(len(layers)),
+		keyLayers.Int(ev.Result.Layers()),
 	}
 	n := 3
-	if len(layers) > 0 {
-		kind, group := keyParts(layers[0].Key)
-		if kind != "" {
-			kv[n] = keyKind.String(b.h.kinds.value(kind))
-			n++
-		}
-		if group != "" {
-			kv[n] = keyGroup.String(b.h.groups.value(group))
-			n++
-		}
+	if kind := ev.Result.IdentityKind; kind != "" {
+		kv[n] = keyKind.String(h.kinds.value(kind))
+		n++
+	}
+	if ev.Group != "" {
+		kv[n] = keyGroup.String(h.groups.value(ev.Group))
+		n++
 	}
 	span.SetAttributes(kv[:n]...)
 }
@@ -421,23 +347,4 @@ func endAttrs(span trace.Span, d hotlimit.Decision, err error) {
 		n++
 	}
 	span.SetAttributes(kv[:n]...)
-}
-
-// keyParts returns the identity kind and the route group of a key the
-// middleware built, "rl:v1:<kind>:<value>:route:<group>"; "" for a part
-// the key does not have. It reads them from the key without keeping or
-// returning anything else of it.
-func keyParts(key string) (kind, group string) {
-	const prefix = "rl:v1:"
-	if !strings.HasPrefix(key, prefix) {
-		return "", ""
-	}
-	rest := key[len(prefix):]
-	if i := strings.IndexByte(rest, ':'); i > 0 {
-		kind = rest[:i]
-	}
-	if i := strings.LastIndex(rest, ":route:"); i >= 0 {
-		group = rest[i+len(":route:"):]
-	}
-	return kind, group
 }

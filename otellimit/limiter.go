@@ -77,16 +77,14 @@ func ObserveLimiters(mp metric.MeterProvider, limiters map[string]*hotlimit.Limi
 func clamp(n uint64) int64 { return int64(min(n, 1<<63-1)) }
 
 // ObserveMiddleware is ObserveLimiters for the limiters of m's backend,
-// when it is an httplimit.Local (possibly wrapped by HTTP.Backend, or by
-// any backend with an Unwrap() httplimit.Backend method), under their
-// limit names. For another backend (redislimit's) it registers nothing
+// when it is an httplimit.Local, under their limit names. For another backend (redislimit's) it registers nothing
 // and returns a Registration whose Unregister does nothing.
 func ObserveMiddleware(mp metric.MeterProvider, m *httplimit.Middleware) (metric.Registration, error) {
 	if m == nil {
 		return nil, errors.New("otellimit: ObserveMiddleware: nil Middleware")
 	}
-	local := LocalOf(m.Backend())
-	if local == nil {
+	local, ok := m.Backend().(*httplimit.Local)
+	if !ok {
 		return noRegistration{}, nil
 	}
 	lims := map[string]*hotlimit.Limiter{}
@@ -94,22 +92,6 @@ func ObserveMiddleware(mp metric.MeterProvider, m *httplimit.Middleware) (metric
 		lims[name] = local.Limiter(name)
 	}
 	return ObserveLimiters(mp, lims)
-}
-
-// LocalOf returns the httplimit.Local behind b, unwrapping backends that
-// have an Unwrap() httplimit.Backend method, or nil.
-func LocalOf(b httplimit.Backend) *httplimit.Local {
-	for range 16 { // wrappers do not nest deeper; a cycle must not hang
-		switch x := b.(type) {
-		case *httplimit.Local:
-			return x
-		case interface{ Unwrap() httplimit.Backend }:
-			b = x.Unwrap()
-		default:
-			return nil
-		}
-	}
-	return nil
 }
 
 type noRegistration struct{ metric.Registration }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/httplimit"
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -34,7 +35,7 @@ func TestSpanModes(t *testing.T) {
 			DefaultGroup: "g",
 			Key:          httplimit.TokenKey("Authorization"),
 			Hook:         obs.Hook,
-			Backend:      obs.Backend(nil),
+			Observers:    []admission.Observer{obs},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -67,10 +68,10 @@ func TestSpanModes(t *testing.T) {
 	}
 }
 
-// TestBackendKeepsBinding: the wrapped backend reports the binding layer
-// as the wrapped one does, so the RateLimit header names the global layer
-// when it binds; and ObserveMiddleware registers nothing for a backend
-// that is not a Local.
+// TestBackendKeepsBinding: observed, the backend reports the binding
+// layer as it does unobserved, so the RateLimit header names the global
+// layer when it binds; and ObserveMiddleware registers nothing for a
+// backend that is not a Local.
 func TestBackendKeepsBinding(t *testing.T) {
 	rg := newRig()
 	obs, err := NewHTTP(HTTPOptions{MeterProvider: rg.mp, TracerProvider: rg.tp})
@@ -87,7 +88,7 @@ func TestBackendKeepsBinding(t *testing.T) {
 		Global:       "global",
 		GlobalCost:   2,
 		Key:          httplimit.TokenKey("Authorization"),
-		Backend:      obs.Backend(httplimit.LocalBackend()),
+		Observers:    []admission.Observer{obs},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -101,11 +102,8 @@ func TestBackendKeepsBinding(t *testing.T) {
 	if rl := w.Header().Get("RateLimit"); !strings.HasPrefix(rl, `"g";r=4;`) || !strings.Contains(rl, `, "global";r=3;`) {
 		t.Errorf("RateLimit %q: want one item per layer, as the unwrapped Local gives", rl)
 	}
-	if LocalOf(m.Backend()) == nil {
-		t.Error("LocalOf cannot see through the wrapper")
-	}
 	if err := m.Reset(context.Background(), "tok:nobody"); err != nil {
-		t.Errorf("Reset through the wrapper: %v", err)
+		t.Errorf("Reset: %v", err)
 	}
 	other, err := httplimit.New(httplimit.Config{
 		Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Hour}},
@@ -219,7 +217,4 @@ func TestBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Hook(httplimit.Event{}) // no request, no group
-	if LocalOf(nil) != nil {
-		t.Error("LocalOf(nil) is not nil")
-	}
 }

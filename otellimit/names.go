@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/hotlimit/hotlimit"
 	"go.opentelemetry.io/otel/attribute"
 )
 
@@ -32,18 +31,6 @@ const (
 	defaultMaxKinds  = 16
 	defaultMaxGroups = 256
 )
-
-// algorithm returns the attribute value of p's algorithm, "" for nil.
-func algorithm(p hotlimit.Policy) string {
-	if p == nil {
-		return ""
-	}
-	pi, err := hotlimit.Describe(p)
-	if err != nil {
-		return otherValue // the backend refuses it: no decision will name it
-	}
-	return eventAlgorithm(pi.Algorithm.String())
-}
 
 // eventAlgorithm maps httplimit.Event.Algorithm to the attribute value.
 func eventAlgorithm(s string) string {

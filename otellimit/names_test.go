@@ -45,18 +45,3 @@ func TestBoundedSet(t *testing.T) {
 		t.Errorf("%d distinct values admitted, want 5: %v", len(seen), seen)
 	}
 }
-
-func TestKeyParts(t *testing.T) {
-	for _, c := range []struct{ key, kind, group string }{
-		{"rl:v1:tok:9f86d081884c7d659a2feaa0c55ad015:route:search", "tok", "search"},
-		{"rl:v1:tok:9f86d081884c7d659a2feaa0c55ad015", "tok", ""},
-		{"rl:v1:ip:2001:db8::/64:route:g", "ip", "g"},
-		{"rl:v1:tenant:a%3Aroute%3Ab:route:g", "tenant", "g"},
-		{"other", "", ""},
-		{"rl:v1:", "", ""},
-	} {
-		if kind, group := keyParts(c.key); kind != c.kind || group != c.group {
-			t.Errorf("keyParts(%q) = %q, %q; want %q, %q", c.key, kind, group, c.kind, c.group)
-		}
-	}
-}

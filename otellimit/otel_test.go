@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/httplimit"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -128,8 +129,6 @@ func (b switchable) AllowStates(ctx context.Context, ls []httplimit.Layer, st []
 	return b.Local.AllowStates(ctx, ls, st)
 }
 
-func (b switchable) Unwrap() httplimit.Backend { return b.Local }
-
 func switchableBackend(clock hotlimit.Clock, down *atomic.Bool) httplimit.BackendFactory {
 	return func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
 		l, err := httplimit.NewLocal(limits, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
@@ -162,6 +161,7 @@ func TestScriptedSequence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var localA *httplimit.Local
 	a, err := httplimit.New(httplimit.Config{
 		Limits: map[string]hotlimit.Policy{
 			"search": hotlimit.FixedWindow{Limit: 1, Window: time.Hour},
@@ -177,13 +177,24 @@ func TestScriptedSequence(t *testing.T) {
 		Global:       "global",
 		Key:          httplimit.TokenKey("Authorization"),
 		Hook:         obsA.Hook,
-		Backend:      obsA.Backend(switchableBackend(clock, downA)),
+		Backend: func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
+			b, err := switchableBackend(clock, downA)(limits)
+			if b != nil {
+				localA = b.(switchable).Local
+			}
+			return b, err
+		},
+		Observers: []admission.Observer{obsA},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	reg, err := ObserveMiddleware(rg.mp, a)
+	lims := map[string]*hotlimit.Limiter{}
+	for _, name := range localA.Names() {
+		lims[name] = localA.Limiter(name)
+	}
+	reg, err := ObserveLimiters(rg.mp, lims)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +210,8 @@ func TestScriptedSequence(t *testing.T) {
 		Key:          httplimit.TokenKey("Authorization"),
 		DryRun:       true,
 		Hook:         obsB.Hook,
-		Backend:      obsB.Backend(switchableBackend(clock, downB)),
+		Backend:      switchableBackend(clock, downB),
+		Observers:    []admission.Observer{obsB},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -268,7 +280,7 @@ func TestScriptedSequence(t *testing.T) {
 		"hotlimit.limiter.evicted{hotlimit.limit=global}":                             0,
 	}
 	for _, name := range []string{"search", "cheap", "global"} {
-		want["hotlimit.limiter.memory.usage{hotlimit.limit="+name+"}"] = int64(LocalOf(a.Backend()).Limiter(name).MemStats().Total)
+		want["hotlimit.limiter.memory.usage{hotlimit.limit="+name+"}"] = int64(localA.Limiter(name).MemStats().Total)
 	}
 	got := rg.collect(t)
 	compare(t, got, want)

@@ -3,11 +3,8 @@ package promlimit
 import (
 	"context"
 	"sync"
-	"time"
 
-	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
-	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -30,7 +27,6 @@ import (
 //	mw, err := httplimit.New(httplimit.Config{..., Observers: []admission.Observer{bm}})
 //	reg.MustRegister(bm, promlimit.New(promlimit.Options{Middleware: mw}))
 //
-// Backend wraps a backend instead, for code that builds backends itself.
 // A decision costs two histogram observations more, and no allocation.
 // Use one BackendMetrics per middleware (or distinct ConstLabels, as for
 // Collector). It is safe for concurrent use.
@@ -91,30 +87,6 @@ func (bm *BackendMetrics) Collect(ch chan<- prometheus.Metric) {
 	bm.remaining.Collect(ch)
 }
 
-// Backend returns a BackendFactory that builds f's backend (nil:
-// httplimit.LocalBackend()) and measures each of its decisions. The
-// wrapped backend reports the binding layer and the layers' states, and
-// resets keys, when f's does, is closed with the middleware, and hands
-// f's backend back through Unwrap, so Collector still finds a Local
-// behind it.
-func (bm *BackendMetrics) Backend(f httplimit.BackendFactory) httplimit.BackendFactory {
-	return func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
-		if f == nil {
-			f = httplimit.LocalBackend()
-		}
-		inner, err := f(limits)
-		if err != nil {
-			return nil, err
-		}
-		b := &measured{inner: inner, limits: make(map[string]*limitObservers, len(limits))}
-		for name := range limits {
-			b.limits[name] = bm.observers(name)
-		}
-		b.unknown = bm.observers("")
-		return b, nil
-	}
-}
-
 // limitObservers are one limit's series, resolved once.
 type limitObservers struct {
 	allowed, denied, failed, remaining prometheus.Observer
@@ -127,6 +99,12 @@ func (bm *BackendMetrics) observers(limit string) *limitObservers {
 		failed:    bm.duration.WithLabelValues(limit, "error"),
 		remaining: bm.remaining.WithLabelValues(limit),
 	}
+}
+
+// Begin implements admission.Observer: it returns ctx (the metrics need
+// nothing before the decision).
+func (bm *BackendMetrics) Begin(ctx context.Context, _ *admission.Event) context.Context {
+	return ctx
 }
 
 // Observe implements admission.Observer: it records the duration of the
@@ -176,9 +154,7 @@ func (bm *BackendMetrics) cached(limit string) *limitObservers {
 // series of dropped limits do not stay, one more label value each, for
 // the life of the process. An observation of a deleted limit afterwards
 // (a request decided before the change and observed after it) starts
-// its series again, from zero; the next Retain deletes them. A backend
-// built by Backend keeps the series it resolved when it was built: if
-// Retain deletes them, that backend's decisions are no longer exported.
+// its series again, from zero; the next Retain deletes them.
 func (bm *BackendMetrics) Retain(keep func(limit string) bool) int {
 	bm.mu.Lock()
 	defer bm.mu.Unlock()
@@ -215,54 +191,4 @@ func (bm *BackendMetrics) limitNames() map[string]struct{} {
 		}
 	}
 	return names
-}
-
-// measured is the Backend that BackendMetrics.Backend builds.
-type measured struct {
-	inner   httplimit.Backend
-	limits  map[string]*limitObservers
-	unknown *limitObservers // a layer naming a limit the backend was not built with
-}
-
-// Unwrap returns the wrapped backend.
-func (b *measured) Unwrap() httplimit.Backend { return b.inner }
-
-// Reset implements admission.Backend with the wrapped backend's.
-func (b *measured) Reset(ctx context.Context, limit, key string) error {
-	return b.inner.Reset(ctx, limit, key)
-}
-
-// Close closes the wrapped backend.
-func (b *measured) Close() error { return b.inner.Close() }
-
-func (b *measured) of(layers []httplimit.Layer, i int) *limitObservers {
-	if i >= 0 && i < len(layers) {
-		if o := b.limits[layers[i].Limit]; o != nil {
-			return o
-		}
-	}
-	return b.unknown
-}
-
-// AllowStates implements admission.Backend with the wrapped backend's.
-func (b *measured) AllowStates(ctx context.Context, layers []httplimit.Layer, states []httplimit.LayerState) (d hotlimit.Decision, idx int, err error) {
-	start := time.Now()
-	d, idx, err = b.inner.AllowStates(ctx, layers, states)
-	elapsed := time.Since(start).Seconds()
-	first := b.of(layers, 0)
-	switch {
-	case err != nil:
-		first.failed.Observe(elapsed)
-		return d, idx, err
-	case d.Allowed:
-		first.allowed.Observe(elapsed)
-	default:
-		first.denied.Observe(elapsed)
-	}
-	bound := first
-	if idx >= 0 {
-		bound = b.of(layers, idx)
-	}
-	bound.remaining.Observe(float64(d.Remaining))
-	return d, idx, nil
 }

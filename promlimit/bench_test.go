@@ -6,32 +6,35 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
-	"github.com/hotlimit/hotlimit/httplimit"
+	"github.com/hotlimit/hotlimit/admission"
 )
 
 // BenchmarkBackendMetrics measures what BackendMetrics adds to one
-// backend decision (one admitted layer on an existing key) beside the
-// same Local backend unmeasured. The Collector itself adds nothing per
+// decision of a pipeline (one admitted layer on an existing key) beside
+// the same pipeline unobserved. The Collector itself adds nothing per
 // decision: it reads Stats when scraped.
 func BenchmarkBackendMetrics(b *testing.B) {
-	limits := map[string]hotlimit.Policy{"l": hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: time.Nanosecond}, Burst: 1 << 20}}
 	for _, name := range []string{"none", "measured"} {
 		b.Run(name, func(b *testing.B) {
-			f := httplimit.LocalBackend(hotlimit.WithSweepInterval(0))
-			if name == "measured" {
-				f = NewBackendMetrics(BackendOptions{}).Backend(f)
+			cfg := admission.Config[string]{
+				Limits:  map[string]hotlimit.Policy{"l": hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: time.Nanosecond}, Burst: 1 << 20}},
+				Groups:  []admission.Group[string]{{Name: "g", Limit: "l"}},
+				Key:     func(dst []byte, id string) ([]byte, error) { return admission.AppendID(dst, "usr", id), nil },
+				Backend: admission.LocalBackend(hotlimit.WithSweepInterval(0)),
 			}
-			be, err := f(limits)
+			if name == "measured" {
+				cfg.Observers = []admission.Observer{NewBackendMetrics(BackendOptions{})}
+			}
+			p, err := admission.New(cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer be.(interface{ Close() error }).Close()
-			ls := []httplimit.Layer{{Limit: "l", Key: "rl:v1:tok:0123456789abcdef:route:g", Cost: 1}}
+			defer p.Close()
 			ctx := context.Background()
-			be.AllowStates(ctx, ls, nil)
+			p.Release(p.Decide(ctx, "client", 0, 1))
 			b.ReportAllocs()
 			for b.Loop() {
-				be.AllowStates(ctx, ls, nil)
+				p.Release(p.Decide(ctx, "client", 0, 1))
 			}
 		})
 	}

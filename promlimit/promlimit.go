@@ -66,9 +66,8 @@ type Options struct {
 	// Limiters are exported under their names (the "limit" label).
 	Limiters map[string]*hotlimit.Limiter
 	// Middleware, if set, has its Counts exported; if its backend is an
-	// *httplimit.Local (possibly wrapped by BackendMetrics.Backend, or by
-	// any backend with an Unwrap() httplimit.Backend method), its
-	// limiters are exported too (unless Limiters already names them).
+	// *httplimit.Local, its limiters are exported too (unless Limiters
+	// already names them).
 	Middleware *httplimit.Middleware
 	// ConstLabels are added to every metric (for example the service).
 	ConstLabels prometheus.Labels
@@ -97,7 +96,7 @@ func New(opts Options) *Collector {
 		}
 	}
 	if opts.Middleware != nil {
-		if local := localOf(opts.Middleware.Backend()); local != nil {
+		if local, ok := opts.Middleware.Backend().(*httplimit.Local); ok {
 			for _, name := range local.Names() {
 				if _, dup := all[name]; !dup {
 					all[name] = local.Limiter(name)
@@ -160,21 +159,4 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(n), g.Group, httplimit.Outcome(o).String())
 		}
 	}
-}
-
-// localOf returns the httplimit.Local behind b, seeing through backends
-// with an Unwrap() httplimit.Backend method (BackendMetrics', otellimit's),
-// or nil.
-func localOf(b httplimit.Backend) *httplimit.Local {
-	for range 16 { // wrappers do not nest deeper; a cycle must not hang
-		switch x := b.(type) {
-		case *httplimit.Local:
-			return x
-		case interface{ Unwrap() httplimit.Backend }:
-			b = x.Unwrap()
-		default:
-			return nil
-		}
-	}
-	return nil
 }

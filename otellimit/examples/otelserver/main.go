@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/hotlimit/hotlimit/otellimit"
 	"go.opentelemetry.io/otel/exporters/stdout/stdoutmetric"
@@ -79,7 +80,8 @@ func newServer(mp metric.MeterProvider, tp trace.TracerProvider, logw io.Writer,
 			obs.Hook(ev)
 			denials.Hook(ev)
 		},
-		Backend: obs.Backend(httplimit.LocalBackend(append([]hotlimit.Option{hotlimit.WithMaxKeys(100_000)}, opts...)...)),
+		Backend:   httplimit.LocalBackend(append([]hotlimit.Option{hotlimit.WithMaxKeys(100_000)}, opts...)...),
+		Observers: []admission.Observer{obs}, // times and traces every decision of the backend
 	})
 	if err != nil {
 		return nil, err
