@@ -3,7 +3,9 @@ module github.com/hotlimit/hotlimit/hotlimitd
 go 1.26.0
 
 require (
+	github.com/envoyproxy/go-control-plane v0.14.0
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
+	github.com/envoyproxy/go-control-plane/ratelimit v0.1.0
 	github.com/hotlimit/hotlimit v0.1.0
 	github.com/hotlimit/hotlimit/otellimit v0.1.0
 	github.com/hotlimit/hotlimit/promlimit v0.1.0

@@ -46,6 +46,25 @@ func newLoadOptions(opts []LoadOption) loadOptions {
 // a rule moved from one file to another keeps its state.
 func MergeDomains() LoadOption { return func(o *loadOptions) { o.merge = true } }
 
+// File is one configuration file, by name and content, for ParseFiles.
+type File struct {
+	Name string // in errors and in Limit.File
+	Data []byte
+}
+
+// ParseFiles reads files as Load reads the files of a directory, in the
+// order given: a domain may be in one of them only (unless MergeDomains
+// is given), and every error of every file is returned, joined. No file
+// is an empty configuration, without domains. It is for configurations
+// that do not come from the file system, such as hotlimitd/xds's.
+func ParseFiles(files []File, opts ...LoadOption) (*Config, error) {
+	src := make([]source, len(files))
+	for i, f := range files {
+		src[i] = source{f.Name, f.Data}
+	}
+	return build(src, newLoadOptions(opts))
+}
+
 // source is one file's name and content.
 type source struct {
 	name string
