@@ -93,6 +93,9 @@ type Options struct {
 	// OnRefused, when set, is told why each response was NACKed (once
 	// for resources sent again unchanged). Streams that fail are logged.
 	OnRefused func(error)
+	// LoadOptions are given to config.ParseFiles (config.MergeDomains:
+	// several resources may hold one domain).
+	LoadOptions []config.LoadOption
 	// Logger logs the streams opened and lost (default: slog.Default()).
 	Logger *slog.Logger
 	// MinBackoff and MaxBackoff bound the wait before a new stream
@@ -190,7 +193,7 @@ func (c *Client) stream(ctx context.Context) (got bool, err error) {
 			}
 			continue
 		}
-		cfg, err := Parse(resp.Resources)
+		cfg, err := Parse(resp.Resources, c.o.LoadOptions...)
 		if err == nil {
 			err = c.o.Apply(cfg)
 		}
@@ -241,7 +244,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // Parse returns the configuration of one response's resources, each a
 // RateLimitConfig, or every error, each naming its resource.
-func Parse(resources []*anypb.Any) (*config.Config, error) {
+func Parse(resources []*anypb.Any, opts ...config.LoadOption) (*config.Config, error) {
 	files := make([]config.File, 0, len(resources))
 	var errs []error
 	for i, r := range resources {
@@ -263,5 +266,5 @@ func Parse(resources []*anypb.Any) (*config.Config, error) {
 	// In name order, as a directory's files are read: the errors of one
 	// set of resources are the same in whatever order they came.
 	slices.SortStableFunc(files, func(a, b config.File) int { return strings.Compare(a.Name, b.Name) })
-	return config.ParseFiles(files)
+	return config.ParseFiles(files, opts...)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,10 +20,12 @@ import (
 	"syscall"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/hotlimitd"
 	"github.com/hotlimit/hotlimit/hotlimitd/config"
+	"github.com/hotlimit/hotlimit/hotlimitd/xds"
 	"github.com/hotlimit/hotlimit/promlimit"
 	"github.com/hotlimit/hotlimit/redislimit"
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +36,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -67,6 +71,9 @@ type flags struct {
 	breakFailures  int
 	breakOpen      time.Duration
 	localDenials   int
+	xds            string // the control plane's address
+	xdsNodeID      string
+	xdsTLSCA       string
 }
 
 // redisSecurity are the flags that secure the connection to Redis: TLS,
@@ -110,6 +117,12 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 	if err := checkLimitHeaders(fs, f); err != nil {
 		return nil, err
 	}
+	if f.xds != "" && f.config != "" {
+		return nil, errors.New("-xds and -config exclude each other: the configuration comes from one of them")
+	}
+	if f.xds == "" && f.xdsTLSCA != "" {
+		return nil, errors.New("-xds-tls-ca needs -xds")
+	}
 	if f.reloadInterval < 0 || f.shutdownGrace < 0 {
 		return nil, errors.New("-reload-interval and -shutdown-grace must not be negative")
 	}
@@ -143,7 +156,7 @@ func newFlagSet(f *flags) *flag.FlagSet {
 	fs.StringVar(&f.grpcTLSCert, "grpc-tls-cert", "", "serve gRPC over TLS with the PEM certificate chain in this `file` (with -grpc-tls-key; read again when it changes)")
 	fs.StringVar(&f.grpcTLSKey, "grpc-tls-key", "", "the PEM private key `file` of -grpc-tls-cert")
 	fs.StringVar(&f.grpcTLSCA, "grpc-tls-client-ca", "", "mTLS: require a client certificate that chains to a PEM CA of this `file` (with -grpc-tls-cert)")
-	fs.BoolVar(&f.mergeDomains, "merge-domains", false, "let several -config files hold one domain, their rules merged (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); a rule in two files is an error naming both")
+	fs.BoolVar(&f.mergeDomains, "merge-domains", false, "let several -config files (or -xds resources) hold one domain, their rules merged (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); a rule in two files is an error naming both")
 	fs.BoolVar(&f.limitHeaders, "limit-headers", false, "add envoyproxy/ratelimit's response headers (its LIMIT_RESPONSE_HEADERS_ENABLED) of the most restrictive status")
 	fs.StringVar(&f.limitHeader.Limit, "limit-header-limit", hotlimitd.DefaultLimitHeader, "with -limit-headers: the `name` of the header of requests_per_unit (its LIMIT_LIMIT_HEADER)")
 	fs.StringVar(&f.limitHeader.Remaining, "limit-header-remaining", hotlimitd.DefaultRemainingHeader, "with -limit-headers: the `name` of the header of limit_remaining (its LIMIT_REMAINING_HEADER)")
@@ -159,6 +172,9 @@ func newFlagSet(f *flags) *flag.FlagSet {
 	fs.StringVar(&rs.tlsCert, "redis-tls-cert", "", "with -redis-tls: present the PEM client certificate of this `file` (with -redis-tls-key), for tls-auth-clients")
 	fs.StringVar(&rs.tlsKey, "redis-tls-key", "", "the PEM private key `file` of -redis-tls-cert")
 	fs.StringVar(&rs.tlsServerName, "redis-tls-server-name", "", "with -redis-tls: the `name` the server's certificate must have (default: the host of each address)")
+	fs.StringVar(&f.xds, "xds", "", "take the configuration from this xDS control plane (`host:port`; RateLimitConfig resources over ADS, State of the World) instead of -config")
+	fs.StringVar(&f.xdsNodeID, "xds-node-id", "default", "with -xds: the node `id` the control plane sets the snapshot for")
+	fs.StringVar(&f.xdsTLSCA, "xds-tls-ca", "", "with -xds: connect over TLS, trusting the PEM CAs of this `file`")
 	return fs
 }
 
@@ -224,6 +240,9 @@ type app struct {
 	log      *slog.Logger
 	cur      atomic.Pointer[config.Config] // the configuration requests are decided under
 	watcher  *config.Watcher               // nil without -config
+	xds      *xds.Client                   // nil without -xds
+	xdsConn  *grpc.ClientConn              // xds's connection
+	xdsReady atomic.Bool                   // with -xds: a configuration came from the control plane
 	store    store
 	srv      *hotlimitd.Server
 	grpc     *grpc.Server
@@ -277,12 +296,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, sigs <-ch
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	watching := make(chan struct{})
-	if a.watcher != nil && f.reloadInterval > 0 {
+	switch {
+	case a.watcher != nil && f.reloadInterval > 0:
 		go func() {
 			defer close(watching)
 			a.watcher.Run(watchCtx)
 		}()
-	} else {
+	case a.xds != nil:
+		go func() {
+			defer close(watching)
+			a.xds.Run(watchCtx)
+		}()
+	default:
 		close(watching)
 	}
 	errs := make(chan error, 2)
@@ -324,9 +349,16 @@ func start(ctx context.Context, f *flags, log *slog.Logger, h *hooks) (a *app, e
 	a = &app{f: f, log: log, reg: prometheus.NewRegistry(), loaded: h.loaded}
 	a.metrics = newReloadMetrics(a.reg)
 	var cfg *config.Config
-	if f.config == "" {
+	switch {
+	case f.xds != "":
+		// Empty (every descriptor OK without a limit, health
+		// NOT_SERVING) until the control plane sends one.
+		if cfg, err = config.ParseFiles(nil); err != nil {
+			return nil, err
+		}
+	case f.config == "":
 		cfg = config.Default()
-	} else {
+	default:
 		interval := f.reloadInterval
 		if interval == 0 {
 			interval = time.Hour // not polled (Run is not started): SIGHUP only
@@ -410,9 +442,23 @@ func start(ctx context.Context, f *flags, log *slog.Logger, h *hooks) (a *app, e
 	a.stopping = make(chan struct{})
 	healthpb.RegisterHealthServer(a.grpc, &healthService{Server: a.health, stopping: a.stopping})
 	a.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	if f.xds != "" {
+		if err := a.startXDS(); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				a.xdsConn.Close()
+			}
+		}()
+	}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, _ *http.Request) {
+		if a.xds != nil && !a.xdsReady.Load() {
+			http.Error(w, "no configuration from the xDS control plane yet", http.StatusServiceUnavailable)
+			return
+		}
 		if !a.ready.Load() {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
@@ -431,7 +477,7 @@ func start(ctx context.Context, f *flags, log *slog.Logger, h *hooks) (a *app, e
 	}
 	a.ready.Store(true)
 	log.Info("serving", "grpc", a.grpcLis.Addr().String(), "grpc_tls", tlsMode(f), "http", a.httpLis.Addr().String(),
-		"backend", f.backend, "config", configName(f.config), "domains", strings.Join(cfg.Domains(), ","), "limits", len(cfg.Limits()))
+		"backend", f.backend, "config", configName(f), "domains", strings.Join(cfg.Domains(), ","), "limits", len(cfg.Limits()))
 	return a, nil
 }
 
@@ -446,11 +492,14 @@ func tlsMode(f *flags) string {
 	return "off"
 }
 
-func configName(path string) string {
-	if path == "" {
+func configName(f *flags) string {
+	switch {
+	case f.xds != "":
+		return "xds:" + f.xds
+	case f.config == "":
 		return "built-in"
 	}
-	return path
+	return f.config
 }
 
 // reload is SIGHUP: load -config again now. Without -config there is
@@ -465,22 +514,29 @@ func (a *app) reload() {
 	}
 }
 
-// applyReload is the Watcher's onReload: the backend takes the new
+// applyReload is the Watcher's onReload: apply, and a failure reported.
+func (a *app) applyReload(cfg *config.Config) {
+	if err := a.apply(cfg); err != nil {
+		a.reloadFailed(err)
+	}
+}
+
+// apply makes cfg the running configuration: the backend takes the new
 // limits beside the running ones, requests then see the new
 // configuration, and the dropped limits go (backend.Store.Reload). A
-// backend that refuses them keeps the running configuration.
-func (a *app) applyReload(cfg *config.Config) {
+// backend that refuses them keeps the running configuration, and apply
+// returns why.
+func (a *app) apply(cfg *config.Config) error {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
 	if cfg == a.cur.Load() {
-		return
+		return nil
 	}
 	// Both sets of limits decide while cfg is published: a request that
 	// read either configuration finds its limits.
 	limits := cfg.Limits()
 	if err := a.store.Reload(limits, func() { a.cur.Store(cfg) }); err != nil {
-		a.reloadFailed(fmt.Errorf("the backend refused the new limits: %w", err))
-		return
+		return fmt.Errorf("the backend refused the new limits: %w", err)
 	}
 	// The Prometheus series of the limits the new configuration dropped go,
 	// now that requests read it: config churn must not grow /metrics. A
@@ -492,6 +548,62 @@ func (a *app) applyReload(cfg *config.Config) {
 	if a.loaded != nil {
 		a.loaded(nil)
 	}
+	return nil
+}
+
+// startXDS connects to the -xds control plane (the stream opens when run
+// starts a.xds.Run), and holds health NOT_SERVING until the first
+// configuration from it is applied.
+func (a *app) startXDS() error {
+	creds := insecure.NewCredentials()
+	if a.f.xdsTLSCA != "" {
+		b, err := os.ReadFile(a.f.xdsTLSCA)
+		if err != nil {
+			return fmt.Errorf("-xds-tls-ca: %w", err)
+		}
+		pool, err := certPool(b)
+		if err != nil {
+			return fmt.Errorf("-xds-tls-ca %s: %w", a.f.xdsTLSCA, err)
+		}
+		creds = credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	}
+	conn, err := grpc.NewClient(a.f.xds, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return fmt.Errorf("-xds %s: %w", a.f.xds, err)
+	}
+	o := xds.Options{
+		Conn: conn, Node: &corev3.Node{Id: a.f.xdsNodeID}, Logger: a.log,
+		Apply: a.applyXDS, OnRefused: a.reloadFailed,
+	}
+	if a.f.mergeDomains {
+		o.LoadOptions = []config.LoadOption{config.MergeDomains()} // several resources of one domain
+	}
+	a.xds, err = xds.New(o)
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	a.xdsConn = conn
+	for _, svc := range []string{"", rlsv3.RateLimitService_ServiceDesc.ServiceName} {
+		a.health.SetServingStatus(svc, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
+	return nil
+}
+
+// applyXDS is the xDS client's Apply: apply, and once the first
+// configuration is running, health SERVING. It runs on the goroutine run
+// waits for before the shutdown begins, so it never marks a stopping
+// server SERVING.
+func (a *app) applyXDS(cfg *config.Config) error {
+	if err := a.apply(cfg); err != nil {
+		return err
+	}
+	if !a.xdsReady.Swap(true) {
+		for _, svc := range []string{"", rlsv3.RateLimitService_ServiceDesc.ServiceName} {
+			a.health.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
+		}
+	}
+	return nil
 }
 
 // reloadFailed reports a configuration that was not applied.
@@ -540,6 +652,9 @@ func (a *app) shutdown() error {
 	var errs []error
 	if err := a.http.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("HTTP shutdown: %w", err))
+	}
+	if a.xdsConn != nil {
+		a.xdsConn.Close() // its stream ended before the shutdown began
 	}
 	if err := a.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the backend: %w", err))

@@ -55,6 +55,10 @@
 //	-redis-tls-ca F       with -redis-tls: trust F's PEM CAs (default: the system's)
 //	-redis-tls-cert F, -redis-tls-key F  with -redis-tls: a client certificate (tls-auth-clients)
 //	-redis-tls-server-name N  with -redis-tls: the name the server's certificate must have
+//	-xds ADDR             take the configuration from the xDS control plane at ADDR
+//	                      (host:port) instead of -config; see "xDS" below
+//	-xds-node-id ID       with -xds: the node the control plane sets snapshots for (default "default")
+//	-xds-tls-ca F         with -xds: connect over TLS, trusting F's PEM CAs
 //
 // A -config that is missing or cannot be read stops the command with an
 // error naming -config; one that does not parse, with file:line and the
@@ -82,6 +86,31 @@
 // certificate's directory (GRPC_SERVER_TLS_CERT, GRPC_SERVER_TLS_KEY,
 // GRPC_CLIENT_TLS_CACERT), and its GRPC_CLIENT_TLS_SAN, a SAN the client
 // certificate must have, has no equivalent here: trust is the CA's.
+//
+// # xDS
+//
+// With -xds the configuration comes from a control plane, as
+// envoyproxy/ratelimit's CONFIG_TYPE=GRPC_XDS_SOTW has it (Envoy Gateway
+// runs its rate limit service so): the command subscribes, over one
+// Aggregated Discovery Service stream (State of the World), to the
+// ratelimit.config.ratelimit.v3.RateLimitConfig resources of node
+// -xds-node-id, and each response, read as the files of a directory
+// are (package hotlimitd/xds), replaces the whole configuration, with the
+// guarantees of a reload: one that does not load, or that the backend
+// refuses, is NACKed with the error, logged and counted
+// (hotlimitd_config_reloads_total{result="failure"}), and the running
+// configuration is kept; limits whose place and policy it keeps keep
+// their state. Until the first response is applied, the configuration is
+// empty (every descriptor is OK without a limit, as envoyproxy/ratelimit
+// answers then), gRPC health is NOT_SERVING and /healthcheck answers 503,
+// so that a load balancer that checks health waits for the limits. When
+// the stream fails the running configuration stays and a new stream is
+// opened after a backoff (0.5s doubling to 30s, jittered). SIGHUP has
+// nothing to reload. Where envoyproxy/ratelimit differs: it ACKs a
+// response before applying it, sends node metadata and extra headers
+// (CONFIG_GRPC_XDS_NODE_METADATA, CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS)
+// and can present a client certificate to the control plane; hotlimitd
+// does none of these, and its backoff is fixed.
 //
 // # Redis TLS, AUTH and Sentinel
 //
