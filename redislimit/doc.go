@@ -32,8 +32,10 @@
 // script forms no product that could pass 2^53 (the sliding window's
 // p·(W−e) with a 24-hour window and a limit of 10^6 is 8.64·10^16): it
 // multiplies and divides exactly, by shift-and-add on quotient and
-// remainder. Every key is passed in KEYS, and every write sets a TTL of
-// the time until the key is fresh again, rounded up to a millisecond.
+// remainder. Every key is passed in KEYS (except in a batch on a Redis
+// Cluster, which passes its keys as arguments: see below), and every write
+// sets a TTL of the time until the key is fresh again, rounded up to a
+// millisecond.
 //
 // Microseconds: a bucket's interval T = ⌈Per/N⌉ is rounded up to a
 // whole microsecond, towards denying (PerSecond(3) admits one request per
