@@ -65,8 +65,8 @@
 // key no other operation names ("e1", "e2", …), which evicts whatever A
 // holds. With room for one entry an eviction's victim is the one other
 // entry, so the model evicts as the limiter does. An insertion into a
-// full A evicts, then decides its key at max(reading, sweptAt) under the
-// table of that moment, and other requests run in between (a Sweep that
+// full A evicts, then decides its key as a key with no entry (owing until
+// sweptAt, Limiter.vacant) under the table of that moment, and other requests run in between (a Sweep that
 // raises sweptAt, a Reset, a SetPolicy, a peek that finds the victim
 // gone), so it is two steps: the eviction, judged at the inserter's
 // reading, and the decision. The limiter marks the instant between them

@@ -555,8 +555,9 @@ func runWait(rec *Recorder, a *hotlimit.Limiter, kind int, in rateIn, nows []int
 // the recorder marked at the ticks evicts (Recorder.evicted): op itself
 // when it evicted nothing, else an eviction (opEvict) from op's call to
 // the mark, then op's decision from the mark to its return. An insertion
-// into a full A evicts, then decides its key at max(reading, sweptAt)
-// under the table of that moment (keys.go, lockSlotFirst), and a Sweep, a
+// into a full A evicts, then decides its key as a key with no entry
+// (owing until sweptAt: Limiter.vacant) under the table of that moment
+// (keys.go, lockSlotFirst), and a Sweep, a
 // Reset, a SetPolicy or a peek can land in between: one step could not be
 // both after a Sweep that raised sweptAt and before a peek that already
 // found the victim gone. An operation inserts once, so it evicts at most
