@@ -68,8 +68,8 @@
 // full A evicts, then decides its key as a key with no entry (owing until
 // sweptAt, Limiter.vacant) under the table of that moment, and other
 // requests run in between (a Sweep that raises sweptAt, a Reset, a
-// SetPolicy, a peek that finds the victim gone), so it is two steps: the eviction, judged at the inserter's
-// reading, and the decision. The limiter marks the instant between them
+// SetPolicy, a peek that finds the victim gone), so it is two steps: the
+// eviction, judged at the inserter's reading, and the decision. The limiter marks the instant between them
 // (internal/testhook.Evicted; the recorder then yields, as a preemption
 // would), and the history cuts the operation there (evictSplit). The room
 // the eviction freed passes to the insertion that evicted (gc.go): in the
