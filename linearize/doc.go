@@ -69,11 +69,11 @@
 // sweptAt, Limiter.vacant) under the table of that moment, and other
 // requests run in between (a Sweep that raises sweptAt, a Reset, a
 // SetPolicy, a peek that finds the victim gone), so it is two steps: the
-// eviction, judged at the inserter's reading, and the decision. The limiter marks the instant between them
-// (internal/testhook.Evicted; the recorder then yields, as a preemption
-// would), and the history cuts the operation there (evictSplit). The room
-// the eviction freed passes to the insertion that evicted (gc.go): in the
-// model it stays reserved until that decision, so no other insertion fits
+// eviction, judged at the inserter's reading, and the decision. The
+// limiter marks the instant between them (internal/testhook.Evicted; the
+// recorder then yields, as a preemption would), and the history cuts the
+// operation there (evictSplit). The room the eviction freed passes to the
+// insertion that evicted (gc.go): in the model it stays reserved until that decision, so no other insertion fits
 // in between, and an operation that inserts into a full A without having
 // evicted is illegal. An insertion never evicts its own key inserted
 // meanwhile by another request: it uses that entry. Give-backs, Waits
