@@ -6,6 +6,9 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/hotlimit/hotlimit/hotlimitd"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/metadata"
 )
 
 const benchYAML = `domain: bench
@@ -31,14 +34,22 @@ descriptors:
 func BenchmarkShouldRateLimit(b *testing.B) {
 	one := request("bench", desc("user", "ann"))
 	three := request("bench", desc("user", "ann"), desc("path", "/a"), desc("tenant", "acme"))
+	// Traced: a sampled span per request, handed to a batch processor
+	// that exports to nowhere, and a traceparent in the metadata.
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}))
+	defer tp.Shutdown(context.Background())
 	for _, bc := range []struct {
 		name    string
 		req     *rlsv3.RateLimitRequest
 		headers bool
-	}{{"descriptors=1", one, false}, {"descriptors=3", three, false}, {"descriptors=3/headers", three, true}} {
+		tracer  trace.Tracer
+	}{{"descriptors=1", one, false, nil}, {"descriptors=3", three, false, nil}, {"descriptors=3/headers", three, true, nil}, {"descriptors=3/traced", three, false, tp.Tracer("bench")}} {
 		b.Run(bc.name, func(b *testing.B) {
-			f := newFixture(b, benchYAML, hotlimitd.Options{Headers: bc.headers})
+			f := newFixture(b, benchYAML, hotlimitd.Options{Headers: bc.headers, Tracer: bc.tracer})
 			ctx := context.Background()
+			if bc.tracer != nil {
+				ctx = metadata.NewIncomingContext(ctx, metadata.Pairs("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"))
+			}
 			ask(b, f.srv, bc.req)
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
@@ -52,6 +63,12 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 		})
 	}
 }
+
+// discard is a span exporter that drops every span.
+type discard struct{}
+
+func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discard) Shutdown(context.Context) error                             { return nil }
 
 // TestAllocs: an admitted request of up to 4 descriptors allocates
 // twice: its keys (one string) and its response (one block); with

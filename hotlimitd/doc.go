@@ -136,6 +136,20 @@
 //     Remaining is what the limit has left (a descriptor refused for a
 //     cost beyond it can have some).
 //
+// # Traces
+//
+// With Options.Tracer, each ShouldRateLimit is an OpenTelemetry server
+// span, envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit,
+// child of the trace context the request's gRPC metadata carries
+// (Options.Propagator; W3C traceparent by default, which Envoy sends
+// when it traces), with attributes hotlimitd.domain,
+// hotlimitd.descriptors (their number) and hotlimitd.overall_code; an
+// RPC that fails has the error status and rpc.grpc.status_code. Like
+// every log and metric of hotlimitd, a span holds no descriptor value.
+// Without a Tracer, ShouldRateLimit starts no span and reads no
+// metadata. envoyproxy/ratelimit's spans (its TRACING_ENABLED) are per
+// request too, named otherwise.
+//
 // No input panics: the fuzz target FuzzShouldRateLimit checks every
 // answer against a model of the limits.
 //

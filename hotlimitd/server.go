@@ -21,8 +21,13 @@ import (
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/hotlimitd/config"
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -68,6 +73,13 @@ type Options struct {
 	// Observers see each enforced decision (promlimit.BackendMetrics,
 	// otellimit.HTTP): see Server.
 	Observers []admission.Observer
+	// Tracer, when not nil, starts a span per ShouldRateLimit (see the
+	// package documentation); nil traces nothing, at no cost.
+	Tracer trace.Tracer
+	// Propagator reads a request's trace context from its incoming gRPC
+	// metadata, for Tracer's spans; nil is W3C Trace Context
+	// (propagation.TraceContext).
+	Propagator propagation.TextMapPropagator
 	// Logger receives backend errors, at most one line a second (limit
 	// names and the error, never a key or a descriptor value). nil logs
 	// nothing.
@@ -88,6 +100,8 @@ type Server struct {
 	limitHdr  *LimitHeaders     // with the default names filled in; nil: none
 	failOpen  bool
 	observers []admission.Observer
+	tracer    trace.Tracer
+	prop      propagation.TextMapPropagator
 	log       *slog.Logger
 	lastLog   atomic.Int64 // unix nanoseconds of the last error line
 	dropped   atomic.Int64 // error lines not written since
@@ -182,6 +196,12 @@ func New(opts Options) (*Server, error) {
 	for _, o := range opts.Observers {
 		if o != nil {
 			s.observers = append(s.observers, o)
+		}
+	}
+	if opts.Tracer != nil {
+		s.tracer, s.prop = opts.Tracer, opts.Propagator
+		if s.prop == nil {
+			s.prop = propagation.TraceContext{}
 		}
 	}
 	s.calls.New = func() any { return new(call) }
@@ -281,6 +301,62 @@ func grow[T any](s []T, n int) []T {
 // ShouldRateLimit implements rlsv3.RateLimitServiceServer: see the
 // package documentation.
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if s.tracer == nil {
+		return s.shouldRateLimit(ctx, req)
+	}
+	return s.traced(ctx, req)
+}
+
+// spanName is the name of ShouldRateLimit's spans: the RPC's, as
+// OpenTelemetry's RPC conventions name a server span.
+const spanName = "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+
+// traced is ShouldRateLimit in a span whose parent is the trace context
+// of the request's gRPC metadata, if any.
+func (s *Server) traced(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		ctx = s.prop.Extract(ctx, mdCarrier(md))
+	}
+	ctx, span := s.tracer.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+		attribute.String("rpc.system", "grpc"),
+		attribute.String("hotlimitd.domain", req.GetDomain()),
+		attribute.Int("hotlimitd.descriptors", len(req.GetDescriptors())),
+	))
+	defer span.End()
+	resp, err := s.shouldRateLimit(ctx, req)
+	if err != nil {
+		st, _ := status.FromError(err)
+		span.SetAttributes(attribute.Int("rpc.grpc.status_code", int(st.Code())))
+		span.SetStatus(otelcodes.Error, st.Message())
+		return nil, err
+	}
+	span.SetAttributes(attribute.String("hotlimitd.overall_code", resp.OverallCode.String()))
+	return resp, nil
+}
+
+// mdCarrier is gRPC metadata as a propagation.TextMapCarrier (its keys
+// are lower case, as the propagators ask for them).
+type mdCarrier metadata.MD
+
+func (c mdCarrier) Get(key string) string {
+	if v := metadata.MD(c).Get(key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (c mdCarrier) Set(key, value string) { metadata.MD(c).Set(key, value) }
+
+func (c mdCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// shouldRateLimit is ShouldRateLimit without a span.
+func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if req.GetDomain() == "" {
 		s.stats.invalid.Add(1)
 		return nil, status.Error(codes.InvalidArgument, "hotlimitd: the request has no domain")
