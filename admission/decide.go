@@ -272,27 +272,10 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 	key = append(key, g.name...)
 	groupEnd := len(key)
 	var ends [MaxLayers]int // where each identity layer's key ends in key
-	for i := range p.ids {
-		start := len(key)
-		il := &p.ids[i]
-		k, err := il.key(append(key, keyPrefix...), r)
-		if err == nil && !appended(k, key[:start]) {
-			err = ErrBadKeyFunc
-		}
-		if err != nil && res.KeyErr == nil {
-			res.KeyErr = err
-		}
-		if err != nil && il.fallback != nil {
-			res.Fallback = true
-			k, err = il.fallback(append(key[:start], keyPrefix...), r)
-			if err == nil && !appended(k, key[:start]) {
-				err = ErrBadKeyFunc
-			}
-		}
-		if err != nil {
+	if len(p.ids) > 0 {
+		if key, err = p.identityLayers(res, key, r, &ends); err != nil {
 			return p.refused(res, OutcomeKeyDenied, err)
 		}
-		key, ends[i] = k, len(k)
 	}
 	all := string(key)               // the one allocation of the keys
 	layers := res.layers[:g.nlayers] // the group's, the global one, the identities'
@@ -340,18 +323,52 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 		return res
 	}
 	res.Decision, res.Binding, res.BindingReported = d, binding(res, d, idx), idx >= 0 && idx < res.nlayers
-	switch {
-	case d.Allowed:
-		res.Outcome = OutcomeAllowed
-	case p.dryRun:
-		res.Outcome = OutcomeDryRunDenied
-	case d.RetryAfter == hotlimit.Never:
-		res.Outcome = OutcomeDeniedNever
-	default:
-		res.Outcome = OutcomeDenied
-	}
+	res.Outcome = outcomeOf(d, p.dryRun)
 	p.observe(ctx, res, began)
 	return res
+}
+
+// outcomeOf is the Outcome of a decision the backend made.
+func outcomeOf(d hotlimit.Decision, dryRun bool) Outcome {
+	switch {
+	case d.Allowed:
+		return OutcomeAllowed
+	case dryRun:
+		return OutcomeDryRunDenied
+	case d.RetryAfter == hotlimit.Never:
+		return OutcomeDeniedNever
+	}
+	return OutcomeDenied
+}
+
+// identityLayers appends each identity layer's key (the prefix and its
+// identity) to key, recording where each ends in ends, and sets
+// res.KeyErr (unless set) and res.Fallback. It returns the first error
+// no fallback answered.
+func (p *Pipeline[R]) identityLayers(res *Result, key []byte, r R, ends *[MaxLayers]int) ([]byte, error) {
+	for i := range p.ids {
+		start := len(key)
+		il := &p.ids[i]
+		k, err := il.key(append(key, keyPrefix...), r)
+		if err == nil && !appended(k, key[:start]) {
+			err = ErrBadKeyFunc
+		}
+		if err != nil && res.KeyErr == nil {
+			res.KeyErr = err
+		}
+		if err != nil && il.fallback != nil {
+			res.Fallback = true
+			k, err = il.fallback(append(key[:start], keyPrefix...), r)
+			if err == nil && !appended(k, key[:start]) {
+				err = ErrBadKeyFunc
+			}
+		}
+		if err != nil {
+			return key, err
+		}
+		key, ends[i] = k, len(k)
+	}
+	return key, nil
 }
 
 // hasIdentity reports whether a key under construction holds an identity
