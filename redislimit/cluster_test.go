@@ -249,8 +249,12 @@ func TestClusterDeadMaster(t *testing.T) {
 	hooks := Hooks{Breaker: func(node string, from, to BreakerState) {
 		transitions = append(transitions, node+":"+from.String()+"->"+to.String())
 	}}
+	// A timeout far above any call's on a loaded machine: a live master's
+	// call that timed out (the default is 100ms) would fail the test and
+	// count against that master's circuit. The dead one refuses the
+	// connection at once.
 	l := must(New(c, "dm", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1000},
-		WithBreaker(NewBreaker(2, time.Hour)), WithHooks(hooks)))
+		WithBreaker(NewBreaker(2, time.Hour)), WithHooks(hooks), WithTimeout(10*time.Second)))
 	keys := make([]string, 60)
 	node := map[string]string{}
 	for i := range keys {
