@@ -14,7 +14,8 @@
 // configuration, as the files of a directory are. Each resource is
 // converted to that YAML (ToYAML) and the set is read by
 // config.ParseFiles, under the name "xds:" and the resource's name: the
-// same validation as a file, the same limit names (a limit keeps its
+// same validation as a file (a domain in one resource only, unless
+// Options.LoadOptions has config.MergeDomains), the same limit names (a limit keeps its
 // state across a reload, and across a move from files to xDS, while its
 // place in the tree and its policy stay; see config.Limit.Name).
 //

@@ -120,6 +120,12 @@ descriptors:
 	if _, err := xds.Parse(two); err == nil {
 		t.Error("two resources of one domain were taken")
 	}
+	// With config.MergeDomains they are one domain of two rules, as two
+	// files are.
+	twoKeys := []*anypb.Any{mustAny(t, perHour("a", "d", "k", 1)), mustAny(t, perHour("b", "d", "j", 2))}
+	if c, err := xds.Parse(twoKeys, config.MergeDomains()); err != nil || len(c.All()) != 2 {
+		t.Errorf("two resources of one domain, merged: %v, %v; want one domain of 2 limits", c, err)
+	}
 	wrong := mustAny(t, &corev3.Node{Id: "x"})
 	if _, err := xds.Parse([]*anypb.Any{wrong}); err == nil || !strings.Contains(err.Error(), "resource 0") {
 		t.Errorf("a resource of another type: %v, want an error naming it", err)

@@ -95,7 +95,8 @@
 // Aggregated Discovery Service stream (State of the World), to the
 // ratelimit.config.ratelimit.v3.RateLimitConfig resources of node
 // -xds-node-id, and each response, read as the files of a directory
-// are (package hotlimitd/xds), replaces the whole configuration, with the
+// are (package hotlimitd/xds; with -merge-domains several resources may
+// hold one domain), replaces the whole configuration, with the
 // guarantees of a reload: one that does not load, or that the backend
 // refuses, is NACKed with the error, logged and counted
 // (hotlimitd_config_reloads_total{result="failure"}), and the running
