@@ -100,7 +100,10 @@
 //   - When the backend cannot decide the enforced descriptors, the RPC
 //     fails with codes.Unavailable (Envoy's failure_mode_deny then
 //     decides), or, with Options.FailOpen, every descriptor is OK without a
-//     limit. Nothing was consumed either way.
+//     limit. The backend consumed nothing, as far as it knows: a call to
+//     Redis that timed out after it was sent may have run there all the
+//     same, and consumed (it is never retried; see backend's Timeout and
+//     cmd/hotlimitd's -redis-timeout).
 //   - With Options.Headers, a response that has enforced descriptors
 //     carries, in response_headers_to_add, the draft-11 fields
 //     RateLimit-Policy (one item per enforced descriptor, named after its
