@@ -236,26 +236,27 @@ type hooks struct {
 
 // app is a running hotlimitd.
 type app struct {
-	f        *flags
-	log      *slog.Logger
-	cur      atomic.Pointer[config.Config] // the configuration requests are decided under
-	watcher  *config.Watcher               // nil without -config
-	xds      *xds.Client                   // nil without -xds
-	xdsConn  *grpc.ClientConn              // xds's connection
-	xdsReady atomic.Bool                   // with -xds: a configuration came from the control plane
-	store    store
-	srv      *hotlimitd.Server
-	grpc     *grpc.Server
-	inflight atomic.Int64 // RPCs being handled (health watches too)
-	health   *health.Server
-	stopping chan struct{} // closed when shutdown begins: health watches end
-	http     *http.Server
-	ready    atomic.Bool // /healthcheck answers 200
-	reg      *prometheus.Registry
-	metrics  *reloadMetrics
-	bm       *promlimit.BackendMetrics
-	stopOTel func(context.Context) error // flushes and stops the OpenTelemetry export; nil without one
-	loaded   func(error)                 // hooks.loaded
+	f           *flags
+	log         *slog.Logger
+	cur         atomic.Pointer[config.Config] // the configuration requests are decided under
+	watcher     *config.Watcher               // nil without -config
+	xds         *xds.Client                   // nil without -xds
+	xdsConn     *grpc.ClientConn              // xds's connection
+	xdsReady    atomic.Bool                   // with -xds: a configuration came from the control plane
+	store       store
+	srv         *hotlimitd.Server
+	grpc        *grpc.Server
+	inflight    atomic.Int64 // RPCs being handled (health watches too)
+	health      *health.Server
+	stopping    chan struct{} // closed when shutdown begins: health watches end
+	http        *http.Server
+	ready       atomic.Bool // /healthcheck answers 200
+	reg         *prometheus.Registry
+	metrics     *reloadMetrics
+	bm          *promlimit.BackendMetrics
+	stopOTel    func(context.Context) error // flushes and stops the OpenTelemetry export; nil without one
+	stopTracing func(context.Context) error // flushes and stops the span export; nil without one
+	loaded      func(error)                 // hooks.loaded
 
 	grpcLis, httpLis net.Listener
 	reloadMu         sync.Mutex // one reload applies at a time
@@ -410,11 +411,25 @@ func start(ctx context.Context, f *flags, log *slog.Logger, h *hooks) (a *app, e
 		observers = append(observers, otelObs)
 		log.Info("exporting OpenTelemetry metrics over OTLP/gRPC")
 	}
+	tracer, stopTracing, err := startTracing(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if tracer != nil {
+		a.stopTracing = stopTracing
+		defer func() {
+			if err != nil {
+				stopTracing(context.Background())
+			}
+		}()
+		log.Info("exporting OpenTelemetry traces over OTLP/gRPC")
+	}
 	secret, err := readSecret(f)
 	if err != nil {
 		return nil, err
 	}
 	opts := hotlimitd.Options{
+		Tracer: tracer,
 		Config: a.cur.Load, Backend: b, Headers: f.headers, FailOpen: f.failOpen,
 		PartitionKeySecret: secret, Observers: observers, Logger: log,
 	}
@@ -664,6 +679,11 @@ func (a *app) shutdown() error {
 		// the last export is logged as lost, within the same bound.
 		if err := a.stopOTel(ctx); err != nil {
 			a.log.Warn("OpenTelemetry: the last metrics were not flushed", "err", err.Error())
+		}
+	}
+	if a.stopTracing != nil {
+		if err := a.stopTracing(ctx); err != nil {
+			a.log.Warn("OpenTelemetry: the last spans were not flushed", "err", err.Error())
 		}
 	}
 	a.log.Info("stopped")

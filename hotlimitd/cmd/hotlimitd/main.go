@@ -197,6 +197,13 @@
 // host) stops the command at start with an error naming it. A last
 // export that fails at shutdown (the collector is down) is logged as a
 // warning and does not fail the shutdown: the command still exits 0.
+// Traces go the same way and on their own: with
+// OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set
+// (OTEL_TRACES_EXPORTER=none turns them off), each ShouldRateLimit is a
+// span (see package hotlimitd: the domain, the number of descriptors and
+// the overall code, child of the caller's W3C traceparent), sampled as
+// OTEL_TRACES_SAMPLER says (by default, always, or as the parent was),
+// batched (OTEL_BSP_*) and flushed at shutdown.
 //
 // SIGHUP reloads -config (as the poll does); a configuration that fails
 // to load, or that the backend refuses, is logged and counted, and the

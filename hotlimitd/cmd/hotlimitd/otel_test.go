@@ -2,13 +2,19 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 )
 
 // collector is an OTLP metrics receiver that keeps what it is sent.
@@ -129,4 +135,66 @@ func TestOTelCollectorDown(t *testing.T) {
 		t.Fatalf("the lost flush is not logged as a warning:\n%s", logs)
 	}
 	allJSON(t, logs)
+}
+
+// spanCollector is an OTLP trace receiver that keeps the spans it is
+// sent.
+type spanCollector struct {
+	coltracepb.UnimplementedTraceServiceServer
+	mu    sync.Mutex
+	spans []*tracepb.Span
+}
+
+func (c *spanCollector) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, rs := range req.ResourceSpans {
+		for _, ss := range rs.ScopeSpans {
+			c.spans = append(c.spans, ss.Spans...)
+		}
+	}
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+// TestOTelTraces: with OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set (and no
+// metrics endpoint), the command exports a span per ShouldRateLimit,
+// child of the caller's traceparent, flushed at shutdown.
+func TestOTelTraces(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := &spanCollector{}
+	g := grpc.NewServer()
+	coltracepb.RegisterTraceServiceServer(g, col)
+	go g.Serve(lis)
+	defer g.Stop()
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://"+lis.Addr().String())
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "3600000") // only the flush sends
+	r := startCmd(t, nil)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+	req := &rlsv3.RateLimitRequest{Domain: "hotlimitd", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "generic_key", Value: "a"}}}}}
+	if _, err := r.rls.ShouldRateLimit(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	r.stop(t)
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	if len(col.spans) != 1 {
+		t.Fatalf("%d spans exported, want 1", len(col.spans))
+	}
+	s := col.spans[0]
+	if hex.EncodeToString(s.TraceId) != "0af7651916cd43dd8448eb211c80319c" || hex.EncodeToString(s.ParentSpanId) != "b7ad6b7169203331" {
+		t.Errorf("span %q: trace %x, parent %x, want the caller's", s.Name, s.TraceId, s.ParentSpanId)
+	}
+	attrs := map[string]string{}
+	for _, a := range s.Attributes {
+		attrs[a.Key] = a.Value.String()
+	}
+	if !strings.Contains(attrs["hotlimitd.overall_code"], "OK") || !strings.Contains(attrs["hotlimitd.domain"], "hotlimitd") {
+		t.Errorf("attributes %v", attrs)
+	}
+	if !strings.Contains(r.logs.String(), "exporting OpenTelemetry traces") || strings.Contains(r.logs.String(), "exporting OpenTelemetry metrics") {
+		t.Errorf("the log does not say traces alone are exported:\n%s", r.logs)
+	}
 }
