@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -77,7 +78,7 @@ func TestXDS(t *testing.T) {
 	}
 
 	set("v1", perHour("x", 3))
-	if err := <-loaded; err != nil {
+	if err := nextLoad(t, loaded); err != nil {
 		t.Fatalf("v1: %v", err)
 	}
 	if s := health(); s != healthpb.HealthCheckResponse_SERVING {
@@ -95,7 +96,7 @@ func TestXDS(t *testing.T) {
 	bad := perHour("y", 5)
 	bad.Descriptors[0].RateLimit.Unit = rlsconfv3.RateLimitUnit_UNKNOWN
 	set("v2", perHour("x", 3), bad)
-	if err := <-loaded; err == nil || !strings.Contains(err.Error(), "xds:y") {
+	if err := nextLoad(t, loaded); err == nil || !strings.Contains(err.Error(), "xds:y") {
 		t.Fatalf("the bad v2: %v, want it refused naming xds:y", err)
 	}
 	if got := r.metric(t, `hotlimitd_config_reloads_total{result="failure"}`); !strings.HasSuffix(got, " 1") {
@@ -106,7 +107,7 @@ func TestXDS(t *testing.T) {
 	}
 
 	set("v3", perHour("x", 3), perHour("z", 1))
-	if err := <-loaded; err != nil {
+	if err := nextLoad(t, loaded); err != nil {
 		t.Fatalf("v3: %v", err)
 	}
 	if resp := r.ask(t, "x", "user", "ann"); resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
@@ -134,5 +135,21 @@ func TestXDSFlags(t *testing.T) {
 		if err := run(context.Background(), args, io.Discard, io.Discard, nil, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want an error with %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// nextLoad returns the next configuration load's result, or fails the test
+// if none comes within a minute: a load that never happens (the hook or the
+// apply broken) fails here, not at go test's timeout. The minute is far
+// above any load's time, also under -race on a loaded machine: it is a
+// bound on a hang, not a measurement.
+func nextLoad(t *testing.T, loaded <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-loaded:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatal("no configuration load within a minute")
+		return nil
 	}
 }
