@@ -44,11 +44,12 @@ func FuzzSlidingLog(f *testing.F) {
 		}
 		defer l.Close()
 		keys := [...]string{"a", "b", "a-key-longer-than-fifteen-bytes"}
-		var log [len(keys)][]int64 // admitted instants, in order
-		var last [len(keys)]int64  // latest instant each key was written at
-		var exists [len(keys)]bool // the limiter holds the key
-		var sweptAt int64          // latest instant a key was removed at
-		var gen [len(keys)]int64   // how many times each key was removed
+		var log [len(keys)][]int64    // admitted instants, in order
+		var logGen [len(keys)][]int64 // the generation (gen) each was admitted in
+		var last [len(keys)]int64     // latest instant each key was written at
+		var exists [len(keys)]bool    // the limiter holds the key
+		var sweptAt int64             // latest instant a key removed was fresh from
+		var gen [len(keys)]int64      // how many times each key was removed
 		var adm [len(keys)]hotlimit.Admission
 		type admitted struct{ cost, at, gen int64 }
 		var held [len(keys)]admitted // adm's admission, as the oracle sees it
@@ -85,6 +86,7 @@ func FuzzSlidingLog(f *testing.F) {
 				for i := len(log[k]) - 1; i >= 0 && c > 0; i-- {
 					if s := log[k][i]; s <= h.at && at-s < w {
 						log[k] = slices.Delete(log[k], i, i+1)
+						logGen[k] = slices.Delete(logGen[k], i, i+1)
 						c--
 					}
 				}
@@ -97,7 +99,17 @@ func FuzzSlidingLog(f *testing.F) {
 				for k := range keys {
 					at := max(now, last[k])
 					if n, _ := count(k, at); exists[k] && n == 0 {
-						exists[k], sweptAt = false, max(sweptAt, at)
+						// The ring was fresh from its newest instant's
+						// expiry, or its latest write if later, and no
+						// later than the sweep's instant: new keys are
+						// decided no earlier than that.
+						from := last[k]
+						for i, s := range log[k] {
+							if logGen[k][i] == gen[k] {
+								from = max(from, s+w)
+							}
+						}
+						exists[k], sweptAt = false, max(sweptAt, min(from, at))
 						gen[k]++
 					}
 				}
@@ -126,6 +138,7 @@ func FuzzSlidingLog(f *testing.F) {
 					want.Allowed, want.Remaining, want.ResetAfter = true, limit-n-cost, W
 					for range cost {
 						log[k] = append(log[k], at)
+						logGen[k] = append(logGen[k], gen[k])
 					}
 					last[k], exists[k] = at, true
 					held[k] = admitted{cost, at, gen[k]}
