@@ -30,7 +30,6 @@ func (b failing) AllowStates(ctx context.Context, ls []httplimit.Layer, st []htt
 	return b.Local.AllowStates(ctx, ls, st)
 }
 
-
 // TestBackendMetrics: a scripted sequence (admitted, refused by the
 // group, refused by the global layer, backend down under FailOpen) gives
 // exact histogram counts, the remaining capacity of the binding limit,
