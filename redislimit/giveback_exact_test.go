@@ -70,11 +70,7 @@ func checkAgainstModel(t *testing.T, c redis.Scripter, policy hotlimit.Policy, s
 	t.Helper()
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 33))
-	clock := hotlimit.NewManualClock()
-	clock.Set(baseMicros * time.Microsecond)
-	m := refmodel.New(policy, clock)
-	l := must(New(c, "exact", policy, WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second)))
-	l.testNow = func() int64 { return int64(clock.Now() / time.Microsecond) }
+	clock, m, l := modelTwin(t, c, "exact", policy)
 	limit, per := l.Limit(), period(policy)
 	bucket := l.spec.kind == kindTokenBucket
 	// Big buckets: one key, more steps and a clock that moves less, so
@@ -295,12 +291,7 @@ func TestGiveBackOlderThanTheRenewalsKept(t *testing.T) {
 		hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(10), Capacity: 39},
 	} {
 		t.Run(fmt.Sprintf("%T", policy), func(t *testing.T) {
-			clock := hotlimit.NewManualClock()
-			clock.Set(baseMicros * time.Microsecond)
-			m := refmodel.New(policy, clock)
-			c := redistest.Client(t, redistest.Addr(t))
-			l := must(New(c, "older", policy, WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second)))
-			l.testNow = func() int64 { return int64(clock.Now() / time.Microsecond) }
+			clock, m, l := modelTwin(t, redistest.Client(t, redistest.Addr(t)), "older", policy)
 			admit := func() modelHeld {
 				a := new(Admission)
 				must(l.AdmitN(ctx, a, "k", 1))
@@ -383,12 +374,7 @@ func TestRenewalsBounded(t *testing.T) {
 func TestGiveBackFloorStartsAfresh(t *testing.T) {
 	ctx := context.Background()
 	policy := hotlimit.TokenBucket{Rate: hotlimit.PerSecond(10), Burst: 40}
-	clock := hotlimit.NewManualClock()
-	clock.Set(baseMicros * time.Microsecond)
-	m := refmodel.New(policy, clock)
-	c := redistest.Client(t, redistest.Addr(t))
-	l := must(New(c, "afresh", policy, WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second)))
-	l.testNow = func() int64 { return int64(clock.Now() / time.Microsecond) }
+	clock, m, l := modelTwin(t, redistest.Client(t, redistest.Addr(t)), "afresh", policy)
 	admit := func() modelHeld {
 		a := new(Admission)
 		if d := must(l.AdmitN(ctx, a, "k", 1)); !d.Allowed {
@@ -429,4 +415,16 @@ func TestGiveBackFloorStartsAfresh(t *testing.T) {
 	if after := must(l.AllowN(ctx, "k", 0)).Remaining; after != before+1 {
 		t.Fatalf("X's give-back: Remaining %d → %d; want its unit back", before, after)
 	}
+}
+
+// modelTwin returns a ManualClock at baseMicros, the reference model of
+// policy on it, and a limiter named name on c whose scripts decide at the
+// clock's reading: the pair a differential test drives in step.
+func modelTwin(t *testing.T, c redis.Scripter, name string, policy hotlimit.Policy) (*hotlimit.ManualClock, *refmodel.Model, *Limiter) {
+	t.Helper()
+	clock := hotlimit.NewManualClock()
+	clock.Set(baseMicros * time.Microsecond)
+	l := must(New(c, name, policy, WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second)))
+	l.testNow = func() int64 { return int64(clock.Now() / time.Microsecond) }
+	return clock, refmodel.New(policy, clock), l
 }
