@@ -79,6 +79,6 @@
 //   - github.com/hotlimit/hotlimit/bench and
 //     github.com/hotlimit/hotlimit/bench/redisbench: benchmarks against
 //     other limiters;
-//   - github.com/hotlimit/hotlimit/hotlimitd/bench: hotlimitd against
+//   - github.com/hotlimit/hotlimit/hotlimitd/internal/bench: hotlimitd against
 //     gubernator, a gRPC load generator on loopback.
 package hotlimit

@@ -1,6 +1,6 @@
 # Sourced (bash) by the scripts that need real Redis servers (scripts/test
 # and scripts/check once for every module, redislimit/test.sh and
-# hotlimitd/test.sh when run alone, hotlimitd/bench/smoke.sh): starts a
+# hotlimitd/test.sh when run alone, hotlimitd/internal/bench/smoke.sh): starts a
 # private redis-server and a private 3-master Redis Cluster on free
 # loopback ports, exports their addresses as HOTLIMIT_REDIS_ADDR and
 # HOTLIMIT_REDIS_CLUSTER (the variables redistest reads), and kills them

@@ -7,7 +7,7 @@
 // workspace (the go.work in its directory, outside the root's) so that
 // building and testing the repository never compiles or downloads them.
 // Its commands run from its directory, against the tree (the replace
-// directives in its go.mod): go -C hotlimitd/bench run ./cmd/rlsbench -h.
+// directives in its go.mod): go -C hotlimitd/internal/bench run ./cmd/rlsbench -h.
 //
 // Run drives a Target, one request at a time per caller, from Callers
 // goroutines over a number of gRPC connections, each request naming

@@ -10,7 +10,7 @@ import (
 	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/hotlimitd"
 	"github.com/hotlimit/hotlimit/hotlimitd/backend"
-	"github.com/hotlimit/hotlimit/hotlimitd/bench"
+	"github.com/hotlimit/hotlimit/hotlimitd/internal/bench"
 	"github.com/hotlimit/hotlimit/hotlimitd/config"
 	"github.com/hotlimit/hotlimit/promlimit"
 	"github.com/prometheus/client_golang/prometheus"

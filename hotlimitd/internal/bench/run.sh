@@ -6,9 +6,9 @@
 # rounds, every configuration once a round in alternation; then benchstat
 # (medians and 95% intervals of the rounds).
 #
-# Usage: bash hotlimitd/bench/run.sh [RUNS]   (RUNS=5)
+# Usage: bash hotlimitd/internal/bench/run.sh [RUNS]   (RUNS=5)
 # Environment:
-#   OUT            raw output (default hotlimitd/bench/raw-DATE.txt); the
+#   OUT            raw output (default hotlimitd/internal/bench/raw-DATE.txt); the
 #                  benchstat table goes to ${OUT%.txt}.benchstat.txt
 #   RLSBENCH_FLAGS more rlsbench flags for every run (default: its own,
 #                  -callers 32 -conns 4 -keys 1000 -duration 5s -warmup 1s
@@ -32,8 +32,8 @@ ALGS=${ALGS:-bucket window}
 DESCS=${DESCS:-1 3}
 read -r -a extra <<<"${RLSBENCH_FLAGS:-}"
 
-# shellcheck source=../../redislimit/redistest/servers.sh
-source ../../redislimit/redistest/servers.sh
+# shellcheck source=../../../redislimit/redistest/servers.sh
+source ../../../redislimit/redistest/servers.sh
 bin=$redis_dir/rlsbench
 go build -o "$bin" ./cmd/rlsbench
 
@@ -57,7 +57,7 @@ if [[ $REPLICAS -gt 1 ]]; then
 	extra+=(-replicas "$REPLICAS")
 fi
 {
-	echo "# bash hotlimitd/bench/run.sh $RUNS  (RLSBENCH_FLAGS='${RLSBENCH_FLAGS:-}' ALGS='$ALGS' DESCS='$DESCS' REPLICAS=$REPLICAS)"
+	echo "# bash hotlimitd/internal/bench/run.sh $RUNS  (RLSBENCH_FLAGS='${RLSBENCH_FLAGS:-}' ALGS='$ALGS' DESCS='$DESCS' REPLICAS=$REPLICAS)"
 	echo "# $(go version); redis-server $(redis-server --version | sed -n 's/.* v=\([0-9.]*\).*/\1/p')"
 	echo "goos: $(go env GOOS)"
 	echo "goarch: $(go env GOARCH)"

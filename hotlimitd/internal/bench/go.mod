@@ -1,4 +1,4 @@
-module github.com/hotlimit/hotlimit/hotlimitd/bench
+module github.com/hotlimit/hotlimit/hotlimitd/internal/bench
 
 go 1.26.0
 
@@ -113,10 +113,10 @@ require (
 // required above exist only once tagged. The go command ignores replace
 // directives in a dependency's go.mod, so consumers are unaffected.
 replace (
-	github.com/hotlimit/hotlimit => ../../
-	github.com/hotlimit/hotlimit/grpclimit => ../../grpclimit
-	github.com/hotlimit/hotlimit/hotlimitd => ../
-	github.com/hotlimit/hotlimit/otellimit => ../../otellimit
-	github.com/hotlimit/hotlimit/promlimit => ../../promlimit
-	github.com/hotlimit/hotlimit/redislimit => ../../redislimit
+	github.com/hotlimit/hotlimit => ../../../
+	github.com/hotlimit/hotlimit/grpclimit => ../../../grpclimit
+	github.com/hotlimit/hotlimit/hotlimitd => ../../
+	github.com/hotlimit/hotlimit/otellimit => ../../../otellimit
+	github.com/hotlimit/hotlimit/promlimit => ../../../promlimit
+	github.com/hotlimit/hotlimit/redislimit => ../../../redislimit
 )

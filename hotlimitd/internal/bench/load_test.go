@@ -8,7 +8,7 @@ import (
 	"time"
 
 	guber "github.com/gubernator-io/gubernator/v2"
-	"github.com/hotlimit/hotlimit/hotlimitd/bench"
+	"github.com/hotlimit/hotlimit/hotlimitd/internal/bench"
 	"github.com/hotlimit/hotlimit/hotlimitd/config"
 )
 

@@ -1,7 +1,7 @@
 // Command rlsbench measures one rate limit service under a gRPC load on
 // loopback: it starts the service in a child process of its own (so the
 // service's CPU is measured apart from the load's), puts the load on it
-// with hotlimitd/bench's generator, and prints one line in the format of
+// with hotlimitd/internal/bench's generator, and prints one line in the format of
 // go test -bench, which benchstat reads:
 //
 //	BenchmarkRLS/system=S/backend=B/alg=A/desc=D  N  ns/op  decisions/s  p50-µs  p99-µs  p999-µs  over-%  cpu-µs/op  errors
@@ -22,7 +22,7 @@
 //     local (one replica, exact), redis (exact across replicas) or lease
 //     (never admits more than the shared budget; can refuse while other
 //     replicas hold leased units). Its configuration is
-//     hotlimitd/bench.Config.
+//     hotlimitd/internal/bench.Config.
 //   - -system gubernator: gubernator v2.13.0's daemon (SpawnDaemon, as its
 //     cmd/gubernator runs it), one node owning every key, with
 //     -behavior no_batching, batching or global on every rate limit.
@@ -52,7 +52,7 @@ import (
 	"time"
 
 	guber "github.com/gubernator-io/gubernator/v2"
-	"github.com/hotlimit/hotlimit/hotlimitd/bench"
+	"github.com/hotlimit/hotlimit/hotlimitd/internal/bench"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 )

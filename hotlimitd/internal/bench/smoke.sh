@@ -15,8 +15,8 @@ cd "$(dirname "$0")"
 
 go test -race -count=1 ./...
 
-# shellcheck source=../../redislimit/redistest/servers.sh
-source ../../redislimit/redistest/servers.sh
+# shellcheck source=../../../redislimit/redistest/servers.sh
+source ../../../redislimit/redistest/servers.sh
 bin=$redis_dir/rlsbench
 go build -o "$bin" ./cmd/rlsbench
 for s in "-system hotlimitd -backend local" "-system hotlimitd -backend redis" "-system hotlimitd -backend lease" \
