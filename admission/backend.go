@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 	"unsafe"
 
 	"github.com/hotlimit/hotlimit"
@@ -26,12 +25,17 @@ type Backend interface {
 	// one with the fewest requests of its cost left) and that layer's
 	// index in layers, or -1 when it cannot tell. A states that is not
 	// nil has len(layers) elements; AllowStates sets states[i] to layer
-	// i's own state right after the decision, with Remaining -1 for a
-	// layer whose state it cannot tell. It returns an error only when it
+	// i's own state right after the decision, as hotlimit.AllowLayersState
+	// reports it, of which a Pipeline reads Decision.Remaining (the
+	// RateLimit field's r), Next (its t: 0 when the layer is full,
+	// hotlimit.Never when the backend cannot tell) and Policy (zero, with
+	// Algorithm 0, when the backend cannot tell: the pipeline then
+	// describes the policy of Config.Limits). A layer whose state it
+	// cannot tell at all gets Decision.Remaining −1. It returns an error only when it
 	// could not decide (a shared store unreachable, a timeout, a limit
 	// it was not built with: ErrUnknownLimit); the pipeline then applies
 	// its failure policy. It must not retain either slice.
-	AllowStates(ctx context.Context, layers []Layer, states []LayerState) (hotlimit.Decision, int, error)
+	AllowStates(ctx context.Context, layers []Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error)
 	// Reset returns key under the named limit to a fresh key's state
 	// (full quota, nothing to wait for), as hotlimit.Limiter.Reset does.
 	// A key the backend does not hold is already fresh: not an error.
@@ -40,28 +44,6 @@ type Backend interface {
 	Reset(ctx context.Context, limit, key string) error
 	// Close releases what the backend holds (sweepers, leases, clients).
 	Close() error
-}
-
-// LayerState is one layer's own state after a decision, as the
-// RateLimit field reports it per limit.
-type LayerState struct {
-	// Remaining is what the layer alone would admit now, in its units:
-	// hotlimit.Decision.Remaining of its key. The field's r.
-	Remaining int64
-	// Window is how long Remaining stays the most the layer admits if
-	// nothing else consumes: the time until its next unit comes back,
-	// what hotlimit.Limiter.Check(key, Remaining+1).RetryAfter says of
-	// the state the decision left (hotlimit.LayerState.Next). The
-	// field's t, rounded up to seconds. 0 when the layer is full
-	// (Remaining is its capacity: nothing comes back), hotlimit.Never
-	// when the backend cannot tell; httplimit omits t in both cases.
-	Window time.Duration
-	// Policy describes the policy the layer was decided under, the
-	// RateLimit-Policy item's q and w: a limit's policy may change at
-	// runtime (Local.Classes().SetPolicy). Its zero value (Algorithm 0)
-	// means the backend cannot tell; the pipeline then describes the
-	// policy of Config.Limits.
-	Policy hotlimit.PolicyInfo
 }
 
 // Layer is one limit a request is checked against, as a Backend receives
@@ -154,78 +136,34 @@ func (b *Local) limiter(name string) *hotlimit.Limiter {
 }
 
 // AllowStates implements Backend with hotlimit.AllowLayersState (with
-// hotlimit.AllowLayersIndex for a nil states): each layer's Remaining,
-// Window and Policy are those of its own decision (see
-// hotlimit.LayerState). It allocates nothing for up to MaxLayers layers
-// on keys the limiters hold. A states of another length than layers gets
-// the states of the layers it has room for, and Remaining −1 (unknown)
-// past the last layer.
-func (b *Local) AllowStates(_ context.Context, layers []Layer, states []LayerState) (hotlimit.Decision, int, error) {
-	if len(layers) > MaxLayers {
-		return b.allowMany(layers, states)
-	}
+// hotlimit.AllowLayersIndex for a nil states): each layer's state is
+// that of its own decision. It allocates nothing for up to MaxLayers
+// layers on keys the limiters hold. A states of another length than
+// layers gets the states of the layers it has room for, and Remaining −1
+// (unknown) past the last layer.
+func (b *Local) AllowStates(_ context.Context, layers []Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	var buf [MaxLayers]hotlimit.Layer
-	ls := buf[:len(layers)]
+	ls := buf[:0]
+	if len(layers) > MaxLayers {
+		ls = make([]hotlimit.Layer, 0, len(layers))
+	}
 	for i := range layers {
 		ly := &layers[i]
 		lim := b.limiter(ly.Limit)
 		if lim == nil {
 			return hotlimit.Decision{}, -1, fmt.Errorf("%w %q", ErrUnknownLimit, ly.Limit)
 		}
-		ls[i] = hotlimit.Layer{Limiter: lim, Key: ly.Key, Cost: ly.Cost}
+		ls = append(ls, hotlimit.Layer{Limiter: lim, Key: ly.Key, Cost: ly.Cost})
 	}
 	if states == nil {
 		d, i := hotlimit.AllowLayersIndex(ls...)
 		return d, i, nil
 	}
-	// The states' buffer is no larger than the layers need: a group's
-	// layer and the global one, the common case, zero a quarter of
-	// MaxLayers' states.
-	var d hotlimit.Decision
-	var i int
-	if len(ls) <= 2 {
-		var each [2]hotlimit.LayerState
-		d, i = hotlimit.AllowLayersState(each[:], ls...)
-		copyStates(states, each[:len(ls)])
-	} else {
-		var each [MaxLayers]hotlimit.LayerState
-		d, i = hotlimit.AllowLayersState(each[:], ls...)
-		copyStates(states, each[:len(ls)])
+	d, i := hotlimit.AllowLayersState(states, ls...)
+	for j := len(ls); j < len(states); j++ {
+		states[j] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: -1}} // no such layer: unknown
 	}
 	return d, i, nil
-}
-
-// allowMany is AllowStates for more than MaxLayers layers.
-func (b *Local) allowMany(layers []Layer, states []LayerState) (hotlimit.Decision, int, error) {
-	ls := make([]hotlimit.Layer, len(layers))
-	for i, ly := range layers {
-		lim := b.limiter(ly.Limit)
-		if lim == nil {
-			return hotlimit.Decision{}, -1, fmt.Errorf("%w %q", ErrUnknownLimit, ly.Limit)
-		}
-		ls[i] = hotlimit.Layer{Limiter: lim, Key: ly.Key, Cost: ly.Cost}
-	}
-	if states == nil {
-		d, i := hotlimit.AllowLayersIndex(ls...)
-		return d, i, nil
-	}
-	each := make([]hotlimit.LayerState, len(ls))
-	d, i := hotlimit.AllowLayersState(each, ls...)
-	copyStates(states, each)
-	return d, i, nil
-}
-
-// copyStates copies each layer's state in each into states, and marks
-// the states past the last layer unknown (Remaining −1).
-func copyStates(states []LayerState, each []hotlimit.LayerState) {
-	n := min(len(states), len(each))
-	for j := range n {
-		st := &states[j]
-		st.Remaining, st.Window, st.Policy = each[j].Decision.Remaining, each[j].Next, each[j].Policy
-	}
-	for j := n; j < len(states); j++ {
-		states[j] = LayerState{Remaining: -1} // no such layer: unknown
-	}
 }
 
 // Reset implements Backend with hotlimit.Limiter.Reset.

@@ -31,7 +31,7 @@ func TestLayerState(t *testing.T) {
 		}
 		defer b.Close()
 		lim := b.Limiter("l")
-		states := make([]LayerState, 1)
+		states := make([]hotlimit.LayerState, 1)
 		for step := range 300 {
 			clock.Advance(time.Duration(rng.Int64N(int64(2 * time.Second))))
 			if _, _, err := b.AllowStates(t.Context(), []Layer{{Limit: "l", Key: "k", Cost: int64(rng.IntN(3))}}, states); err != nil {
@@ -42,15 +42,15 @@ func TestLayerState(t *testing.T) {
 				t.Fatalf("%T step %d: Policy %+v", p, step, st.Policy)
 			}
 			c := lim.Check("k", 0)
-			if st.Remaining != c.Remaining {
-				t.Fatalf("%T step %d: Remaining %d, Check says %d", p, step, st.Remaining, c.Remaining)
+			if st.Decision.Remaining != c.Remaining {
+				t.Fatalf("%T step %d: Remaining %d, Check says %d", p, step, st.Decision.Remaining, c.Remaining)
 			}
 			want := time.Duration(0)
 			if c.Remaining < c.Limit {
 				want = lim.Check("k", c.Remaining+1).RetryAfter
 			}
-			if st.Window != want {
-				t.Fatalf("%T step %d: Window %v, Check(r+1) says %v (state %+v)", p, step, st.Window, want, c)
+			if st.Next != want {
+				t.Fatalf("%T step %d: Window %v, Check(r+1) says %v (state %+v)", p, step, st.Next, want, c)
 			}
 		}
 	}

@@ -69,11 +69,11 @@ type Result struct {
 
 	buf     [maxKeyBuf]byte
 	layers  [MaxLayers]Layer
-	states  [MaxLayers]LayerState // what the backend reported of each layer
-	nlayers int                   // layers decided; 0 when no backend was asked
-	nstates int                   // states the backend reported: nlayers or 0
-	built   int                   // layers whose keys were written: cleared by Release
-	ev      Event                 // what the observers are handed: here, so it does not escape per request
+	states  [MaxLayers]hotlimit.LayerState // what the backend reported of each layer
+	nlayers int                            // layers decided; 0 when no backend was asked
+	nstates int                            // states the backend reported: nlayers or 0
+	built   int                            // layers whose keys were written: cleared by Release
+	ev      Event                          // what the observers are handed: here, so it does not escape per request
 	names   []string
 	infos   []*limitInfo
 }
@@ -95,8 +95,8 @@ type Item struct {
 	Name string
 	// Cost is what the request costs in the layer.
 	Cost int64
-	// Remaining and Window are the layer's own state after the decision
-	// (see LayerState); Known is false when the backend did not report
+	// Remaining and Window are the layer's own state after the decision:
+	// hotlimit.LayerState's Decision.Remaining and Next; Known is false when the backend did not report
 	// the layers' states, and then only the binding layer's Remaining,
 	// the Decision's, is known.
 	Remaining int64
@@ -112,7 +112,7 @@ func (res *Result) Item(i int) Item {
 	it := Item{Name: res.names[i], Cost: res.layers[i].Cost, Policy: res.infos[i].PolicyInfo}
 	if i < res.nstates {
 		st := &res.states[i]
-		it.Remaining, it.Window, it.Known = st.Remaining, st.Window, true
+		it.Remaining, it.Window, it.Known = st.Decision.Remaining, st.Next, true
 		if st.Policy.Algorithm != 0 {
 			it.Policy = st.Policy
 		}
@@ -126,7 +126,7 @@ func (res *Result) Item(i int) Item {
 // after the decision, as Item does, without the rest (i < Layers(), and
 // States() true).
 func (res *Result) State(i int) (name string, remaining int64, window time.Duration) {
-	return res.names[i], res.states[i].Remaining, res.states[i].Window
+	return res.names[i], res.states[i].Decision.Remaining, res.states[i].Next
 }
 
 // States reports whether the backend reported every layer's own state.
@@ -156,7 +156,7 @@ func (res *Result) Violated() []string {
 	}
 	var out []string
 	for i := range res.nstates {
-		if res.states[i].Remaining < res.layers[i].Cost {
+		if res.states[i].Decision.Remaining < res.layers[i].Cost {
 			out = append(out, res.names[i])
 		}
 	}
@@ -305,7 +305,7 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 		if err == nil {
 			res.nstates = len(layers)
 			for i := range states {
-				if states[i].Remaining < 0 {
+				if states[i].Decision.Remaining < 0 {
 					res.nstates = 0 // the backend could not tell them all
 				}
 			}

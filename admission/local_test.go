@@ -24,7 +24,7 @@ type testReq struct {
 // the pointer a Pipeline's names share with the Local's.
 type byName struct{ *Local }
 
-func (b byName) AllowStates(ctx context.Context, layers []Layer, states []LayerState) (hotlimit.Decision, int, error) {
+func (b byName) AllowStates(ctx context.Context, layers []Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	own := make([]Layer, len(layers))
 	for i, ly := range layers {
 		own[i] = Layer{Limit: strings.Clone(ly.Limit), Key: ly.Key, Cost: ly.Cost}
@@ -148,9 +148,9 @@ func TestLocalManyLimits(t *testing.T) {
 	ctx := t.Context()
 	for i := range scanLimits + 4 {
 		name := strings.Clone("l" + strconv.Itoa(i))
-		states := make([]LayerState, 1)
+		states := make([]hotlimit.LayerState, 1)
 		d, idx, err := b.AllowStates(ctx, []Layer{{Limit: name, Key: "k", Cost: 1}}, states)
-		if err != nil || !d.Allowed || idx != 0 || d.Limit != int64(i+1) || states[0].Remaining != int64(i) {
+		if err != nil || !d.Allowed || idx != 0 || d.Limit != int64(i+1) || states[0].Decision.Remaining != int64(i) {
 			t.Fatalf("%s: %+v %d %v, state %+v; want admitted by its own limit of %d", name, d, idx, err, states[0], i+1)
 		}
 		if err := b.Reset(ctx, name, "k"); err != nil {

@@ -46,7 +46,7 @@ type ctxBackend struct {
 	marks []string
 }
 
-func (b *ctxBackend) AllowStates(ctx context.Context, layers []admission.Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
+func (b *ctxBackend) AllowStates(ctx context.Context, layers []admission.Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	mark, _ := ctx.Value(ctxKey{}).(string)
 	b.marks = append(b.marks, mark)
 	return b.Local.AllowStates(ctx, layers, states)

@@ -27,9 +27,9 @@ func TestAllowStatesLength(t *testing.T) {
 			for i := range layers {
 				layers[i] = admission.Layer{Limit: "l", Key: fmt.Sprint(n, nl, i), Cost: 1}
 			}
-			states := make([]admission.LayerState, n)
+			states := make([]hotlimit.LayerState, n)
 			for i := range states {
-				states[i] = admission.LayerState{Remaining: 77}
+				states[i] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: 77}}
 			}
 			func() {
 				defer func() {
@@ -43,7 +43,7 @@ func TestAllowStatesLength(t *testing.T) {
 				}
 			}()
 			for i, st := range states {
-				if i < nl && (st.Remaining < 0 || st.Remaining > 4) || i >= nl && st.Remaining != -1 {
+				if i < nl && (st.Decision.Remaining < 0 || st.Decision.Remaining > 4) || i >= nl && st.Decision.Remaining != -1 {
 					t.Fatalf("%d layers, %d states: states[%d] = %+v", nl, n, i, st)
 				}
 			}

@@ -372,7 +372,7 @@ type failing struct{}
 
 var errStoreDown = errors.New("store down")
 
-func (failing) AllowStates(context.Context, []httplimit.Layer, []httplimit.LayerState) (hotlimit.Decision, int, error) {
+func (failing) AllowStates(context.Context, []httplimit.Layer, []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	return hotlimit.Decision{}, -1, errStoreDown
 }
 
@@ -520,9 +520,9 @@ func TestLeakyDelay(t *testing.T) {
 // layers' states.
 type allowOnly struct{ *httplimit.Local }
 
-func (b allowOnly) AllowStates(ctx context.Context, layers []httplimit.Layer, states []httplimit.LayerState) (hotlimit.Decision, int, error) {
+func (b allowOnly) AllowStates(ctx context.Context, layers []httplimit.Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	for i := range states {
-		states[i] = httplimit.LayerState{Remaining: -1}
+		states[i] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: -1}}
 	}
 	d, _, err := b.Local.AllowStates(ctx, layers, nil)
 	return d, -1, err

@@ -81,13 +81,13 @@
 //     backend names as binding; the overall code is OVER_LIMIT exactly when
 //     some descriptor is.
 //   - Every status of a decided descriptor comes from that decision's
-//     admission.LayerState, never from a second reading: current_limit is
+//     hotlimit.LayerState (the Backend contract's states), never from a second reading: current_limit is
 //     the rule's requests_per_unit, unit and rate_limit name
 //     (config.Limit.RuleName, "" when it has none, as envoyproxy/ratelimit
 //     answers; hotlimit's limit name, config.Limit.Name, names the limit
 //     in headers and metrics only); limit_remaining
-//     is LayerState.Remaining (in the limit's units, clamped to a uint32);
-//     duration_until_reset is LayerState.Window, the time until the limit
+//     is its Decision.Remaining (in the limit's units, clamped to a uint32);
+//     duration_until_reset is its Next, the time until the limit
 //     admits one unit more (for a fixed window, the time to the window's
 //     end; 0 when the limit is full), left out when the backend cannot
 //     tell.

@@ -175,7 +175,7 @@ type failing struct{}
 
 var errDown = errors.New("store down")
 
-func (failing) AllowStates(context.Context, []admission.Layer, []admission.LayerState) (hotlimit.Decision, int, error) {
+func (failing) AllowStates(context.Context, []admission.Layer, []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	return hotlimit.Decision{}, -1, errDown
 }
 

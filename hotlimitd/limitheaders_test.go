@@ -83,9 +83,9 @@ func TestLimitHeaders(t *testing.T) {
 // layers' states after a decision (-1 and Remaining -1).
 type allowOnly struct{ admission.Backend }
 
-func (b allowOnly) AllowStates(ctx context.Context, layers []admission.Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
+func (b allowOnly) AllowStates(ctx context.Context, layers []admission.Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	for i := range states {
-		states[i] = admission.LayerState{Remaining: -1}
+		states[i] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: -1}}
 	}
 	d, _, err := b.Backend.AllowStates(ctx, layers, nil)
 	return d, -1, err

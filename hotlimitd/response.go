@@ -68,16 +68,16 @@ func link(resp *rlsv3.RateLimitResponse, ptrs []*rlsv3.RateLimitResponse_Descrip
 }
 
 // fill sets status i's current_limit (l's requests_per_unit, unit and
-// RuleName), limit_remaining (ls.Remaining, clamped to a uint32) and
-// duration_until_reset (ls.Window; left out when unknown).
-func (b response) fill(i int, l *config.Limit, ls admission.LayerState) {
+// RuleName), limit_remaining (ls.Decision.Remaining, clamped to a uint32) and
+// duration_until_reset (ls.Next; left out when unknown).
+func (b response) fill(i int, l *config.Limit, ls hotlimit.LayerState) {
 	p := &b.parts[i]
 	lim, dur, st := &p.limit, &p.dur, &p.st
 	lim.Name, lim.RequestsPerUnit, lim.Unit = l.RuleName, l.RequestsPerUnit, unitOf(l.Unit)
 	st.CurrentLimit = lim
-	st.LimitRemaining = uint32(min(max(ls.Remaining, 0), math.MaxUint32))
-	if ls.Window >= 0 && ls.Window != hotlimit.Never {
-		dur.Seconds, dur.Nanos = int64(ls.Window/time.Second), int32(ls.Window%time.Second)
+	st.LimitRemaining = uint32(min(max(ls.Decision.Remaining, 0), math.MaxUint32))
+	if ls.Next >= 0 && ls.Next != hotlimit.Never {
+		dur.Seconds, dur.Nanos = int64(ls.Next/time.Second), int32(ls.Next%time.Second)
 		st.DurationUntilReset = dur
 	}
 }

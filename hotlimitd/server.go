@@ -231,12 +231,12 @@ type call struct {
 	layer   []int   // descriptor i's index in layers (enforced) or -1
 	over    []bool
 	layers  []admission.Layer
-	states  []admission.LayerState
+	states  []hotlimit.LayerState
 	hdr     []byte        // the response headers, being written
 	pkIn    []byte        // the partition key hash's input, being written
 	pks     [][pkLen]byte // layer j's partition key
 	one     [1]admission.Layer
-	oneSt   [1]admission.LayerState
+	oneSt   [1]hotlimit.LayerState
 	obs     observation // the enforced decision, for the observers
 }
 
@@ -508,7 +508,7 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 			s.logError(err)
 			dec, binding = hotlimit.Decision{RetryAfter: hotlimit.Never}, -1
 			for j := range c.states {
-				c.states[j] = admission.LayerState{Remaining: -1, Window: hotlimit.Never}
+				c.states[j] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: -1}, Next: hotlimit.Never}
 			}
 		}
 		admitted = dec.Allowed && !refuse
@@ -536,14 +536,14 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 			j := c.layer[i]
 			if j < 0 { // refused without the backend (refuses)
 				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-				b.fill(i, c.lims[i], admission.LayerState{Window: hotlimit.Never})
+				b.fill(i, c.lims[i], hotlimit.LayerState{Next: hotlimit.Never})
 				continue
 			}
 			ls := c.states[j]
-			if ls.Remaining < 0 { // the backend cannot tell the layer's state
-				ls.Window = hotlimit.Never
+			if ls.Decision.Remaining < 0 { // the backend cannot tell the layer's state
+				ls.Next = hotlimit.Never
 				if j == binding {
-					ls.Remaining = dec.Remaining // it told the binding layer's only
+					ls.Decision.Remaining = dec.Remaining // it told the binding layer's only
 				}
 			}
 			if c.over[i] {
@@ -667,7 +667,7 @@ func (s *Server) markOver(c *call, dec hotlimit.Decision, binding int, refuse bo
 				need = satAdd(need, c.costs[k])
 			}
 		}
-		if (bind && !refuse) || (c.states[j].Remaining >= 0 && c.states[j].Remaining < need) {
+		if (bind && !refuse) || (c.states[j].Decision.Remaining >= 0 && c.states[j].Decision.Remaining < need) {
 			c.over[i], any = true, true
 		}
 	}
@@ -685,7 +685,7 @@ func (s *Server) markOver(c *call, dec hotlimit.Decision, binding int, refuse bo
 func (s *Server) shadow(ctx context.Context, b response, c *call, i int, all string, admitted bool) {
 	if c.refuses(i) {
 		s.stats.shadowOverLimit.Add(1)
-		b.fill(i, c.lims[i], admission.LayerState{Window: hotlimit.Never})
+		b.fill(i, c.lims[i], hotlimit.LayerState{Next: hotlimit.Never})
 		return
 	}
 	cost := c.costs[i]
@@ -704,8 +704,8 @@ func (s *Server) shadow(ctx context.Context, b response, c *call, i int, all str
 		s.stats.shadowOverLimit.Add(1)
 	}
 	ls := c.oneSt[0]
-	if ls.Remaining < 0 { // the backend cannot tell: its decision's
-		ls.Remaining, ls.Window = d.Remaining, hotlimit.Never
+	if ls.Decision.Remaining < 0 { // the backend cannot tell: its decision's
+		ls.Decision.Remaining, ls.Next = d.Remaining, hotlimit.Never
 	}
 	b.fill(i, c.lims[i], ls)
 }
@@ -748,7 +748,7 @@ func (s *Server) headerValues(c *call, retryAfter time.Duration, admitted bool) 
 			b = append(b, ", "...)
 		}
 		n++
-		r, w := c.states[j].Remaining, c.states[j].Window
+		r, w := c.states[j].Decision.Remaining, c.states[j].Next
 		if r < 0 {
 			r, w = 0, hotlimit.Never // unknown: r=0, no t
 		}

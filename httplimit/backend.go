@@ -16,9 +16,6 @@ type (
 	// Layer is admission.Layer: one limit a request is checked against,
 	// as a Backend receives it.
 	Layer = admission.Layer
-	// LayerState is admission.LayerState: one layer's own state after a
-	// decision.
-	LayerState = admission.LayerState
 	// Local is admission.Local: the in-process Backend.
 	Local = admission.Local
 )

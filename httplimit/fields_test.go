@@ -103,7 +103,7 @@ func TestProblemDetails(t *testing.T) {
 // redislimit's backend does.
 type bindingOnly struct{ *Local }
 
-func (b bindingOnly) AllowStates(ctx context.Context, ls []Layer, states []LayerState) (hotlimit.Decision, int, error) {
+func (b bindingOnly) AllowStates(ctx context.Context, ls []Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	unknown(states)
 	return b.Local.AllowStates(ctx, ls, nil)
 }

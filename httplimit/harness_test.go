@@ -135,7 +135,7 @@ func ceilSec(d time.Duration) int64 { return int64((d + time.Second - 1) / time.
 // the binding layer nor the layers' states.
 type backendFunc func(context.Context, []Layer) (hotlimit.Decision, error)
 
-func (f backendFunc) AllowStates(ctx context.Context, ls []Layer, states []LayerState) (hotlimit.Decision, int, error) {
+func (f backendFunc) AllowStates(ctx context.Context, ls []Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	unknown(states)
 	d, err := f(ctx, ls)
 	return d, -1, err
@@ -146,9 +146,9 @@ func (f backendFunc) Reset(context.Context, string, string) error { return nil }
 func (f backendFunc) Close() error { return nil }
 
 // unknown marks every state as one the backend cannot tell.
-func unknown(states []LayerState) {
+func unknown(states []hotlimit.LayerState) {
 	for i := range states {
-		states[i] = LayerState{Remaining: -1}
+		states[i] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: -1}}
 	}
 }
 
@@ -156,7 +156,7 @@ func unknown(states []LayerState) {
 // layer nor the layers' states.
 type plainBackend struct{ *Local }
 
-func (p plainBackend) AllowStates(ctx context.Context, layers []Layer, states []LayerState) (hotlimit.Decision, int, error) {
+func (p plainBackend) AllowStates(ctx context.Context, layers []Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	unknown(states)
 	d, _, err := p.Local.AllowStates(ctx, layers, nil)
 	return d, -1, err

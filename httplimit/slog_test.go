@@ -31,7 +31,7 @@ type switchable struct {
 
 var errStoreDown = errors.New("store down")
 
-func (b switchable) AllowStates(ctx context.Context, ls []httplimit.Layer, st []httplimit.LayerState) (hotlimit.Decision, int, error) {
+func (b switchable) AllowStates(ctx context.Context, ls []httplimit.Layer, st []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	if b.down.Load() {
 		return hotlimit.Decision{}, -1, errStoreDown
 	}

@@ -21,7 +21,7 @@ type tracingBackend struct {
 	tr trace.Tracer
 }
 
-func (b tracingBackend) AllowStates(ctx context.Context, ls []httplimit.Layer, st []httplimit.LayerState) (hotlimit.Decision, int, error) {
+func (b tracingBackend) AllowStates(ctx context.Context, ls []httplimit.Layer, st []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	_, span := b.tr.Start(ctx, "store")
 	defer span.End()
 	return b.Local.AllowStates(ctx, ls, st)

@@ -16,7 +16,7 @@ import (
 // failingBackend cannot decide.
 type failingBackend struct{}
 
-func (failingBackend) AllowStates(context.Context, []httplimit.Layer, []httplimit.LayerState) (hotlimit.Decision, int, error) {
+func (failingBackend) AllowStates(context.Context, []httplimit.Layer, []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	return hotlimit.Decision{}, -1, errors.New("store down")
 }
 

@@ -133,9 +133,9 @@ func TestBackendKeepsBinding(t *testing.T) {
 
 type plainBackend struct{}
 
-func (plainBackend) AllowStates(_ context.Context, _ []httplimit.Layer, states []httplimit.LayerState) (hotlimit.Decision, int, error) {
+func (plainBackend) AllowStates(_ context.Context, _ []httplimit.Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	for i := range states {
-		states[i] = httplimit.LayerState{Remaining: -1}
+		states[i] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: -1}}
 	}
 	return hotlimit.Decision{Allowed: true}, -1, nil
 }

@@ -122,7 +122,7 @@ type switchable struct {
 
 var errDown = errors.New("store down")
 
-func (b switchable) AllowStates(ctx context.Context, ls []httplimit.Layer, st []httplimit.LayerState) (hotlimit.Decision, int, error) {
+func (b switchable) AllowStates(ctx context.Context, ls []httplimit.Layer, st []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	if b.down.Load() {
 		return hotlimit.Decision{}, -1, errDown
 	}

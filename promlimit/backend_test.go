@@ -23,7 +23,7 @@ type failing struct {
 	down *atomic.Bool
 }
 
-func (b failing) AllowStates(ctx context.Context, ls []httplimit.Layer, st []httplimit.LayerState) (hotlimit.Decision, int, error) {
+func (b failing) AllowStates(ctx context.Context, ls []httplimit.Layer, st []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	if b.down.Load() {
 		return hotlimit.Decision{}, -1, errors.New("store down")
 	}

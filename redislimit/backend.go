@@ -108,7 +108,7 @@ func (b *RedisBackend) AllowBinding(ctx context.Context, layers []admission.Laye
 // len(layers)) never panics: the call is decided with states for every
 // layer, states receives those of its first layers, and any element
 // beyond the layers is unknown (Remaining -1), as admission.Local does.
-func (b *RedisBackend) AllowStates(ctx context.Context, layers []admission.Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
+func (b *RedisBackend) AllowStates(ctx context.Context, layers []admission.Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	var buf [8]Layer
 	ls := buf[:0]
 	for _, ly := range layers {

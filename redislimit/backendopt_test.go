@@ -146,10 +146,10 @@ func TestBackendStatesUnknown(t *testing.T) {
 		WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second), WithLocalDenials(10)))
 	ctx := context.Background()
 	ls := []httplimit.Layer{{Limit: "l", Key: "k", Cost: 1}}
-	states := make([]httplimit.LayerState, 1)
+	states := make([]hotlimit.LayerState, 1)
 	for i, want := range []int64{0, 0, -1} { // admitted, denied by Redis, denied from the cache
 		d, _, err := rb.AllowStates(ctx, ls, states)
-		if err != nil || d.Allowed != (i == 0) || states[0].Remaining != want || want == 0 && states[0].Window <= 0 {
+		if err != nil || d.Allowed != (i == 0) || states[0].Decision.Remaining != want || want == 0 && states[0].Next <= 0 {
 			t.Fatalf("call %d: %+v, %v, state %+v; want Remaining %d", i, d, err, states[0], want)
 		}
 	}
@@ -169,9 +169,9 @@ func TestBackendStatesLength(t *testing.T) {
 		for i := range ls {
 			ls[i] = httplimit.Layer{Limit: "l", Key: fmt.Sprint("k", n, i), Cost: int64(i + 1)}
 		}
-		states := make([]httplimit.LayerState, n)
+		states := make([]hotlimit.LayerState, n)
 		for i := range states {
-			states[i] = httplimit.LayerState{Remaining: 77}
+			states[i] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: 77}}
 		}
 		d, _, err := rb.AllowStates(ctx, ls, states)
 		if err != nil || !d.Allowed {
@@ -180,10 +180,10 @@ func TestBackendStatesLength(t *testing.T) {
 		for i, st := range states {
 			if want := int64(-1); i < len(ls) {
 				want = 5 - int64(i+1)
-				if st.Remaining != want {
+				if st.Decision.Remaining != want {
 					t.Fatalf("%d states: states[%d] = %+v; want Remaining %d", n, i, st, want)
 				}
-			} else if st.Remaining != want {
+			} else if st.Decision.Remaining != want {
 				t.Fatalf("%d states: states[%d] = %+v; want Remaining %d", n, i, st, want)
 			}
 		}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
-	"github.com/hotlimit/hotlimit/admission"
 )
 
 // requests is how many more requests of cost fit in remaining units, as
@@ -34,7 +33,7 @@ func micros(us int64) time.Duration {
 // layer i's Remaining in the reply and that wait: for an admitted call,
 // the layer's state after its admission; for a denied one, the denying
 // layer's state as it decided and every other layer's as it was.
-func decode(r []int64, layers []Layer, states []admission.LayerState) (d hotlimit.Decision, denied, binding int, err error) {
+func decode(r []int64, layers []Layer, states []hotlimit.LayerState) (d hotlimit.Decision, denied, binding int, err error) {
 	n := len(layers)
 	extra := 0 // the next unit's value per layer, when asked for
 	if states != nil {
@@ -45,7 +44,7 @@ func decode(r []int64, layers []Layer, states []admission.LayerState) (d hotlimi
 		for i, ly := range layers {
 			rem, reset := r[1+a*i], micros(r[2+a*i])
 			if states != nil {
-				states[i] = admission.LayerState{Remaining: rem, Window: micros(r[3+a*i])}
+				states[i] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: rem}, Next: micros(r[3+a*i])}
 			}
 			if k := requests(rem, ly.Cost); i == 0 || k < best || k == best && rem < d.Remaining {
 				best, d.Remaining, d.Limit, binding = k, rem, ly.Limiter.spec.limit, i
@@ -70,7 +69,7 @@ func decode(r []int64, layers []Layer, states []admission.LayerState) (d hotlimi
 	}
 	for j := range states {
 		o := 2 + a*j
-		states[j] = admission.LayerState{Remaining: r[o+1], Window: micros(r[o+4])}
+		states[j] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: r[o+1]}, Next: micros(r[o+4])}
 	}
 	i := int(r[1] - 1)
 	_, rem, retry, reset := at(i)

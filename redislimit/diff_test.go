@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
-	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/hotlimit/hotlimit/redislimit/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -180,9 +179,9 @@ func TestDifferentialLayers(t *testing.T) {
 					remote = append(remote, Layer{Limiter: p.remote, Key: key, Cost: cost})
 				}
 				// Half the calls also ask for each layer's state.
-				var states []httplimit.LayerState
+				var states []hotlimit.LayerState
 				if rng.IntN(2) == 0 {
-					states = make([]httplimit.LayerState, n)
+					states = make([]hotlimit.LayerState, n)
 				}
 				each := make([]hotlimit.Decision, n)
 				want, wantIdx := hotlimit.AllowLayersEach(each, local...)
@@ -194,8 +193,8 @@ func TestDifferentialLayers(t *testing.T) {
 					t.Fatalf("step %d, layers %v:\n local %+v, binding %d\n redis %+v, binding %d", step, describe(remote), want, wantIdx, got, gotIdx)
 				}
 				for j := range states {
-					if w := wantState(local, j, each[j]); states[j].Remaining != w.Remaining ||
-						w.Window >= 0 && states[j].Window != w.Window {
+					if w := wantState(local, j, each[j]); states[j].Decision.Remaining != w.Decision.Remaining ||
+						w.Next >= 0 && states[j].Next != w.Next {
 						t.Fatalf("step %d, layers %v, layer %d's state:\n local %+v (Window -1: not compared)\n redis %+v", step, describe(remote), j, w, states[j])
 					}
 				}
@@ -204,23 +203,23 @@ func TestDifferentialLayers(t *testing.T) {
 	}
 }
 
-// wantState is layer j's state as httplimit.Local reports it, from its
+// wantState is layer j's state as admission.Local reports it, from its
 // own Decision c and, after the call, Check(key, Remaining+1), the wait
 // for its next unit (to the µs, as the script gives it): nothing to wait
 // for when the layer is full. For a key that appears in another layer of
 // the call with the same limiter, Check reads the state after both, not
-// after layer j alone: its Window is -1, not to be compared.
-func wantState(ls []hotlimit.Layer, j int, c hotlimit.Decision) httplimit.LayerState {
+// after layer j alone: its Next is -1, not to be compared.
+func wantState(ls []hotlimit.Layer, j int, c hotlimit.Decision) hotlimit.LayerState {
 	ly := ls[j]
 	if c.Remaining >= c.Limit {
-		return httplimit.LayerState{Remaining: c.Remaining}
+		return hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: c.Remaining}}
 	}
 	for k, o := range ls {
 		if k != j && o.Limiter == ly.Limiter && o.Key == ly.Key {
-			return httplimit.LayerState{Remaining: c.Remaining, Window: -1}
+			return hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: c.Remaining}, Next: -1}
 		}
 	}
-	return httplimit.LayerState{Remaining: c.Remaining, Window: ceilMicro(ly.Limiter.Check(ly.Key, c.Remaining+1).RetryAfter)}
+	return hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: c.Remaining}, Next: ceilMicro(ly.Limiter.Check(ly.Key, c.Remaining+1).RetryAfter)}
 }
 
 func describe(ls []Layer) []string {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
-	"github.com/hotlimit/hotlimit/admission"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -87,13 +86,13 @@ func AllowLayersIndex(ctx context.Context, layers ...Layer) (hotlimit.Decision, 
 // none. A states of another length than layers never panics: the call is
 // decided with states for every layer, states receives those of its
 // first layers, and any element beyond the layers is unknown.
-func AllowLayersState(ctx context.Context, states []admission.LayerState, layers ...Layer) (hotlimit.Decision, int, error) {
+func AllowLayersState(ctx context.Context, states []hotlimit.LayerState, layers ...Layer) (hotlimit.Decision, int, error) {
 	if states != nil && len(states) != len(layers) {
-		own := make([]admission.LayerState, len(layers))
+		own := make([]hotlimit.LayerState, len(layers))
 		d, i, err := allowLayers(ctx, layers, own)
 		n := copy(states, own)
 		for j := n; j < len(states); j++ {
-			states[j] = admission.LayerState{Remaining: -1}
+			states[j] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: -1}}
 		}
 		return d, i, err
 	}
@@ -104,15 +103,15 @@ func AllowLayersState(ctx context.Context, states []admission.LayerState, layers
 // state after the decision, when Redis decided (see decode); otherwise
 // (a cached denial answered, or Redis did not decide) it sets every
 // Remaining to -1, unknown. states is nil or has len(layers) elements.
-func allowLayers(ctx context.Context, layers []Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
+func allowLayers(ctx context.Context, layers []Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	return allowRecorded(ctx, layers, states, nil)
 }
 
 // allowRecorded is allowLayers that, with rec, records in rec the
 // admission of its one layer (Limiter.AdmitN).
-func allowRecorded(ctx context.Context, layers []Layer, states []admission.LayerState, rec *Admission) (hotlimit.Decision, int, error) {
+func allowRecorded(ctx context.Context, layers []Layer, states []hotlimit.LayerState, rec *Admission) (hotlimit.Decision, int, error) {
 	for i := range states {
-		states[i] = admission.LayerState{Remaining: -1}
+		states[i] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: -1}}
 	}
 	if len(layers) == 0 {
 		// Checked against no limit, a request is not admitted, as
@@ -130,7 +129,7 @@ func allowRecorded(ctx context.Context, layers []Layer, states []admission.Layer
 				// What hotlimit reports of such a layer: nothing left,
 				// no unit ever back. The other layers were not read:
 				// unknown.
-				states[i] = admission.LayerState{Remaining: 0, Window: hotlimit.Never}
+				states[i] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: 0}, Next: hotlimit.Never}
 			}
 			if ly.Limiter == nil {
 				return hotlimit.Decision{RetryAfter: hotlimit.Never}, i, nil
@@ -247,7 +246,7 @@ func allowRecorded(ctx context.Context, layers []Layer, states []admission.Layer
 // layer i's Remaining after the call (-1 for a layer not decided) and an
 // unknown Window (Never). A layer a failure policy admitted takes nothing
 // to give back; its error is returned with the call's Decision.
-func allowLeased(ctx context.Context, layers []Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
+func allowLeased(ctx context.Context, layers []Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	for _, ly := range layers {
 		if ly.Limiter.leaser == nil {
 			return misconfigured(layers[0].Limiter, -1, ErrMixedModes)
@@ -261,14 +260,14 @@ func allowLeased(ctx context.Context, layers []Layer, states []admission.LayerSt
 	for i, ly := range layers {
 		d, undo, err := ly.Limiter.leaser.Decide(ctx, ly.Key, ly.Cost, len(layers) > 1)
 		if states != nil {
-			states[i] = admission.LayerState{Remaining: d.Remaining, Window: hotlimit.Never}
+			states[i] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: d.Remaining}, Next: hotlimit.Never}
 		}
 		if !d.Allowed {
 			for j, u := range undos {
 				if u != nil {
 					u()
 					if states != nil {
-						states[j].Remaining += layers[j].Cost
+						states[j].Decision.Remaining += layers[j].Cost
 					}
 				}
 			}
@@ -317,7 +316,7 @@ func firstOf(layers []Layer, i int) int {
 // of those layers for the sum of their costs (−1, never admitted, when one
 // of them is negative; saturating above every limit), and each of them
 // reports that decision. The binding index is the group's first layer.
-func allowGrouped(ctx context.Context, layers []Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
+func allowGrouped(ctx context.Context, layers []Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	group := make([]int, len(layers)) // layer j is decided as grouped[group[j]]
 	var grouped []Layer
 	var at []int // at[k]: the first layer of grouped[k]
@@ -339,9 +338,9 @@ func allowGrouped(ctx context.Context, layers []Layer, states []admission.LayerS
 		grouped = append(grouped, ly)
 		at = append(at, j)
 	}
-	var st []admission.LayerState
+	var st []hotlimit.LayerState
 	if states != nil {
-		st = make([]admission.LayerState, len(grouped))
+		st = make([]hotlimit.LayerState, len(grouped))
 	}
 	d, i, err := allowLayers(ctx, grouped, st)
 	for j := range states {

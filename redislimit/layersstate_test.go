@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
-	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/redislimit/redistest"
 )
 
@@ -22,19 +21,19 @@ func TestAllowLayersState(t *testing.T) {
 	b := must(New(c, "b", hotlimit.FixedWindow{Limit: 10, Window: time.Hour}, opts...))
 	ctx := context.Background()
 	layers := []Layer{{Limiter: a, Key: "k", Cost: 2}, {Limiter: b, Key: "k", Cost: 1}}
-	states := make([]admission.LayerState, 2)
+	states := make([]hotlimit.LayerState, 2)
 	d, i, err := AllowLayersState(ctx, states, layers...)
-	if err != nil || !d.Allowed || i != 0 || states[0].Remaining != 1 || states[1].Remaining != 9 || states[0].Window <= 0 {
+	if err != nil || !d.Allowed || i != 0 || states[0].Decision.Remaining != 1 || states[1].Decision.Remaining != 9 || states[0].Next <= 0 {
 		t.Fatalf("first: %+v, binding %d, %v, states %+v; want admitted, a binding, Remaining 1 and 9", d, i, err, states)
 	}
 	// a has 1 left: refused, and b consumes nothing.
 	d, i, err = AllowLayersState(ctx, states, layers...)
-	if err != nil || d.Allowed || i != 0 || states[0].Remaining != 1 || states[1].Remaining != 9 {
+	if err != nil || d.Allowed || i != 0 || states[0].Decision.Remaining != 1 || states[1].Decision.Remaining != 9 {
 		t.Fatalf("second: %+v, binding %d, %v, states %+v; want refused by a, b untouched (9)", d, i, err, states)
 	}
-	long := []admission.LayerState{{Remaining: 7}, {Remaining: 7}, {Remaining: 7}}
+	long := []hotlimit.LayerState{{Decision: hotlimit.Decision{Remaining: 7}}, {Decision: hotlimit.Decision{Remaining: 7}}, {Decision: hotlimit.Decision{Remaining: 7}}}
 	d, _, err = AllowLayersState(ctx, long, Layer{Limiter: b, Key: "k", Cost: 4})
-	if err != nil || !d.Allowed || long[0].Remaining != 5 || long[1].Remaining != -1 || long[2].Remaining != -1 {
+	if err != nil || !d.Allowed || long[0].Decision.Remaining != 5 || long[1].Decision.Remaining != -1 || long[2].Decision.Remaining != -1 {
 		t.Fatalf("long states: %+v, %v, %+v; want Remaining 5, then unknown", d, err, long)
 	}
 }
@@ -54,22 +53,22 @@ func TestAllowLayersStateKeyTooLong(t *testing.T) {
 	b := must(New(c, "b", hotlimit.FixedWindow{Limit: 10, Window: time.Hour}, opts...))
 	long := strings.Repeat("x", hotlimit.MaxKeyLen+1)
 	ctx := context.Background()
-	over := admission.LayerState{Remaining: 0, Window: hotlimit.Never}
-	unknown := admission.LayerState{Remaining: -1}
+	over := hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: 0}, Next: hotlimit.Never}
+	unknown := hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: -1}}
 	for _, tc := range []struct {
 		name   string
 		layers []Layer
-		want   []admission.LayerState
+		want   []hotlimit.LayerState
 		i      int // the binding layer
 	}{
-		{"first", []Layer{{Limiter: a, Key: long, Cost: 1}, {Limiter: b, Key: "k", Cost: 1}}, []admission.LayerState{over, unknown}, 0},
-		{"second", []Layer{{Limiter: b, Key: "k", Cost: 1}, {Limiter: a, Key: long, Cost: 1}}, []admission.LayerState{unknown, over}, 1},
-		{"repeated", []Layer{{Limiter: a, Key: long, Cost: 1}, {Limiter: b, Key: "k", Cost: 1}, {Limiter: a, Key: long, Cost: 1}}, []admission.LayerState{over, unknown, over}, 0},
-		{"nil limiter", []Layer{{Limiter: b, Key: "k", Cost: 1}, {Key: "k", Cost: 1}}, []admission.LayerState{unknown, over}, 1},
+		{"first", []Layer{{Limiter: a, Key: long, Cost: 1}, {Limiter: b, Key: "k", Cost: 1}}, []hotlimit.LayerState{over, unknown}, 0},
+		{"second", []Layer{{Limiter: b, Key: "k", Cost: 1}, {Limiter: a, Key: long, Cost: 1}}, []hotlimit.LayerState{unknown, over}, 1},
+		{"repeated", []Layer{{Limiter: a, Key: long, Cost: 1}, {Limiter: b, Key: "k", Cost: 1}, {Limiter: a, Key: long, Cost: 1}}, []hotlimit.LayerState{over, unknown, over}, 0},
+		{"nil limiter", []Layer{{Limiter: b, Key: "k", Cost: 1}, {Key: "k", Cost: 1}}, []hotlimit.LayerState{unknown, over}, 1},
 	} {
-		states := make([]admission.LayerState, len(tc.layers))
+		states := make([]hotlimit.LayerState, len(tc.layers))
 		for j := range states {
-			states[j] = admission.LayerState{Remaining: 7, Window: time.Second} // overwritten
+			states[j] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: 7}, Next: time.Second} // overwritten
 		}
 		d, i, err := AllowLayersState(ctx, states, tc.layers...)
 		want := hotlimit.Decision{Limit: 3, RetryAfter: hotlimit.Never}

@@ -361,9 +361,9 @@ func BenchmarkBackendStates(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				var st []httplimit.LayerState
+				var st []hotlimit.LayerState
 				if states {
-					st = make([]httplimit.LayerState, 2)
+					st = make([]hotlimit.LayerState, 2)
 				}
 				run(b, c, n, false, false, func(ctx context.Context, key string) bool {
 					ls := []httplimit.Layer{{Limit: "user", Key: key, Cost: 1}, {Limit: "global", Key: key, Cost: 1}}

@@ -33,7 +33,7 @@ func BenchmarkLocal(b *testing.B) {
 	}{{"store", s}, {"admission.Local", l}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
-			states := make([]admission.LayerState, len(layers))
+			states := make([]hotlimit.LayerState, len(layers))
 			ctx := context.Background()
 			for b.Loop() {
 				c.b.AllowStates(ctx, layers, states)
@@ -71,7 +71,7 @@ func BenchmarkLease(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
-				states := make([]admission.LayerState, len(layers))
+				states := make([]hotlimit.LayerState, len(layers))
 				for pb.Next() {
 					c.b.AllowStates(context.Background(), layers, states)
 				}

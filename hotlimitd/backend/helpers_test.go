@@ -67,7 +67,7 @@ func hammer(t *testing.T, stores []*Store, workers, tries int, layers []admissio
 	for _, s := range stores {
 		for range workers {
 			wg.Go(func() {
-				states := make([]admission.LayerState, len(layers))
+				states := make([]hotlimit.LayerState, len(layers))
 				for range tries {
 					d, _, err := s.AllowStates(context.Background(), layers, states)
 					if err != nil {

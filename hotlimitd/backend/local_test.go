@@ -186,9 +186,9 @@ func TestLocalStates(t *testing.T) {
 	for _, n := range []int{0, 1, 2, 5} {
 		key := fmt.Sprint("k", n)
 		layers := []admission.Layer{{Limit: "a", Key: key, Cost: 2}, {Limit: "b", Key: key, Cost: 1}}
-		states := make([]admission.LayerState, n)
+		states := make([]hotlimit.LayerState, n)
 		for i := range states {
-			states[i].Remaining = 77
+			states[i].Decision.Remaining = 77
 		}
 		d, i, err := s.AllowStates(context.Background(), layers, states)
 		if err != nil || !d.Allowed || i != 0 {
@@ -196,19 +196,19 @@ func TestLocalStates(t *testing.T) {
 		}
 		want := []int64{1, 9, -1, -1, -1}
 		for j := range states {
-			if states[j].Remaining != want[j] {
+			if states[j].Decision.Remaining != want[j] {
 				t.Fatalf("%d states: states[%d] = %+v; want Remaining %d", n, j, states[j], want[j])
 			}
 		}
-		if n > 0 && (states[0].Policy.Limit != 3 || states[0].Window <= 0) {
+		if n > 0 && (states[0].Policy.Limit != 3 || states[0].Next <= 0) {
 			t.Fatalf("states[0] = %+v; want the policy's limit 3 and a wait", states[0])
 		}
 	}
 	// Refused by a (1 left, cost 2): b keeps its 9.
-	states := make([]admission.LayerState, 2)
+	states := make([]hotlimit.LayerState, 2)
 	layers := []admission.Layer{{Limit: "a", Key: "k1", Cost: 2}, {Limit: "b", Key: "k1", Cost: 1}}
 	d, i, err := s.AllowStates(context.Background(), layers, states)
-	if err != nil || d.Allowed || i != 0 || states[0].Remaining != 1 || states[1].Remaining != 9 {
+	if err != nil || d.Allowed || i != 0 || states[0].Decision.Remaining != 1 || states[1].Decision.Remaining != 9 {
 		t.Fatalf("refused call: %+v, binding %d, %v, states %+v; want refused by a, b at 9", d, i, err, states)
 	}
 }
@@ -218,7 +218,7 @@ func TestLocalStates(t *testing.T) {
 func TestLocalZeroAllocs(t *testing.T) {
 	s := open(t, Options{}, map[string]hotlimit.Policy{"a": frozen(20000), "b": frozen(20000), "c": frozen(20000)})
 	layers := []admission.Layer{{Limit: "a", Key: "k", Cost: 1}, {Limit: "b", Key: "k", Cost: 1}, {Limit: "c", Key: "j", Cost: 1}}
-	states := make([]admission.LayerState, len(layers))
+	states := make([]hotlimit.LayerState, len(layers))
 	ctx := context.Background()
 	s.AllowStates(ctx, layers, states)
 	if n := testing.AllocsPerRun(1000, func() { s.AllowStates(ctx, layers, states) }); n != 0 {

@@ -290,13 +290,13 @@ func TestLeaseTimeout(t *testing.T) {
 	o := servers(t, Lease)["server"]
 	o.Client, o.RedisAddrs = &slowed{Client: redistest.Client(t, o.RedisAddrs[0]), by: 300 * time.Millisecond}, nil
 	s := open(t, o, map[string]hotlimit.Policy{"a": frozen(5)})
-	states := make([]admission.LayerState, 1)
+	states := make([]hotlimit.LayerState, 1)
 	d, _, err := s.AllowStates(context.Background(), []admission.Layer{{Limit: "a", Key: "k", Cost: 1}}, states)
 	if err != nil || !d.Allowed {
 		t.Fatalf("a take 300ms late under a 5s timeout: %+v, %v; want admitted", d, err)
 	}
 	// A lease cannot tell when the shared state admits more.
-	if states[0].Window != hotlimit.Never || states[0].Remaining < 0 {
+	if states[0].Next != hotlimit.Never || states[0].Decision.Remaining < 0 {
 		t.Fatalf("lease state %+v; want the lease's Remaining and an unknown Window (Never)", states[0])
 	}
 }

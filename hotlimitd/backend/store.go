@@ -380,7 +380,7 @@ func (s *Store) Allow(ctx context.Context, layers []admission.Layer) (hotlimit.D
 // RedisOptions set another); the caller applies its own. states, when not nil, gets
 // each layer's state after the decision; of another length than layers,
 // it gets what it has room for and Remaining -1 beyond the layers.
-func (s *Store) AllowStates(ctx context.Context, layers []admission.Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
+func (s *Store) AllowStates(ctx context.Context, layers []admission.Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	g := s.enter()
 	defer g.leave()
 	if g.closed {
@@ -445,7 +445,7 @@ func resolve[L, T any](dst []T, lims, added map[string]*L, layers []admission.La
 }
 
 // allowLocal is AllowStates on a Local set.
-func (g *set) allowLocal(added map[string]*hotlimit.Limiter, layers []admission.Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
+func (g *set) allowLocal(added map[string]*hotlimit.Limiter, layers []admission.Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	var buf [admission.MaxLayers]hotlimit.Layer
 	ls, err := resolve(buf[:0], g.local, added, layers, func(l *hotlimit.Limiter, ly admission.Layer) hotlimit.Layer {
 		return hotlimit.Layer{Limiter: l, Key: ly.Key, Cost: ly.Cost}
@@ -457,19 +457,9 @@ func (g *set) allowLocal(added map[string]*hotlimit.Limiter, layers []admission.
 		d, i := hotlimit.AllowLayersIndex(ls...)
 		return d, i, nil
 	}
-	var sbuf [admission.MaxLayers]hotlimit.LayerState
-	each := sbuf[:]
-	if len(ls) > len(sbuf) {
-		each = make([]hotlimit.LayerState, len(ls))
-	}
-	d, i := hotlimit.AllowLayersState(each, ls...)
-	for j := range states {
-		if j >= len(ls) {
-			states[j] = admission.LayerState{Remaining: -1} // no such layer: unknown
-			continue
-		}
-		st := &each[j]
-		states[j] = admission.LayerState{Remaining: st.Decision.Remaining, Window: st.Next, Policy: st.Policy}
+	d, i := hotlimit.AllowLayersState(states, ls...)
+	for j := len(ls); j < len(states); j++ {
+		states[j] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: -1}} // no such layer: unknown
 	}
 	return d, i, nil
 }

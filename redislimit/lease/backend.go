@@ -89,7 +89,7 @@ func (b *Backend) AllowBinding(ctx context.Context, layers []admission.Layer) (h
 // When Redis could not decide, the error goes to the middleware, unless
 // WithFailOpen or a redislimit.WithFailurePolicy (WithRedis) was given:
 // the backend then answers with that policy's Decision and no error.
-func (b *Backend) AllowStates(ctx context.Context, layers []admission.Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
+func (b *Backend) AllowStates(ctx context.Context, layers []admission.Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	return b.rb.AllowStates(ctx, layers, states)
 }
 

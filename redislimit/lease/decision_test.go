@@ -245,7 +245,7 @@ func TestBackendAllOrNothing(t *testing.T) {
 	wide.bg.Wait()
 	e := wide.lookup("k")
 	spent := e.spent()
-	states := make([]admission.LayerState, 2)
+	states := make([]hotlimit.LayerState, 2)
 	d, i, err = b.AllowStates(ctx, ls, states)
 	if err != nil || d.Allowed || i != 1 || d.RetryAfter <= 0 {
 		t.Fatalf("second request: %+v, binding %d, %v; want refused by narrow", d, i, err)
@@ -254,7 +254,7 @@ func TestBackendAllOrNothing(t *testing.T) {
 	if got := e.spent(); got != spent {
 		t.Fatalf("wide spent %d after the refusal, %d before: its unit was not given back", got, spent)
 	}
-	if states[0].Remaining < 1 || states[1].Remaining != 0 || states[0].Window != hotlimit.Never {
+	if states[0].Decision.Remaining < 1 || states[1].Decision.Remaining != 0 || states[0].Next != hotlimit.Never {
 		t.Fatalf("states %+v; want wide's lease (with the unit given back) with Window Never, narrow 0", states)
 	}
 }

@@ -362,7 +362,7 @@ type blocking struct {
 	release chan struct{}
 }
 
-func (b *blocking) AllowStates(ctx context.Context, ls []admission.Layer, st []admission.LayerState) (hotlimit.Decision, int, error) {
+func (b *blocking) AllowStates(ctx context.Context, ls []admission.Layer, st []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	b.entered <- struct{}{}
 	<-b.release
 	return b.Backend.AllowStates(ctx, ls, st)
@@ -424,7 +424,7 @@ type failing struct{}
 
 var errDown = errors.New("store down")
 
-func (failing) AllowStates(context.Context, []admission.Layer, []admission.LayerState) (hotlimit.Decision, int, error) {
+func (failing) AllowStates(context.Context, []admission.Layer, []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	return hotlimit.Decision{}, -1, errDown
 }
 

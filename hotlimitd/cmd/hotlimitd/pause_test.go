@@ -175,7 +175,7 @@ type gated struct {
 	g *gate
 }
 
-func (b *gated) AllowStates(ctx context.Context, layers []admission.Layer, states []admission.LayerState) (hotlimit.Decision, int, error) {
+func (b *gated) AllowStates(ctx context.Context, layers []admission.Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		select {
 		case b.g.arrived <- struct{}{}:
