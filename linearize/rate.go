@@ -124,14 +124,6 @@ func (s *rateState) String() string {
 // rateModel is the porcupine model of a RateConfig's limiters: refmodel's
 // sequential reference, each step on the instant the operation read.
 func rateModel(cfg RateConfig) porcupine.Model {
-	clone := func(s *rateState) *rateState {
-		return &rateState{
-			a:        s.a.Clone(hotlimit.NewManualClock()),
-			b:        s.b.Clone(hotlimit.NewManualClock()),
-			pending:  maps.Clone(s.pending),
-			reserved: s.reserved,
-		}
-	}
 	return porcupine.Model{
 		Init: func() any {
 			return &rateState{
@@ -141,94 +133,14 @@ func rateModel(cfg RateConfig) porcupine.Model {
 			}
 		},
 		Step: func(state, input, output any) (bool, any) {
-			s, in, out := clone(state.(*rateState)), input.(rateIn), output.(rateOut)
-			clk := hotlimit.NewManualClock()
-			clk.Set(time.Duration(in.at))
-			m := s.a
-			if in.lim == 1 {
-				m = s.b
+			s, in := state.(*rateState).clone(), input.(rateIn)
+			m := s.at(in)
+			if cfg.MaxKeys == 1 && !s.fits(in, m) {
+				return false, s
 			}
-			m = m.Clone(clk) // reads in.at
-			if in.lim == 1 {
-				s.b = m
-			} else {
-				s.a = m
-			}
-			if in.lim == 0 && cfg.MaxKeys == 1 {
-				// A's one room. An insertion into a full A evicts (an
-				// opEvict step, below) and keeps the room freed until
-				// its decision: no other insertion fits in between.
-				switch {
-				case in.evicted:
-					if s.reserved != in.arg {
-						return false, s
-					}
-					s.reserved = 0
-				case in.op != opEvict && inserts(in, m) && (s.reserved != 0 || len(m.Held()) > 0):
-					return false, s // it would have had to evict, and did not
-				}
-			}
-			ok := true
-			switch in.op {
-			case opEvict:
-				// The one entry A holds, not the inserter's key (an
-				// insertion finding its key in the sample uses it),
-				// judged at the inserter's reading, as reserveKey does.
-				held := m.Held()
-				if s.reserved != 0 || len(held) != 1 || held[0] == in.key {
-					return false, s
-				}
-				m.Evict(held[0])
-				s.reserved = in.arg
-			case opAllowN:
-				ok = m.AllowN(in.key, in.cost) == out.d
-			case opAdmitN:
-				d, adm := m.AdmitN(in.key, in.cost)
-				ok = d == out.d
-				if ok && in.back {
-					s.pending[in.arg] = pending{adm, true}
-				}
-			case opSetPolicy:
-				m.SetPolicy(cfg.Policies[in.arg])
-			case opWait:
-				admitted, _ := m.ReserveWithin(in.key, in.cost, in.maxWait)
-				ok = admitted == out.allowed
-			case opSweep:
-				ok = m.Sweep() == out.n
-			case opReset:
-				m.Reset(in.key)
-			case opLayerAllow:
-				d, adm := m.AdmitN(in.key, in.cost)
-				ok = d.Allowed == out.allowed && (!in.whole || d == out.d)
-				if ok && d.Allowed && in.back {
-					s.pending[in.arg] = pending{adm, true}
-				}
-			case opNoLayers:
-				ok = !out.d.Allowed && out.d.RetryAfter == hotlimit.Never
-			case opWaitReserve:
-				admitted, adm := m.ReserveWithin(in.key, in.cost, math.MaxInt64)
-				ok = admitted == out.allowed
-				if ok && admitted && in.back {
-					s.pending[in.arg] = pending{adm, true}
-				}
-			case opGiveBack:
-				p, held := s.pending[in.arg]
-				if !held {
-					return false, s
-				}
-				delete(s.pending, in.arg)
-				if p.live {
-					m.GiveBackAt(p.a)
-				}
-			}
+			ok := s.apply(cfg, in, output.(rateOut), m)
 			if in.lim == 0 {
-				// An admission whose entry is gone gives nothing back.
-				for id, p := range s.pending {
-					if p.live && !s.a.Holds(p.a.Key) {
-						p.live = false
-						s.pending[id] = p
-					}
-				}
+				s.dropGone()
 			}
 			return ok, s
 		},
@@ -239,38 +151,172 @@ func rateModel(cfg RateConfig) porcupine.Model {
 			return h.Sum64()
 		},
 		DescribeOperation: func(input, output any) string {
-			in, out := input.(rateIn), output.(rateOut)
-			s := fmt.Sprintf("%s lim%d %s cost %d @%d", rateOpNames[in.op], in.lim, in.key, in.cost, in.at)
-			if in.evicted {
-				s += fmt.Sprintf(" (after eviction #%d)", in.arg)
-			}
-			switch in.op {
-			case opAllowN, opAdmitN:
-				s += fmt.Sprintf(" → %+v", out.d)
-			case opLayerAllow, opWait, opWaitReserve:
-				if in.op == opWait && in.maxWait < 0 {
-					s += " (deadline passed)"
-				}
-				if in.back {
-					s += fmt.Sprintf(" (given back: #%d)", in.arg)
-				}
-				s += fmt.Sprintf(" → %v", out.allowed)
-				if in.whole {
-					s += fmt.Sprintf(" %+v", out.d)
-				}
-			case opNoLayers:
-				s += fmt.Sprintf(" → %+v", out.d)
-			case opGiveBack, opEvict:
-				s += fmt.Sprintf(" #%d", in.arg)
-			case opSweep:
-				s += fmt.Sprintf(" → %d", out.n)
-			case opSetPolicy:
-				s += fmt.Sprintf(" %+v", cfg.Policies[in.arg])
-			}
-			return s
+			return describeRate(cfg, input.(rateIn), output.(rateOut))
 		},
 		DescribeState: func(state any) string { return state.(*rateState).String() },
 	}
+}
+
+// clone returns a copy of s that a step may change.
+func (s *rateState) clone() *rateState {
+	return &rateState{
+		a:        s.a.Clone(hotlimit.NewManualClock()),
+		b:        s.b.Clone(hotlimit.NewManualClock()),
+		pending:  maps.Clone(s.pending),
+		reserved: s.reserved,
+	}
+}
+
+// at replaces the model of the limiter step in is on (A or B) with one
+// that reads in.at, and returns it.
+func (s *rateState) at(in rateIn) *refmodel.Model {
+	clk := hotlimit.NewManualClock()
+	clk.Set(time.Duration(in.at))
+	if in.lim == 1 {
+		s.b = s.b.Clone(clk)
+		return s.b
+	}
+	s.a = s.a.Clone(clk)
+	return s.a
+}
+
+// fits reports whether in finds room in A under WithMaxKeys(1), and hands
+// the room an eviction freed to the decision it was freed for. An
+// insertion into a full A evicts (an opEvict step) and keeps the room
+// freed until its decision: no other insertion fits in between.
+func (s *rateState) fits(in rateIn, m *refmodel.Model) bool {
+	switch {
+	case in.lim != 0:
+		return true
+	case in.evicted:
+		if s.reserved != in.arg {
+			return false
+		}
+		s.reserved = 0
+	case in.op != opEvict && inserts(in, m) && (s.reserved != 0 || len(m.Held()) > 0):
+		return false // it would have had to evict, and did not
+	}
+	return true
+}
+
+// apply takes step in on m, the model of the limiter it names, and
+// reports whether m gives the output out.
+func (s *rateState) apply(cfg RateConfig, in rateIn, out rateOut, m *refmodel.Model) bool {
+	switch in.op {
+	case opEvict:
+		return s.evict(in, m)
+	case opGiveBack:
+		return s.giveBack(in, m)
+	case opSetPolicy:
+		m.SetPolicy(cfg.Policies[in.arg])
+		return true
+	case opReset:
+		m.Reset(in.key)
+		return true
+	case opSweep:
+		return m.Sweep() == out.n
+	case opNoLayers:
+		return !out.d.Allowed && out.d.RetryAfter == hotlimit.Never
+	}
+	ok, adm, back := admit(in, out, m)
+	if ok && back {
+		s.pending[in.arg] = pending{adm, true}
+	}
+	return ok
+}
+
+// admit takes step in, one that may admit on m (AllowN, AdmitN, Wait, a
+// layer's admission, a Wait's reservation), and reports whether m gives
+// the output out, the admission it made, and whether a later step gives
+// that admission back.
+func admit(in rateIn, out rateOut, m *refmodel.Model) (ok bool, adm refmodel.Admission, back bool) {
+	switch in.op {
+	case opAllowN:
+		return m.AllowN(in.key, in.cost) == out.d, adm, false
+	case opAdmitN:
+		d, adm := m.AdmitN(in.key, in.cost)
+		return d == out.d, adm, in.back
+	case opWait:
+		admitted, _ := m.ReserveWithin(in.key, in.cost, in.maxWait)
+		return admitted == out.allowed, adm, false
+	case opLayerAllow:
+		d, adm := m.AdmitN(in.key, in.cost)
+		return d.Allowed == out.allowed && (!in.whole || d == out.d), adm, d.Allowed && in.back
+	case opWaitReserve:
+		admitted, adm := m.ReserveWithin(in.key, in.cost, math.MaxInt64)
+		return admitted == out.allowed, adm, admitted && in.back
+	}
+	return false, adm, false // not a step that admits
+}
+
+// evict takes an opEvict step on m, A's model: it evicts the one entry A
+// holds, not the inserter's key (an insertion finding its key in the
+// sample uses it), judged at the inserter's reading, as reserveKey does,
+// and reserves the room for the insertion.
+func (s *rateState) evict(in rateIn, m *refmodel.Model) bool {
+	held := m.Held()
+	if s.reserved != 0 || len(held) != 1 || held[0] == in.key {
+		return false
+	}
+	m.Evict(held[0])
+	s.reserved = in.arg
+	return true
+}
+
+// giveBack takes an opGiveBack step on m, A's model: the admission it
+// names gives back what the state still owes it, nothing once its entry
+// is gone, and only once.
+func (s *rateState) giveBack(in rateIn, m *refmodel.Model) bool {
+	p, held := s.pending[in.arg]
+	if !held {
+		return false
+	}
+	delete(s.pending, in.arg)
+	if p.live {
+		m.GiveBackAt(p.a)
+	}
+	return true
+}
+
+// dropGone marks the pending admissions whose entry A's model no longer
+// holds: an admission whose entry is gone gives nothing back.
+func (s *rateState) dropGone() {
+	for id, p := range s.pending {
+		if p.live && !s.a.Holds(p.a.Key) {
+			p.live = false
+			s.pending[id] = p
+		}
+	}
+}
+
+// describeRate describes step in and its output, for a visualization.
+func describeRate(cfg RateConfig, in rateIn, out rateOut) string {
+	s := fmt.Sprintf("%s lim%d %s cost %d @%d", rateOpNames[in.op], in.lim, in.key, in.cost, in.at)
+	if in.evicted {
+		s += fmt.Sprintf(" (after eviction #%d)", in.arg)
+	}
+	switch in.op {
+	case opAllowN, opAdmitN, opNoLayers:
+		s += fmt.Sprintf(" → %+v", out.d)
+	case opLayerAllow, opWait, opWaitReserve:
+		if in.op == opWait && in.maxWait < 0 {
+			s += " (deadline passed)"
+		}
+		if in.back {
+			s += fmt.Sprintf(" (given back: #%d)", in.arg)
+		}
+		s += fmt.Sprintf(" → %v", out.allowed)
+		if in.whole {
+			s += fmt.Sprintf(" %+v", out.d)
+		}
+	case opGiveBack, opEvict:
+		s += fmt.Sprintf(" #%d", in.arg)
+	case opSweep:
+		s += fmt.Sprintf(" → %d", out.n)
+	case opSetPolicy:
+		s += fmt.Sprintf(" %+v", cfg.Policies[in.arg])
+	}
+	return s
 }
 
 // inserts reports whether operation in, on A, inserts its key into m: it
@@ -312,192 +358,31 @@ func (c *cancelledWhileWaiting) Err() error {
 
 // RunRate runs one history of cfg and returns it.
 func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
-	rec := NewRecorder()
-	opts := []hotlimit.Option{hotlimit.WithClock(rec.Clock(0)), hotlimit.WithShards(1), hotlimit.WithSweepInterval(0)}
+	h := &rateRun{cfg: cfg, rec: NewRecorder()}
 	if cfg.MaxKeys == 1 {
-		opts = append(opts, hotlimit.WithMaxKeys(1))
-		mark := rec.evicted
+		mark := h.rec.evicted
 		if !testhook.Evicted.CompareAndSwap(nil, &mark) {
 			return nil, errors.New("linearize: RunRate with MaxKeys runs one history at a time")
 		}
 		defer testhook.Evicted.Store(nil)
 	}
-	a, err := hotlimit.New(cfg.Policies[0], append(opts, cfg.Options...)...)
+	closeAll, err := h.open()
 	if err != nil {
 		return nil, err
 	}
-	defer a.Close()
-	b, err := hotlimit.New(cfg.Gate, hotlimit.WithClock(rec.Clock(1)), hotlimit.WithShards(1), hotlimit.WithSweepInterval(0))
-	if err != nil {
-		return nil, err
-	}
-	defer b.Close()
-	minLimit := a.Limit()
-	for _, p := range cfg.Policies {
-		l, err := hotlimit.New(p)
-		if err != nil {
-			return nil, err
-		}
-		minLimit = min(minLimit, l.Limit())
-		l.Close()
-	}
-	bucket := false
-	switch cfg.Policies[0].(type) {
-	case hotlimit.TokenBucket, hotlimit.LeakyBucket:
-		bucket = true
-	}
-
-	var (
-		base   atomic.Int64 // the shared instant
-		mu     sync.Mutex
-		hist   []porcupine.Operation
-		nextID atomic.Int64
-		errs   = make(chan error, cfg.Workers)
-		wg     sync.WaitGroup
-	)
-	base.Store(int64(time.Millisecond))
-	add := func(client int, ops ...porcupine.Operation) {
-		mu.Lock()
-		for _, op := range ops {
-			op.ClientId = client
-			hist = append(hist, op)
-		}
-		mu.Unlock()
-	}
+	defer closeAll()
+	h.base.Store(int64(time.Millisecond))
+	errs := make(chan error, cfg.Workers)
+	var wg sync.WaitGroup
 	start := make(chan struct{}) // every worker starts at once
 	for g := range cfg.Workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := rand.New(rand.NewPCG(cfg.Seed, uint64(g)))
-			var held hotlimit.Admission // an AdmitN's, refunded by a later step
-			var heldID int              // its id; 0: none held
-			var heldKey string
-			var heldCost int64
-			var failed error // the first harness error: the worker stops
-			// record adds the steps of operation in, traced as tr.
-			record := func(in rateIn, out rateOut, tr trace) {
-				ops, err := evictSplit(porcupine.Operation{Input: in, Output: out, Call: tr.call, Return: tr.ret}, tr.evicts)
-				if err != nil {
-					failed = cmp.Or(failed, err)
-				}
-				add(g, ops...)
-			}
+			w := &rateWorker{rateRun: h, g: g, r: rand.New(rand.NewPCG(cfg.Seed, uint64(g)))}
 			<-start
-			// later returns nows[0] followed by n instants, each the one
-			// before it or later: a clock that moves while one operation
-			// runs (between the layers of AllowLayers, or while a Wait
-			// sleeps).
-			later := func(at int64, n int) []int64 {
-				nows := []int64{at}
-				for range n {
-					if r.IntN(2) == 0 {
-						at += r.Int64N(int64(cfg.Step) + 1)
-					}
-					nows = append(nows, at)
-				}
-				return nows
-			}
-			for range cfg.Ops {
-				if failed != nil {
-					errs <- failed
-					return
-				}
-				if r.IntN(4) == 0 {
-					runtime.Gosched() // vary the interleaving
-				}
-				// The shared instant moves forward now and then; an operation
-				// reads it, or now and then an older one.
-				if r.IntN(6) == 0 {
-					base.Add(r.Int64N(int64(cfg.Step) + 1))
-				}
-				at := base.Load()
-				if r.IntN(3) == 0 {
-					at = max(0, at-r.Int64N(2*int64(cfg.Step)+1))
-				}
-				now := []int64{at}
-				key := fmt.Sprint("k", r.IntN(cfg.Keys))
-				in := rateIn{lim: 0, key: key, at: at, arg: int(nextID.Add(1))} // arg: the operation's id, unless set below
-				var out rateOut
-				if cfg.MaxKeys == 1 && g == 0 && r.IntN(3) == 0 {
-					// A key of its own, new: it evicts whatever A holds.
-					in.op, in.key, in.cost = opAllowN, fmt.Sprint("e", nextID.Add(1)), 1
-					record(in, out, rec.do(now, func() { out.d = a.AllowN(in.key, 1) }))
-					continue
-				}
-				x := r.IntN(24)
-				if !bucket && 12 <= x && x < 15 {
-					x = 0 // no Wait: an AllowN instead
-				}
-				switch {
-				case x < 8:
-					in.op, in.cost = opAllowN, r.Int64N(minLimit+3)-1 // −1 … Limit+1
-					record(in, out, rec.do(now, func() { out.d = a.AllowN(key, in.cost) }))
-				case x < 10 && heldID != 0: // the Refund of the AdmitN below
-					in.op, in.key, in.cost, in.arg = opGiveBack, heldKey, heldCost, heldID
-					record(in, out, rec.do(now, func() { held.Refund() }))
-					heldID = 0
-				case x < 10:
-					in.op, in.cost = opAdmitN, r.Int64N(minLimit+3)-1
-					tr := rec.do(now, func() { out.d = a.AdmitN(&held, key, in.cost) })
-					if in.back = out.d.Allowed && in.cost > 0; in.back {
-						heldID, heldKey, heldCost = in.arg, key, in.cost
-					}
-					record(in, out, tr)
-				case x < 11:
-					in.op, in.arg = opSetPolicy, r.IntN(len(cfg.Policies))
-					var err error
-					tr := rec.do(now, func() { err = a.SetPolicy(cfg.Policies[in.arg]) })
-					if err != nil {
-						errs <- err
-						return
-					}
-					record(in, out, tr)
-				case x < 12:
-					in.op = opReset
-					record(in, out, rec.do(now, func() { a.Reset(key) }))
-				case x < 15:
-					in.cost = 1 + r.Int64N(minLimit)
-					ops, err := runWait(rec, a, r.IntN(3), in, later(at, 1))
-					if err != nil {
-						errs <- err
-						return
-					}
-					add(g, ops...)
-				case x < 16:
-					in.op = opSweep
-					record(in, out, rec.do(now, func() { out.n = a.Sweep() }))
-				default:
-					ly := []hotlimit.Layer{{Limiter: a, Key: key, Cost: 1 + r.Int64N(minLimit)}, {Limiter: b, Key: "g", Cost: 1}}
-					if r.IntN(3) == 0 { // A's key twice: one limit, for the two costs together
-						second := hotlimit.Layer{Limiter: a, Key: key, Cost: 1 + r.Int64N(minLimit)}
-						ly = slices.Insert(ly, 1+r.IntN(2), second)
-					}
-					cost := int64(0)
-					for _, l := range ly {
-						if l.Limiter == a {
-							cost += l.Cost
-						}
-					}
-					if r.IntN(20) == 0 { // no layers at all
-						in.op = opNoLayers
-						record(in, out, rec.do(now, func() { out.d = hotlimit.AllowLayers() }))
-						continue
-					}
-					nows := later(at, 2)
-					var d hotlimit.Decision
-					each := make([]hotlimit.Decision, len(ly))
-					tr := rec.do(nows, func() { d, _ = hotlimit.AllowLayersEach(each, ly...) })
-					ops, err := splitLayers(in.arg, key, cost, nows, d.Allowed, each[0], each[slices.IndexFunc(ly, func(l hotlimit.Layer) bool { return l.Limiter == b })], tr)
-					if err != nil {
-						errs <- err
-						return
-					}
-					add(g, ops...)
-				}
-			}
-			if failed != nil {
-				errs <- failed
+			if err := w.run(); err != nil {
+				errs <- err
 			}
 		}()
 	}
@@ -507,7 +392,224 @@ func RunRate(cfg RateConfig) ([]porcupine.Operation, error) {
 	if err := <-errs; err != nil {
 		return nil, err
 	}
-	return hist, nil
+	return h.hist, nil
+}
+
+// rateRun is one history of a RateConfig as its workers make it.
+type rateRun struct {
+	cfg      RateConfig
+	rec      *Recorder
+	a, b     *hotlimit.Limiter
+	minLimit int64 // the least Limit of cfg.Policies
+	bucket   bool  // A is a bucket: it has Wait
+
+	base   atomic.Int64 // the shared instant
+	nextID atomic.Int64 // the last operation's id
+
+	mu   sync.Mutex
+	hist []porcupine.Operation // guarded by mu
+}
+
+// open makes A and B, on the recorder's clocks, and returns what closes
+// them.
+func (h *rateRun) open() (closeAll func(), err error) {
+	opts := []hotlimit.Option{hotlimit.WithClock(h.rec.Clock(0)), hotlimit.WithShards(1), hotlimit.WithSweepInterval(0)}
+	if h.cfg.MaxKeys == 1 {
+		opts = append(opts, hotlimit.WithMaxKeys(1))
+	}
+	if h.a, err = hotlimit.New(h.cfg.Policies[0], append(opts, h.cfg.Options...)...); err != nil {
+		return nil, err
+	}
+	if h.b, err = hotlimit.New(h.cfg.Gate, hotlimit.WithClock(h.rec.Clock(1)), hotlimit.WithShards(1), hotlimit.WithSweepInterval(0)); err != nil {
+		h.a.Close()
+		return nil, err
+	}
+	closeAll = func() { h.b.Close(); h.a.Close() }
+	h.minLimit = h.a.Limit()
+	for _, p := range h.cfg.Policies {
+		l, err := hotlimit.New(p)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		h.minLimit = min(h.minLimit, l.Limit())
+		l.Close()
+	}
+	switch h.cfg.Policies[0].(type) {
+	case hotlimit.TokenBucket, hotlimit.LeakyBucket:
+		h.bucket = true
+	}
+	return closeAll, nil
+}
+
+// add appends the steps of client's operations to the history.
+func (h *rateRun) add(client int, ops ...porcupine.Operation) {
+	h.mu.Lock()
+	for _, op := range ops {
+		op.ClientId = client
+		h.hist = append(h.hist, op)
+	}
+	h.mu.Unlock()
+}
+
+// rateWorker is one goroutine of a history: its random operations, and
+// the admission of its last AdmitN, which a later step refunds.
+type rateWorker struct {
+	*rateRun
+	g int
+	r *rand.Rand
+
+	held     hotlimit.Admission // an AdmitN's, refunded by a later step
+	heldID   int                // its id; 0: none held
+	heldKey  string
+	heldCost int64
+	failed   error // the first harness error: the worker stops
+}
+
+// run makes the worker's operations and returns the first harness error.
+func (w *rateWorker) run() error {
+	for range w.cfg.Ops {
+		if w.failed != nil {
+			return w.failed
+		}
+		if err := w.next(); err != nil {
+			return err
+		}
+	}
+	return w.failed
+}
+
+// record adds the steps of operation in, traced as tr.
+func (w *rateWorker) record(in rateIn, out rateOut, tr trace) {
+	ops, err := evictSplit(porcupine.Operation{Input: in, Output: out, Call: tr.call, Return: tr.ret}, tr.evicts)
+	if err != nil {
+		w.failed = cmp.Or(w.failed, err)
+	}
+	w.add(w.g, ops...)
+}
+
+// later returns at followed by n instants, each the one before it or
+// later: a clock that moves while one operation runs (between the layers
+// of AllowLayers, or while a Wait sleeps).
+func (w *rateWorker) later(at int64, n int) []int64 {
+	nows := []int64{at}
+	for range n {
+		if w.r.IntN(2) == 0 {
+			at += w.r.Int64N(int64(w.cfg.Step) + 1)
+		}
+		nows = append(nows, at)
+	}
+	return nows
+}
+
+// next makes one random operation at an instant it picks.
+func (w *rateWorker) next() error {
+	if w.r.IntN(4) == 0 {
+		runtime.Gosched() // vary the interleaving
+	}
+	// The shared instant moves forward now and then; an operation reads
+	// it, or now and then an older one.
+	if w.r.IntN(6) == 0 {
+		w.base.Add(w.r.Int64N(int64(w.cfg.Step) + 1))
+	}
+	at := w.base.Load()
+	if w.r.IntN(3) == 0 {
+		at = max(0, at-w.r.Int64N(2*int64(w.cfg.Step)+1))
+	}
+	key := fmt.Sprint("k", w.r.IntN(w.cfg.Keys))
+	in := rateIn{lim: 0, key: key, at: at, arg: int(w.nextID.Add(1))} // arg: the operation's id, unless set below
+	if w.cfg.MaxKeys == 1 && w.g == 0 && w.r.IntN(3) == 0 {
+		// A key of its own, new: it evicts whatever A holds.
+		in.op, in.key, in.cost = opAllowN, fmt.Sprint("e", w.nextID.Add(1)), 1
+		var out rateOut
+		w.record(in, out, w.rec.do([]int64{at}, func() { out.d = w.a.AllowN(in.key, 1) }))
+		return nil
+	}
+	x := w.r.IntN(24)
+	if !w.bucket && 12 <= x && x < 15 {
+		x = 0 // no Wait: an AllowN instead
+	}
+	return w.on(x, in)
+}
+
+// on makes operation x of 24 (a third are AllowN, a sixth AllowLayers)
+// with input in.
+func (w *rateWorker) on(x int, in rateIn) error {
+	a, key, now := w.a, in.key, []int64{in.at}
+	var out rateOut
+	switch {
+	case x < 8:
+		in.op, in.cost = opAllowN, w.r.Int64N(w.minLimit+3)-1 // −1 … Limit+1
+		w.record(in, out, w.rec.do(now, func() { out.d = a.AllowN(key, in.cost) }))
+	case x < 10 && w.heldID != 0: // the Refund of the AdmitN below
+		in.op, in.key, in.cost, in.arg = opGiveBack, w.heldKey, w.heldCost, w.heldID
+		w.record(in, out, w.rec.do(now, func() { w.held.Refund() }))
+		w.heldID = 0
+	case x < 10:
+		in.op, in.cost = opAdmitN, w.r.Int64N(w.minLimit+3)-1
+		tr := w.rec.do(now, func() { out.d = a.AdmitN(&w.held, key, in.cost) })
+		if in.back = out.d.Allowed && in.cost > 0; in.back {
+			w.heldID, w.heldKey, w.heldCost = in.arg, key, in.cost
+		}
+		w.record(in, out, tr)
+	case x < 11:
+		in.op, in.arg = opSetPolicy, w.r.IntN(len(w.cfg.Policies))
+		var err error
+		tr := w.rec.do(now, func() { err = a.SetPolicy(w.cfg.Policies[in.arg]) })
+		if err != nil {
+			return err
+		}
+		w.record(in, out, tr)
+	case x < 12:
+		in.op = opReset
+		w.record(in, out, w.rec.do(now, func() { a.Reset(key) }))
+	case x < 15:
+		in.cost = 1 + w.r.Int64N(w.minLimit)
+		ops, err := runWait(w.rec, a, w.r.IntN(3), in, w.later(in.at, 1))
+		if err != nil {
+			return err
+		}
+		w.add(w.g, ops...)
+	case x < 16:
+		in.op = opSweep
+		w.record(in, out, w.rec.do(now, func() { out.n = a.Sweep() }))
+	default:
+		return w.layers(in)
+	}
+	return nil
+}
+
+// layers makes AllowLayers(A key, B "g" 1), a third of the time with A's
+// key in a second layer, or now and then with no layers.
+func (w *rateWorker) layers(in rateIn) error {
+	a, b, key := w.a, w.b, in.key
+	ly := []hotlimit.Layer{{Limiter: a, Key: key, Cost: 1 + w.r.Int64N(w.minLimit)}, {Limiter: b, Key: "g", Cost: 1}}
+	if w.r.IntN(3) == 0 { // A's key twice: one limit, for the two costs together
+		second := hotlimit.Layer{Limiter: a, Key: key, Cost: 1 + w.r.Int64N(w.minLimit)}
+		ly = slices.Insert(ly, 1+w.r.IntN(2), second)
+	}
+	cost := int64(0)
+	for _, l := range ly {
+		if l.Limiter == a {
+			cost += l.Cost
+		}
+	}
+	if w.r.IntN(20) == 0 { // no layers at all
+		in.op = opNoLayers
+		var out rateOut
+		w.record(in, out, w.rec.do([]int64{in.at}, func() { out.d = hotlimit.AllowLayers() }))
+		return nil
+	}
+	nows := w.later(in.at, 2)
+	var d hotlimit.Decision
+	each := make([]hotlimit.Decision, len(ly))
+	tr := w.rec.do(nows, func() { d, _ = hotlimit.AllowLayersEach(each, ly...) })
+	ops, err := splitLayers(in.arg, key, cost, nows, d.Allowed, each[0], each[slices.IndexFunc(ly, func(l hotlimit.Layer) bool { return l.Limiter == b })], tr)
+	if err != nil {
+		return err
+	}
+	w.add(w.g, ops...)
+	return nil
 }
 
 // runWait runs A.Wait(in.key, in.cost) with a context of the given kind
