@@ -345,99 +345,125 @@ func (p *parser) list(seq *yaml.Node, field, want string, f func(item *yaml.Node
 	}
 }
 
+// descriptorFields are the fields of a descriptor as read: each node nil
+// when the field is not given (or, for key and value, not given right).
+type descriptorFields struct {
+	key, value                          string
+	keyNode, valueNode, rl, descs       *yaml.Node
+	shadowNode, detailedNode, shareNode *yaml.Node
+	shadow, detailed, share             bool
+}
+
 func (p *parser) parseDescriptor(b *domainBuilder, parent *node, m *yaml.Node, field, path string) {
-	var key, value string
-	var keyNode, valueNode, rl, descs, shadowNode, detailedNode, shareNode *yaml.Node
-	var shadow, detailed, share bool
+	var d descriptorFields
 	ok := p.fields(m, field, "key, value, rate_limit, descriptors, shadow_mode, detailed_metric, share_threshold", func(f string, v *yaml.Node, fld string) {
-		switch f {
-		case "key":
-			if s, ok := p.text(v, fld, "empty"); ok {
-				key, keyNode = s, v
-			}
-		case "value":
-			if s, ok := p.text(v, fld, "empty: leave value out for a rule that matches every value of its key"); ok {
-				value, valueNode = s, v
-			}
-		case "rate_limit":
-			rl = v
-		case "descriptors":
-			descs = v
-		case "shadow_mode":
-			shadow, _ = p.boolean(v, fld)
-			shadowNode = v
-		case "detailed_metric":
-			detailed, _ = p.boolean(v, fld)
-			detailedNode = v
-		case "share_threshold":
-			share, _ = p.boolean(v, fld)
-			shareNode = v
-		case "value_to_metric":
-			p.errorf(v, fld, "not supported: hotlimitd names its metrics after limits, never after descriptor values")
-		case "quota_mode":
-			p.errorf(v, fld, "not supported: write shadow_mode to count without refusing, or a limit to refuse")
-		default:
-			p.errorf(v, fld, "unknown field (a descriptor has key, value, rate_limit, descriptors, shadow_mode, detailed_metric and share_threshold)")
-		}
+		p.descriptorField(&d, f, v, fld)
 	})
 	if !ok {
 		return
 	}
-	if keyNode == nil && !p.hasField(m, "key") {
+	if d.keyNode == nil && !p.hasField(m, "key") {
 		p.errorf(m, join(field, "key"), "missing")
 	}
-	wild := valueNode != nil && strings.HasSuffix(value, "*")
-	child := &node{value: value, share: share && wild, file: p.file, line: m.Line}
-	seg := escape(key)
-	if valueNode != nil {
-		seg += "=" + escape(value)
+	wild := d.valueNode != nil && strings.HasSuffix(d.value, "*")
+	child := &node{value: d.value, share: d.share && wild, file: p.file, line: m.Line}
+	seg := escape(d.key)
+	if d.valueNode != nil {
+		seg += "=" + escape(d.value)
 	}
 	path += "/" + seg
-	if share && !wild {
-		p.errorf(shareNode, join(field, "share_threshold"), "only for a wildcard value (one that ends in *)")
+	if d.share && !wild {
+		p.errorf(d.shareNode, join(field, "share_threshold"), "only for a wildcard value (one that ends in *)")
 	}
-	if rl != nil {
-		child.limit = p.parseRateLimit(b, rl, join(field, "rate_limit"), path, shadow, detailed)
-		if child.limit != nil {
-			p.c.limits = append(p.c.limits, child.limit)
-		}
-	} else {
-		if shadow {
-			p.errorf(shadowNode, join(field, "shadow_mode"), "no rate_limit here for it to apply to")
-		}
-		if detailed {
-			p.errorf(detailedNode, join(field, "detailed_metric"), "no rate_limit here for it to apply to")
-		}
+	p.descriptorLimit(b, child, &d, field, path)
+	if d.descs != nil {
+		p.parseDescriptors(b, child, d.descs, join(field, "descriptors"), path)
 	}
-	if descs != nil {
-		p.parseDescriptors(b, child, descs, join(field, "descriptors"), path)
-	}
-	if keyNode == nil || valueNode == nil && p.hasField(m, "value") {
+	if d.keyNode == nil || d.valueNode == nil && p.hasField(m, "value") {
 		return // reported: a key or value not given right places nothing
 	}
-	if valueNode != nil {
-		k := kv{key, value}
-		if prev, dup := parent.exact[k]; dup {
-			p.errorf(valueNode, join(field, "value"), "a rule with key %q and value %q is also at %s", key, value, prev.at(p.file))
+	p.place(parent, child, &d, field)
+}
+
+// descriptorField reads field f of a descriptor, v at fld, into d.
+func (p *parser) descriptorField(d *descriptorFields, f string, v *yaml.Node, fld string) {
+	switch f {
+	case "key":
+		if s, ok := p.text(v, fld, "empty"); ok {
+			d.key, d.keyNode = s, v
+		}
+	case "value":
+		if s, ok := p.text(v, fld, "empty: leave value out for a rule that matches every value of its key"); ok {
+			d.value, d.valueNode = s, v
+		}
+	case "rate_limit":
+		d.rl = v
+	case "descriptors":
+		d.descs = v
+	case "shadow_mode":
+		d.shadow, _ = p.boolean(v, fld)
+		d.shadowNode = v
+	case "detailed_metric":
+		d.detailed, _ = p.boolean(v, fld)
+		d.detailedNode = v
+	case "share_threshold":
+		d.share, _ = p.boolean(v, fld)
+		d.shareNode = v
+	case "value_to_metric":
+		p.errorf(v, fld, "not supported: hotlimitd names its metrics after limits, never after descriptor values")
+	case "quota_mode":
+		p.errorf(v, fld, "not supported: write shadow_mode to count without refusing, or a limit to refuse")
+	default:
+		p.errorf(v, fld, "unknown field (a descriptor has key, value, rate_limit, descriptors, shadow_mode, detailed_metric and share_threshold)")
+	}
+}
+
+// descriptorLimit reads the rate_limit of descriptor d at field into
+// child, the descriptor's node, or reports the flags that then apply to
+// nothing.
+func (p *parser) descriptorLimit(b *domainBuilder, child *node, d *descriptorFields, field, path string) {
+	if d.rl == nil {
+		if d.shadow {
+			p.errorf(d.shadowNode, join(field, "shadow_mode"), "no rate_limit here for it to apply to")
+		}
+		if d.detailed {
+			p.errorf(d.detailedNode, join(field, "detailed_metric"), "no rate_limit here for it to apply to")
+		}
+		return
+	}
+	child.limit = p.parseRateLimit(b, d.rl, join(field, "rate_limit"), path, d.shadow, d.detailed)
+	if child.limit != nil {
+		p.c.limits = append(p.c.limits, child.limit)
+	}
+}
+
+// place puts child, the node of descriptor d at field, under parent: by
+// key and value (and among the wildcards for a value ending in *), or by
+// key alone, refusing a rule parent already has.
+func (p *parser) place(parent, child *node, d *descriptorFields, field string) {
+	if d.valueNode == nil {
+		if prev, dup := parent.keyOnly[d.key]; dup {
+			p.errorf(d.keyNode, join(field, "key"), "a rule with key %q and no value is also at %s", d.key, prev.at(p.file))
 			return
 		}
-		if parent.exact == nil {
-			parent.exact = map[kv]*node{}
+		if parent.keyOnly == nil {
+			parent.keyOnly = map[string]*node{}
 		}
-		parent.exact[k] = child
-		if wild {
-			parent.wild = append(parent.wild, wildcard{key: key, prefix: value[:len(value)-1], n: child})
-		}
+		parent.keyOnly[d.key] = child
 		return
 	}
-	if prev, dup := parent.keyOnly[key]; dup {
-		p.errorf(keyNode, join(field, "key"), "a rule with key %q and no value is also at %s", key, prev.at(p.file))
+	k := kv{d.key, d.value}
+	if prev, dup := parent.exact[k]; dup {
+		p.errorf(d.valueNode, join(field, "value"), "a rule with key %q and value %q is also at %s", d.key, d.value, prev.at(p.file))
 		return
 	}
-	if parent.keyOnly == nil {
-		parent.keyOnly = map[string]*node{}
+	if parent.exact == nil {
+		parent.exact = map[kv]*node{}
 	}
-	parent.keyOnly[key] = child
+	parent.exact[k] = child
+	if strings.HasSuffix(d.value, "*") {
+		parent.wild = append(parent.wild, wildcard{key: d.key, prefix: d.value[:len(d.value)-1], n: child})
+	}
 }
 
 // hasField reports whether mapping m has field, whatever its value: a
@@ -460,58 +486,18 @@ func init() {
 	}
 }
 
+// rateLimitNodes are the fields of a rate_limit that were given, which
+// the checks after reading them name.
+type rateLimitNodes struct {
+	unit, rpu, alg, burst, cost *yaml.Node
+}
+
 func (p *parser) parseRateLimit(b *domainBuilder, m *yaml.Node, field, path string, shadow, detailed bool) *Limit {
 	l := &Limit{Domain: b.d.name, Shadow: shadow, DetailedMetric: detailed, File: p.file, Line: m.Line, Cost: 1}
-	var unitNode, rpuNode, algNode, burstNode, costNode *yaml.Node
+	var n rateLimitNodes
 	before := len(p.errs)
 	ok := p.fields(m, field, "unit and requests_per_unit, or unlimited: true", func(f string, v *yaml.Node, fld string) {
-		switch f {
-		case "unit":
-			unitNode = v
-			if s, ok := p.str(v, fld); ok {
-				if u, ok := unitByName[strings.ToLower(s)]; ok {
-					l.Unit = u
-				} else {
-					p.errorf(v, fld, "unknown unit %q (want second, minute, hour, day, week, month or year)", s)
-				}
-			}
-		case "requests_per_unit":
-			rpuNode = v
-			if n, ok := p.integer(v, fld, 0, math.MaxUint32); ok {
-				l.RequestsPerUnit = uint32(n)
-			}
-		case "unlimited":
-			l.Unlimited, _ = p.boolean(v, fld)
-		case "name":
-			if s, ok := p.text(v, fld, "empty"); ok {
-				l.RuleName = s
-				b.names[s] = true
-			}
-		case "replaces":
-			p.parseReplaces(b, l, v, fld)
-		case "algorithm":
-			algNode = v
-			if s, ok := p.str(v, fld); ok {
-				switch a, ok := algorithmByName[s]; {
-				case ok:
-					l.Algorithm = a
-				case s == "concurrency":
-					p.errorf(v, fld, "concurrency limits are not supported: the rate limit service protocol has no call to release a request when it ends")
-				default:
-					p.errorf(v, fld, "unknown algorithm %q (want fixed_window, sliding_window, sliding_log, token_bucket or leaky_bucket)", s)
-				}
-			}
-		case "burst":
-			burstNode = v
-			l.Burst, _ = p.integer(v, fld, 1, math.MaxInt64)
-		case "cost":
-			costNode = v
-			if n, ok := p.integer(v, fld, 1, math.MaxInt64); ok {
-				l.Cost = n
-			}
-		default:
-			p.errorf(v, fld, "unknown field (a rate_limit has unit, requests_per_unit, unlimited, name, replaces, algorithm, burst and cost)")
-		}
+		p.rateLimitField(b, l, &n, f, v, fld)
 	})
 	if !ok {
 		return nil
@@ -522,22 +508,16 @@ func (p *parser) parseRateLimit(b *domainBuilder, m *yaml.Node, field, path stri
 		}
 	}
 	if l.Unlimited {
-		for _, f := range []struct {
-			n    *yaml.Node
-			name string
-		}{{unitNode, "unit"}, {rpuNode, "requests_per_unit"}, {algNode, "algorithm"}, {burstNode, "burst"}, {costNode, "cost"}} {
-			if f.n != nil {
-				p.errorf(f.n, join(field, f.name), "not with unlimited: true (an unlimited rule never counts)")
-			}
-		}
+		p.unused(field, "not with unlimited: true (an unlimited rule never counts)",
+			namedNode{n.unit, "unit"}, namedNode{n.rpu, "requests_per_unit"}, namedNode{n.alg, "algorithm"}, namedNode{n.burst, "burst"}, namedNode{n.cost, "cost"})
 		l.Unit, l.RequestsPerUnit, l.Algorithm, l.Burst, l.Cost = 0, 0, FixedWindow, 0, 0
 		l.Name = path + "#unlimited"
 		return l
 	}
-	if unitNode == nil {
+	if n.unit == nil {
 		p.errorf(m, join(field, "unit"), "missing (or write unlimited: true)")
 	}
-	if rpuNode == nil {
+	if n.rpu == nil {
 		p.errorf(m, join(field, "requests_per_unit"), "missing (0 refuses every hit)")
 	}
 	if len(p.errs) > before {
@@ -547,22 +527,112 @@ func (p *parser) parseRateLimit(b *domainBuilder, m *yaml.Node, field, path stri
 		return l
 	}
 	bucket := l.Algorithm == TokenBucket || l.Algorithm == LeakyBucket
-	if burstNode != nil && !bucket {
-		p.errorf(burstNode, join(field, "burst"), "only for token_bucket and leaky_bucket (a window's capacity is requests_per_unit)")
+	if n.burst != nil && !bucket {
+		p.errorf(n.burst, join(field, "burst"), "only for token_bucket and leaky_bucket (a window's capacity is requests_per_unit)")
 	}
 	if l.RequestsPerUnit == 0 {
-		for _, f := range []struct {
-			n    *yaml.Node
-			name string
-		}{{algNode, "algorithm"}, {burstNode, "burst"}, {costNode, "cost"}} {
-			if f.n != nil {
-				p.errorf(f.n, join(field, f.name), "has no effect: requests_per_unit 0 refuses every hit")
-			}
-		}
+		p.unused(field, "has no effect: requests_per_unit 0 refuses every hit",
+			namedNode{n.alg, "algorithm"}, namedNode{n.burst, "burst"}, namedNode{n.cost, "cost"})
 		l.Algorithm, l.Burst = FixedWindow, 0
 		l.Name = path + "#refuse"
 		return l
 	}
+	p.setPolicy(l, m, n.cost, field, path)
+	return l
+}
+
+// rateLimitField reads field f of a rate_limit, v at fld, into l, and
+// notes in n the fields that were given.
+func (p *parser) rateLimitField(b *domainBuilder, l *Limit, n *rateLimitNodes, f string, v *yaml.Node, fld string) {
+	switch f {
+	case "unit":
+		n.unit = v
+		if u, ok := p.unit(v, fld); ok {
+			l.Unit = u
+		}
+	case "requests_per_unit":
+		n.rpu = v
+		if r, ok := p.integer(v, fld, 0, math.MaxUint32); ok {
+			l.RequestsPerUnit = uint32(r)
+		}
+	case "unlimited":
+		l.Unlimited, _ = p.boolean(v, fld)
+	case "name":
+		if s, ok := p.text(v, fld, "empty"); ok {
+			l.RuleName = s
+			b.names[s] = true
+		}
+	case "replaces":
+		p.parseReplaces(b, l, v, fld)
+	case "algorithm":
+		n.alg = v
+		if a, ok := p.algorithm(v, fld); ok {
+			l.Algorithm = a
+		}
+	case "burst":
+		n.burst = v
+		l.Burst, _ = p.integer(v, fld, 1, math.MaxInt64)
+	case "cost":
+		n.cost = v
+		if c, ok := p.integer(v, fld, 1, math.MaxInt64); ok {
+			l.Cost = c
+		}
+	default:
+		p.errorf(v, fld, "unknown field (a rate_limit has unit, requests_per_unit, unlimited, name, replaces, algorithm, burst and cost)")
+	}
+}
+
+// unit reads a rate_limit's unit, in any case.
+func (p *parser) unit(v *yaml.Node, field string) (Unit, bool) {
+	s, ok := p.str(v, field)
+	if !ok {
+		return 0, false
+	}
+	u, ok := unitByName[strings.ToLower(s)]
+	if !ok {
+		p.errorf(v, field, "unknown unit %q (want second, minute, hour, day, week, month or year)", s)
+	}
+	return u, ok
+}
+
+// algorithm reads a rate_limit's algorithm.
+func (p *parser) algorithm(v *yaml.Node, field string) (Algorithm, bool) {
+	s, ok := p.str(v, field)
+	if !ok {
+		return 0, false
+	}
+	a, ok := algorithmByName[s]
+	switch {
+	case ok:
+	case s == "concurrency":
+		p.errorf(v, field, "concurrency limits are not supported: the rate limit service protocol has no call to release a request when it ends")
+	default:
+		p.errorf(v, field, "unknown algorithm %q (want fixed_window, sliding_window, sliding_log, token_bucket or leaky_bucket)", s)
+	}
+	return a, ok
+}
+
+// namedNode is a field's value and its name, nil when it is not given.
+type namedNode struct {
+	n    *yaml.Node
+	name string
+}
+
+// unused reports msg for each of the fields of the mapping at field that
+// is given.
+func (p *parser) unused(field, msg string, fs ...namedNode) {
+	for _, f := range fs {
+		if f.n != nil {
+			p.errorf(f.n, join(field, f.name), "%s", msg)
+		}
+	}
+}
+
+// setPolicy gives l, a rate_limit m at field that counts, its burst, its
+// policy and its Name, and reports a policy hotlimit refuses and a cost
+// (costNode, nil when not given) above the policy's capacity.
+func (p *parser) setPolicy(l *Limit, m, costNode *yaml.Node, field, path string) {
+	bucket := l.Algorithm == TokenBucket || l.Algorithm == LeakyBucket
 	if bucket && l.Burst == 0 {
 		l.Burst = int64(l.RequestsPerUnit)
 	}
@@ -586,13 +656,12 @@ func (p *parser) parseRateLimit(b *domainBuilder, m *yaml.Node, field, path stri
 	if err != nil {
 		p.errorf(m, field, "%s %d per %s: %v", l.Algorithm, n, l.Unit, err)
 		l.Policy = nil
-		return l
+		return
 	}
 	if l.Cost > info.Limit {
 		p.errorf(costNode, join(field, "cost"), "%d exceeds the limit's capacity %d: every hit would be refused", l.Cost, info.Limit)
 	}
 	l.Name = path + "#" + policyName(l)
-	return l
 }
 
 // policyName is the part of a Limit's Name that changes with its policy.
