@@ -157,7 +157,7 @@ func find(root string) ([]module, error) {
 		}
 		if d.IsDir() {
 			name := d.Name()
-			if p != root && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+			if p != root && skipped(name) {
 				return filepath.SkipDir
 			}
 			return nil
@@ -183,6 +183,12 @@ func find(root string) ([]module, error) {
 	return mods, nil
 }
 
+// skipped reports whether the go command skips a directory of this name
+// in "./..." patterns.
+func skipped(name string) bool {
+	return name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")
+}
+
 // commands returns the directories of m's main packages that users install,
 // relative to the repository root: none in a module under examples/ or
 // bench/ (their programs run from the tree), and none in an examples/
@@ -192,12 +198,7 @@ func commands(m module, mods []module) ([]string, error) {
 	if slices.Contains(segs, "examples") || slices.Contains(segs, "bench") {
 		return nil, nil
 	}
-	nested := map[string]bool{}
-	for _, o := range mods {
-		if o.Dir != m.Dir && (m.Dir == "." || strings.HasPrefix(o.Dir, m.Dir+"/")) {
-			nested[o.Dir] = true
-		}
-	}
+	nested := nestedIn(m, mods)
 	seen := map[string]bool{}
 	var dirs []string
 	err := filepath.WalkDir(m.Dir, func(p string, d fs.DirEntry, err error) error {
@@ -206,8 +207,7 @@ func commands(m module, mods []module) ([]string, error) {
 		}
 		p = filepath.ToSlash(p)
 		if d.IsDir() {
-			name := d.Name()
-			if p != m.Dir && (nested[p] || name == "examples" || name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+			if p != m.Dir && (nested[p] || d.Name() == "examples" || skipped(d.Name())) {
 				return filepath.SkipDir
 			}
 			return nil
@@ -215,21 +215,51 @@ func commands(m module, mods []module) ([]string, error) {
 		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") || seen[path.Dir(p)] {
 			return nil
 		}
-		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.PackageClauseOnly)
-		if err != nil {
-			return err
-		}
-		if f.Name.Name == "main" {
+		main, err := isMain(p)
+		if main {
 			seen[path.Dir(p)] = true
 			dirs = append(dirs, path.Dir(p))
 		}
-		return nil
+		return err
 	})
 	return dirs, err
 }
 
+// nestedIn returns the directories of the modules nested in m.
+func nestedIn(m module, mods []module) map[string]bool {
+	nested := map[string]bool{}
+	for _, o := range mods {
+		if o.Dir != m.Dir && (m.Dir == "." || strings.HasPrefix(o.Dir, m.Dir+"/")) {
+			nested[o.Dir] = true
+		}
+	}
+	return nested
+}
+
+// isMain reports whether the Go file at p is in package main.
+func isMain(p string) (bool, error) {
+	f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.PackageClauseOnly)
+	if err != nil {
+		return false, err
+	}
+	return f.Name.Name == "main", nil
+}
+
 // check returns every break of the rules in the package comment.
 func check(mods []module) []string {
+	problems, byPath := checkPaths(mods)
+	own, more := ownWorkspaces(mods)
+	problems = append(problems, more...)
+	problems = append(problems, checkRootWork(mods, own, byPath)...)
+	problems = append(problems, checkVersions(mods, byPath)...)
+	problems = append(problems, checkGo(mods, byPath)...)
+	problems = append(problems, checkDocMap(mods)...)
+	return append(problems, checkReplaces(mods, byPath)...)
+}
+
+// checkPaths returns the modules whose path is not the root module's
+// followed by their directory, and the modules by path.
+func checkPaths(mods []module) ([]string, map[string]module) {
 	var problems []string
 	rootPath := mods[0].Path
 	byPath := map[string]module{}
@@ -243,14 +273,16 @@ func check(mods []module) []string {
 		}
 		byPath[m.Path] = m
 	}
+	return problems, byPath
+}
 
-	// go.work uses exactly the modules, less those that are workspaces of
-	// their own.
+// ownWorkspaces returns the directories of the nested modules that are
+// workspaces of their own (they hold a go.work), and the breaks of the
+// rule that such a go.work uses its module alone.
+func ownWorkspaces(mods []module) (map[string]bool, []string) {
+	var problems []string
 	own := map[string]bool{}
-	for _, m := range mods {
-		if m.Dir == "." {
-			continue
-		}
+	for _, m := range mods[1:] {
 		if _, err := os.Stat(filepath.Join(m.Dir, "go.work")); err != nil {
 			continue
 		}
@@ -268,32 +300,44 @@ func check(mods []module) []string {
 			problems = append(problems, fmt.Sprintf("%s/go.work uses %v: a module's own workspace uses the module alone (use .), its siblings coming from its replace directives", m.Dir, uses))
 		}
 	}
-	var work goWork
-	if _, err := os.Stat("go.work"); err != nil {
-		problems = append(problems, "no go.work at the root: nested modules would build against published versions, not the tree (go work init, then go work use for each module)")
-	} else if err := goJSON(&work, "work", "edit", "-json", "go.work"); err != nil {
-		problems = append(problems, err.Error())
-	} else {
-		used := map[string]bool{}
-		for _, u := range work.Use {
-			used[filepath.ToSlash(filepath.Clean(u.DiskPath))] = true
-		}
-		for _, m := range mods {
-			switch {
-			case own[m.Dir] && used[m.Dir]:
-				problems = append(problems, fmt.Sprintf("go.work uses %s, which is a workspace of its own (%s/go.work): run `go work edit -dropuse=./%s` at the root, or delete %s/go.work", m.Dir, m.Dir, m.Dir, m.Dir))
-			case !own[m.Dir] && !used[m.Dir]:
-				problems = append(problems, fmt.Sprintf("go.work does not use %s: run `go work use ./%s` at the root", m.Dir, m.Dir))
-			}
-			delete(used, m.Dir)
-		}
-		for dir := range used {
-			problems = append(problems, fmt.Sprintf("go.work uses %s, which holds no module of this repository: run `go work edit -dropuse=%s`", dir, dir))
-		}
-		problems = append(problems, checkWorkReplaces(mods, own, byPath, work)...)
-	}
+	return own, problems
+}
 
-	// Requirements on siblings name one version.
+// checkRootWork returns the breaks of the rules on the root go.work: it
+// uses exactly the modules, less those that are workspaces of their own
+// (own), and replaces what they require (checkWorkReplaces).
+func checkRootWork(mods []module, own map[string]bool, byPath map[string]module) []string {
+	if _, err := os.Stat("go.work"); err != nil {
+		return []string{"no go.work at the root: nested modules would build against published versions, not the tree (go work init, then go work use for each module)"}
+	}
+	var work goWork
+	if err := goJSON(&work, "work", "edit", "-json", "go.work"); err != nil {
+		return []string{err.Error()}
+	}
+	var problems []string
+	used := map[string]bool{}
+	for _, u := range work.Use {
+		used[filepath.ToSlash(filepath.Clean(u.DiskPath))] = true
+	}
+	for _, m := range mods {
+		switch {
+		case own[m.Dir] && used[m.Dir]:
+			problems = append(problems, fmt.Sprintf("go.work uses %s, which is a workspace of its own (%s/go.work): run `go work edit -dropuse=./%s` at the root, or delete %s/go.work", m.Dir, m.Dir, m.Dir, m.Dir))
+		case !own[m.Dir] && !used[m.Dir]:
+			problems = append(problems, fmt.Sprintf("go.work does not use %s: run `go work use ./%s` at the root", m.Dir, m.Dir))
+		}
+		delete(used, m.Dir)
+	}
+	for dir := range used {
+		problems = append(problems, fmt.Sprintf("go.work uses %s, which holds no module of this repository: run `go work edit -dropuse=%s`", dir, dir))
+	}
+	return append(problems, checkWorkReplaces(mods, own, byPath, work)...)
+}
+
+// checkVersions returns the breaks of the rule that every requirement of
+// one module on another names the same version, one a release can tag.
+func checkVersions(mods []module, byPath map[string]module) []string {
+	var problems []string
 	versions := map[string][]string{} // version -> "dir requires path"
 	for _, m := range mods {
 		for _, r := range m.Mod.Require {
@@ -315,21 +359,30 @@ func check(mods []module) []string {
 			problems = append(problems, fmt.Sprintf("%s: %s is not a version a release can tag (want vX.Y.Z with X 0 or 1, not v0.0.0)", where[0], v))
 		}
 	}
+	return problems
+}
 
-	problems = append(problems, checkGo(mods, byPath)...)
-
-	// doc.go's map names every nested module.
-	if doc, err := os.ReadFile("doc.go"); err != nil {
-		problems = append(problems, err.Error())
-	} else {
-		for _, m := range mods[1:] {
-			if !regexp.MustCompile(`(?m)^//.*\b` + regexp.QuoteMeta(m.Path) + `\b`).Match(doc) {
-				problems = append(problems, fmt.Sprintf("doc.go's map of the modules does not name %s", m.Path))
-			}
+// checkDocMap returns the nested modules that doc.go's map of the modules
+// does not name.
+func checkDocMap(mods []module) []string {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var problems []string
+	for _, m := range mods[1:] {
+		if !regexp.MustCompile(`(?m)^//.*\b` + regexp.QuoteMeta(m.Path) + `\b`).Match(doc) {
+			problems = append(problems, fmt.Sprintf("doc.go's map of the modules does not name %s", m.Path))
 		}
 	}
+	return problems
+}
 
-	// Replaces of siblings point at them; commands have none.
+// checkReplaces returns the breaks of the rules on replace directives:
+// a module with commands has none, and a sibling's points at its
+// directory.
+func checkReplaces(mods []module, byPath map[string]module) []string {
+	var problems []string
 	for _, m := range mods {
 		if len(m.Mod.Replace) > 0 {
 			cmds, err := commands(m, mods)
@@ -377,30 +430,10 @@ func checkGo(mods []module, byPath map[string]module) []string {
 		if m.Mod.Toolchain != "" {
 			problems = append(problems, fmt.Sprintf("%s: toolchain %s: drop it (go mod edit -toolchain=none); the go directive alone says which Go the module needs", gomod, m.Mod.Toolchain))
 		}
-		// The requirements' go lines, and which one is the highest.
-		need, from := "1.0.0", ""
-		var query []string
-		for _, r := range m.Mod.Require {
-			if sib, ok := byPath[r.Path]; ok {
-				if compareGo(sib.Mod.Go, need) > 0 {
-					need, from = sib.Mod.Go, r.Path
-				}
-				continue
-			}
-			query = append(query, r.Path+"@"+r.Version)
-		}
-		if len(query) > 0 {
-			out, err := goOutput(os.TempDir(), append([]string{"list", "-m", "-f", "{{.Path}} {{.GoVersion}}"}, query...)...)
-			if err != nil {
-				problems = append(problems, fmt.Sprintf("%s: reading its requirements' go lines: %v", gomod, err))
-				continue
-			}
-			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-				path, v, _ := strings.Cut(line, " ")
-				if v != "" && compareGo(v, need) > 0 {
-					need, from = v, path
-				}
-			}
+		need, from, err := requiredGo(m, byPath)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: reading its requirements' go lines: %v", gomod, err))
+			continue
 		}
 		switch c := compareGo(m.Mod.Go, need); {
 		case c < 0:
@@ -410,23 +443,63 @@ func checkGo(mods []module, byPath map[string]module) []string {
 				problems = append(problems, fmt.Sprintf("%s: go %s, above the %s its requirements need: lower it, or say on the line above it which language feature or API needs it", gomod, m.Mod.Go, roundGo(need)))
 			}
 		}
-		if m.Dir == "." {
-			readme, err := os.ReadFile("README.md")
-			want := "needs Go " + strings.TrimSuffix(m.Mod.Go, ".0") + " or\nlater"
-			if err != nil || !bytes.Contains(bytes.ReplaceAll(readme, []byte(" "), []byte("\n")), []byte(strings.ReplaceAll(want, " ", "\n"))) {
-				problems = append(problems, fmt.Sprintf("README.md does not say that the root module %q (its go.mod says go %s)", strings.ReplaceAll(want, "\n", " "), m.Mod.Go))
+		problems = append(problems, checkGoDocs(m, doc)...)
+	}
+	return problems
+}
+
+// requiredGo returns the highest go line of m's requirements (1.0.0 for
+// none) and the requirement it is from.
+func requiredGo(m module, byPath map[string]module) (need, from string, err error) {
+	need = "1.0.0"
+	var query []string
+	for _, r := range m.Mod.Require {
+		if sib, ok := byPath[r.Path]; ok {
+			if compareGo(sib.Mod.Go, need) > 0 {
+				need, from = sib.Mod.Go, r.Path
 			}
+			continue
 		}
-		// docs/modules.md: | `DIR/` | `PATH` | needs | Go |, found by PATH
-		if doc != nil {
-			row := regexp.MustCompile("(?m)^\\| [^|]* \\| `" + regexp.QuoteMeta(m.Path) + "` \\|.*\\| ([0-9.]+) \\|$").FindSubmatch(doc)
-			switch {
-			case row == nil:
-				problems = append(problems, fmt.Sprintf("%s has no row for %s/ ending in its minimum Go (%s)", modulesDoc, m.Dir, m.Mod.Go))
-			case string(row[1]) != m.Mod.Go:
-				problems = append(problems, fmt.Sprintf("%s says %s/ needs Go %s; its go.mod says go %s", modulesDoc, m.Dir, row[1], m.Mod.Go))
-			}
+		query = append(query, r.Path+"@"+r.Version)
+	}
+	if len(query) == 0 {
+		return need, from, nil
+	}
+	out, err := goOutput(os.TempDir(), append([]string{"list", "-m", "-f", "{{.Path}} {{.GoVersion}}"}, query...)...)
+	if err != nil {
+		return "", "", err
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		path, v, _ := strings.Cut(line, " ")
+		if v != "" && compareGo(v, need) > 0 {
+			need, from = v, path
 		}
+	}
+	return need, from, nil
+}
+
+// checkGoDocs returns where the docs disagree with m's go directive: the
+// README for the root module, and the row of docs/modules.md's table
+// (doc, nil when it could not be read) for every module.
+func checkGoDocs(m module, doc []byte) []string {
+	var problems []string
+	if m.Dir == "." {
+		readme, err := os.ReadFile("README.md")
+		want := "needs Go " + strings.TrimSuffix(m.Mod.Go, ".0") + " or\nlater"
+		if err != nil || !bytes.Contains(bytes.ReplaceAll(readme, []byte(" "), []byte("\n")), []byte(strings.ReplaceAll(want, " ", "\n"))) {
+			problems = append(problems, fmt.Sprintf("README.md does not say that the root module %q (its go.mod says go %s)", strings.ReplaceAll(want, "\n", " "), m.Mod.Go))
+		}
+	}
+	if doc == nil {
+		return problems
+	}
+	// docs/modules.md: | `DIR/` | `PATH` | needs | Go |, found by PATH
+	row := regexp.MustCompile("(?m)^\\| [^|]* \\| `" + regexp.QuoteMeta(m.Path) + "` \\|.*\\| ([0-9.]+) \\|$").FindSubmatch(doc)
+	switch {
+	case row == nil:
+		problems = append(problems, fmt.Sprintf("%s has no row for %s/ ending in its minimum Go (%s)", modulesDoc, m.Dir, m.Mod.Go))
+	case string(row[1]) != m.Mod.Go:
+		problems = append(problems, fmt.Sprintf("%s says %s/ needs Go %s; its go.mod says go %s", modulesDoc, m.Dir, row[1], m.Mod.Go))
 	}
 	return problems
 }
@@ -484,7 +557,6 @@ func goComment(gomod string) string {
 	return ""
 }
 
-// require makes every module's requirements on its siblings name version.
 // checkWorkReplaces reports what is missing from or extra in the root
 // go.work's replaces: one for each module of the workspace at each
 // version a module of the workspace requires it, with its directory.
@@ -522,6 +594,7 @@ func checkWorkReplaces(mods []module, own map[string]bool, byPath map[string]mod
 	return problems
 }
 
+// require makes every module's requirements on its siblings name version.
 func require(mods []module, version string) error {
 	if !semver.MatchString(version) {
 		return fmt.Errorf("%q is not vX.Y.Z[-pre] with X 0 or 1 (v2 and later need a /v2 module path)", version)
