@@ -179,120 +179,154 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2 // the flag package has printed the error and the usage
 	}
-	usageErr := func(format string, args ...any) int {
-		fmt.Fprintf(stderr, "ratelab: "+format+"\nRun ratelab -h for the flags.\n", args...)
-		return 2
-	}
 	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q: every setting is a flag", fs.Arg(0))
+		return usageErr(stderr, "unexpected argument %q: every setting is a flag", fs.Arg(0))
 	}
-	rate, err := parsePolicy(o.policy)
-	if err != nil {
-		return usageErr("-policy %s: %v", o.policy, err)
+	policy, code := o.checkPolicy(stderr)
+	if code != 0 {
+		return code
 	}
-	policy := lab.Policy{Limit: rate.N, Window: rate.Per, LeakyCapacity: o.queue}
-	switch {
-	case o.queue < 0:
-		return usageErr("-queue must be ≥ 0 (0: no queue), got %d", o.queue)
-	case o.keys < 1 || o.keys > 1_000_000:
-		return usageErr("-keys must be in [1, 1000000], got %d", o.keys)
-	case o.maxKeys < 1:
-		return usageErr("-max-keys must be ≥ 1, got %d", o.maxKeys)
-	case o.out == "" && o.charts:
-		return usageErr("-out must name a folder (or pass -charts=false)")
+	shapes, trace, code := o.shapesToRun(stderr, policy)
+	if code != 0 {
+		return code
 	}
-
-	var shapes []lab.Shape
-	var trace []lab.Request
-	if o.trace != "" {
-		if o.shapes != "all" {
-			return usageErr("-trace and -shape are exclusive: a trace replaces the built-in shapes")
-		}
-		f, err := os.Open(o.trace)
-		if err != nil {
-			fmt.Fprintf(stderr, "ratelab: %v\n", err)
-			if wd, werr := os.Getwd(); werr == nil && inLabFolder && !filepath.IsAbs(o.trace) {
-				fmt.Fprintf(stderr, "ratelab: relative paths are read from %s (go -C changes folder: pass an absolute path, such as \"$PWD/%s\")\n", wd, o.trace)
-			}
-			return 1
-		}
-		trace, err = lab.ReadTrace(f, o.trace)
-		f.Close()
-		if err != nil {
-			// One line of the error per bad line of the trace.
-			for _, l := range strings.Split(err.Error(), "\n") {
-				fmt.Fprintf(stderr, "ratelab: %s\n", l)
-			}
-			return 1
-		}
-		shapes = []lab.Shape{lab.TraceShape(filepath.Base(o.trace), trace)}
-	} else {
-		if err := lab.CheckShapes(policy); err != nil {
-			return usageErr("-policy %s: %v; -trace takes any policy", o.policy, err)
-		}
-		all := lab.Shapes(lab.Params{Policy: policy, Keys: o.keys, MaxKeys: o.maxKeys, Seed: o.seed})
-		if shapes, err = pick(all, o.shapes); err != nil {
-			return usageErr("-shape: %v", err)
-		}
-	}
-
 	algos := lab.Algorithms(policy)
 	if !lab.Runnable(algos) {
 		var why strings.Builder
 		for _, a := range algos {
 			fmt.Fprintf(&why, "\n  %s: %s", a.Name, strings.TrimPrefix(a.NA, "hotlimit: "))
 		}
-		return usageErr("-policy %s -queue %d: no algorithm accepts it, so nothing can be simulated:%s", o.policy, o.queue, why.String())
+		return usageErr(stderr, "-policy %s -queue %d: no algorithm accepts it, so nothing can be simulated:%s", o.policy, o.queue, why.String())
 	}
 	warnCosts(stderr, trace, algos)
 	var dir string
 	if o.charts {
 		// Before the run: an unwritable folder must not cost a whole run.
+		var err error
 		if dir, err = chartDir(o.out); err != nil {
 			fmt.Fprintf(stderr, "ratelab: -out: %v\n", err)
 			return 1
 		}
 	}
+	if err := o.report(stdout, policy, algos, shapes, dir); err != nil {
+		fmt.Fprintf(stderr, "ratelab: %v\n", err)
+		return 1
+	}
+	return 0
+}
 
+// usageErr reports a bad flag and returns exit status 2.
+func usageErr(stderr io.Writer, format string, args ...any) int {
+	fmt.Fprintf(stderr, "ratelab: "+format+"\nRun ratelab -h for the flags.\n", args...)
+	return 2
+}
+
+// checkPolicy returns the policy the flags describe, or a non-zero exit
+// status once it has reported a flag out of range.
+func (o *options) checkPolicy(stderr io.Writer) (lab.Policy, int) {
+	rate, err := parsePolicy(o.policy)
+	if err != nil {
+		return lab.Policy{}, usageErr(stderr, "-policy %s: %v", o.policy, err)
+	}
+	policy := lab.Policy{Limit: rate.N, Window: rate.Per, LeakyCapacity: o.queue}
+	switch {
+	case o.queue < 0:
+		return policy, usageErr(stderr, "-queue must be ≥ 0 (0: no queue), got %d", o.queue)
+	case o.keys < 1 || o.keys > 1_000_000:
+		return policy, usageErr(stderr, "-keys must be in [1, 1000000], got %d", o.keys)
+	case o.maxKeys < 1:
+		return policy, usageErr(stderr, "-max-keys must be ≥ 1, got %d", o.maxKeys)
+	case o.out == "" && o.charts:
+		return policy, usageErr(stderr, "-out must name a folder (or pass -charts=false)")
+	}
+	return policy, 0
+}
+
+// shapesToRun returns the shapes to run (the trace's, when -trace names
+// one, and then its requests), or a non-zero exit status once it has
+// reported why there are none.
+func (o *options) shapesToRun(stderr io.Writer, policy lab.Policy) ([]lab.Shape, []lab.Request, int) {
+	if o.trace == "" {
+		if err := lab.CheckShapes(policy); err != nil {
+			return nil, nil, usageErr(stderr, "-policy %s: %v; -trace takes any policy", o.policy, err)
+		}
+		all := lab.Shapes(lab.Params{Policy: policy, Keys: o.keys, MaxKeys: o.maxKeys, Seed: o.seed})
+		shapes, err := pick(all, o.shapes)
+		if err != nil {
+			return nil, nil, usageErr(stderr, "-shape: %v", err)
+		}
+		return shapes, nil, 0
+	}
+	if o.shapes != "all" {
+		return nil, nil, usageErr(stderr, "-trace and -shape are exclusive: a trace replaces the built-in shapes")
+	}
+	trace, ok := readTrace(stderr, o.trace)
+	if !ok {
+		return nil, nil, 1
+	}
+	return []lab.Shape{lab.TraceShape(filepath.Base(o.trace), trace)}, trace, 0
+}
+
+// readTrace reads the trace file name, or reports why it cannot.
+func readTrace(stderr io.Writer, name string) ([]lab.Request, bool) {
+	f, err := os.Open(name)
+	if err != nil {
+		fmt.Fprintf(stderr, "ratelab: %v\n", err)
+		if wd, werr := os.Getwd(); werr == nil && inLabFolder && !filepath.IsAbs(name) {
+			fmt.Fprintf(stderr, "ratelab: relative paths are read from %s (go -C changes folder: pass an absolute path, such as \"$PWD/%s\")\n", wd, name)
+		}
+		return nil, false
+	}
+	trace, err := lab.ReadTrace(f, name)
+	f.Close()
+	if err != nil {
+		// One line of the error per bad line of the trace.
+		for _, l := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(stderr, "ratelab: %s\n", l)
+		}
+		return nil, false
+	}
+	return trace, true
+}
+
+// report runs shapes through algos and writes the tables, the guide, the
+// measured costs (with -measure) and the charts in dir (with -charts).
+func (o *options) report(stdout io.Writer, policy lab.Policy, algos []lab.Algorithm, shapes []lab.Shape, dir string) error {
 	lab.WritePolicy(stdout, policy, algos)
 	var results []lab.ShapeResult
 	for _, s := range shapes {
 		r, err := lab.Run(s, algos, policy)
 		if err != nil {
-			fmt.Fprintf(stderr, "ratelab: %v\n", err)
-			return 1
+			return err
 		}
 		results = append(results, r)
 	}
 	lab.WriteTable(stdout, policy, results)
 	lab.WriteGuide(stdout, policy, algos)
-
 	if o.measure {
 		var costs []lab.Cost
 		for _, a := range algos {
 			c, err := lab.MeasureCost(a, policy, 10_000, 200_000)
 			if err != nil {
-				fmt.Fprintf(stderr, "ratelab: %v\n", err)
-				return 1
+				return err
 			}
 			costs = append(costs, c)
 		}
 		lab.WriteCosts(stdout, costs)
 	}
-
-	if o.charts {
-		fmt.Fprintln(stdout, "\ncharts: the overview (one row per shape, one column per algorithm: the busiest key's units in the last window, beside each algorithm's bound),")
-		fmt.Fprintln(stdout, "then one per shape (requests sent and admitted per bucket, one panel per algorithm):")
-		paths, err := lab.WriteCharts(dir, results, policy)
-		if err != nil {
-			fmt.Fprintf(stderr, "ratelab: %v\n", err)
-			return 1
-		}
-		for _, p := range paths {
-			fmt.Fprintf(stdout, "  %s\n", p)
-		}
+	if !o.charts {
+		return nil
 	}
-	return 0
+	fmt.Fprintln(stdout, "\ncharts: the overview (one row per shape, one column per algorithm: the busiest key's units in the last window, beside each algorithm's bound),")
+	fmt.Fprintln(stdout, "then one per shape (requests sent and admitted per bucket, one panel per algorithm):")
+	paths, err := lab.WriteCharts(dir, results, policy)
+	if err != nil {
+		return err
+	}
+	for _, p := range paths {
+		fmt.Fprintf(stdout, "  %s\n", p)
+	}
+	return nil
 }
 
 // policyForm says how to write a policy, for the messages.
