@@ -68,6 +68,56 @@ func (e *TraceError) Error() string {
 // that cannot be read as a whole (UTF-16 text, more than MaxTraceRequests
 // requests, an I/O error) fails with a plain error.
 func ReadTrace(r io.Reader, name string) ([]Request, error) {
+	cr, err := csvReader(r, name)
+	if err != nil {
+		return nil, err
+	}
+	t := &traceReader{name: name, bads: &TraceError{Name: name}}
+	first := true
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			// A syntax error spoils its own record only: the reader goes
+			// on at the next line (after an unclosed quote, that is the
+			// end of the file).
+			var pe *csv.ParseError
+			if !errors.As(err, &pe) {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			t.bads.add(pe.Line, "%v", pe.Err)
+			first = false
+			continue
+		}
+		// Only after a successful Read: FieldPos panics when the record
+		// it would describe has no fields, as after a syntax error.
+		line, _ := cr.FieldPos(0)
+		if first {
+			first = false
+			if isHeader(rec[0]) {
+				continue
+			}
+		}
+		if err := t.add(rec, line); err != nil {
+			return nil, err
+		}
+	}
+	t.fromEarliest()
+	if t.bads.Bad > 0 {
+		return nil, t.bads
+	}
+	if len(t.reqs) == 0 {
+		return nil, fmt.Errorf("%s: no requests", name)
+	}
+	slices.SortStableFunc(t.reqs, func(a, b Request) int { return compareDur(a.At, b.At) })
+	return t.reqs, nil
+}
+
+// csvReader returns a reader of the CSV records of r, a trace named name,
+// past a UTF-8 byte-order mark; it refuses UTF-16 text.
+func csvReader(r io.Reader, name string) (*csv.Reader, error) {
 	br := bufio.NewReader(r)
 	switch bom, _ := br.Peek(3); {
 	case bytes.HasPrefix(bom, []byte("\xEF\xBB\xBF")):
@@ -80,110 +130,115 @@ func ReadTrace(r io.Reader, name string) ([]Request, error) {
 	cr.Comment = '#'
 	cr.TrimLeadingSpace = true
 	cr.ReuseRecord = true
-	var reqs []Request
-	var stamps []time.Time // RFC 3339 form, parallel to reqs
-	var lines []int        // each request's line, parallel to reqs
-	form := 0              // 0 unknown, 1 seconds, 2 RFC 3339
-	first := true
-	bads := &TraceError{Name: name}
-	for {
-		rec, err := cr.Read()
-		if err == io.EOF {
-			break
+	return cr, nil
+}
+
+// isHeader reports whether field, the first of a trace's first line,
+// names the timestamp column.
+func isHeader(field string) bool {
+	switch strings.ToLower(strings.TrimSpace(field)) {
+	case "timestamp", "time", "ts":
+		return true
+	}
+	return false
+}
+
+// traceReader is a trace as ReadTrace reads it.
+type traceReader struct {
+	name   string
+	reqs   []Request
+	stamps []time.Time // RFC 3339 form, parallel to reqs
+	lines  []int       // each request's line, parallel to reqs
+	form   int         // 0 unknown, 1 seconds, 2 RFC 3339: the first good line's
+	bads   *TraceError
+}
+
+// add reads rec, the record at line, as a request, or notes it as a bad
+// line. It fails past MaxTraceRequests requests.
+func (t *traceReader) add(rec []string, line int) error {
+	req, err := keyAndCost(rec)
+	if err == nil {
+		err = t.timestamp(&req, strings.TrimSpace(rec[0]))
+	}
+	if err != nil {
+		t.bads.add(line, "%v", err)
+		return nil
+	}
+	if len(t.reqs) >= MaxTraceRequests {
+		return fmt.Errorf("%s:%d: more than %d requests", t.name, line, MaxTraceRequests)
+	}
+	t.reqs = append(t.reqs, req)
+	t.lines = append(t.lines, line)
+	return nil
+}
+
+// keyAndCost returns the request of record rec without its time: its key
+// and its cost (1 when the record has none).
+func keyAndCost(rec []string) (Request, error) {
+	if len(rec) < 2 || len(rec) > 3 {
+		return Request{}, fmt.Errorf("want timestamp,key[,cost], got %d fields", len(rec))
+	}
+	req := Request{Key: strings.TrimSpace(rec[1]), Cost: 1}
+	if req.Key == "" {
+		return req, errors.New("empty key")
+	}
+	if len(req.Key) > hotlimit.MaxKeyLen {
+		return req, fmt.Errorf("key is %d bytes, longer than %d", len(req.Key), hotlimit.MaxKeyLen)
+	}
+	if len(rec) == 3 {
+		c, err := strconv.ParseInt(strings.TrimSpace(rec[2]), 10, 64)
+		if err != nil || c < 0 {
+			return req, fmt.Errorf("cost %q: want a whole number ≥ 0", rec[2])
 		}
+		req.Cost = c
+	}
+	return req, nil
+}
+
+// timestamp reads ts, a request's timestamp, in the file's form: into
+// req.At for seconds, into t.stamps for an RFC 3339 time (fromEarliest
+// sets req.At once every time is read). The first good line sets the
+// form.
+func (t *traceReader) timestamp(req *Request, ts string) error {
+	f := 1
+	if strings.ContainsAny(ts, "T:") {
+		f = 2
+	}
+	if t.form != 0 && f != t.form {
+		return fmt.Errorf("timestamp %q mixes RFC 3339 times and seconds in one file", ts)
+	}
+	if f == 1 {
+		d, err := parseSeconds(ts)
 		if err != nil {
-			// A syntax error spoils its own record only: the reader goes
-			// on at the next line (after an unclosed quote, that is the
-			// end of the file).
-			var pe *csv.ParseError
-			if errors.As(err, &pe) {
-				bads.add(pe.Line, "%v", pe.Err)
-				first = false
-				continue
-			}
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return fmt.Errorf("timestamp %q: %v", ts, err)
 		}
-		// Only after a successful Read: FieldPos panics when the record
-		// it would describe has no fields, as after a syntax error.
-		line, _ := cr.FieldPos(0)
-		bad := func(format string, args ...any) { bads.add(line, format, args...) }
-		ts := strings.TrimSpace(rec[0])
-		if first {
-			first = false
-			switch strings.ToLower(ts) {
-			case "timestamp", "time", "ts":
-				continue
-			}
+		req.At = d
+	} else {
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil {
+			return fmt.Errorf("timestamp %q: want RFC 3339, such as 2026-11-29T23:00:00.25Z", ts)
 		}
-		if len(rec) < 2 || len(rec) > 3 {
-			bad("want timestamp,key[,cost], got %d fields", len(rec))
-			continue
-		}
-		req := Request{Key: strings.TrimSpace(rec[1]), Cost: 1}
-		if req.Key == "" {
-			bad("empty key")
-			continue
-		}
-		if len(req.Key) > hotlimit.MaxKeyLen {
-			bad("key is %d bytes, longer than %d", len(req.Key), hotlimit.MaxKeyLen)
-			continue
-		}
-		if len(rec) == 3 {
-			c, err := strconv.ParseInt(strings.TrimSpace(rec[2]), 10, 64)
-			if err != nil || c < 0 {
-				bad("cost %q: want a whole number ≥ 0", rec[2])
-				continue
-			}
-			req.Cost = c
-		}
-		f := 1
-		if strings.ContainsAny(ts, "T:") {
-			f = 2
-		}
-		if form != 0 && f != form {
-			bad("timestamp %q mixes RFC 3339 times and seconds in one file", ts)
-			continue
-		}
-		if f == 1 {
-			d, err := parseSeconds(ts)
-			if err != nil {
-				bad("timestamp %q: %v", ts, err)
-				continue
-			}
-			req.At = d
-		} else {
-			t, err := time.Parse(time.RFC3339Nano, ts)
-			if err != nil {
-				bad("timestamp %q: want RFC 3339, such as 2026-11-29T23:00:00.25Z", ts)
-				continue
-			}
-			stamps = append(stamps, t)
-		}
-		form = f // the first good line's form is the file's
-		if len(reqs) >= MaxTraceRequests {
-			return nil, fmt.Errorf("%s:%d: more than %d requests", name, line, MaxTraceRequests)
-		}
-		reqs = append(reqs, req)
-		lines = append(lines, line)
+		t.stamps = append(t.stamps, at)
 	}
-	if form == 2 && len(stamps) > 0 {
-		t0 := slices.MinFunc(stamps, func(a, b time.Time) int { return a.Compare(b) })
-		for i, t := range stamps {
-			d := t.Sub(t0) // saturates at 292 years
-			if d > maxTraceSeconds*time.Second {
-				bads.add(lines[i], "%s is more than %d seconds after the earliest time, %s", t.Format(time.RFC3339Nano), int64(maxTraceSeconds), t0.Format(time.RFC3339Nano))
-			}
-			reqs[i].At = d
+	t.form = f
+	return nil
+}
+
+// fromEarliest sets each request's time, in a file of RFC 3339 times, to
+// its time after the earliest, and notes as bad the lines more than
+// maxTraceSeconds after it.
+func (t *traceReader) fromEarliest() {
+	if t.form != 2 || len(t.stamps) == 0 {
+		return
+	}
+	t0 := slices.MinFunc(t.stamps, func(a, b time.Time) int { return a.Compare(b) })
+	for i, at := range t.stamps {
+		d := at.Sub(t0) // saturates at 292 years
+		if d > maxTraceSeconds*time.Second {
+			t.bads.add(t.lines[i], "%s is more than %d seconds after the earliest time, %s", at.Format(time.RFC3339Nano), int64(maxTraceSeconds), t0.Format(time.RFC3339Nano))
 		}
+		t.reqs[i].At = d
 	}
-	if bads.Bad > 0 {
-		return nil, bads
-	}
-	if len(reqs) == 0 {
-		return nil, fmt.Errorf("%s: no requests", name)
-	}
-	slices.SortStableFunc(reqs, func(a, b Request) int { return compareDur(a.At, b.At) })
-	return reqs, nil
 }
 
 // maxTraceSeconds (100 years) bounds the span of a trace, in either form:
