@@ -29,12 +29,19 @@ const (
 
 var outcomeNames = [OutcomeCount]string{"allowed", "denied", "denied_never", "exempt", "key_denied", "error_allowed", "error_denied", "cost_invalid", "dry_run_denied"}
 
-// String returns the outcome's snake_case name.
+// String returns the outcome's snake_case name, as metrics and logs
+// label it.
 func (o Outcome) String() string {
 	if o < OutcomeCount {
 		return outcomeNames[o]
 	}
 	return "outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Passed reports whether the request goes on to its handler: admitted,
+// exempt, let through by FailOpen or by DryRun.
+func (o Outcome) Passed() bool {
+	return o == OutcomeAllowed || o == OutcomeExempt || o == OutcomeErrorAllowed || o == OutcomeDryRunDenied
 }
 
 // Result is what a Pipeline decided for one request, and what it knows of
@@ -43,6 +50,11 @@ func (o Outcome) String() string {
 // written: it holds the request's keys.
 type Result struct {
 	Outcome Outcome
+	// Refusal is what refused the request (OutcomeDenied,
+	// OutcomeDeniedNever, OutcomeKeyDenied or OutcomeCostInvalid), or,
+	// under DryRun (OutcomeDryRunDenied), what would have; OutcomeAllowed
+	// for a request nothing refused (a backend failure included).
+	Refusal Outcome
 	// Decision is the backend's decision (zero when there was none).
 	Decision hotlimit.Decision
 	// Err is the key extraction, pricing or backend error, if any; KeyErr
@@ -224,7 +236,7 @@ func sameQuota(a, b *hotlimit.PolicyInfo) bool {
 // which the caller hands back with Release.
 func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64) *Result {
 	res := p.results.Get().(*Result)
-	res.Outcome, res.Decision, res.Fallback = OutcomeAllowed, hotlimit.Decision{}, false
+	res.Outcome, res.Refusal, res.Decision, res.Fallback = OutcomeAllowed, OutcomeAllowed, hotlimit.Decision{}, false
 	res.IdentityHash, res.IdentityKind, res.Binding, res.BindingReported, res.Cost = 0, "", -1, false, 0
 	res.nlayers, res.nstates = 0, 0
 	g := &p.groups[groupIdx]
@@ -323,22 +335,26 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 		return res
 	}
 	res.Decision, res.Binding, res.BindingReported = d, binding(res, d, idx), idx >= 0 && idx < res.nlayers
-	res.Outcome = outcomeOf(d, p.dryRun)
+	res.Outcome, res.Refusal = outcomeOf(d, p.dryRun)
 	p.observe(ctx, res, began)
 	return res
 }
 
-// outcomeOf is the Outcome of a decision the backend made.
-func outcomeOf(d hotlimit.Decision, dryRun bool) Outcome {
+// outcomeOf is the Outcome of a decision the backend made, and its
+// Refusal.
+func outcomeOf(d hotlimit.Decision, dryRun bool) (o, refusal Outcome) {
 	switch {
 	case d.Allowed:
-		return OutcomeAllowed
-	case dryRun:
-		return OutcomeDryRunDenied
+		return OutcomeAllowed, OutcomeAllowed
 	case d.RetryAfter == hotlimit.Never:
-		return OutcomeDeniedNever
+		refusal = OutcomeDeniedNever
+	default:
+		refusal = OutcomeDenied
 	}
-	return OutcomeDenied
+	if dryRun {
+		return OutcomeDryRunDenied, refusal
+	}
+	return refusal, refusal
 }
 
 // identityLayers appends each identity layer's key (the prefix and its
@@ -387,7 +403,7 @@ func appended(k, prev []byte) bool {
 // refused completes res for a request refused before the backend was
 // asked, as DryRun has it: let through, as OutcomeDryRunDenied.
 func (p *Pipeline[R]) refused(res *Result, o Outcome, err error) *Result {
-	res.Outcome, res.Err = o, err
+	res.Outcome, res.Refusal, res.Err = o, o, err
 	if p.dryRun {
 		res.Outcome = OutcomeDryRunDenied // it would have been refused
 	}

@@ -2,41 +2,10 @@ package grpclimit
 
 import (
 	"context"
-	"strconv"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 )
-
-// Outcome is what the interceptor did with one call.
-type Outcome uint8
-
-// The outcomes.
-const (
-	OutcomeAllowed      Outcome = iota // the backend admitted it
-	OutcomeDenied                      // the backend denied it for now: RATE_LIMIT_EXCEEDED
-	OutcomeDeniedNever                 // the backend denied it for good: RATE_LIMIT_NEVER
-	OutcomeExempt                      // an exempt group: not limited
-	OutcomeKeyDenied                   // no key could be extracted: RATE_LIMIT_KEY_MISSING
-	OutcomeErrorAllowed                // the backend failed and FailOpen let it through
-	OutcomeErrorDenied                 // the backend failed and FailClosed refused it: Unavailable
-	OutcomeCount                       // the number of outcomes
-)
-
-var outcomeNames = [OutcomeCount]string{"allowed", "denied", "denied_never", "exempt", "key_denied", "error_allowed", "error_denied"}
-
-// String returns the outcome's snake_case name, as used in metrics.
-func (o Outcome) String() string {
-	if o < OutcomeCount {
-		return outcomeNames[o]
-	}
-	return "outcome(" + strconv.Itoa(int(o)) + ")"
-}
-
-// Passed reports whether the interceptor let the call go on to its
-// handler.
-func (o Outcome) Passed() bool {
-	return o == OutcomeAllowed || o == OutcomeExempt || o == OutcomeErrorAllowed
-}
 
 // Event describes the decision on one call, for Config.Hook. It holds no
 // key, identity value or token: only bounded names, so that a hook can
@@ -46,9 +15,15 @@ type Event struct {
 	// incoming metadata, its span). The metadata carries the client's
 	// credentials: log fields of it, never the metadata wholesale.
 	Context    context.Context
-	FullMethod string  // "/pkg.Service/Method"
-	Group      string  // the method group's name
-	Outcome    Outcome // what the interceptor did
+	FullMethod string // "/pkg.Service/Method"
+	Group      string // the method group's name
+	// Outcome is what the interceptor did: OutcomeAllowed, OutcomeDenied
+	// (RATE_LIMIT_EXCEEDED), OutcomeDeniedNever (RATE_LIMIT_NEVER),
+	// OutcomeExempt, OutcomeKeyDenied (RATE_LIMIT_KEY_MISSING),
+	// OutcomeErrorAllowed or OutcomeErrorDenied (Unavailable); a call is
+	// never priced nor dry-run, so never OutcomeCostInvalid or
+	// OutcomeDryRunDenied.
+	Outcome admission.Outcome
 	// IdentityKind is the kind of identity the call was limited by: "tok"
 	// (MetadataKey), "ip" (PeerKey, or the fallback to the peer), or a
 	// FuncKey kind; "" when no key was extracted and for exempt calls. An

@@ -3,6 +3,7 @@ package grpclimit_test
 import (
 	"context"
 	"fmt"
+	"github.com/hotlimit/hotlimit/admission"
 	"net"
 	"net/netip"
 	"slices"
@@ -144,21 +145,6 @@ func join(s []string) string {
 	return out
 }
 
-// Every outcome has a distinct name; an unknown one says its number.
-func TestOutcomeString(t *testing.T) {
-	seen := map[string]bool{}
-	for o := range grpclimit.OutcomeCount {
-		s := o.String()
-		if s == "" || seen[s] {
-			t.Errorf("outcome %d: name %q empty or repeated", o, s)
-		}
-		seen[s] = true
-	}
-	if s := grpclimit.OutcomeCount.String(); s != "outcome(7)" {
-		t.Errorf("OutcomeCount.String() = %q", s)
-	}
-}
-
 // A hook adds no allocation to a call once its identity kind is known,
 // and an Interceptor without one allocates exactly as before: the same
 // count with Hook nil and with a hook that does nothing.
@@ -184,7 +170,7 @@ func TestHookAllocs(t *testing.T) {
 	}
 	var n int
 	without, with := allocs(nil), allocs(func(ev grpclimit.Event) {
-		if ev.Outcome == grpclimit.OutcomeAllowed {
+		if ev.Outcome == admission.OutcomeAllowed {
 			n++
 		}
 	})

@@ -135,18 +135,6 @@ func (ic *Interceptor) admit(ctx context.Context, method string) (metadata.MD, e
 	return md, err
 }
 
-// outcomes maps the pipeline's outcomes to the interceptor's. A call is
-// never priced nor dry-run, so the other two cannot happen.
-var outcomes = [admission.OutcomeCount]Outcome{
-	admission.OutcomeAllowed:      OutcomeAllowed,
-	admission.OutcomeDenied:       OutcomeDenied,
-	admission.OutcomeDeniedNever:  OutcomeDeniedNever,
-	admission.OutcomeExempt:       OutcomeExempt,
-	admission.OutcomeKeyDenied:    OutcomeKeyDenied,
-	admission.OutcomeErrorAllowed: OutcomeErrorAllowed,
-	admission.OutcomeErrorDenied:  OutcomeErrorDenied,
-}
-
 // decide asks the pipeline, builds the answer and reports it to the
 // hook.
 func (ic *Interceptor) decide(ctx context.Context, method string) (metadata.MD, time.Duration, error) {
@@ -163,7 +151,7 @@ func (ic *Interceptor) decide(ctx context.Context, method string) (metadata.MD, 
 	if res.KeyErr != nil && ic.onError != nil {
 		ic.onError(ctx, method, res.KeyErr)
 	}
-	ev := Event{Outcome: outcomes[res.Outcome], IdentityKind: res.IdentityKind, Fallback: res.Fallback}
+	ev := Event{Outcome: res.Outcome, IdentityKind: res.IdentityKind, Fallback: res.Fallback}
 	switch res.Outcome {
 	case admission.OutcomeExempt:
 		ic.report(ctx, method, g, ev)

@@ -9,6 +9,7 @@ package grpclimit_test
 import (
 	"context"
 	"fmt"
+	"github.com/hotlimit/hotlimit/admission"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -174,12 +175,12 @@ func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy, noMD bool) {
 		mu.Lock()
 		ev := last
 		mu.Unlock()
-		wantOutcome := grpclimit.OutcomeAllowed
+		wantOutcome := admission.OutcomeAllowed
 		switch {
 		case never:
-			wantOutcome = grpclimit.OutcomeDeniedNever
+			wantOutcome = admission.OutcomeDeniedNever
 		case !allowed:
-			wantOutcome = grpclimit.OutcomeDenied
+			wantOutcome = admission.OutcomeDenied
 		}
 		if b := layers[v.Binding]; ev.Outcome != wantOutcome || ev.Limit != b.Name || ev.Decision.Remaining != st[v.Binding].Remaining || ev.Group != "health" {
 			t.Fatalf("%s: hook event %v %q %+v, oracle %v %q remaining %d", where, ev.Outcome, ev.Limit, ev.Decision, wantOutcome, b.Name, st[v.Binding].Remaining)

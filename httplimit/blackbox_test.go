@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/hotlimit/hotlimit/admission"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -488,7 +489,7 @@ func (c countingRT) RoundTrip(r *http.Request) (*http.Response, error) {
 // Retry-After; an exempt identity and an exempt group pass unmetered.
 func TestBlackBoxResetDryRunExempt(t *testing.T) {
 	for _, dry := range []bool{false, true} {
-		var events []httplimit.Outcome
+		var events []admission.Outcome
 		clock := hotlimit.NewManualClock()
 		clock.Set(1000 * time.Second)
 		m, err := httplimit.New(httplimit.Config{

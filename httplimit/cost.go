@@ -50,16 +50,9 @@ func (g *groupState) price(r *http.Request) (int64, error) {
 	c, err := g.costFunc(r)
 	switch {
 	case err != nil:
-		return 0, costError{fmt.Errorf("httplimit: group %q: CostFunc: %w", g.name, err)}
+		return 0, fmt.Errorf("httplimit: group %q: CostFunc: %w", g.name, err)
 	case c < 0:
-		return 0, costError{fmt.Errorf("%w: group %q, cost %d", ErrBadCost, g.name, c)}
+		return 0, fmt.Errorf("%w: group %q, cost %d", ErrBadCost, g.name, c)
 	}
 	return c, nil
 }
-
-// costError marks an Event.Err that comes from pricing the request, not
-// from extracting its key (both are DryRunDenied under DryRun).
-type costError struct{ err error }
-
-func (e costError) Error() string { return e.err.Error() }
-func (e costError) Unwrap() error { return e.err }

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"errors"
+	"github.com/hotlimit/hotlimit/admission"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -15,7 +16,7 @@ import (
 // TestCostFunc: a request's cost comes from an earlier middleware through
 // the context; 0 is free; above the capacity it can never pass (403); a
 // negative cost, a failing CostFunc or a missing required cost is refused
-// with 400 and OutcomeCostInvalid, except under DryRun, which lets it
+// with 400 and admission.OutcomeCostInvalid, except under DryRun, which lets it
 // through; the global layer keeps GlobalCost.
 func TestCostFunc(t *testing.T) {
 	var ev Event
@@ -55,20 +56,20 @@ func TestCostFunc(t *testing.T) {
 	for _, tc := range []struct {
 		path, cost string
 		status     int
-		outcome    Outcome
+		outcome    admission.Outcome
 		gql, all   int64 // Remaining afterwards
 		err        string
 	}{
-		{"/graphql", "4", 200, OutcomeAllowed, 6, 99, ""},
-		{"/graphql", "", 200, OutcomeAllowed, 5, 98, ""},  // no price: the default, 1
-		{"/graphql", "0", 200, OutcomeAllowed, 5, 97, ""}, // free in its group, not in the global layer
-		{"/graphql", "6", 429, OutcomeDenied, 5, 97, ""},
-		{"/graphql", "11", 403, OutcomeDenied, 5, 97, ""}, // above the capacity: never
-		{"/graphql", "9223372036854775807", 403, OutcomeDenied, 5, 97, ""},
-		{"/graphql", "-1", 400, OutcomeCostInvalid, 5, 97, ErrBadCost.Error()},
-		{"/strict", "", 400, OutcomeCostInvalid, 5, 97, ErrNoCost.Error()}, // a price is required
-		{"/broken", "", 400, OutcomeCostInvalid, 5, 97, "does not parse"},
-		{"/graphql", "5", 200, OutcomeAllowed, 0, 96, ""},
+		{"/graphql", "4", 200, admission.OutcomeAllowed, 6, 99, ""},
+		{"/graphql", "", 200, admission.OutcomeAllowed, 5, 98, ""},  // no price: the default, 1
+		{"/graphql", "0", 200, admission.OutcomeAllowed, 5, 97, ""}, // free in its group, not in the global layer
+		{"/graphql", "6", 429, admission.OutcomeDenied, 5, 97, ""},
+		{"/graphql", "11", 403, admission.OutcomeDeniedNever, 5, 97, ""}, // above the capacity: never
+		{"/graphql", "9223372036854775807", 403, admission.OutcomeDeniedNever, 5, 97, ""},
+		{"/graphql", "-1", 400, admission.OutcomeCostInvalid, 5, 97, ErrBadCost.Error()},
+		{"/strict", "", 400, admission.OutcomeCostInvalid, 5, 97, ErrNoCost.Error()}, // a price is required
+		{"/broken", "", 400, admission.OutcomeCostInvalid, 5, 97, "does not parse"},
+		{"/graphql", "5", 200, admission.OutcomeAllowed, 0, 96, ""},
 	} {
 		w := send(tc.path, tc.cost)
 		if w.Code != tc.status || ev.Outcome != tc.outcome || left("gql", "graphql") != tc.gql || left("all", "") != tc.all {
@@ -81,13 +82,13 @@ func TestCostFunc(t *testing.T) {
 			}
 		}
 	}
-	if c := hs.m.Counts()[0].Counts; c[OutcomeCostInvalid] != 1 {
-		t.Errorf("graphql counts %v: want one OutcomeCostInvalid (the negative cost)", c)
+	if c := hs.m.Counts()[0].Counts; c[admission.OutcomeCostInvalid] != 1 {
+		t.Errorf("graphql counts %v: want one admission.OutcomeCostInvalid (the negative cost)", c)
 	}
 
 	cfg.DryRun = true
 	hs = newHarness(t, cfg)
-	if w := send("/broken", ""); w.Code != 200 || ev.Outcome != OutcomeDryRunDenied || ev.Err == nil {
-		t.Errorf("dry run, failing CostFunc: %d %+v; want it let through as OutcomeDryRunDenied", w.Code, ev)
+	if w := send("/broken", ""); w.Code != 200 || ev.Outcome != admission.OutcomeDryRunDenied || ev.Err == nil {
+		t.Errorf("dry run, failing CostFunc: %d %+v; want it let through as admission.OutcomeDryRunDenied", w.Code, ev)
 	}
 }

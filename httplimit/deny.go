@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 )
 
 // Denial describes a refused request, for Config.Deny.
@@ -33,20 +34,17 @@ type Denial struct {
 // denialOf describes the refusal of ev.
 func denialOf(ev Event, violated []string) Denial {
 	switch ev.Outcome {
-	case OutcomeKeyDenied:
+	case admission.OutcomeKeyDenied:
 		return Denial{Status: http.StatusTooManyRequests, Reason: "rate_limit_key_missing"}
-	case OutcomeCostInvalid:
+	case admission.OutcomeCostInvalid:
 		return Denial{Status: http.StatusBadRequest, Reason: "rate_limit_cost_invalid"}
-	case OutcomeErrorDenied:
+	case admission.OutcomeErrorDenied:
 		return Denial{Status: http.StatusServiceUnavailable, Reason: "rate_limiter_unavailable"}
+	case admission.OutcomeDeniedNever:
+		return Denial{Status: http.StatusForbidden, Reason: "rate_limit_cost_exceeds_limit", Decision: ev.Decision, Policies: violated}
 	}
-	d := Denial{Decision: ev.Decision, Policies: violated}
-	if s, ok := retryAfterSeconds(ev.Decision); ok {
-		d.Status, d.Reason, d.RetryAfter = http.StatusTooManyRequests, "rate_limit_exceeded", s
-	} else {
-		d.Status, d.Reason = http.StatusForbidden, "rate_limit_cost_exceeds_limit"
-	}
-	return d
+	return Denial{Status: http.StatusTooManyRequests, Reason: "rate_limit_exceeded", RetryAfter: retryAfterSeconds(ev.Decision),
+		Decision: ev.Decision, Policies: violated}
 }
 
 // denialBody is the default JSON body of a refused request.

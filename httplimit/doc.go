@@ -182,10 +182,11 @@
 // even a missing key, a failing backend or a LeakyBucket's Delay holds a
 // request back. Config.Hook sees every decision: route group, an identity
 // hash and kind (never the identity), algorithm, Config.PolicyVersion, the
-// Outcome and the Decision. DenialLogger is a ready hook that logs each
+// admission.Outcome (OutcomeDenied for a 429, OutcomeDeniedNever for a 403)
+// and the Decision. DenialLogger is a ready hook that logs each
 // denial through log/slog, limiting its own output; otellimit's is one
 // that exports to OpenTelemetry.
-// Middleware.Counts returns per-group counts by Outcome (one atomic add
+// Middleware.Counts returns per-group counts by admission.Outcome (one atomic add
 // per request), which promlimit exports to Prometheus.
 //
 // When the backend cannot decide (a shared store is down),

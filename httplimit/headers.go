@@ -60,13 +60,10 @@ func resetSeconds(d hotlimit.Decision) int64 {
 	return ceilSeconds(d.ResetAfter)
 }
 
-// retryAfterSeconds is the Retry-After of a denial: the exact wait
-// rounded up, at least 1; ok is false when the request can never pass.
-func retryAfterSeconds(d hotlimit.Decision) (int64, bool) {
-	if d.RetryAfter == hotlimit.Never {
-		return 0, false
-	}
-	return max(1, ceilSeconds(d.RetryAfter)), true
+// retryAfterSeconds is the Retry-After of a denial that can pass later
+// (admission.OutcomeDenied): the exact wait rounded up, at least 1.
+func retryAfterSeconds(d hotlimit.Decision) int64 {
+	return max(1, ceilSeconds(d.RetryAfter))
 }
 
 // writeHeaders sets the rate-limit fields of a decided request of group

@@ -192,7 +192,7 @@ func TestIdentitiesBadKeyFunc(t *testing.T) {
 			Identities:   []IdentityLimit{{Limit: "id", Key: fn}},
 			Hook:         func(e Event) { ev = e },
 		})
-		if w := hs.do("/", token); w.Code != http.StatusTooManyRequests || ev.Outcome != OutcomeKeyDenied || !errors.Is(ev.Err, admission.ErrBadKeyFunc) {
+		if w := hs.do("/", token); w.Code != http.StatusTooManyRequests || ev.Outcome != admission.OutcomeKeyDenied || !errors.Is(ev.Err, admission.ErrBadKeyFunc) {
 			t.Errorf("%s: %d %+v", name, w.Code, ev)
 		}
 	}

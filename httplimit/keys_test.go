@@ -141,7 +141,7 @@ func TestKeyExtractionFailure(t *testing.T) {
 		strings.TrimSpace(w.Body.String()) != `{"error":"rate_limit_key_missing"}` {
 		t.Fatalf("deny: %d calls=%d %v %s", w.Code, hs.calls, w.Header(), w.Body)
 	}
-	if c := hs.m.Counts()[0].Counts; c[OutcomeKeyDenied] != 1 {
+	if c := hs.m.Counts()[0].Counts; c[admission.OutcomeKeyDenied] != 1 {
 		t.Fatalf("counts = %v", c)
 	}
 
@@ -168,7 +168,7 @@ func TestKeyExtractionFailure(t *testing.T) {
 	r.RemoteAddr = "@"
 	w = httptest.NewRecorder()
 	hs.h.ServeHTTP(w, r)
-	if w.Code != http.StatusTooManyRequests || ev.Outcome != OutcomeKeyDenied || !errors.Is(ev.Err, ErrNoClientIP) {
+	if w.Code != http.StatusTooManyRequests || ev.Outcome != admission.OutcomeKeyDenied || !errors.Is(ev.Err, ErrNoClientIP) {
 		t.Fatalf("no key, no IP: %d %+v", w.Code, ev)
 	}
 }
@@ -189,7 +189,7 @@ func TestBadKeyFunc(t *testing.T) {
 			Key:          fn,
 			Hook:         func(e Event) { ev = e },
 		})
-		if w := hs.do("/", ""); w.Code != http.StatusTooManyRequests || ev.Outcome != OutcomeKeyDenied || !errors.Is(ev.Err, admission.ErrBadKeyFunc) {
+		if w := hs.do("/", ""); w.Code != http.StatusTooManyRequests || ev.Outcome != admission.OutcomeKeyDenied || !errors.Is(ev.Err, admission.ErrBadKeyFunc) {
 			t.Errorf("%s: %d %+v", name, w.Code, ev)
 		}
 	}

@@ -142,11 +142,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	res := m.pipe.Decide(r.Context(), r, gi, g.cost)
 	ev := eventOf(res)
 	var violated []string
-	if res.Layers() > 0 && (ev.Outcome == OutcomeAllowed || ev.Outcome == OutcomeDenied || ev.Outcome == OutcomeDryRunDenied) {
+	if res.Layers() > 0 && res.Outcome != admission.OutcomeErrorAllowed && res.Outcome != admission.OutcomeErrorDenied {
 		if !m.dryRun && m.headers != HeadersNone {
 			m.writeHeaders(w.Header(), gi, res)
 		}
-		if ev.Outcome == OutcomeDenied && (m.problem || m.deny != nil) {
+		if deniedByLimit(res.Outcome) && (m.problem || m.deny != nil) {
 			violated = res.Violated()
 		}
 	}
@@ -154,26 +154,18 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	m.finish(w, r, next, g, ev, violated)
 }
 
-// outcomes maps the pipeline's outcomes to the middleware's: a request
-// that can never pass is OutcomeDenied too (its answer, 403, tells it
-// apart).
-var outcomes = [admission.OutcomeCount]Outcome{
-	admission.OutcomeAllowed:      OutcomeAllowed,
-	admission.OutcomeDenied:       OutcomeDenied,
-	admission.OutcomeDeniedNever:  OutcomeDenied,
-	admission.OutcomeExempt:       OutcomeExempt,
-	admission.OutcomeKeyDenied:    OutcomeKeyDenied,
-	admission.OutcomeErrorAllowed: OutcomeErrorAllowed,
-	admission.OutcomeErrorDenied:  OutcomeErrorDenied,
-	admission.OutcomeCostInvalid:  OutcomeCostInvalid,
-	admission.OutcomeDryRunDenied: OutcomeDryRunDenied,
+// deniedByLimit reports whether o is a refusal by a limit: 429, or 403
+// when the request can never pass.
+func deniedByLimit(o admission.Outcome) bool {
+	return o == admission.OutcomeDenied || o == admission.OutcomeDeniedNever
 }
 
 // eventOf describes res for the hook (without the request, group and
 // version, which finish adds).
 func eventOf(res *admission.Result) Event {
 	ev := Event{
-		Outcome:      outcomes[res.Outcome],
+		Outcome:      res.Outcome,
+		Refusal:      res.Refusal,
 		IdentityHash: res.IdentityHash,
 		IdentityKind: res.IdentityKind,
 		Fallback:     res.Fallback,
@@ -198,7 +190,7 @@ func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, next http.Ha
 	if ev.Outcome.Passed() {
 		// A dry run does not shape either: it changes nothing for the
 		// client.
-		if ev.Decision.Delay > 0 && ev.Outcome == OutcomeAllowed && !m.dryRun {
+		if ev.Decision.Delay > 0 && ev.Outcome == admission.OutcomeAllowed && !m.dryRun {
 			if m.wait(r.Context(), ev.Decision.Delay) != nil {
 				return
 			}
@@ -213,7 +205,7 @@ func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, next http.Ha
 	switch {
 	case m.deny != nil:
 		m.deny(w, r, den)
-	case m.problem && ev.Outcome == OutcomeDenied:
+	case m.problem && deniedByLimit(ev.Outcome):
 		writeProblem(w, den)
 	default:
 		writeDenial(w, den)

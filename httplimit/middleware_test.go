@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hotlimit/hotlimit/admission"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -66,7 +67,7 @@ func TestGlobalAllOrNothing(t *testing.T) {
 }
 
 func TestDryRun(t *testing.T) {
-	var outcomes []Outcome
+	var outcomes []admission.Outcome
 	hs := newHarness(t, Config{
 		Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 2, Window: time.Minute}},
 		Groups:       []Group{{Name: "g", Limit: "l"}},
@@ -84,13 +85,13 @@ func TestDryRun(t *testing.T) {
 	if hs.calls != 4 {
 		t.Fatalf("handler called %d times, want 4", hs.calls)
 	}
-	want := []Outcome{OutcomeAllowed, OutcomeAllowed, OutcomeDryRunDenied, OutcomeDryRunDenied}
+	want := []admission.Outcome{admission.OutcomeAllowed, admission.OutcomeAllowed, admission.OutcomeDryRunDenied, admission.OutcomeDryRunDenied}
 	for i := range want {
 		if outcomes[i] != want[i] {
 			t.Fatalf("outcomes = %v, want %v", outcomes, want)
 		}
 	}
-	if c := hs.m.Counts()[0].Counts; c[OutcomeAllowed] != 2 || c[OutcomeDryRunDenied] != 2 || c[OutcomeDenied] != 0 {
+	if c := hs.m.Counts()[0].Counts; c[admission.OutcomeAllowed] != 2 || c[admission.OutcomeDryRunDenied] != 2 || c[admission.OutcomeDenied] != 0 {
 		t.Fatalf("counts = %v", c)
 	}
 }
@@ -113,13 +114,13 @@ func TestHook(t *testing.T) {
 	}
 	e := evs[0]
 	if e.Group != "g" || e.Algorithm != "SlidingWindow" || e.Limit != "l" || e.PolicyVersion != "2026-11-29.1" ||
-		e.Outcome != OutcomeAllowed || e.Decision.Remaining != 0 || e.Request == nil || e.IdentityHash == 0 {
+		e.Outcome != admission.OutcomeAllowed || e.Decision.Remaining != 0 || e.Request == nil || e.IdentityHash == 0 {
 		t.Errorf("event 0 = %+v", e)
 	}
-	if evs[1].Outcome != OutcomeDenied || evs[1].Decision.Allowed || evs[1].IdentityHash != e.IdentityHash {
+	if evs[1].Outcome != admission.OutcomeDenied || evs[1].Decision.Allowed || evs[1].IdentityHash != e.IdentityHash {
 		t.Errorf("event 1 = %+v", evs[1])
 	}
-	if evs[2].Outcome != OutcomeAllowed || evs[2].IdentityHash == e.IdentityHash {
+	if evs[2].Outcome != admission.OutcomeAllowed || evs[2].IdentityHash == e.IdentityHash {
 		t.Errorf("event 2 = %+v", evs[2])
 	}
 }
@@ -148,11 +149,11 @@ func TestBackendFailure(t *testing.T) {
 			t.Errorf("mode %d: rate-limit headers on a backend failure: %v", mode, w.Header())
 		}
 		if mode == FailClosed {
-			if w.Code != http.StatusServiceUnavailable || hs.calls != 0 || ev.Outcome != OutcomeErrorDenied ||
+			if w.Code != http.StatusServiceUnavailable || hs.calls != 0 || ev.Outcome != admission.OutcomeErrorDenied ||
 				strings.TrimSpace(w.Body.String()) != `{"error":"rate_limiter_unavailable"}` {
 				t.Errorf("fail-closed: %d calls=%d outcome=%v body=%s", w.Code, hs.calls, ev.Outcome, w.Body)
 			}
-		} else if w.Code != http.StatusOK || hs.calls != 1 || ev.Outcome != OutcomeErrorAllowed {
+		} else if w.Code != http.StatusOK || hs.calls != 1 || ev.Outcome != admission.OutcomeErrorAllowed {
 			t.Errorf("fail-open: %d calls=%d outcome=%v", w.Code, hs.calls, ev.Outcome)
 		}
 	}
@@ -188,7 +189,7 @@ func TestConcurrentExactCounts(t *testing.T) {
 	if codes[200] != 50 || codes[429] != 110 {
 		t.Fatalf("codes = %v, want 50 × 200 and 110 × 429", codes)
 	}
-	if c := hs.m.Counts()[0].Counts; c[OutcomeAllowed] != 50 || c[OutcomeDenied] != 110 {
+	if c := hs.m.Counts()[0].Counts; c[admission.OutcomeAllowed] != 50 || c[admission.OutcomeDenied] != 110 {
 		t.Fatalf("counts = %v", c)
 	}
 }
@@ -245,8 +246,8 @@ func TestDryRunNeverBlocks(t *testing.T) {
 	if w := hs.do("/", ""); w.Code != http.StatusOK || hs.calls != 1 || w.Header().Get("Retry-After") != "" {
 		t.Errorf("dry run, no key: %d, calls=%d; want the handler called", w.Code, hs.calls)
 	}
-	if ev.Outcome != OutcomeDryRunDenied || !errors.Is(ev.Err, ErrNoKey) {
-		t.Errorf("dry run, no key: event %+v, want OutcomeDryRunDenied with ErrNoKey", ev)
+	if ev.Outcome != admission.OutcomeDryRunDenied || !errors.Is(ev.Err, ErrNoKey) {
+		t.Errorf("dry run, no key: event %+v, want admission.OutcomeDryRunDenied with ErrNoKey", ev)
 	}
 
 	cfg := base()
@@ -258,7 +259,7 @@ func TestDryRunNeverBlocks(t *testing.T) {
 	if w := hs.do("/", token); w.Code != http.StatusOK || hs.calls != 1 {
 		t.Errorf("dry run, backend down: %d, calls=%d; want the handler called", w.Code, hs.calls)
 	}
-	if ev.Outcome != OutcomeErrorAllowed || !errors.Is(ev.Err, down) {
+	if ev.Outcome != admission.OutcomeErrorAllowed || !errors.Is(ev.Err, down) {
 		t.Errorf("dry run, backend down: event %+v, want ErrorAllowed", ev)
 	}
 
@@ -273,7 +274,7 @@ func TestDryRunNeverBlocks(t *testing.T) {
 	if hs.calls != 3 || len(hs.waits) != 0 {
 		t.Errorf("dry run, leaky bucket: calls=%d waits=%v; want 3 calls and no shaping delay", hs.calls, hs.waits)
 	}
-	if ev.Outcome != OutcomeAllowed || ev.Decision.Delay != 2*time.Second {
-		t.Errorf("dry run, leaky bucket: event %+v, want OutcomeAllowed with the Delay it would have had", ev)
+	if ev.Outcome != admission.OutcomeAllowed || ev.Decision.Delay != 2*time.Second {
+		t.Errorf("dry run, leaky bucket: event %+v, want admission.OutcomeAllowed with the Delay it would have had", ev)
 	}
 }

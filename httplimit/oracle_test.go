@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/hotlimit/hotlimit/admission"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -176,9 +177,12 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy, wrap bool, headers htt
 		}
 		// The hook's event describes the same decision: its outcome, the
 		// binding layer's limit and algorithm, and that layer's Remaining.
-		wantOutcome := httplimit.OutcomeAllowed
-		if wantStatus != 200 {
-			wantOutcome = httplimit.OutcomeDenied
+		wantOutcome := admission.OutcomeAllowed
+		switch wantStatus {
+		case 429:
+			wantOutcome = admission.OutcomeDenied
+		case 403:
+			wantOutcome = admission.OutcomeDeniedNever // it can never pass
 		}
 		if b := layers[v.Binding]; last.Outcome != wantOutcome || last.Limit != b.Name || last.Decision.Remaining != st[v.Binding].Remaining ||
 			last.Decision.Allowed != allowed || last.Group != "api" || last.Algorithm != b.Lim.Describe().Algorithm.String() {

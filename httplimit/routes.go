@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync/atomic"
 
+	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
@@ -15,7 +16,7 @@ type groupState struct {
 	name     string
 	cost     int64
 	costFunc func(*http.Request) (int64, error) // nil: cost
-	counts   [OutcomeCount]atomic.Uint64
+	counts   [admission.OutcomeCount]atomic.Uint64
 }
 
 // buildGroups sets m.groups, m.byName and m.defaultIdx from groups. The

@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"github.com/hotlimit/hotlimit/admission"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -35,13 +36,13 @@ func TestAliasesShareGroup(t *testing.T) {
 		t.Fatalf("default group: %d %q", w.Code, w.Header().Get("RateLimit"))
 	}
 	c := hs.m.Counts()
-	if c[0].Group != "search" || c[0].Counts[OutcomeAllowed] != 3 || c[0].Counts[OutcomeDenied] != 3 || c[1].Counts[OutcomeAllowed] != 1 {
+	if c[0].Group != "search" || c[0].Counts[admission.OutcomeAllowed] != 3 || c[0].Counts[admission.OutcomeDenied] != 3 || c[1].Counts[admission.OutcomeAllowed] != 1 {
 		t.Fatalf("Counts = %+v", c)
 	}
 }
 
 func TestExemptions(t *testing.T) {
-	var outs []Outcome
+	var outs []admission.Outcome
 	hs := newHarness(t, Config{
 		Limits: map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
 		Groups: []Group{
@@ -75,7 +76,7 @@ func TestExemptions(t *testing.T) {
 		t.Fatalf("self-exemption: %d", w.Code)
 	}
 	c := hs.m.Counts()
-	if c[0].Counts[OutcomeExempt] != 3 || c[1].Counts[OutcomeExempt] != 3 || c[1].Counts[OutcomeDenied] != 2 || len(outs) != 9 {
+	if c[0].Counts[admission.OutcomeExempt] != 3 || c[1].Counts[admission.OutcomeExempt] != 3 || c[1].Counts[admission.OutcomeDenied] != 2 || len(outs) != 9 {
 		t.Fatalf("counts %+v, %d events", c, len(outs))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 )
 
 // DenialLogOptions configure a DenialLogger. The zero value is usable.
@@ -34,8 +35,9 @@ type DenialLogOptions struct {
 //	...
 //	mw, err := httplimit.New(httplimit.Config{..., Hook: dl.Hook})
 //
-// It logs the outcomes OutcomeDenied, OutcomeKeyDenied, OutcomeCostInvalid
-// and OutcomeDryRunDenied at slog.LevelInfo (a denial is the limiter
+// It logs the outcomes (admission.Outcome) OutcomeDenied,
+// OutcomeDeniedNever, OutcomeKeyDenied, OutcomeCostInvalid and
+// OutcomeDryRunDenied at slog.LevelInfo (a denial is the limiter
 // working), and OutcomeErrorDenied and OutcomeErrorAllowed (the backend
 // could not decide, so the failure policy did) at slog.LevelWarn.
 // Admitted and exempt requests are not logged. Each line
@@ -56,7 +58,7 @@ type DenialLogOptions struct {
 //	                configuration decided
 //	instance        DenialLogOptions.Instance
 //	method          the request's method
-//	outcome         the Outcome: "denied", "key_denied", "cost_invalid",
+//	outcome         the Outcome: "denied", "denied_never", "key_denied", "cost_invalid",
 //	                "dry_run_denied", "error_denied", "error_allowed"
 //	reason          Event.Reason: "rate_limit_exceeded",
 //	                "rate_limit_cost_exceeds_limit", "rate_limit_cost_invalid",
@@ -92,7 +94,7 @@ type DenialLogger struct {
 	log        *slog.Logger
 	instance   string
 	budget     *hotlimit.Limiter // one key: the lines allowed now
-	suppressed [OutcomeCount]atomic.Uint64
+	suppressed [admission.OutcomeCount]atomic.Uint64
 	pending    atomic.Bool // some suppressed count may be non-zero
 }
 
@@ -129,9 +131,10 @@ func NewDenialLogger(logger *slog.Logger, opts DenialLogOptions) (*DenialLogger,
 }
 
 // logged reports whether the logger writes a line for outcome o.
-func logged(o Outcome) bool {
+func logged(o admission.Outcome) bool {
 	switch o {
-	case OutcomeDenied, OutcomeKeyDenied, OutcomeDryRunDenied, OutcomeErrorDenied, OutcomeErrorAllowed, OutcomeCostInvalid:
+	case admission.OutcomeDenied, admission.OutcomeDeniedNever, admission.OutcomeKeyDenied, admission.OutcomeDryRunDenied,
+		admission.OutcomeErrorDenied, admission.OutcomeErrorAllowed, admission.OutcomeCostInvalid:
 		return true
 	}
 	return false
@@ -166,8 +169,8 @@ func (dl *DenialLogger) flush(ctx context.Context) {
 	}
 	dl.pending.Store(false)
 	var total uint64
-	attrs := make([]slog.Attr, 1, 2+OutcomeCount)
-	for o := range OutcomeCount {
+	attrs := make([]slog.Attr, 1, 2+admission.OutcomeCount)
+	for o := range admission.OutcomeCount {
 		if n := dl.suppressed[o].Swap(0); n > 0 {
 			total += n
 			attrs = append(attrs, slog.Uint64(o.String(), n))
@@ -185,7 +188,7 @@ func (dl *DenialLogger) flush(ctx context.Context) {
 func (dl *DenialLogger) write(ctx context.Context, ev Event) {
 	level, msg := slog.LevelInfo, "rate limit denial"
 	reason := ev.Reason()
-	if ev.Outcome == OutcomeErrorDenied || ev.Outcome == OutcomeErrorAllowed {
+	if ev.Outcome == admission.OutcomeErrorDenied || ev.Outcome == admission.OutcomeErrorAllowed {
 		level, msg = slog.LevelWarn, "rate limiter unavailable"
 	}
 	attrs := make([]slog.Attr, 0, 14)

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"github.com/hotlimit/hotlimit/admission"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -230,8 +231,8 @@ func TestDenialLoggerConcurrent(t *testing.T) {
 	for range workers {
 		wg.Go(func() {
 			for j := range each {
-				dl.Hook(httplimit.Event{Group: "g", Outcome: httplimit.OutcomeDenied})
-				dl.Hook(httplimit.Event{Group: "g", Outcome: httplimit.OutcomeAllowed}) // never logged
+				dl.Hook(httplimit.Event{Group: "g", Outcome: admission.OutcomeDenied})
+				dl.Hook(httplimit.Event{Group: "g", Outcome: admission.OutcomeAllowed}) // never logged
 				if j%100 == 0 {
 					dl.Flush()
 				}
@@ -289,7 +290,7 @@ func TestDenialLoggerBadOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dl.Hook(httplimit.Event{Outcome: httplimit.OutcomeDenied}) // no Request: no panic
+	dl.Hook(httplimit.Event{Outcome: admission.OutcomeDenied}) // no Request: no panic
 }
 
 // TestDenialLoggerSuppressedAllocs: a suppressed line allocates nothing.
@@ -300,7 +301,7 @@ func TestDenialLoggerSuppressedAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := httplimit.Event{Group: "g", Outcome: httplimit.OutcomeDenied}
+	ev := httplimit.Event{Group: "g", Outcome: admission.OutcomeDenied}
 	dl.Hook(ev)
 	if n := testing.AllocsPerRun(100, func() { dl.Hook(ev) }); n != 0 {
 		t.Errorf("a suppressed line allocates %v times", n)

@@ -76,12 +76,12 @@
 //	                          map given to ObserveLimiters
 //	hotlimit.decision         "allowed" or "denied"
 //	hotlimit.route_group      a group name of httplimit.Config.Groups
-//	hotlimit.outcome          an httplimit.Outcome: "allowed", "denied", "dry_run_denied",
-//	                          "exempt", "key_denied", "error_allowed", "error_denied",
-//	                          "cost_invalid"
-//	                          on hotlimit.grpc.calls, a grpclimit.Outcome: "allowed",
-//	                          "denied", "denied_never", "exempt", "key_denied",
-//	                          "error_allowed", "error_denied"
+//	hotlimit.outcome          an admission.Outcome: "allowed", "denied" (429, or
+//	                          RATE_LIMIT_EXCEEDED), "denied_never" (403, or
+//	                          RATE_LIMIT_NEVER), "exempt", "key_denied", "error_allowed",
+//	                          "error_denied", "cost_invalid", "dry_run_denied"; a gRPC
+//	                          call is never priced nor dry-run, so hotlimit.grpc.calls
+//	                          has no "cost_invalid" and no "dry_run_denied"
 //	hotlimit.method_group     a group name of grpclimit.Config.Groups: at most
 //	                          GRPCOptions.MaxMethodGroups distinct values, then "_OTHER"
 //	hotlimit.algorithm        "token_bucket", "leaky_bucket", "fixed_window",

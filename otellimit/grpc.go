@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/grpclimit"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -43,7 +44,7 @@ type GRPC struct {
 // grpcKey is what the attributes of one call count depend on.
 type grpcKey struct {
 	group, algorithm, kind string
-	outcome                grpclimit.Outcome
+	outcome                admission.Outcome
 }
 
 // NewGRPC returns a GRPC observer. It returns an error if the instrument

@@ -3,6 +3,7 @@ package otellimit
 import (
 	"context"
 	"errors"
+	"github.com/hotlimit/hotlimit/admission"
 	"testing"
 	"time"
 
@@ -121,7 +122,7 @@ func TestGRPCHookAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := grpclimit.Event{Context: context.Background(), FullMethod: "/svc.A/Check", Group: "check",
-		Outcome: grpclimit.OutcomeAllowed, IdentityKind: "tok", Limit: "l", Algorithm: "FixedWindow"}
+		Outcome: admission.OutcomeAllowed, IdentityKind: "tok", Limit: "l", Algorithm: "FixedWindow"}
 	if n := testing.AllocsPerRun(100, func() { obs.Hook(ev) }); n != 0 {
 		t.Errorf("Hook allocates %v per call", n)
 	}

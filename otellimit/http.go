@@ -95,7 +95,7 @@ type HTTP struct {
 // reqKey is what the attributes of one request count depend on.
 type reqKey struct {
 	group, algorithm, kind, limit, tenant string
-	outcome                               httplimit.Outcome
+	outcome                               admission.Outcome
 }
 
 // reqAttrs are the precomputed options of one attribute combination.

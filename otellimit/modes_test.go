@@ -153,7 +153,7 @@ func TestHookConcurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	outcomes := []httplimit.Outcome{httplimit.OutcomeAllowed, httplimit.OutcomeDenied, httplimit.OutcomeKeyDenied}
+	outcomes := []admission.Outcome{admission.OutcomeAllowed, admission.OutcomeDenied, admission.OutcomeKeyDenied}
 	const workers, each = 4, 300
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -192,7 +192,7 @@ func TestTenant(t *testing.T) {
 	for _, tenant := range []string{"acme", "acme", "globex", "initech", "", "bad name"} {
 		r := httptest.NewRequest("GET", "/", nil)
 		r = r.WithContext(context.WithValue(r.Context(), tenantCtx{}, tenant))
-		obs.Hook(httplimit.Event{Request: r, Group: "g", Outcome: httplimit.OutcomeDenied})
+		obs.Hook(httplimit.Event{Request: r, Group: "g", Outcome: admission.OutcomeDenied})
 	}
 	compare(t, rg.collect(t), map[string]int64{
 		"hotlimit.http.requests{hotlimit.outcome=denied,hotlimit.route_group=g,hotlimit.tenant=acme}":   2,

@@ -29,9 +29,9 @@
 // swept_total counts the keys a refund left fresh too: a request refused
 // by a later layer leaves no state behind in the earlier ones.
 //
-// where outcome is an httplimit.Outcome ("allowed", "denied",
-// "dry_run_denied", "exempt", "key_denied", "error_allowed",
-// "error_denied", "cost_invalid"): error_allowed and error_denied count the failure
+// where outcome is an admission.Outcome ("allowed", "denied" for a 429,
+// "denied_never" for a 403, "dry_run_denied", "exempt", "key_denied",
+// "error_allowed", "error_denied", "cost_invalid"): error_allowed and error_denied count the failure
 // policy's decisions, fail-open and fail-closed, when the backend could
 // not decide. BackendMetrics adds the backend's latency and the
 // distribution of remaining capacity. The share of 429s per route group is
@@ -55,6 +55,7 @@ import (
 	"sort"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -156,7 +157,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, g := range c.mw.Counts() {
 		for o, n := range g.Counts {
-			ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(n), g.Group, httplimit.Outcome(o).String())
+			ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(n), g.Group, admission.Outcome(o).String())
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package promlimit
 
 import (
+	"github.com/hotlimit/hotlimit/admission"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -67,6 +68,7 @@ func TestCollector(t *testing.T) {
 hotlimit_http_requests_total{group="cheap",outcome="allowed",service="api"} 1
 hotlimit_http_requests_total{group="cheap",outcome="cost_invalid",service="api"} 0
 hotlimit_http_requests_total{group="cheap",outcome="denied",service="api"} 0
+hotlimit_http_requests_total{group="cheap",outcome="denied_never",service="api"} 0
 hotlimit_http_requests_total{group="cheap",outcome="dry_run_denied",service="api"} 0
 hotlimit_http_requests_total{group="cheap",outcome="error_allowed",service="api"} 0
 hotlimit_http_requests_total{group="cheap",outcome="error_denied",service="api"} 0
@@ -75,6 +77,7 @@ hotlimit_http_requests_total{group="cheap",outcome="key_denied",service="api"} 1
 hotlimit_http_requests_total{group="health",outcome="allowed",service="api"} 0
 hotlimit_http_requests_total{group="health",outcome="cost_invalid",service="api"} 0
 hotlimit_http_requests_total{group="health",outcome="denied",service="api"} 0
+hotlimit_http_requests_total{group="health",outcome="denied_never",service="api"} 0
 hotlimit_http_requests_total{group="health",outcome="dry_run_denied",service="api"} 0
 hotlimit_http_requests_total{group="health",outcome="error_allowed",service="api"} 0
 hotlimit_http_requests_total{group="health",outcome="error_denied",service="api"} 0
@@ -83,6 +86,7 @@ hotlimit_http_requests_total{group="health",outcome="key_denied",service="api"} 
 hotlimit_http_requests_total{group="search",outcome="allowed",service="api"} 3
 hotlimit_http_requests_total{group="search",outcome="cost_invalid",service="api"} 0
 hotlimit_http_requests_total{group="search",outcome="denied",service="api"} 3
+hotlimit_http_requests_total{group="search",outcome="denied_never",service="api"} 0
 hotlimit_http_requests_total{group="search",outcome="dry_run_denied",service="api"} 0
 hotlimit_http_requests_total{group="search",outcome="error_allowed",service="api"} 0
 hotlimit_http_requests_total{group="search",outcome="error_denied",service="api"} 0
@@ -172,7 +176,7 @@ func onlyMetric(c *Collector, group, outcome string) prometheus.Collector {
 				continue
 			}
 			for o, n := range g.Counts {
-				if httplimit.Outcome(o).String() == outcome {
+				if admission.Outcome(o).String() == outcome {
 					ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(n), group, outcome)
 				}
 			}

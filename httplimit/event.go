@@ -1,43 +1,11 @@
 package httplimit
 
 import (
-	"errors"
 	"net/http"
-	"strconv"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 )
-
-// Outcome is what the middleware did with one request.
-type Outcome uint8
-
-// The outcomes, in the order of Counts' arrays.
-const (
-	OutcomeAllowed      Outcome = iota // the backend admitted it
-	OutcomeDenied                      // the backend denied it: 429, or 403 when it can never pass
-	OutcomeDryRunDenied                // the backend denied it, or no key or cost could be had, but DryRun let it through
-	OutcomeExempt                      // an exempt group or identity: not limited
-	OutcomeKeyDenied                   // no key could be extracted: denied
-	OutcomeErrorAllowed                // the backend failed, FailOpen (or DryRun) let it through
-	OutcomeErrorDenied                 // the backend failed, FailClosed answered 503
-	OutcomeCostInvalid                 // the group's CostFunc failed or priced it below 0: 400
-	OutcomeCount                       // the number of outcomes, the length of GroupCounts.Counts
-)
-
-var outcomeNames = [OutcomeCount]string{"allowed", "denied", "dry_run_denied", "exempt", "key_denied", "error_allowed", "error_denied", "cost_invalid"}
-
-// String returns the outcome's snake_case name, as used in metrics.
-func (o Outcome) String() string {
-	if o < OutcomeCount {
-		return outcomeNames[o]
-	}
-	return "outcome(" + strconv.Itoa(int(o)) + ")"
-}
-
-// Passed reports whether the handler was called.
-func (o Outcome) Passed() bool {
-	return o == OutcomeAllowed || o == OutcomeDryRunDenied || o == OutcomeExempt || o == OutcomeErrorAllowed
-}
 
 // Event describes one decision, for Config.Hook.
 type Event struct {
@@ -45,8 +13,14 @@ type Event struct {
 	// like. It carries the client's credentials (an Authorization
 	// header): log fields of it, never its headers wholesale.
 	Request *http.Request
-	Group   string  // the route group
-	Outcome Outcome // what the middleware did
+	Group   string // the route group
+	// Outcome is what the middleware did: admission's outcomes, with
+	// OutcomeDeniedNever for a 403 (a request that can never pass) and
+	// OutcomeDenied for a 429.
+	Outcome admission.Outcome
+	// Refusal is what refused the request, or, under DryRun
+	// (OutcomeDryRunDenied), what would have: admission.Result.Refusal.
+	Refusal admission.Outcome
 	// IdentityHash identifies the client without revealing it: a seeded
 	// 64-bit hash of the identity (the KeyFunc's output, itself already
 	// a hash for tokens), stable for the middleware's life and
@@ -80,23 +54,20 @@ type Event struct {
 // "rate_limit_key_missing", "rate_limiter_unavailable"), or "" for a
 // request that was admitted or exempt.
 func (e *Event) Reason() string {
-	switch e.Outcome {
-	case OutcomeErrorDenied, OutcomeErrorAllowed:
+	o := e.Outcome
+	if o == admission.OutcomeDryRunDenied {
+		o = e.Refusal
+	}
+	switch o {
+	case admission.OutcomeErrorDenied, admission.OutcomeErrorAllowed:
 		return "rate_limiter_unavailable"
-	case OutcomeKeyDenied:
+	case admission.OutcomeKeyDenied:
 		return "rate_limit_key_missing"
-	case OutcomeCostInvalid:
+	case admission.OutcomeCostInvalid:
 		return "rate_limit_cost_invalid"
-	case OutcomeDenied, OutcomeDryRunDenied:
-		var ce costError
-		switch {
-		case errors.As(e.Err, &ce):
-			return "rate_limit_cost_invalid"
-		case e.Err != nil:
-			return "rate_limit_key_missing"
-		case e.Decision.RetryAfter == hotlimit.Never:
-			return "rate_limit_cost_exceeds_limit"
-		}
+	case admission.OutcomeDeniedNever:
+		return "rate_limit_cost_exceeds_limit"
+	case admission.OutcomeDenied:
 		return "rate_limit_exceeded"
 	}
 	return ""
@@ -106,7 +77,7 @@ func (e *Event) Reason() string {
 // New on.
 type GroupCounts struct {
 	Group  string
-	Counts [OutcomeCount]uint64 // indexed by Outcome
+	Counts [admission.OutcomeCount]uint64 // indexed by admission.Outcome
 }
 
 // Counts returns every group's counts, in Config.Groups order. Each count
