@@ -433,3 +433,87 @@ func TestZeroValue(t *testing.T) {
 		t.Errorf("got %q after %d hits", got, s.hits.Load())
 	}
 }
+
+// gatePushingRT answers 429 with Retry-After: 1 on its first call, after
+// closing its host's gate for 20 s, as a concurrent request's 429 with
+// Retry-After: 20 would while this one is in flight; then 200.
+type gatePushingRT struct {
+	tr    *Transport
+	ft    *fakeTime
+	calls atomic.Int64
+}
+
+func (g *gatePushingRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	if g.calls.Add(1) > 1 {
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
+	}
+	g.tr.gates.push(gateKey(req), g.ft.Now(), 20*time.Second)
+	h := http.Header{}
+	h.Set("Retry-After", "1")
+	return &http.Response{StatusCode: http.StatusTooManyRequests, Header: h, Body: http.NoBody, Request: req}, nil
+}
+
+// TestRetryWaitsForTheGateToo: a retry's wait is the longer of its own
+// response's ask and what its host's gate still holds, judged against the
+// deadline as one wait: one sleep of 20 s (not 1 s, then the gate's 19 s);
+// and with a 10 s deadline the 429 is returned at once, nothing slept
+// (not ErrThrottled after a 1 s sleep).
+func TestRetryWaitsForTheGateToo(t *testing.T) {
+	for _, deadline := range []time.Duration{0, 10 * time.Second} {
+		ft := newFakeTime()
+		tr := &Transport{now: ft.Now, sleep: ft.Sleep, randN: randZero}
+		base := &gatePushingRT{tr: tr, ft: ft}
+		tr.Base = base
+		ctx := context.Background()
+		if deadline > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, ft.Now().Add(deadline))
+			defer cancel()
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://gated.test/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("deadline %v: %v", deadline, err)
+		}
+		resp.Body.Close()
+		wantStatus, wantCalls, wantSleeps := http.StatusOK, int64(2), "[20s]"
+		if deadline > 0 {
+			wantStatus, wantCalls, wantSleeps = http.StatusTooManyRequests, 1, "[]"
+		}
+		if resp.StatusCode != wantStatus || base.calls.Load() != wantCalls || fmt.Sprint(ft.Sleeps()) != wantSleeps {
+			t.Errorf("deadline %v: status %d after %d calls, sleeps %v; want %d after %d, sleeps %s",
+				deadline, resp.StatusCode, base.calls.Load(), ft.Sleeps(), wantStatus, wantCalls, wantSleeps)
+		}
+	}
+}
+
+// cancellingRT cancels the request's context, then fails as a reset
+// connection would.
+type cancellingRT struct {
+	cancel context.CancelFunc
+	calls  atomic.Int64
+}
+
+var errReset = errors.New("connection reset")
+
+func (c *cancellingRT) RoundTrip(*http.Request) (*http.Response, error) {
+	c.calls.Add(1)
+	c.cancel()
+	return nil, errReset
+}
+
+// TestTransportErrorAfterContextEnded: with RetryTransportErrors, a
+// transport error once the request's context has ended is returned as it
+// is, at once: no retry, no backoff, not the context's error.
+func TestTransportErrorAfterContextEnded(t *testing.T) {
+	ft := newFakeTime()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base := &cancellingRT{cancel: cancel}
+	tr := &Transport{Base: base, RetryTransportErrors: true, now: ft.Now, sleep: ft.Sleep, randN: randMax}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://reset.test/", nil)
+	resp, err := tr.RoundTrip(req)
+	if resp != nil || !errors.Is(err, errReset) || base.calls.Load() != 1 || len(ft.Sleeps()) != 0 {
+		t.Errorf("got %v, %v after %d calls, sleeps %v; want nil, %v after 1 call, no sleep", resp, err, base.calls.Load(), ft.Sleeps(), errReset)
+	}
+}
