@@ -159,11 +159,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	canRetry := t.MaxRetries >= 0 && retryable(req)
-	maxRetries := t.MaxRetries
-	if maxRetries == 0 {
-		maxRetries = DefaultMaxRetries
-	}
+	retries := t.retries(req)
 	host := "" // the gate's key, built only when a gate is in play
 	r := req
 	for attempt := 0; ; attempt++ {
@@ -184,30 +180,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			host = gateKey(req)
 		}
 		now := t.clock()
-		var wait time.Duration
-		if err != nil {
-			if !canRetry || !t.RetryTransportErrors || attempt >= maxRetries || ctx.Err() != nil {
-				return nil, err
-			}
-			wait = t.backoff(attempt)
-		} else {
-			ask, throttled := throttle(resp, now)
-			if !throttled {
-				return resp, nil
-			}
-			if ask > 0 && !t.DisableHostGate {
-				t.gates.push(host, now, min(ask, t.maxWait()))
-			}
-			if !canRetry || attempt >= maxRetries {
-				return resp, nil
-			}
-			wait = max(ask, t.backoff(attempt))
-		}
-		if !t.DisableHostGate {
-			g, _ := t.gates.remainingNow(host, t.clock)
-			wait = max(wait, g)
-		}
-		if !t.fits(ctx, now, wait) {
+		wait, retry := t.retryWait(ctx, resp, err, now, host, attempt, retries)
+		switch {
+		case !retry && err != nil:
+			return nil, err
+		case !retry:
+			return resp, nil
+		case !t.fits(ctx, now, wait):
 			return resp, err
 		}
 		next, berr := rewind(req)
@@ -221,6 +200,53 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		r = next
 	}
+}
+
+// retries returns how many times req may be retried: none when it is not
+// retryable or MaxRetries is negative, DefaultMaxRetries when MaxRetries
+// is 0.
+func (t *Transport) retries(req *http.Request) int {
+	switch {
+	case t.MaxRetries < 0 || !retryable(req):
+		return 0
+	case t.MaxRetries == 0:
+		return DefaultMaxRetries
+	}
+	return t.MaxRetries
+}
+
+// retryWait decides on attempt (0 for the first) of a request that may
+// be retried retries times, which failed at now with a transport error
+// err or with a response resp that may be a refusal: it reports whether
+// to retry, and how long to wait first, at least what the host gate of
+// host still holds. A refusal that asks for a wait closes the host gate
+// for that long (at most MaxWait), retried or not.
+func (t *Transport) retryWait(ctx context.Context, resp *http.Response, err error, now time.Time, host string, attempt, retries int) (time.Duration, bool) {
+	canRetry := attempt < retries
+	var wait time.Duration
+	if err != nil {
+		if !canRetry || !t.RetryTransportErrors || ctx.Err() != nil {
+			return 0, false
+		}
+		wait = t.backoff(attempt)
+	} else {
+		ask, throttled := throttle(resp, now)
+		if !throttled {
+			return 0, false
+		}
+		if ask > 0 && !t.DisableHostGate {
+			t.gates.push(host, now, min(ask, t.maxWait()))
+		}
+		if !canRetry {
+			return 0, false
+		}
+		wait = max(ask, t.backoff(attempt))
+	}
+	if !t.DisableHostGate {
+		g, _ := t.gates.remainingNow(host, t.clock)
+		wait = max(wait, g)
+	}
+	return wait, true
 }
 
 // throttleStatus reports whether code may be a refusal worth retrying.
