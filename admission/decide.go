@@ -63,6 +63,12 @@ type Result struct {
 	Err, KeyErr error
 	// Fallback reports that a layer's key came from its Fallback.
 	Fallback bool
+	// Missing names the layer whose identity could not be extracted, by
+	// its item name (see Item), never by the identity: for
+	// OutcomeKeyDenied (and its DryRun), the group's layer when
+	// Config.Key (and its Fallback) found none, an identity layer's when
+	// its Key (and Fallback) found none; "" otherwise.
+	Missing string
 	// IdentityHash and IdentityKind describe the request's identity (Key's
 	// or its fallback's) with Config.Identify: a seeded 64-bit hash,
 	// meaningless outside the pipeline, and its kind ("tok", "ip", ...),
@@ -237,7 +243,7 @@ func sameQuota(a, b *hotlimit.PolicyInfo) bool {
 func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64) *Result {
 	res := p.results.Get().(*Result)
 	res.Outcome, res.Refusal, res.Decision, res.Fallback = OutcomeAllowed, OutcomeAllowed, hotlimit.Decision{}, false
-	res.IdentityHash, res.IdentityKind, res.Binding, res.BindingReported, res.Cost = 0, "", -1, false, 0
+	res.IdentityHash, res.IdentityKind, res.Binding, res.BindingReported, res.Cost, res.Missing = 0, "", -1, false, 0, ""
 	res.nlayers, res.nstates = 0, 0
 	g := &p.groups[groupIdx]
 	if g.exempt {
@@ -258,6 +264,7 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 		}
 	}
 	if err != nil {
+		res.Missing = g.names[0]
 		return p.refused(res, OutcomeKeyDenied, err)
 	}
 	idEnd := len(key)
@@ -359,8 +366,8 @@ func outcomeOf(d hotlimit.Decision, dryRun bool) (o, refusal Outcome) {
 
 // identityLayers appends each identity layer's key (the prefix and its
 // identity) to key, recording where each ends in ends, and sets
-// res.KeyErr (unless set) and res.Fallback. It returns the first error
-// no fallback answered.
+// res.KeyErr (unless set), res.Fallback and, on a failure, res.Missing.
+// It returns the first error no fallback answered.
 func (p *Pipeline[R]) identityLayers(res *Result, key []byte, r R, ends *[MaxLayers]int) ([]byte, error) {
 	for i := range p.ids {
 		start := len(key)
@@ -380,6 +387,7 @@ func (p *Pipeline[R]) identityLayers(res *Result, key []byte, r R, ends *[MaxLay
 			}
 		}
 		if err != nil {
+			res.Missing = res.names[len(res.names)-len(p.ids)+i] // the group's, the global one, the identities'
 			return key, err
 		}
 		key, ends[i] = k, len(k)

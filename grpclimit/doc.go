@@ -83,7 +83,11 @@
 //     and no RetryInfo. A client must retry a ResourceExhausted status
 //     only when it carries a RetryInfo.
 //   - No key (KeyErrorDeny): codes.ResourceExhausted, reason
-//     RATE_LIMIT_KEY_MISSING, no RetryInfo.
+//     RATE_LIMIT_KEY_MISSING, no RetryInfo; the ErrorInfo's metadata
+//     entry "missing" names the layer whose identity the call lacks, by
+//     its limit's name, as the ratelimit metadata names the layers (the
+//     group's limit when Config.Key found none, an IdentityLimit's when
+//     its Key found none), never the identity or the credential.
 //   - Backend failure (FailClosed, the default): codes.Unavailable,
 //     reason RATE_LIMITER_UNAVAILABLE, no rate-limit metadata.
 //

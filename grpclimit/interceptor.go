@@ -47,7 +47,11 @@ const (
 	// ReasonNever: the call can never pass (its cost exceeds the limit's
 	// capacity); there is no RetryInfo, and retrying is pointless.
 	ReasonNever = "RATE_LIMIT_NEVER"
-	// ReasonKeyMissing: no key could be extracted (KeyErrorDeny).
+	// ReasonKeyMissing: no key could be extracted (KeyErrorDeny). The
+	// ErrorInfo's metadata entry "missing" names the layer whose
+	// identity the call lacks, by its limit's name (the layer's item
+	// name in MDLayers), never by the identity: the group's limit when
+	// Config.Key found none, an IdentityLimit's when its Key found none.
 	ReasonKeyMissing = "RATE_LIMIT_KEY_MISSING"
 	// ReasonUnavailable: the backend failed (FailClosed), with
 	// codes.Unavailable.
@@ -160,7 +164,10 @@ func (ic *Interceptor) decide(ctx context.Context, method string) (metadata.MD, 
 		ic.report(ctx, method, g, ev)
 		// The KeyFunc's error stays on the server: it may describe the
 		// configuration, which is no business of the client's.
-		return pushback(nil, hotlimit.Never), 0, refusal(codes.ResourceExhausted, "grpclimit: the call has no rate-limit key", ReasonKeyMissing)
+		// The ErrorInfo names the layer whose identity is missing (its
+		// limit's name), never the identity.
+		return pushback(nil, hotlimit.Never), 0, refusalInfo(codes.ResourceExhausted, "grpclimit: the call has no rate-limit key",
+			&errdetails.ErrorInfo{Reason: ReasonKeyMissing, Domain: ErrorDomain, Metadata: map[string]string{"missing": res.Missing}})
 	case admission.OutcomeErrorAllowed, admission.OutcomeErrorDenied:
 		if ic.onError != nil {
 			ic.onError(ctx, method, res.Err)
@@ -306,8 +313,13 @@ func denial(d hotlimit.Decision, name string, cost int64) error {
 // refusal builds a status of code with an ErrorInfo of reason and the
 // further details.
 func refusal(code codes.Code, msg, reason string, details ...protoadapt.MessageV1) error {
+	return refusalInfo(code, msg, &errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain}, details...)
+}
+
+// refusalInfo builds a status of code with info and the further details.
+func refusalInfo(code codes.Code, msg string, info *errdetails.ErrorInfo, details ...protoadapt.MessageV1) error {
 	st := status.New(code, msg)
-	all := append([]protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain}}, details...)
+	all := append([]protoadapt.MessageV1{info}, details...)
 	if withDetails, err := st.WithDetails(all...); err == nil {
 		st = withDetails
 	}

@@ -60,7 +60,11 @@ type KeyErrorMode = admission.KeyErrorMode
 const (
 	// KeyErrorDeny answers 429 without Retry-After (the request can
 	// never pass as it is) and the body
-	// {"error":"rate_limit_key_missing"}. It is the default.
+	// {"error":"rate_limit_key_missing","missing":"per-tenant"}, where
+	// missing names the layer whose identity the request lacks by its
+	// RateLimit item name (the group's limit when Config.Key found none,
+	// an IdentityLimit's when its Key found none), never the identity.
+	// It is the default.
 	KeyErrorDeny = admission.KeyErrorDeny
 	// KeyErrorFallbackIP limits the request by its client IP instead
 	// (Config.ClientIP), under the same layers. If even the IP cannot be

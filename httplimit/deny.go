@@ -29,13 +29,17 @@ type Denial struct {
 	// Policies are the RateLimit item names of the limits that refused
 	// the request (for a refusal by a limit; nil otherwise).
 	Policies []string
+	// Missing names the layer whose identity the request lacks, for
+	// "rate_limit_key_missing": Event.Missing, the layer's RateLimit item
+	// name (never the identity); "" otherwise.
+	Missing string
 }
 
 // denialOf describes the refusal of ev.
 func denialOf(ev Event, violated []string) Denial {
 	switch ev.Outcome {
 	case admission.OutcomeKeyDenied:
-		return Denial{Status: http.StatusTooManyRequests, Reason: "rate_limit_key_missing"}
+		return Denial{Status: http.StatusTooManyRequests, Reason: "rate_limit_key_missing", Missing: ev.Missing}
 	case admission.OutcomeCostInvalid:
 		return Denial{Status: http.StatusBadRequest, Reason: "rate_limit_cost_invalid"}
 	case admission.OutcomeErrorDenied:
@@ -51,11 +55,12 @@ func denialOf(ev Event, violated []string) Denial {
 type denialBody struct {
 	Error      string `json:"error"`
 	RetryAfter int64  `json:"retry_after,omitempty"`
+	Missing    string `json:"missing,omitempty"`
 }
 
 // writeDenial is the default responder: d.Status and a small JSON body.
 func writeDenial(w http.ResponseWriter, d Denial) {
-	body, _ := json.Marshal(denialBody{Error: d.Reason, RetryAfter: d.RetryAfter})
+	body, _ := json.Marshal(denialBody{Error: d.Reason, RetryAfter: d.RetryAfter, Missing: d.Missing})
 	h := w.Header()
 	h["Content-Type"] = []string{"application/json"}
 	h["X-Content-Type-Options"] = []string{"nosniff"}

@@ -83,7 +83,12 @@
 // the body; Config.ProblemDetails makes it an RFC 9457
 // application/problem+json body of the draft's "quota-exceeded" type
 // (QuotaExceededType) whose "violated-policies" lists the limits the
-// request exceeded.
+// request exceeded. A request without an identity a layer needs (no
+// token, no tenant: KeyErrorDeny) gets 429, no Retry-After and
+// {"error":"rate_limit_key_missing","missing":"per-tenant"}: missing
+// names that layer by its RateLimit item name, as the RateLimit fields
+// and "violated-policies" name layers, never by the identity
+// (Denial.Missing for a Config.Deny).
 //
 // # Rate-limit header fields
 //

@@ -35,6 +35,11 @@ type Event struct {
 	// Fallback reports that the key is the client IP because Config.Key
 	// failed (KeyErrorFallbackIP).
 	Fallback bool
+	// Missing names the layer whose identity the request lacks
+	// (OutcomeKeyDenied, or its DryRun), by its RateLimit item name: the
+	// group's limit when Config.Key found none, an IdentityLimit's limit
+	// when its Key found none; "" otherwise (admission.Result.Missing).
+	Missing string
 	// Algorithm and Limit describe the binding limit: the one that
 	// refused the request, or, admitted, the one with the fewest requests
 	// left. Empty for exempt requests and key and cost failures.

@@ -138,7 +138,7 @@ func TestKeyExtractionFailure(t *testing.T) {
 	hs := newHarness(t, cfg)
 	w := hs.do("/", "")
 	if w.Code != http.StatusTooManyRequests || hs.calls != 0 || w.Header().Get("Retry-After") != "" ||
-		strings.TrimSpace(w.Body.String()) != `{"error":"rate_limit_key_missing"}` {
+		strings.TrimSpace(w.Body.String()) != `{"error":"rate_limit_key_missing","missing":"l"}` {
 		t.Fatalf("deny: %d calls=%d %v %s", w.Code, hs.calls, w.Header(), w.Body)
 	}
 	if c := hs.m.Counts()[0].Counts; c[admission.OutcomeKeyDenied] != 1 {

@@ -169,6 +169,7 @@ func eventOf(res *admission.Result) Event {
 		IdentityHash: res.IdentityHash,
 		IdentityKind: res.IdentityKind,
 		Fallback:     res.Fallback,
+		Missing:      res.Missing,
 		Decision:     res.Decision,
 		Err:          res.Err,
 	}
