@@ -1,6 +1,7 @@
 // Package bench is a gRPC load generator for rate limit services on
-// loopback, and the harness that compares hotlimitd with gubernator v2
-// (hotlimitd/RESULTS.md has the figures; run.sh reproduces them).
+// loopback, and the harness that compares hotlimitd with
+// envoyproxy/ratelimit and gubernator v2 (hotlimitd/RESULTS.md has the
+// figures; run.sh reproduces them).
 //
 // It is its own module so that gubernator's dependencies (etcd, Kubernetes
 // clients, memberlist, logrus) never reach hotlimitd's users, and its own
@@ -21,7 +22,8 @@
 // request at once, all or nothing; gubernator decides each rate limit of a
 // GetRateLimits request on its own. The targets are:
 //   - RLS: envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit, the
-//     API hotlimitd serves, one descriptor entry per key;
+//     API hotlimitd and envoyproxy/ratelimit serve, one descriptor entry
+//     per key (Config is both services' configuration);
 //   - Gubernator: gubernator's V1/GetRateLimits, one RateLimitReq per key,
 //     with the same limit, algorithm and behavior on each.
 //

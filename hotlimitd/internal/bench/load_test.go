@@ -3,13 +3,15 @@ package bench_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
 	guber "github.com/gubernator-io/gubernator/v2"
-	"github.com/hotlimit/hotlimit/hotlimitd/internal/bench"
+	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/hotlimitd/config"
+	"github.com/hotlimit/hotlimit/hotlimitd/internal/bench"
 )
 
 // day is a period long enough that no unit comes back during a test.
@@ -30,7 +32,7 @@ func targets(t *testing.T, a bench.Algorithm, limit int64, keys int) map[string]
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { bench.Close(gconns) })
-	rconns, err := bench.Dial(2, startStandIn(t, bench.Policy(a, limit, day)))
+	rconns, err := bench.Dial(2, startStandIn(t, a, bench.Policy(a, limit, day)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +68,51 @@ func TestRunCounts(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestRunOver: with Over set, the keys below it are sent under their
+// over-limit rule (1 an hour): each admits its first request and refuses
+// every other, while the other keys' rule admits all. One caller, so the
+// keys drawn are its PCG stream's, replayed here: the over count is exact.
+func TestRunOver(t *testing.T) {
+	const keys, over, n = 10, 5, 200
+	var hits [keys]int
+	rng := rand.New(rand.NewPCG(7, 0))
+	for range n {
+		hits[rng.IntN(keys)]++
+	}
+	want := int64(0)
+	for k := range over {
+		want += int64(max(0, hits[k]-bench.OverLimit))
+	}
+	for _, a := range []bench.Algorithm{bench.Bucket, bench.Window} {
+		for name, tg := range targets(t, a, 1000, keys) {
+			// Key names of their own per algorithm: the services are shared.
+			switch tg := tg.(type) {
+			case *bench.RLS:
+				tg.Over, tg.Keys = over, prefixed(string(a), tg.Keys)
+			case *bench.Gubernator:
+				tg.Over, tg.Keys = over, prefixed(string(a), tg.Keys)
+			}
+			t.Run(string(a)+"/"+name, func(t *testing.T) {
+				res, err := bench.Run(context.Background(), tg, bench.Options{Callers: 1, Requests: n, Keys: keys, Descriptors: 1, Seed: 7})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Requests != n || res.Over != want {
+					t.Fatalf("requests %d, over %d; want %d, %d", res.Requests, res.Over, n, want)
+				}
+			})
+		}
+	}
+}
+
+func prefixed(p string, names []string) []string {
+	out := make([]string, len(names))
+	for i, s := range names {
+		out[i] = p + s
+	}
+	return out
 }
 
 // TestRunDescriptors: three descriptors per request under a limit no key
@@ -207,21 +254,32 @@ func TestOptionsRefused(t *testing.T) {
 func TestConfig(t *testing.T) {
 	for _, a := range []bench.Algorithm{bench.Bucket, bench.Window} {
 		for unit, period := range bench.Units {
-			cfg, err := config.Parse("bench.yaml", bench.Config(a, 7, unit, 3))
-			if err != nil {
-				t.Fatalf("%s per %s: %v", a, unit, err)
-			}
-			want := bench.Policy(a, 7, period)
-			if got := cfg.Limits(); len(got) != 3 {
-				t.Fatalf("%s per %s: %d limits, want 3: %v", a, unit, len(got), got)
-			}
-			seen := map[string]bool{}
-			for j := range 3 {
-				l, _, ok := cfg.Match(nil, bench.Domain, []config.Entry{{Key: bench.DescriptorKey(j), Value: "k000001"}})
-				if !ok || l.Policy != want || seen[l.Name] {
-					t.Fatalf("%s per %s, descriptor %d: matched %v, limit %+v; want its own limit of policy %+v", a, unit, j, ok, l, want)
+			for _, over := range []bool{false, true} {
+				cfg, err := config.Parse("bench.yaml", bench.Config(a, 7, unit, 3, over))
+				if err != nil {
+					t.Fatalf("%s per %s: %v", a, unit, err)
 				}
-				seen[l.Name] = true
+				n := 3
+				if over {
+					n = 6
+				}
+				if got := cfg.Limits(); len(got) != n {
+					t.Fatalf("%s per %s, over %v: %d limits, want %d: %v", a, unit, over, len(got), n, got)
+				}
+				seen := map[string]bool{}
+				for j := range 3 {
+					keys := map[string]hotlimit.Policy{bench.DescriptorKey(j): bench.Policy(a, 7, period)}
+					if over {
+						keys[bench.OverKey(j)] = bench.Policy(a, bench.OverLimit, bench.OverPeriod)
+					}
+					for key, want := range keys {
+						l, _, ok := cfg.Match(nil, bench.Domain, []config.Entry{{Key: key, Value: "k000001"}})
+						if !ok || l.Policy != want || seen[l.Name] {
+							t.Fatalf("%s per %s, descriptor %d, %s: matched %v, limit %+v; want its own limit of policy %+v", a, unit, j, key, ok, l, want)
+						}
+						seen[l.Name] = true
+					}
+				}
 			}
 		}
 	}

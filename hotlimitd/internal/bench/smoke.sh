@@ -5,7 +5,9 @@
 # load generator against gubernator and a stand-in RLS server), and rlsbench
 # once per system and backend with 100 requests, a smoke run whose
 # figures mean nothing (hotlimitd/RESULTS.md has the measurements; run.sh
-# makes them). Starts a private redis-server for the Redis and lease
+# makes them), envoyproxy/ratelimit's among them (ratelimit.sh installs
+# it from the module proxy the first time, about 30 s). Starts a private
+# redis-server for the Redis and lease
 # backends (redislimit/redistest/servers.sh) unless the caller did. gofmt,
 # vet and staticcheck are scripts/check's. This directory is a workspace of
 # its own (go.work), outside the root's, so that nothing else builds
@@ -19,9 +21,13 @@ go test -race -count=1 ./...
 source ../../../redislimit/redistest/servers.sh
 bin=$redis_dir/rlsbench
 go build -o "$bin" ./cmd/rlsbench
+# shellcheck source=ratelimit.sh
+source ./ratelimit.sh
 for s in "-system hotlimitd -backend local" "-system hotlimitd -backend redis" "-system hotlimitd -backend lease" \
 	"-system gubernator -behavior no_batching" "-system gubernator -behavior global" \
-	"-system hotlimitd -backend redis -replicas 2" "-system gubernator -behavior batching -replicas 2"; do
+	"-system hotlimitd -backend redis -replicas 2" "-system gubernator -behavior batching -replicas 2" \
+	"-system ratelimit -ratelimit-bin $RATELIMIT_BIN -alg window" "-system ratelimit -ratelimit-bin $RATELIMIT_BIN -alg window -ratelimit-stats off -over-keys 2" \
+	"-system hotlimitd -backend redis -local-denials 10 -over-keys 2 -pause-redis 10ms"; do
 	# shellcheck disable=SC2086 # $s is flags, split on purpose
 	out=$("$bin" $s -desc 3 -requests 100 -duration 0 -warmup 0 -callers 4 -conns 2 -redis "$HOTLIMIT_REDIS_ADDR")
 	grep -q '^BenchmarkRLS/.*	100	' <<<"$out" || { echo "rlsbench $s printed no result line of 100 requests:"; echo "$out"; exit 1; }

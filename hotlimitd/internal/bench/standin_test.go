@@ -8,6 +8,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/hotlimitd/internal/bench"
 	"google.golang.org/grpc"
 )
 
@@ -41,11 +42,13 @@ func (s *standIn) ShouldRateLimit(ctx context.Context, r *rlsv3.RateLimitRequest
 	return resp, nil
 }
 
-// startStandIn serves a standIn with the limits d0, d1, d2 of policy p on
-// a loopback port, until the test ends.
-func startStandIn(t *testing.T, p hotlimit.Policy) string {
+// startStandIn serves a standIn with the limits d0, d1, d2 of policy p,
+// and x0, x1, x2 of OverLimit per OverPeriod under a, on a loopback port,
+// until the test ends.
+func startStandIn(t *testing.T, a bench.Algorithm, p hotlimit.Policy) string {
 	t.Helper()
-	b, err := admission.NewLocal(map[string]hotlimit.Policy{"d0": p, "d1": p, "d2": p})
+	over := bench.Policy(a, bench.OverLimit, bench.OverPeriod)
+	b, err := admission.NewLocal(map[string]hotlimit.Policy{"d0": p, "d1": p, "d2": p, "x0": over, "x1": over, "x2": over})
 	if err != nil {
 		t.Fatal(err)
 	}

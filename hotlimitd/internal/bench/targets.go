@@ -24,6 +24,18 @@ const Domain = "bench"
 // gubernator's rate limit j is named after it.
 func DescriptorKey(j int) string { return "d" + strconv.Itoa(j) }
 
+// OverKey returns the entry key a request's j-th descriptor has instead
+// when its key is one of the over-limit share (RLS.Over, Gubernator.Over):
+// "x0", "x1", ... Config limits it to 1 an hour, so such a key is over the
+// limit from its second hit on for the rest of a run.
+func OverKey(j int) string { return "x" + strconv.Itoa(j) }
+
+// OverLimit and OverPeriod are the limit of an OverKey's rule.
+const (
+	OverLimit  = 1
+	OverPeriod = time.Hour
+)
+
 // KeyNames returns the names of a key space of n keys ("k000000", ...),
 // the descriptor values and gubernator unique keys the callers send.
 func KeyNames(n int) []string {
@@ -69,16 +81,21 @@ func Close(conns []*grpc.ClientConn) {
 type RLS struct {
 	Conns []*grpc.ClientConn
 	Keys  []string // KeyNames of the run's key space
+	// Over is the over-limit share: a key whose index is below Over is
+	// sent under OverKey(j), not DescriptorKey(j). With keys uniform,
+	// Over/len(Keys) of the descriptors are over the limit.
+	Over int
 }
 
 // NewCaller implements Target.
 func (t *RLS) NewCaller(i int) Caller {
-	return &rlsCaller{client: rlsv3.NewRateLimitServiceClient(t.Conns[i%len(t.Conns)]), keys: t.Keys}
+	return &rlsCaller{client: rlsv3.NewRateLimitServiceClient(t.Conns[i%len(t.Conns)]), keys: t.Keys, over: t.Over}
 }
 
 type rlsCaller struct {
 	client rlsv3.RateLimitServiceClient
 	keys   []string
+	over   int
 	req    rlsv3.RateLimitRequest
 }
 
@@ -94,7 +111,11 @@ func (c *rlsCaller) Call(ctx context.Context, keys []int) (bool, error) {
 		}
 	}
 	for j, k := range keys {
-		c.req.Descriptors[j].Entries[0].Value = c.keys[k]
+		e := c.req.Descriptors[j].Entries[0]
+		e.Key, e.Value = DescriptorKey(j), c.keys[k]
+		if k < c.over {
+			e.Key = OverKey(j)
+		}
 	}
 	resp, err := c.client.ShouldRateLimit(ctx, &c.req)
 	if err != nil {
@@ -146,6 +167,9 @@ type Gubernator struct {
 	Limit     int64
 	Period    time.Duration
 	Behavior  guber.Behavior
+	// Over is the over-limit share, as RLS.Over: a key whose index is
+	// below Over is rate limit OverKey(j), of OverLimit per OverPeriod.
+	Over int
 }
 
 // NewCaller implements Target.
@@ -167,19 +191,16 @@ func (c *guberCaller) Call(ctx context.Context, keys []int) (bool, error) {
 		}
 		c.req.Requests = make([]*guber.RateLimitReq, len(keys))
 		for j := range keys {
-			c.req.Requests[j] = &guber.RateLimitReq{
-				Name:      DescriptorKey(j),
-				Hits:      1,
-				Limit:     c.t.Limit,
-				Burst:     c.t.Limit,
-				Duration:  c.t.Period.Milliseconds(),
-				Algorithm: alg,
-				Behavior:  c.t.Behavior,
-			}
+			c.req.Requests[j] = &guber.RateLimitReq{Hits: 1, Algorithm: alg, Behavior: c.t.Behavior}
 		}
 	}
 	for j, k := range keys {
-		c.req.Requests[j].UniqueKey = c.t.Keys[k]
+		r := c.req.Requests[j]
+		r.UniqueKey = c.t.Keys[k]
+		r.Name, r.Limit, r.Burst, r.Duration = DescriptorKey(j), c.t.Limit, c.t.Limit, c.t.Period.Milliseconds()
+		if k < c.t.Over {
+			r.Name, r.Limit, r.Burst, r.Duration = OverKey(j), OverLimit, OverLimit, OverPeriod.Milliseconds()
+		}
 	}
 	resp, err := c.client.GetRateLimits(ctx, &c.req)
 	if err != nil {
@@ -208,21 +229,28 @@ func Policy(a Algorithm, limit int64, period time.Duration) hotlimit.Policy {
 	return hotlimit.TokenBucket{Rate: hotlimit.Rate{N: limit, Per: period}, Burst: limit}
 }
 
-// Config returns hotlimitd's configuration for the RLS target's requests:
-// domain Domain, one key-only rule per descriptor position j (key
-// DescriptorKey(j), each value counted apart), each with a limit of
-// requests per unit ("second", "minute", "hour" or "day") under a, as
-// Policy gives it.
-func Config(a Algorithm, limit int64, unit string, descriptors int) []byte {
-	alg := "token_bucket"
-	if a == Window {
-		alg = "fixed_window"
-	}
+// Config returns the configuration of the RLS target's requests, which
+// hotlimitd and envoyproxy/ratelimit both read: domain Domain, one key-only
+// rule per descriptor position j (key DescriptorKey(j), each value counted
+// apart), each with a limit of requests per unit ("second", "minute",
+// "hour" or "day") under a, as Policy gives it; with over, also a rule per
+// OverKey(j) of OverLimit an hour. A Window's rules name no algorithm:
+// fixed_window is hotlimitd's default and envoyproxy/ratelimit's only one
+// (it refuses the algorithm key, a Bucket's token_bucket).
+func Config(a Algorithm, limit int64, unit string, descriptors int, over bool) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "domain: %s\ndescriptors:\n", Domain)
+	rule := func(key, unit string, limit int64) {
+		fmt.Fprintf(&b, "  - key: %s\n    rate_limit:\n      unit: %s\n      requests_per_unit: %d\n", key, unit, limit)
+		if a == Bucket {
+			b.WriteString("      algorithm: token_bucket\n")
+		}
+	}
 	for j := range descriptors {
-		fmt.Fprintf(&b, "  - key: %s\n    rate_limit:\n      unit: %s\n      requests_per_unit: %d\n      algorithm: %s\n",
-			DescriptorKey(j), unit, limit, alg)
+		rule(DescriptorKey(j), unit, limit)
+		if over {
+			rule(OverKey(j), "hour", OverLimit)
+		}
 	}
 	return []byte(b.String())
 }

@@ -10,9 +10,10 @@ import (
 	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/hotlimitd"
 	"github.com/hotlimit/hotlimit/hotlimitd/backend"
-	"github.com/hotlimit/hotlimit/hotlimitd/internal/bench"
 	"github.com/hotlimit/hotlimit/hotlimitd/config"
+	"github.com/hotlimit/hotlimit/hotlimitd/internal/bench"
 	"github.com/hotlimit/hotlimit/promlimit"
+	"github.com/hotlimit/hotlimit/redislimit"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 )
@@ -22,13 +23,13 @@ import (
 // it: its gRPC codec (hotlimitd.ServerOption), a hotlimitd/backend Store,
 // promlimit's decision metrics; -replicas
 // of them, each with its own Store and port, all on the same Redis state. Its Redis keys carry a
-// prefix of their own, so no run sees another's state. Each Redis call
-// may take a second (-redis-timeout; redislimit's default, 100ms, is
-// exceeded at times on a loaded 2-core machine, and a call that fails is
-// an error, not a decision). Backend errors are logged to standard error.
+// prefix of their own, so no run sees another's state. On Redis, its
+// settings are cmd/hotlimitd's defaults: each call may take 2 s
+// (-redis-timeout), a breaker of redislimit's defaults, no denial cache
+// unless -local-denials. Backend errors are logged to standard error.
 func serveHotlimitd(ctx context.Context, f *flags) (addrs []string, stop func(), err error) {
 	alg, _ := bench.ParseAlgorithm(f.alg)
-	cfg, err := config.Parse("rlsbench.yaml", bench.Config(alg, f.limit, f.unit, f.desc))
+	cfg, err := config.Parse("rlsbench.yaml", bench.Config(alg, f.limit, f.unit, f.desc, f.over > 0))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -37,6 +38,12 @@ func serveHotlimitd(ctx context.Context, f *flags) (addrs []string, stop func(),
 		o.RedisAddrs = []string{f.redis}
 		o.Prefix = fmt.Sprintf("rlsbench:%d:", time.Now().UnixNano())
 		o.Timeout = f.redisTimeout
+		// As cmd/hotlimitd: one breaker for every limit, at its
+		// defaults, and -redis-local-denials.
+		o.RedisOptions = []redislimit.Option{redislimit.WithBreaker(redislimit.NewBreaker(redislimit.DefaultFailures, redislimit.DefaultCooldown))}
+		if f.localDenials > 0 {
+			o.RedisOptions = append(o.RedisOptions, redislimit.WithLocalDenials(f.localDenials))
+		}
 	}
 	var stops []func()
 	stop = func() {

@@ -26,11 +26,24 @@
 //   - -system gubernator: gubernator v2.13.0's daemon (SpawnDaemon, as its
 //     cmd/gubernator runs it), one node owning every key, with
 //     -behavior no_batching, batching or global on every rate limit.
+//   - -system ratelimit: envoyproxy/ratelimit's service (-ratelimit-bin,
+//     its service_cmd; ratelimit.sh installs the pinned version) on the
+//     Redis of -redis, with the same configuration file as hotlimitd (fixed
+//     windows only: -alg window), its local cache of over-limit keys
+//     (-ratelimit-cache) and its stats to Prometheus or off
+//     (-ratelimit-stats).
+//
+// -over-keys N sends the keys below N under a rule of 1 an hour
+// (bench.OverKey): with keys uniform, N/-keys of the descriptors are over
+// the limit. -pause-redis D stops the Redis server for D a third into the
+// measured part (SIGSTOP, then SIGCONT): its failed calls are the errors
+// column.
 //
 // Usage (run.sh runs the comparison):
 //
 //	rlsbench -system hotlimitd -backend redis -redis 127.0.0.1:6379 -alg bucket -desc 1
 //	rlsbench -system gubernator -behavior no_batching -alg window -desc 3
+//	rlsbench -system ratelimit -ratelimit-bin service_cmd -redis 127.0.0.1:6379 -alg window -desc 3
 package main
 
 import (
@@ -48,6 +61,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -77,13 +91,21 @@ type flags struct {
 	maxErrs  int64
 
 	redisTimeout time.Duration
+	localDenials int
 	cpuProfile   string
 	replicas     int
+	over         int
+	pause        time.Duration
+
+	ratelimitBin    string
+	ratelimitCache  int
+	ratelimitWindow time.Duration
+	ratelimitStats  string
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.serve, "serve", false, "run the service only, print its address and serve until standard input closes (rlsbench's child)")
-	fs.StringVar(&f.system, "system", "hotlimitd", "the service: hotlimitd or gubernator")
+	fs.StringVar(&f.system, "system", "hotlimitd", "the service: hotlimitd, gubernator or ratelimit (envoyproxy/ratelimit, on Redis)")
 	fs.StringVar(&f.backend, "backend", "local", "hotlimitd's backend: local, redis or lease")
 	fs.StringVar(&f.behavior, "behavior", "no_batching", "gubernator's behavior on every rate limit: no_batching, batching or global")
 	fs.StringVar(&f.alg, "alg", "bucket", "bucket (hotlimit's token_bucket, gubernator's LEAKY_BUCKET) or window (hotlimit's fixed_window, gubernator's TOKEN_BUCKET)")
@@ -97,7 +119,14 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.warmup, "warmup", time.Second, "unmeasured load before")
 	fs.Int64Var(&f.requests, "requests", 0, "measured requests (0: -duration only)")
 	fs.StringVar(&f.redis, "redis", "", "Redis address (host:port) of the redis and lease backends")
-	fs.DurationVar(&f.redisTimeout, "redis-timeout", time.Second, "bound of each Redis call of the redis and lease backends")
+	fs.DurationVar(&f.redisTimeout, "redis-timeout", 2*time.Second, "bound of each Redis call of the redis and lease backends (cmd/hotlimitd's default)")
+	fs.IntVar(&f.localDenials, "local-denials", 0, "hotlimitd's redis backend: keys per limit whose denial it remembers (cmd/hotlimitd's -redis-local-denials; 0: off)")
+	fs.IntVar(&f.over, "over-keys", 0, "the keys of index below this are over the limit: sent under their rule of 1 an hour (bench.OverKey), so with keys uniform over-keys/keys of the descriptors are refused")
+	fs.DurationVar(&f.pause, "pause-redis", 0, "stop the Redis server (SIGSTOP) this long, then SIGCONT, a third of the way into the measured part (0: never)")
+	fs.StringVar(&f.ratelimitBin, "ratelimit-bin", "service_cmd", "envoyproxy/ratelimit's service_cmd (run.sh installs it)")
+	fs.IntVar(&f.ratelimitCache, "ratelimit-cache", 4<<20, "envoyproxy/ratelimit's LOCAL_CACHE_SIZE_IN_BYTES: its cache of over-limit keys (0: off)")
+	fs.DurationVar(&f.ratelimitWindow, "ratelimit-window", 150*time.Microsecond, "envoyproxy/ratelimit's REDIS_PIPELINE_WINDOW")
+	fs.StringVar(&f.ratelimitStats, "ratelimit-stats", "prometheus", "envoyproxy/ratelimit's stats: prometheus (USE_PROMETHEUS, as hotlimitd's promlimit metrics) or off (DISABLE_STATS)")
 	fs.IntVar(&f.replicas, "replicas", 1, "replicas of the service in its process (each its own port; the callers' connections spread over them): gubernator nodes that are each other's peers, or hotlimitd Servers on one Redis")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write the service's CPU profile (warmup included) to this file")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the callers' key streams")
@@ -146,8 +175,18 @@ func (f *flags) check() error {
 		if _, err := behavior(f.behavior); err != nil {
 			return err
 		}
+	case "ratelimit":
+		if f.redis == "" || f.replicas != 1 {
+			return errors.New("-system ratelimit needs -redis host:port, and one replica")
+		}
 	default:
-		return fmt.Errorf("unknown -system %q (want hotlimitd or gubernator)", f.system)
+		return fmt.Errorf("unknown -system %q (want hotlimitd, gubernator or ratelimit)", f.system)
+	}
+	if f.pause > 0 && !f.onRedis() {
+		return errors.New("-pause-redis needs a system on Redis")
+	}
+	if f.over < 0 || f.over > f.keys {
+		return fmt.Errorf("-over-keys must be in [0, -keys], got %d", f.over)
 	}
 	if f.limit <= 0 || f.limit > 1<<32-1 {
 		return fmt.Errorf("-limit must be in [1, 4294967295], got %d", f.limit)
@@ -176,13 +215,30 @@ func behavior(s string) (guber.Behavior, error) {
 	return 0, fmt.Errorf("unknown -behavior %q (want no_batching, batching or global)", s)
 }
 
+// onRedis reports whether the system measured keeps its state in Redis.
+func (f *flags) onRedis() bool {
+	return f.system == "ratelimit" || f.system == "hotlimitd" && f.backend != "local"
+}
+
 // name is the benchmark's name: what was measured.
 func (f *flags) name() string {
 	mode := f.backend
-	if f.system == "gubernator" {
+	switch f.system {
+	case "gubernator":
 		mode = f.behavior
+	case "ratelimit":
+		mode = "redis/stats=" + f.ratelimitStats
 	}
-	name := fmt.Sprintf("BenchmarkRLS/system=%s/backend=%s/alg=%s/desc=%d", f.system, mode, f.alg, f.desc)
+	name := fmt.Sprintf("BenchmarkRLS/system=%s/backend=%s/alg=%s/desc=%d/callers=%d", f.system, mode, f.alg, f.desc, f.callers)
+	if f.localDenials > 0 {
+		name += fmt.Sprintf("/denials=%d", f.localDenials)
+	}
+	if f.over > 0 {
+		name += fmt.Sprintf("/over=%d", f.over)
+	}
+	if f.pause > 0 {
+		name += fmt.Sprintf("/pause=%v", f.pause)
+	}
 	if f.replicas > 1 {
 		name += fmt.Sprintf("/replicas=%d", f.replicas)
 	}
@@ -253,53 +309,19 @@ func listen(ctx context.Context, g *grpc.Server) (string, error) {
 // measure starts the service in a child process, measures, and prints
 // the result line.
 func measure(f *flags) error {
-	ctx := context.Background()
-	exe, err := os.Executable()
+	child, addrs, stop, err := start(f)
 	if err != nil {
 		return err
 	}
-	child := exec.Command(exe, append([]string{"-serve"}, os.Args[1:]...)...)
-	child.Stderr = os.Stderr
-	stdin, err := child.StdinPipe()
-	if err != nil {
-		return err
-	}
-	stdout, err := child.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := child.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		stdin.Close()
-		if err := waitOrKill(child, 10*time.Second); err != nil {
-			fmt.Fprintln(os.Stderr, "rlsbench: the service:", err)
-		}
-	}()
-	addr, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		return fmt.Errorf("the service printed no address: %w", err)
-	}
-	addr = strings.TrimSpace(addr)
+	defer stop()
 
-	conns, err := bench.Dial(f.conns, strings.Split(addr, ",")...)
+	conns, err := bench.Dial(f.conns, addrs...)
 	if err != nil {
 		return err
 	}
 	defer bench.Close(conns)
-	keys := bench.KeyNames(f.keys)
-	var target bench.Target
-	if f.system == "gubernator" {
-		b, _ := behavior(f.behavior)
-		alg, _ := bench.ParseAlgorithm(f.alg)
-		target = &bench.Gubernator{Conns: conns, Keys: keys, Algorithm: alg, Limit: f.limit, Period: bench.Units[f.unit], Behavior: b}
-	} else {
-		target = &bench.RLS{Conns: conns, Keys: keys}
-	}
-
 	var rc *redis.Client
-	if f.system == "hotlimitd" && f.backend != "local" {
+	if f.onRedis() {
 		rc = redis.NewClient(&redis.Options{Addr: f.redis})
 		defer rc.Close()
 	}
@@ -310,17 +332,23 @@ func measure(f *flags) error {
 	// The service's CPU time over exactly the measured part.
 	var cpu [2]time.Duration
 	var cpuErr error
+	pause := func() {}
 	o.Phase = func(measuring bool) {
 		d, err := cpuTime(child.Process.Pid, rc)
 		cpuErr = errors.Join(cpuErr, err)
 		if measuring {
 			cpu[0] = d
+			if f.pause > 0 {
+				pause, err = pauseRedis(rc, f.duration/3, f.pause)
+				cpuErr = errors.Join(cpuErr, err)
+			}
 		} else {
 			cpu[1] = d
 		}
 	}
 	fmt.Printf("# loadavg before: %s", loadavg())
-	res, err := bench.Run(ctx, target, o)
+	res, err := bench.Run(context.Background(), target(f, conns), o)
+	pause()
 	if err != nil {
 		return err
 	}
@@ -334,6 +362,128 @@ func measure(f *flags) error {
 		res.Quantile(0.5).Microseconds(), res.Quantile(0.99).Microseconds(), res.Quantile(0.999).Microseconds(),
 		100*float64(res.Over)/float64(n), float64((cpu[1]-cpu[0]).Nanoseconds())/1e3/float64(n), res.Errors)
 	return nil
+}
+
+// target returns the load's Target for f's system, over conns.
+func target(f *flags, conns []*grpc.ClientConn) bench.Target {
+	keys := bench.KeyNames(f.keys)
+	if f.system == "gubernator" {
+		b, _ := behavior(f.behavior)
+		alg, _ := bench.ParseAlgorithm(f.alg)
+		return &bench.Gubernator{Conns: conns, Keys: keys, Algorithm: alg, Limit: f.limit, Period: bench.Units[f.unit], Behavior: b, Over: f.over}
+	}
+	return &bench.RLS{Conns: conns, Keys: keys, Over: f.over}
+}
+
+// start starts the service in a child process: envoyproxy/ratelimit's
+// own, or this command with -serve. It returns the child, the service's
+// addresses, and what stops it.
+func start(f *flags) (*exec.Cmd, []string, func(), error) {
+	if f.system == "ratelimit" {
+		dir, err := os.MkdirTemp("", "rlsbench-ratelimit-")
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		child, addr, err := startRatelimit(f, dir)
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, nil, nil, err
+		}
+		return child, []string{addr}, func() {
+			child.Process.Signal(syscall.SIGTERM)
+			if err := waitOrKill(child, 10*time.Second); err != nil && !isSignaled(err) {
+				fmt.Fprintln(os.Stderr, "rlsbench: envoyproxy/ratelimit:", err)
+			}
+			os.RemoveAll(dir)
+		}, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	child := exec.Command(exe, append([]string{"-serve"}, os.Args[1:]...)...)
+	child.Stderr = os.Stderr
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	stdout, err := child.StdoutPipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := child.Start(); err != nil {
+		return nil, nil, nil, err
+	}
+	stop := func() {
+		stdin.Close()
+		if err := waitOrKill(child, 10*time.Second); err != nil {
+			fmt.Fprintln(os.Stderr, "rlsbench: the service:", err)
+		}
+	}
+	addr, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		stop()
+		return nil, nil, nil, fmt.Errorf("the service printed no address: %w", err)
+	}
+	return child, strings.Split(strings.TrimSpace(addr), ","), stop, nil
+}
+
+// isSignaled reports whether err is a child's exit on a signal (SIGTERM's
+// default action), not a failure.
+func isSignaled(err error) bool {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		ws, ok := ee.Sys().(syscall.WaitStatus)
+		return ok && ws.Signaled()
+	}
+	return false
+}
+
+// pauseRedis stops the Redis server rc talks to (SIGSTOP) after the
+// delay, for pause, then resumes it (SIGCONT), printing a comment line
+// when it did. The function it returns waits for the resume (and resumes
+// at once if the pause has not ended): call it before reading a result.
+func pauseRedis(rc *redis.Client, after, pause time.Duration) (func(), error) {
+	info, err := rc.Info(context.Background(), "server").Result()
+	pid := infoInt(info, "process_id")
+	if err != nil || pid <= 0 {
+		return func() {}, fmt.Errorf("-pause-redis: no Redis process id (INFO server: %v)", err)
+	}
+	done := make(chan struct{})
+	resume := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-time.After(after):
+		case <-resume:
+			return
+		}
+		t0 := time.Now()
+		syscall.Kill(pid, syscall.SIGSTOP)
+		select {
+		case <-time.After(pause):
+		case <-resume:
+		}
+		syscall.Kill(pid, syscall.SIGCONT)
+		fmt.Printf("# paused redis-server (pid %d) for %v, %v after the measured part began\n", pid, time.Since(t0).Round(time.Millisecond), after)
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(resume) })
+		<-done
+	}, nil
+}
+
+// infoInt returns the integer field key of an INFO reply, or -1.
+func infoInt(info, key string) int {
+	for _, line := range strings.Split(info, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && k == key {
+			if n, err := strconv.Atoi(v); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }
 
 func waitOrKill(c *exec.Cmd, grace time.Duration) error {
