@@ -103,93 +103,28 @@ func Run(ctx context.Context, t Target, o Options) (*Result, error) {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	r := &run{o: o, ctx: ctx, cancel: cancel, ready: make(chan struct{}), results: make([]Result, o.Callers)}
 
 	callers := make([]Caller, o.Callers)
 	for i := range callers {
 		callers[i] = t.NewCaller(i)
 	}
-
 	// Phases: every caller runs the warmup, meets the others at the start
-	// line, then runs the measured part. left counts the measured requests
-	// not yet claimed when Requests caps the run.
-	var (
-		start   sync.WaitGroup
-		ready   = make(chan struct{})
-		done    sync.WaitGroup
-		left    atomic.Int64
-		errs    atomic.Int64 // failed calls, warmup included
-		t0      time.Time
-		results = make([]Result, o.Callers)
-	)
-	left.Store(o.Requests)
-	start.Add(o.Callers)
-	done.Add(o.Callers)
+	// line, then runs the measured part.
+	r.left.Store(o.Requests)
+	r.start.Add(o.Callers)
+	r.done.Add(o.Callers)
 	for i, c := range callers {
-		go func() {
-			defer done.Done()
-			r := &results[i]
-			r.Latency = newHistogram()
-			rng := rand.New(rand.NewPCG(o.Seed, uint64(i)))
-			keys := make([]int, o.Descriptors)
-			draw := func() {
-				for j := range keys {
-					keys[j] = rng.IntN(o.Keys)
-				}
-			}
-			// failed reports whether err ends the run.
-			failed := func(err error, phase string) bool {
-				if n := errs.Add(1); n > o.MaxErrors && ctx.Err() == nil {
-					cancel(fmt.Errorf("%s: %d failed calls (at most %d allowed), the last: %w", phase, n, o.MaxErrors, err))
-				}
-				return ctx.Err() != nil
-			}
-			// Warmup: the same calls, not recorded.
-			for end := time.Now().Add(o.Warmup); time.Now().Before(end) && ctx.Err() == nil; {
-				draw()
-				if _, err := c.Call(ctx, keys); err != nil {
-					failed(err, "warmup")
-				}
-			}
-			start.Done()
-			<-ready
-			var deadline time.Time
-			if o.Duration > 0 {
-				deadline = t0.Add(o.Duration)
-			}
-			for ctx.Err() == nil {
-				if o.Requests > 0 && left.Add(-1) < 0 {
-					return
-				}
-				draw()
-				s := time.Now()
-				over, err := c.Call(ctx, keys)
-				e := time.Now()
-				if err != nil {
-					r.Errors++
-					if failed(err, "measured") {
-						return
-					}
-				} else {
-					r.Requests++
-					if over {
-						r.Over++
-					}
-					_ = r.Latency.RecordValue(max(1, int64(e.Sub(s)/time.Microsecond)))
-				}
-				if !deadline.IsZero() && !e.Before(deadline) {
-					return
-				}
-			}
-		}()
+		go r.caller(i, c)
 	}
-	start.Wait()
+	r.start.Wait()
 	if o.Phase != nil {
 		o.Phase(true)
 	}
-	t0 = time.Now()
-	close(ready)
-	done.Wait()
-	elapsed := time.Since(t0)
+	r.t0 = time.Now()
+	close(r.ready)
+	r.done.Wait()
+	elapsed := time.Since(r.t0)
 	if o.Phase != nil {
 		o.Phase(false)
 	}
@@ -198,11 +133,88 @@ func Run(ctx context.Context, t Target, o Options) (*Result, error) {
 	}
 
 	total := &Result{Elapsed: elapsed, Latency: newHistogram()}
-	for i := range results {
-		total.Requests += results[i].Requests
-		total.Over += results[i].Over
-		total.Errors += results[i].Errors
-		total.Latency.Merge(results[i].Latency)
+	for i := range r.results {
+		total.Requests += r.results[i].Requests
+		total.Over += r.results[i].Over
+		total.Errors += r.results[i].Errors
+		total.Latency.Merge(r.results[i].Latency)
 	}
 	return total, nil
+}
+
+// run is one Run's shared state.
+type run struct {
+	o      Options
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	start   sync.WaitGroup // every caller done with its warmup
+	ready   chan struct{}  // closed when the measured part starts, t0 set
+	done    sync.WaitGroup // every caller done
+	left    atomic.Int64   // measured requests not yet claimed, when Requests caps the run
+	errs    atomic.Int64   // failed calls, warmup included
+	t0      time.Time      // the measured part's start: written before ready is closed
+	results []Result       // caller i's in results[i]
+}
+
+// failed counts err, a failed call of phase, and reports whether the run
+// is over (this error, or another, ended it).
+func (r *run) failed(err error, phase string) bool {
+	if n := r.errs.Add(1); n > r.o.MaxErrors && r.ctx.Err() == nil {
+		r.cancel(fmt.Errorf("%s: %d failed calls (at most %d allowed), the last: %w", phase, n, r.o.MaxErrors, err))
+	}
+	return r.ctx.Err() != nil
+}
+
+// caller is caller i's goroutine: its warmup, then its measured calls
+// into r.results[i].
+func (r *run) caller(i int, c Caller) {
+	defer r.done.Done()
+	o, ctx := r.o, r.ctx
+	res := &r.results[i]
+	res.Latency = newHistogram()
+	rng := rand.New(rand.NewPCG(o.Seed, uint64(i)))
+	keys := make([]int, o.Descriptors)
+	draw := func() {
+		for j := range keys {
+			keys[j] = rng.IntN(o.Keys)
+		}
+	}
+	// Warmup: the same calls, not recorded.
+	for end := time.Now().Add(o.Warmup); time.Now().Before(end) && ctx.Err() == nil; {
+		draw()
+		if _, err := c.Call(ctx, keys); err != nil {
+			r.failed(err, "warmup")
+		}
+	}
+	r.start.Done()
+	<-r.ready
+	var deadline time.Time
+	if o.Duration > 0 {
+		deadline = r.t0.Add(o.Duration)
+	}
+	for ctx.Err() == nil {
+		if o.Requests > 0 && r.left.Add(-1) < 0 {
+			return
+		}
+		draw()
+		s := time.Now()
+		over, err := c.Call(ctx, keys)
+		e := time.Now()
+		if err != nil {
+			res.Errors++
+			if r.failed(err, "measured") {
+				return
+			}
+		} else {
+			res.Requests++
+			if over {
+				res.Over++
+			}
+			_ = res.Latency.RecordValue(max(1, int64(e.Sub(s)/time.Microsecond)))
+		}
+		if !deadline.IsZero() && !e.Before(deadline) {
+			return
+		}
+	}
 }

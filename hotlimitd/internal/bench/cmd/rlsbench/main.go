@@ -160,6 +160,32 @@ func (f *flags) check() error {
 	if _, ok := bench.Units[f.unit]; !ok {
 		return fmt.Errorf("unknown -unit %q (want second, minute, hour or day)", f.unit)
 	}
+	if err := f.checkSystem(); err != nil {
+		return err
+	}
+	if f.pause > 0 && !f.onRedis() {
+		return errors.New("-pause-redis needs a system on Redis")
+	}
+	if f.over < 0 || f.over > f.keys {
+		return fmt.Errorf("-over-keys must be in [0, -keys], got %d", f.over)
+	}
+	if f.limit <= 0 || f.limit > 1<<32-1 {
+		return fmt.Errorf("-limit must be in [1, 4294967295], got %d", f.limit)
+	}
+	if f.conns <= 0 {
+		return fmt.Errorf("-conns must be > 0, got %d", f.conns)
+	}
+	if f.replicas < 1 || f.replicas > f.conns {
+		return fmt.Errorf("-replicas must be in [1, -conns], got %d", f.replicas)
+	}
+	if f.replicas > 1 && f.system == "hotlimitd" && f.backend == "local" {
+		return errors.New("-replicas > 1 needs a shared backend (-backend redis or lease): local replicas would each keep their own limits")
+	}
+	return nil // the load's own options are checked by bench.Run
+}
+
+// checkSystem checks -system and the flags of that system.
+func (f *flags) checkSystem() error {
 	switch f.system {
 	case "hotlimitd":
 		switch f.backend {
@@ -182,25 +208,10 @@ func (f *flags) check() error {
 	default:
 		return fmt.Errorf("unknown -system %q (want hotlimitd, gubernator or ratelimit)", f.system)
 	}
-	if f.pause > 0 && !f.onRedis() {
-		return errors.New("-pause-redis needs a system on Redis")
+	if f.localDenials != 0 && (f.system != "hotlimitd" || f.backend != "redis" || f.localDenials < 0) {
+		return fmt.Errorf("-local-denials %d: for -system hotlimitd -backend redis, and 0 or more", f.localDenials)
 	}
-	if f.over < 0 || f.over > f.keys {
-		return fmt.Errorf("-over-keys must be in [0, -keys], got %d", f.over)
-	}
-	if f.limit <= 0 || f.limit > 1<<32-1 {
-		return fmt.Errorf("-limit must be in [1, 4294967295], got %d", f.limit)
-	}
-	if f.conns <= 0 {
-		return fmt.Errorf("-conns must be > 0, got %d", f.conns)
-	}
-	if f.replicas < 1 || f.replicas > f.conns {
-		return fmt.Errorf("-replicas must be in [1, -conns], got %d", f.replicas)
-	}
-	if f.replicas > 1 && f.system == "hotlimitd" && f.backend == "local" {
-		return errors.New("-replicas > 1 needs a shared backend (-backend redis or lease): local replicas would each keep their own limits")
-	}
-	return nil // the load's own options are checked by bench.Run
+	return nil
 }
 
 func behavior(s string) (guber.Behavior, error) {
