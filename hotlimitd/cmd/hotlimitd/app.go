@@ -33,6 +33,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -345,109 +346,147 @@ loop:
 }
 
 // start loads the configuration, opens the backend, and binds the
-// listeners.
-func start(ctx context.Context, f *flags, log *slog.Logger, h *hooks) (a *app, err error) {
-	a = &app{f: f, log: log, reg: prometheus.NewRegistry(), loaded: h.loaded}
+// listeners. When it fails, it closes what it opened (abandon).
+func start(ctx context.Context, f *flags, log *slog.Logger, h *hooks) (_ *app, err error) {
+	a := &app{f: f, log: log, reg: prometheus.NewRegistry(), loaded: h.loaded}
 	a.metrics = newReloadMetrics(a.reg)
-	var cfg *config.Config
-	switch {
-	case f.xds != "":
-		// Empty (every descriptor OK without a limit, health
-		// NOT_SERVING) until the control plane sends one.
-		if cfg, err = config.ParseFiles(nil); err != nil {
-			return nil, err
-		}
-	case f.config == "":
-		cfg = config.Default()
-	default:
-		interval := f.reloadInterval
-		if interval == 0 {
-			interval = time.Hour // not polled (Run is not started): SIGHUP only
-		}
-		var opts []config.LoadOption
-		if f.mergeDomains {
-			opts = append(opts, config.MergeDomains())
-		}
-		a.watcher, err = config.NewWatcher(f.config, interval, a.applyReload, a.reloadFailed, opts...)
-		var pathErr *fs.PathError
-		if errors.As(err, &pathErr) {
-			return nil, fmt.Errorf("-config %s: %w", f.config, err) // missing or unreadable
-		}
-		if err != nil {
-			return nil, err // file:line: field: message, every one
-		}
-		cfg = a.watcher.Current()
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return nil, err
 	}
 	a.cur.Store(cfg)
 	a.metrics.success(time.Now())
+	defer func() {
+		if err != nil {
+			a.abandon()
+		}
+	}()
 	st, err := openStore(ctx, f, cfg.Limits())
 	if err != nil {
 		return nil, err
 	}
 	a.store = st
-	defer func() {
-		if err != nil {
-			st.Close()
-		}
-	}()
 	var b admission.Backend = a.store
 	if h.backend != nil {
 		b = h.backend(b)
 	}
-	bm := promlimit.NewBackendMetrics(promlimit.BackendOptions{})
-	a.bm = bm
-	observers := []admission.Observer{bm}
-	otelObs, stopOTel, err := startOTel(ctx)
+	observers, tracer, err := a.startTelemetry(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if err := a.newServer(b, observers, tracer); err != nil {
+		return nil, err
+	}
+	if err := a.newGRPC(); err != nil {
+		return nil, err
+	}
+	if f.xds != "" {
+		if err := a.startXDS(); err != nil {
+			return nil, err
+		}
+	}
+	a.http = &http.Server{Handler: a.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+	if err := a.listen(); err != nil {
+		return nil, err
+	}
+	a.ready.Store(true)
+	log.Info("serving", "grpc", a.grpcLis.Addr().String(), "grpc_tls", tlsMode(f), "http", a.httpLis.Addr().String(),
+		"backend", f.backend, "config", configName(f), "domains", strings.Join(cfg.Domains(), ","), "limits", len(cfg.Limits()))
+	return a, nil
+}
+
+// loadConfig returns the configuration to start with: an empty one until
+// the control plane sends one (-xds), the built-in one (no -config), or
+// -config's, which a.watcher then reloads.
+func (a *app) loadConfig() (*config.Config, error) {
+	f := a.f
+	switch {
+	case f.xds != "":
+		// Empty (every descriptor OK without a limit, health
+		// NOT_SERVING) until the control plane sends one.
+		return config.ParseFiles(nil)
+	case f.config == "":
+		return config.Default(), nil
+	}
+	interval := f.reloadInterval
+	if interval == 0 {
+		interval = time.Hour // not polled (Run is not started): SIGHUP only
+	}
+	var opts []config.LoadOption
+	if f.mergeDomains {
+		opts = append(opts, config.MergeDomains())
+	}
+	w, err := config.NewWatcher(f.config, interval, a.applyReload, a.reloadFailed, opts...)
+	var pathErr *fs.PathError
+	if errors.As(err, &pathErr) {
+		return nil, fmt.Errorf("-config %s: %w", f.config, err) // missing or unreadable
+	}
+	if err != nil {
+		return nil, err // file:line: field: message, every one
+	}
+	a.watcher = w
+	return w.Current(), nil
+}
+
+// startTelemetry returns the decisions' observers (the Prometheus
+// metrics, and OpenTelemetry's when its environment asks for an export)
+// and the tracer of the spans (nil without an export).
+func (a *app) startTelemetry(ctx context.Context) ([]admission.Observer, trace.Tracer, error) {
+	a.bm = promlimit.NewBackendMetrics(promlimit.BackendOptions{})
+	observers := []admission.Observer{a.bm}
+	otelObs, stopOTel, err := startOTel(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
 	if otelObs != nil {
 		a.stopOTel = stopOTel
-		defer func() {
-			if err != nil {
-				stopOTel(context.Background())
-			}
-		}()
 		observers = append(observers, otelObs)
-		log.Info("exporting OpenTelemetry metrics over OTLP/gRPC")
+		a.log.Info("exporting OpenTelemetry metrics over OTLP/gRPC")
 	}
 	tracer, stopTracing, err := startTracing(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if tracer != nil {
 		a.stopTracing = stopTracing
-		defer func() {
-			if err != nil {
-				stopTracing(context.Background())
-			}
-		}()
-		log.Info("exporting OpenTelemetry traces over OTLP/gRPC")
+		a.log.Info("exporting OpenTelemetry traces over OTLP/gRPC")
 	}
+	return observers, tracer, nil
+}
+
+// newServer makes the rate limit service on backend b, and registers its
+// metrics.
+func (a *app) newServer(b admission.Backend, observers []admission.Observer, tracer trace.Tracer) error {
+	f := a.f
 	secret, err := readSecret(f)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	opts := hotlimitd.Options{
 		Tracer: tracer,
 		Config: a.cur.Load, Backend: b, Headers: f.headers, FailOpen: f.failOpen,
-		PartitionKeySecret: secret, Observers: observers, Logger: log,
+		PartitionKeySecret: secret, Observers: observers, Logger: a.log,
 	}
 	if f.limitHeaders {
 		opts.LimitHeaders = &f.limitHeader
 	}
-	a.srv, err = hotlimitd.New(opts)
-	if err != nil {
-		return nil, err
+	if a.srv, err = hotlimitd.New(opts); err != nil {
+		return err
 	}
-	a.reg.MustRegister(bm, &serverCollector{srv: a.srv}, collectors.NewGoCollector())
+	a.reg.MustRegister(a.bm, &serverCollector{srv: a.srv}, collectors.NewGoCollector())
+	return nil
+}
 
+// newGRPC makes the gRPC server (with TLS under -grpc-tls-cert) of the
+// rate limit service and of health, SERVING.
+func (a *app) newGRPC() error {
+	f := a.f
 	gopts := []grpc.ServerOption{hotlimitd.ServerOption(),
 		grpc.ChainUnaryInterceptor(a.countUnary), grpc.ChainStreamInterceptor(a.countStream)}
 	if f.grpcTLSCert != "" {
-		files, err := newTLSFiles(f.grpcTLSCert, f.grpcTLSKey, f.grpcTLSCA, log)
+		files, err := newTLSFiles(f.grpcTLSCert, f.grpcTLSKey, f.grpcTLSCA, a.log)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(files.serverConfig())))
 	}
@@ -457,17 +496,11 @@ func start(ctx context.Context, f *flags, log *slog.Logger, h *hooks) (a *app, e
 	a.stopping = make(chan struct{})
 	healthpb.RegisterHealthServer(a.grpc, &healthService{Server: a.health, stopping: a.stopping})
 	a.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	if f.xds != "" {
-		if err := a.startXDS(); err != nil {
-			return nil, err
-		}
-		defer func() {
-			if err != nil {
-				a.xdsConn.Close()
-			}
-		}()
-	}
+	return nil
+}
 
+// httpHandler serves /healthcheck and /metrics.
+func (a *app) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, _ *http.Request) {
 		if a.xds != nil && !a.xdsReady.Load() {
@@ -481,19 +514,37 @@ func start(ctx context.Context, f *flags, log *slog.Logger, h *hooks) (a *app, e
 		io.WriteString(w, "OK")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
-	a.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return mux
+}
 
-	if a.grpcLis, err = net.Listen("tcp", f.grpcAddr); err != nil {
-		return nil, fmt.Errorf("-grpc %s: %w", f.grpcAddr, err)
+// listen binds -grpc and -http.
+func (a *app) listen() error {
+	var err error
+	if a.grpcLis, err = net.Listen("tcp", a.f.grpcAddr); err != nil {
+		return fmt.Errorf("-grpc %s: %w", a.f.grpcAddr, err)
 	}
-	if a.httpLis, err = net.Listen("tcp", f.httpAddr); err != nil {
+	if a.httpLis, err = net.Listen("tcp", a.f.httpAddr); err != nil {
 		a.grpcLis.Close()
-		return nil, fmt.Errorf("-http %s: %w", f.httpAddr, err)
+		return fmt.Errorf("-http %s: %w", a.f.httpAddr, err)
 	}
-	a.ready.Store(true)
-	log.Info("serving", "grpc", a.grpcLis.Addr().String(), "grpc_tls", tlsMode(f), "http", a.httpLis.Addr().String(),
-		"backend", f.backend, "config", configName(f), "domains", strings.Join(cfg.Domains(), ","), "limits", len(cfg.Limits()))
-	return a, nil
+	return nil
+}
+
+// abandon closes what a start that failed opened, the last first: the
+// xDS connection, the span and metric exports, the backend.
+func (a *app) abandon() {
+	if a.xdsConn != nil {
+		a.xdsConn.Close()
+	}
+	if a.stopTracing != nil {
+		a.stopTracing(context.Background())
+	}
+	if a.stopOTel != nil {
+		a.stopOTel(context.Background())
+	}
+	if a.store != nil {
+		a.store.Close()
+	}
 }
 
 // tlsMode names how the gRPC server is secured, for the log.
