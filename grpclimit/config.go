@@ -126,9 +126,9 @@ type Config struct {
 	// documentation).
 	NoMetadata bool
 	// Backend builds the backend from Limits. nil:
-	// httplimit.LocalBackend(), in-process limiters. Any httplimit
+	// admission.LocalBackend(), in-process limiters. Any httplimit
 	// backend serves, such as redislimit's shared one.
-	Backend httplimit.BackendFactory
+	Backend admission.BackendFactory
 	// Observers see every decision the backend makes or fails to make,
 	// with how long it took (otellimit's and promlimit's observers).
 	Observers []admission.Observer
@@ -410,8 +410,8 @@ func (ic *Interceptor) groupOf(fullMethod string) int {
 }
 
 // Backend returns the backend the interceptor decides through, such as a
-// *httplimit.Local whose limiters a test or an operator can inspect.
-func (ic *Interceptor) Backend() httplimit.Backend { return ic.pipe.Backend() }
+// *admission.Local whose limiters a test or an operator can inspect.
+func (ic *Interceptor) Backend() admission.Backend { return ic.pipe.Backend() }
 
 // Close closes the backend if it has a Close method.
 func (ic *Interceptor) Close() error { return ic.pipe.Close() }

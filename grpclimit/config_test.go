@@ -2,13 +2,13 @@ package grpclimit_test
 
 import (
 	"errors"
+	"github.com/hotlimit/hotlimit/admission"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/grpclimit"
-	"github.com/hotlimit/hotlimit/httplimit"
 )
 
 // Every bad configuration is an error naming what is wrong, never a
@@ -62,10 +62,10 @@ func TestConfigErrors(t *testing.T) {
 		{`Config.GlobalCost 6 is above limit "l"'s capacity 5`, func(c *grpclimit.Config) { c.Global, c.GlobalCost = "l", 6 }},
 		{`Config.Backend: hotlimit`, func(c *grpclimit.Config) { c.Limits["l"] = hotlimit.FixedWindow{Limit: 0, Window: time.Minute} }},
 		{`Config.Backend: no`, func(c *grpclimit.Config) {
-			c.Backend = func(map[string]hotlimit.Policy) (httplimit.Backend, error) { return nil, errors.New("no") }
+			c.Backend = func(map[string]hotlimit.Policy) (admission.Backend, error) { return nil, errors.New("no") }
 		}},
 		{`nil Backend`, func(c *grpclimit.Config) {
-			c.Backend = func(map[string]hotlimit.Policy) (httplimit.Backend, error) { return nil, nil }
+			c.Backend = func(map[string]hotlimit.Policy) (admission.Backend, error) { return nil, nil }
 		}},
 	} {
 		cfg := base()

@@ -26,7 +26,7 @@
 // its cost per call, with Group.Costs for methods that cost more than
 // their group's other methods. Config.Key extracts the client's identity,
 // and the call is checked against up to two layers, all or nothing,
-// exactly as httplimit checks a request (see httplimit.Backend and
+// exactly as httplimit checks a request (see admission.Backend and
 // hotlimit.AllowLayers): the group's layer and, with Config.Global, a
 // global layer per identity. A call the global layer denies consumes
 // nothing in its group, and the other way round.
@@ -36,7 +36,7 @@
 //
 // Keys have httplimit's format (httplimit.LayerKey), and the interceptor
 // decides through package admission's Pipeline, the decision httplimit's
-// middleware shares, and its Backend (httplimit.Backend is the same
+// middleware shares, and its Backend (admission.Backend is the same
 // type): in-process limiters by default, or a shared store such as
 // redislimit's. With one shared backend, an
 // identity's global layer is the same over HTTP and gRPC, and so is a

@@ -18,7 +18,6 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/grpclimit"
-	"github.com/hotlimit/hotlimit/httplimit"
 )
 
 // recorder collects the events of a hook as comparable lines.
@@ -81,7 +80,7 @@ func TestHookEvents(t *testing.T) {
 		OnKeyError:   grpclimit.KeyErrorFallbackPeer,
 		Hook:         rec.hook,
 	})
-	if err := ic.Backend().(*httplimit.Local).Classes().SetPolicy("l", hotlimit.FixedWindow{Limit: 2, Window: time.Minute}); err != nil {
+	if err := ic.Backend().(*admission.Local).Classes().SetPolicy("l", hotlimit.FixedWindow{Limit: 2, Window: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	c := serveIC(t, ic)
@@ -113,7 +112,7 @@ func TestHookEvents(t *testing.T) {
 			DefaultGroup:   "g",
 			Key:            grpclimit.MetadataKey("authorization"),
 			OnBackendError: mode,
-			Backend:        func(map[string]hotlimit.Policy) (httplimit.Backend, error) { return failing{}, nil },
+			Backend:        func(map[string]hotlimit.Policy) (admission.Backend, error) { return failing{}, nil },
 			Hook:           rec.hook,
 		}))
 		check(c, bearer(ctx, "a"))

@@ -3,6 +3,7 @@ package grpclimit_test
 import (
 	"context"
 	"fmt"
+	"github.com/hotlimit/hotlimit/admission"
 	"net"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/grpclimit"
-	"github.com/hotlimit/hotlimit/httplimit"
 )
 
 // A health service limited per API token: two checks, then one every 10
@@ -33,7 +33,7 @@ func Example() {
 		},
 		DefaultGroup: "health",
 		Key:          grpclimit.MetadataKey("authorization"),
-		Backend:      httplimit.LocalBackend(hotlimit.WithClock(clock)),
+		Backend:      admission.LocalBackend(hotlimit.WithClock(clock)),
 	})
 	if err != nil {
 		fmt.Println(err)

@@ -2,6 +2,7 @@ package grpclimit_test
 
 import (
 	"context"
+	"github.com/hotlimit/hotlimit/admission"
 	"net"
 	"testing"
 	"time"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/grpclimit"
-	"github.com/hotlimit/hotlimit/httplimit"
 )
 
 // TestMain fails the package if any test leaves a goroutine behind: a
@@ -93,7 +93,7 @@ func serveIC(t testing.TB, ic *grpclimit.Interceptor) healthpb.HealthClient {
 func newIC(t testing.TB, clock hotlimit.Clock, cfg grpclimit.Config) *grpclimit.Interceptor {
 	t.Helper()
 	if cfg.Backend == nil && clock != nil {
-		cfg.Backend = httplimit.LocalBackend(hotlimit.WithClock(clock))
+		cfg.Backend = admission.LocalBackend(hotlimit.WithClock(clock))
 	}
 	ic, err := grpclimit.New(cfg)
 	if err != nil {
@@ -106,7 +106,7 @@ func newIC(t testing.TB, clock hotlimit.Clock, cfg grpclimit.Config) *grpclimit.
 // limiter returns the limiter of a named limit in ic's Local backend.
 func limiter(t testing.TB, ic *grpclimit.Interceptor, name string) *hotlimit.Limiter {
 	t.Helper()
-	l := ic.Backend().(*httplimit.Local).Limiter(name)
+	l := ic.Backend().(*admission.Local).Limiter(name)
 	if l == nil {
 		t.Fatalf("no limit %q", name)
 	}

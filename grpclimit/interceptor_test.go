@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hotlimit/hotlimit/admission"
 	"net/http"
 	"strings"
 	"sync"
@@ -169,7 +170,7 @@ func TestNeverDistinguished(t *testing.T) {
 	})
 	// New refuses a cost above the capacity; a policy changed at runtime
 	// can still leave a method's cost above it.
-	if err := ic.Backend().(*httplimit.Local).Classes().SetPolicy("small", hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 3}); err != nil {
+	if err := ic.Backend().(*admission.Local).Classes().SetPolicy("small", hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: 3}); err != nil {
 		t.Fatal(err)
 	}
 	c := serveIC(t, ic)
@@ -204,7 +205,7 @@ func TestNeverDistinguished(t *testing.T) {
 		GlobalCost:   3,
 		Key:          grpclimit.MetadataKey("authorization"),
 	})
-	if err := ic.Backend().(*httplimit.Local).Classes().SetPolicy("global", hotlimit.FixedWindow{Limit: 2, Window: time.Minute}); err != nil {
+	if err := ic.Backend().(*admission.Local).Classes().SetPolicy("global", hotlimit.FixedWindow{Limit: 2, Window: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	md, err = call(ctx, serveIC(t, ic))
@@ -372,7 +373,7 @@ type failing struct{}
 
 var errStoreDown = errors.New("store down")
 
-func (failing) AllowStates(context.Context, []httplimit.Layer, []hotlimit.LayerState) (hotlimit.Decision, int, error) {
+func (failing) AllowStates(context.Context, []admission.Layer, []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	return hotlimit.Decision{}, -1, errStoreDown
 }
 
@@ -399,7 +400,7 @@ func TestBackendError(t *testing.T) {
 			DefaultGroup:   "g",
 			Key:            grpclimit.MetadataKey("authorization"),
 			OnBackendError: mode,
-			Backend:        func(map[string]hotlimit.Policy) (httplimit.Backend, error) { return failing{}, nil },
+			Backend:        func(map[string]hotlimit.Policy) (admission.Backend, error) { return failing{}, nil },
 		})
 		md, err := call(bearer(testCtx(t), "x"), serveIC(t, ic))
 		mu.Lock()
@@ -518,9 +519,9 @@ func TestLeakyDelay(t *testing.T) {
 
 // allowOnly is a backend that can tell neither which layer bound nor the
 // layers' states.
-type allowOnly struct{ *httplimit.Local }
+type allowOnly struct{ *admission.Local }
 
-func (b allowOnly) AllowStates(ctx context.Context, layers []httplimit.Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
+func (b allowOnly) AllowStates(ctx context.Context, layers []admission.Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	for i := range states {
 		states[i] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: -1}}
 	}
@@ -541,8 +542,8 @@ func TestNoBindingBackend(t *testing.T) {
 		DefaultGroup: "g",
 		Global:       "global",
 		Key:          grpclimit.MetadataKey("authorization"),
-		Backend: func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
-			b, err := httplimit.NewLocal(limits, hotlimit.WithClock(clock))
+		Backend: func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
+			b, err := admission.NewLocal(limits, hotlimit.WithClock(clock))
 			return allowOnly{b}, err
 		},
 	})

@@ -27,7 +27,6 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/grpclimit"
-	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/hotlimit/hotlimit/internal/layeroracle"
 	"github.com/hotlimit/hotlimit/internal/sfv"
 )
@@ -66,7 +65,7 @@ func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy, noMD bool) {
 		Key:          grpclimit.PeerKey(nil),
 		Global:       "glob",
 		Identities:   []grpclimit.IdentityLimit{{Limit: "per-tenant", Key: grpclimit.MetadataKey("x-tenant")}},
-		Backend:      httplimit.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
+		Backend:      admission.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
 		Wait:         func(context.Context, time.Duration) error { return nil },
 		Hook: func(ev grpclimit.Event) {
 			mu.Lock()
@@ -88,7 +87,7 @@ func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy, noMD bool) {
 		// Time moves, and now and then a layer's policy changes (in the
 		// oracle too); variant 2 has capacity 1, so a stream (cost 2 in the
 		// group's layer) can then never pass.
-		if err := layeroracle.Perturb(rng, clock, layers, 8, ic.Backend().(*httplimit.Local).Classes().SetPolicy); err != nil {
+		if err := layeroracle.Perturb(rng, clock, layers, 8, ic.Backend().(*admission.Local).Classes().SetPolicy); err != nil {
 			t.Fatal(err)
 		}
 		stream := rng.IntN(3) == 0

@@ -3,6 +3,7 @@ package grpclimit_test
 import (
 	"context"
 	"errors"
+	"github.com/hotlimit/hotlimit/admission"
 	"testing"
 	"time"
 
@@ -71,7 +72,7 @@ func TestReset(t *testing.T) {
 		Groups:       []grpclimit.Group{{Name: "g", Limit: "l"}},
 		DefaultGroup: "g",
 		Key:          grpclimit.MetadataKey("authorization"),
-		Backend:      func(map[string]hotlimit.Policy) (httplimit.Backend, error) { return failing{}, nil },
+		Backend:      func(map[string]hotlimit.Policy) (admission.Backend, error) { return failing{}, nil },
 	})
 	if err := nr.Reset(ctx, "tok:x"); !errors.Is(err, errStoreDown) {
 		t.Errorf("backend whose Reset fails: %v, want its error", err)

@@ -1,6 +1,7 @@
 package grpclimit_test
 
 import (
+	"github.com/hotlimit/hotlimit/admission"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/grpclimit"
-	"github.com/hotlimit/hotlimit/httplimit"
 )
 
 // retryConfig is a service config whose retry policy covers
@@ -73,7 +73,7 @@ func TestClientRetriesObeyPushback(t *testing.T) {
 		}
 
 		// A capacity lowered below List's cost: it can never pass.
-		if err := ic.Backend().(*httplimit.Local).Classes().SetPolicy("l", hotlimit.TokenBucket{Rate: hotlimit.PerSecond(20), Burst: 1}); err != nil {
+		if err := ic.Backend().(*admission.Local).Classes().SetPolicy("l", hotlimit.TokenBucket{Rate: hotlimit.PerSecond(20), Burst: 1}); err != nil {
 			t.Fatal(err)
 		}
 		attempts.Store(0)

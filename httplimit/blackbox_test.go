@@ -37,7 +37,7 @@ func newBB(t *testing.T, cfg httplimit.Config) *bbServer {
 	s := &bbServer{clock: hotlimit.NewManualClock()}
 	s.clock.Set(1000*time.Second + 123*time.Millisecond)
 	cfg.Wait = func(context.Context, time.Duration) error { return nil } // shaping delays are not slept
-	cfg.Backend = httplimit.LocalBackend(hotlimit.WithClock(s.clock), hotlimit.WithSweepInterval(0))
+	cfg.Backend = admission.LocalBackend(hotlimit.WithClock(s.clock), hotlimit.WithSweepInterval(0))
 	m, err := httplimit.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -391,7 +391,7 @@ func TestBlackBoxLoopback64(t *testing.T) {
 		Groups:       []httplimit.Group{{Name: "api", Limit: "api", CostFunc: headerCost}},
 		DefaultGroup: "api",
 		Key:          httplimit.TokenKey("Authorization"),
-		Backend:      httplimit.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
+		Backend:      admission.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -506,7 +506,7 @@ func TestBlackBoxResetDryRunExempt(t *testing.T) {
 			ExemptIdentities: []string{httplimit.TokenIdentity("vip")},
 			DryRun:           dry,
 			Hook:             func(ev httplimit.Event) { events = append(events, ev.Outcome) },
-			Backend:          httplimit.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
+			Backend:          admission.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
 		})
 		if err != nil {
 			t.Fatal(err)

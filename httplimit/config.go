@@ -160,7 +160,7 @@ type Config struct {
 	// call WriteHeader with a status (Denial.Status is the default's).
 	Deny func(w http.ResponseWriter, r *http.Request, d Denial)
 	// Backend builds the backend from Limits. nil: LocalBackend().
-	Backend BackendFactory
+	Backend admission.BackendFactory
 	// Observers see every decision the backend makes or fails to make,
 	// with how long it took: promlimit's BackendMetrics and otellimit's
 	// HTTP observe the middleware this way, without wrapping its backend.

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"errors"
+	"github.com/hotlimit/hotlimit/admission"
 	"strings"
 	"testing"
 	"time"
@@ -48,10 +49,10 @@ func TestConfigErrors(t *testing.T) {
 		{"bad header mode", func(c *Config) { c.Headers = 9 }, "HeaderMode"},
 		{"bad client ip", func(c *Config) { c.ClientIP = &ClientIP{IPv6Bits: 200} }, "IPv6Bits"},
 		{"factory error", func(c *Config) {
-			c.Backend = func(map[string]hotlimit.Policy) (Backend, error) { return nil, errors.New("no redis") }
+			c.Backend = func(map[string]hotlimit.Policy) (admission.Backend, error) { return nil, errors.New("no redis") }
 		}, "no redis"},
 		{"nil backend", func(c *Config) {
-			c.Backend = func(map[string]hotlimit.Policy) (Backend, error) { return nil, nil }
+			c.Backend = func(map[string]hotlimit.Policy) (admission.Backend, error) { return nil, nil }
 		}, "nil Backend"},
 	}
 	for _, tt := range tests {

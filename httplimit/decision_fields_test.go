@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"github.com/hotlimit/hotlimit/admission"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -73,7 +74,7 @@ func TestFieldsFromDecision(t *testing.T) {
 			Groups:       []Group{{Name: "g", Limit: "l"}},
 			DefaultGroup: "g",
 			Key:          TokenKey("Authorization"),
-			Backend:      LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
+			Backend:      admission.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
 			Hook:         func(e Event) { ev = e },
 		})
 		pi, _ := hotlimit.Describe(p)

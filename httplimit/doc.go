@@ -34,15 +34,15 @@
 // groups and HTTP answers. By(PerIP(rate), PerToken(header, rate)) is the
 // one-line form of several identities.
 //
-// Each layer is a Layer (admission.Layer): a limit named in
-// Config.Limits, a key and a cost, which is what a Backend receives. It
+// Each layer is an admission.Layer: a limit named in
+// Config.Limits, a key and a cost, which is what an admission.Backend receives. It
 // is not hotlimit.Layer (a
 // *hotlimit.Limiter, a key and a cost, for hotlimit.AllowLayers, which
-// Local calls) nor redislimit.Layer (a *redislimit.Limiter, a key and a cost):
+// admission.Local calls) nor redislimit.Layer (a *redislimit.Limiter, a key and a cost):
 // the same idea, one layer of an all-or-nothing decision, at three
 // levels, each naming its limit the way its level knows it.
 //
-// The middleware decides only through a Backend: Local (the default,
+// The middleware decides only through an admission.Backend: admission.Local (the default,
 // in-process hotlimit limiters, one per named limit) or a shared one such
 // as redislimit's, built by Config.Backend from Config.Limits.
 //
@@ -126,7 +126,7 @@
 // request could have changed; when a sliding window's or log's state
 // changed before t could be computed, the item has no t. q and w in
 // RateLimit-Policy describe the policy the request was decided under, so
-// a policy changed at runtime (Local.Classes().SetPolicy) shows at once.
+// a policy changed at runtime (admission.Local.Classes().SetPolicy) shows at once.
 // Retry-After is never earlier than the t of an item whose r is below
 // the request's cost there (a limit it exceeded); an item the request did
 // not exceed may have a later t, which then bounds only what the client

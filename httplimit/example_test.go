@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"fmt"
+	"github.com/hotlimit/hotlimit/admission"
 	"net/http"
 	"net/http/httptest"
 	"time"
@@ -28,7 +29,7 @@ func Example() {
 		DefaultGroup: "cheap",
 		Global:       "global",
 		Key:          httplimit.TokenKey("Authorization"),
-		Backend:      httplimit.LocalBackend(hotlimit.WithClock(clock)),
+		Backend:      admission.LocalBackend(hotlimit.WithClock(clock)),
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -84,7 +85,7 @@ func Example_identities() {
 		DefaultGroup: "all",
 		Key:          httplimit.TokenKey("Authorization"),
 		Identities:   []httplimit.IdentityLimit{{Limit: "per-ip", Key: httplimit.IPKey(nil)}},
-		Backend:      httplimit.LocalBackend(hotlimit.WithClock(clock)),
+		Backend:      admission.LocalBackend(hotlimit.WithClock(clock)),
 	})
 	if err != nil {
 		fmt.Println(err)

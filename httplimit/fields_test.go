@@ -3,6 +3,7 @@ package httplimit
 import (
 	"context"
 	"encoding/json"
+	"github.com/hotlimit/hotlimit/admission"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -98,12 +99,12 @@ func TestProblemDetails(t *testing.T) {
 	}
 }
 
-// bindingOnly is Local as a Backend that reports the binding layer but
+// bindingOnly is admission.Local as an admission.Backend that reports the binding layer but
 // cannot tell the layers' states (Remaining -1), as a cached denial of
 // redislimit's backend does.
-type bindingOnly struct{ *Local }
+type bindingOnly struct{ *admission.Local }
 
-func (b bindingOnly) AllowStates(ctx context.Context, ls []Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
+func (b bindingOnly) AllowStates(ctx context.Context, ls []admission.Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	unknown(states)
 	return b.Local.AllowStates(ctx, ls, nil)
 }
@@ -124,8 +125,8 @@ func TestBindingOnlyBackend(t *testing.T) {
 		DefaultGroup: "one",
 		Global:       "all",
 		Key:          TokenKey("Authorization"),
-		Backend: func(l map[string]hotlimit.Policy) (Backend, error) {
-			b, err := NewLocal(l, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
+		Backend: func(l map[string]hotlimit.Policy) (admission.Backend, error) {
+			b, err := admission.NewLocal(l, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
 			return bindingOnly{b}, err
 		},
 	})
@@ -154,8 +155,8 @@ func TestUnknownStates(t *testing.T) {
 		DefaultGroup: "g",
 		Global:       "all",
 		Key:          TokenKey("Authorization"),
-		Backend: func(l map[string]hotlimit.Policy) (Backend, error) {
-			b, err := NewLocal(l, hotlimit.WithSweepInterval(0))
+		Backend: func(l map[string]hotlimit.Policy) (admission.Backend, error) {
+			b, err := admission.NewLocal(l, hotlimit.WithSweepInterval(0))
 			return bindingOnly{b}, err
 		},
 	})

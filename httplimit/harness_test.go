@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"context"
+	"github.com/hotlimit/hotlimit/admission"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -28,7 +29,7 @@ func newHarness(t *testing.T, cfg Config) *harness {
 	hs := &harness{clock: hotlimit.NewManualClock()}
 	hs.clock.Set(1000 * time.Second) // away from 0, so windows have a past
 	if cfg.Backend == nil {
-		cfg.Backend = LocalBackend(hotlimit.WithClock(hs.clock), hotlimit.WithSweepInterval(0))
+		cfg.Backend = admission.LocalBackend(hotlimit.WithClock(hs.clock), hotlimit.WithSweepInterval(0))
 	}
 	if cfg.Wait == nil {
 		cfg.Wait = func(ctx context.Context, d time.Duration) error {
@@ -61,11 +62,11 @@ func (hs *harness) do(path, tok string) *httptest.ResponseRecorder {
 	return w
 }
 
-func (hs *harness) local(t *testing.T) *Local {
+func (hs *harness) local(t *testing.T) *admission.Local {
 	t.Helper()
-	l, ok := hs.m.Backend().(*Local)
+	l, ok := hs.m.Backend().(*admission.Local)
 	if !ok {
-		t.Fatalf("backend is %T, not *Local", hs.m.Backend())
+		t.Fatalf("backend is %T, not *admission.Local", hs.m.Backend())
 	}
 	return l
 }
@@ -131,11 +132,11 @@ func parseRateLimitItems(t *testing.T, v string) map[string]rlItem {
 
 func ceilSec(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
 
-// backendFunc is a Backend that decides with f, and can tell neither
+// backendFunc is an admission.Backend that decides with f, and can tell neither
 // the binding layer nor the layers' states.
-type backendFunc func(context.Context, []Layer) (hotlimit.Decision, error)
+type backendFunc func(context.Context, []admission.Layer) (hotlimit.Decision, error)
 
-func (f backendFunc) AllowStates(ctx context.Context, ls []Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
+func (f backendFunc) AllowStates(ctx context.Context, ls []admission.Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	unknown(states)
 	d, err := f(ctx, ls)
 	return d, -1, err
@@ -152,11 +153,11 @@ func unknown(states []hotlimit.LayerState) {
 	}
 }
 
-// plainBackend is Local as a Backend that can tell neither the binding
+// plainBackend is admission.Local as an admission.Backend that can tell neither the binding
 // layer nor the layers' states.
-type plainBackend struct{ *Local }
+type plainBackend struct{ *admission.Local }
 
-func (p plainBackend) AllowStates(ctx context.Context, layers []Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
+func (p plainBackend) AllowStates(ctx context.Context, layers []admission.Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	unknown(states)
 	d, _, err := p.Local.AllowStates(ctx, layers, nil)
 	return d, -1, err

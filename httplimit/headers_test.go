@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"encoding/json"
+	"github.com/hotlimit/hotlimit/admission"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -204,12 +205,12 @@ func TestBindingSameCapacity(t *testing.T) {
 		clock := hotlimit.NewManualClock()
 		clock.Set(1000 * time.Second)
 		if !reporting {
-			cfg.Backend = func(l map[string]hotlimit.Policy) (Backend, error) {
-				b, err := NewLocal(l, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
+			cfg.Backend = func(l map[string]hotlimit.Policy) (admission.Backend, error) {
+				b, err := admission.NewLocal(l, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
 				return plainBackend{b}, err
 			}
 		} else {
-			cfg.Backend = LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
+			cfg.Backend = admission.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
 		}
 		hs := newHarness(t, cfg)
 		// One request's worth already spent in the global window, by the

@@ -17,9 +17,9 @@ import (
 func TestTokenNeverReachesBackend(t *testing.T) {
 	var mu sync.Mutex
 	var keys []string
-	rec := func(limits map[string]hotlimit.Policy) (Backend, error) {
-		l, err := NewLocal(limits)
-		return backendFunc(func(ctx context.Context, ls []Layer) (hotlimit.Decision, error) {
+	rec := func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
+		l, err := admission.NewLocal(limits)
+		return backendFunc(func(ctx context.Context, ls []admission.Layer) (hotlimit.Decision, error) {
 			mu.Lock()
 			for _, ly := range ls {
 				keys = append(keys, ly.Key)

@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"context"
+	"github.com/hotlimit/hotlimit/admission"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -36,7 +37,7 @@ func TestConcurrentLayersFields(t *testing.T) {
 				Key:          httplimit.TokenKey("Authorization"),
 				Global:       "glob",
 				Identities:   []httplimit.IdentityLimit{{Limit: "per-ip", Key: httplimit.IPKey(nil)}},
-				Backend:      httplimit.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
+				Backend:      admission.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
 				Wait:         func(context.Context, time.Duration) error { return nil },
 			})
 			if err != nil {
@@ -96,7 +97,7 @@ func TestConcurrentLayersFields(t *testing.T) {
 			// moment before a later layer refused them): the k-th largest r
 			// is at most capacity−1−k. Once all are done, each layer holds
 			// exactly the admitted requests' units.
-			local := m.Backend().(*httplimit.Local)
+			local := m.Backend().(*admission.Local)
 			keys := map[string]string{
 				"grp":    httplimit.LayerKey(httplimit.TokenIdentity("t"), "api"),
 				"glob":   httplimit.LayerKey(httplimit.TokenIdentity("t"), ""),

@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"github.com/hotlimit/hotlimit/admission"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -29,7 +30,7 @@ func TestLoopback(t *testing.T) {
 		Groups:       []Group{{Name: "api", Limit: "api"}},
 		DefaultGroup: "api",
 		Key:          TokenKey("Authorization"),
-		Backend:      LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
+		Backend:      admission.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
 	})
 	if err != nil {
 		t.Fatal(err)

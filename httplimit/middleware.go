@@ -124,7 +124,7 @@ func newMiddleware(cfg *Config) *Middleware {
 
 // Backend returns the backend the middleware decides through, such as a
 // *Local whose limiters a metrics collector can read.
-func (m *Middleware) Backend() Backend { return m.pipe.Backend() }
+func (m *Middleware) Backend() admission.Backend { return m.pipe.Backend() }
 
 // Close closes the backend if it has a Close method.
 func (m *Middleware) Close() error { return m.pipe.Close() }

@@ -127,8 +127,8 @@ func TestHook(t *testing.T) {
 
 func TestBackendFailure(t *testing.T) {
 	down := errors.New("store down")
-	failing := func(map[string]hotlimit.Policy) (Backend, error) {
-		return backendFunc(func(context.Context, []Layer) (hotlimit.Decision, error) { return hotlimit.Decision{}, down }), nil
+	failing := func(map[string]hotlimit.Policy) (admission.Backend, error) {
+		return backendFunc(func(context.Context, []admission.Layer) (hotlimit.Decision, error) { return hotlimit.Decision{}, down }), nil
 	}
 	for _, mode := range []FailMode{FailClosed, FailOpen} {
 		var ev Event
@@ -252,8 +252,8 @@ func TestDryRunNeverBlocks(t *testing.T) {
 
 	cfg := base()
 	down := errors.New("store down")
-	cfg.Backend = func(map[string]hotlimit.Policy) (Backend, error) {
-		return backendFunc(func(context.Context, []Layer) (hotlimit.Decision, error) { return hotlimit.Decision{}, down }), nil
+	cfg.Backend = func(map[string]hotlimit.Policy) (admission.Backend, error) {
+		return backendFunc(func(context.Context, []admission.Layer) (hotlimit.Decision, error) { return hotlimit.Decision{}, down }), nil
 	}
 	hs = newHarness(t, cfg) // FailClosed, the default
 	if w := hs.do("/", token); w.Code != http.StatusOK || hs.calls != 1 {

@@ -66,7 +66,7 @@ func TestOracleFieldsLegacy(t *testing.T) {
 }
 
 // wrappedLocal is a Backend that is not a *Local.
-type wrappedLocal struct{ *httplimit.Local }
+type wrappedLocal struct{ *admission.Local }
 
 // oracleRun drives one middleware against the oracle. The global and
 // identity layers cost layerCost each (the group's layer, a random
@@ -91,10 +91,10 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy, wrap bool, headers htt
 		ProblemDetails: wrap,
 		Wait:           func(context.Context, time.Duration) error { return nil },
 	}
-	var local *httplimit.Local
-	cfg.Backend = func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
+	var local *admission.Local
+	cfg.Backend = func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
 		var err error
-		if local, err = httplimit.NewLocal(limits, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)); err != nil {
+		if local, err = admission.NewLocal(limits, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)); err != nil {
 			return nil, err
 		}
 		if wrap {

@@ -3,6 +3,7 @@ package httplimit
 import (
 	"context"
 	"errors"
+	"github.com/hotlimit/hotlimit/admission"
 	"net/http"
 	"testing"
 	"time"
@@ -58,8 +59,8 @@ func TestReset(t *testing.T) {
 		DefaultGroup: "g",
 		Key:          TokenKey("Authorization"),
 		Global:       "l",
-		Backend: func(l map[string]hotlimit.Policy) (Backend, error) {
-			b, err := NewLocal(l)
+		Backend: func(l map[string]hotlimit.Policy) (admission.Backend, error) {
+			b, err := admission.NewLocal(l)
 			return &failingReset{Local: b}, err
 		},
 	})
@@ -67,16 +68,16 @@ func TestReset(t *testing.T) {
 	if err := plain.m.Reset(context.Background(), id); !errors.Is(err, errResetFailed) || fr.calls != 2 {
 		t.Errorf("Reset through a backend that fails: %v after %d calls, want errResetFailed after 2 (every layer tried)", err, fr.calls)
 	}
-	if err := lim.Reset(context.Background(), "nope", "k"); !errors.Is(err, ErrUnknownLimit) {
-		t.Errorf("Local.Reset of an unknown limit: %v", err)
+	if err := lim.Reset(context.Background(), "nope", "k"); !errors.Is(err, admission.ErrUnknownLimit) {
+		t.Errorf("admission.Local.Reset of an unknown limit: %v", err)
 	}
 }
 
 var errResetFailed = errors.New("reset failed")
 
-// failingReset is Local whose Reset fails, counting its calls.
+// failingReset is admission.Local whose Reset fails, counting its calls.
 type failingReset struct {
-	*Local
+	*admission.Local
 	calls int
 }
 

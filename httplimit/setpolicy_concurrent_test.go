@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"context"
+	"github.com/hotlimit/hotlimit/admission"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -28,14 +29,14 @@ func TestSetPolicyUnderTraffic(t *testing.T) {
 		Groups:       []httplimit.Group{{Name: "all", Limit: "l"}},
 		DefaultGroup: "all",
 		Key:          httplimit.IPKey(nil),
-		Backend:      httplimit.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
+		Backend:      admission.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
 		Wait:         func(context.Context, time.Duration) error { return nil },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	classes := m.Backend().(*httplimit.Local).Classes()
+	classes := m.Backend().(*admission.Local).Classes()
 	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	var wg sync.WaitGroup
 	stop := make(chan struct{})

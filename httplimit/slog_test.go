@@ -26,13 +26,13 @@ const slogToken = "hl_live_5e0b8c2d41a7f963" // must appear in no log line, nor 
 
 // switchable is a Local backend that fails while down is set.
 type switchable struct {
-	*httplimit.Local
+	*admission.Local
 	down *atomic.Bool
 }
 
 var errStoreDown = errors.New("store down")
 
-func (b switchable) AllowStates(ctx context.Context, ls []httplimit.Layer, st []hotlimit.LayerState) (hotlimit.Decision, int, error) {
+func (b switchable) AllowStates(ctx context.Context, ls []admission.Layer, st []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	if b.down.Load() {
 		return hotlimit.Decision{}, -1, errStoreDown
 	}
@@ -67,8 +67,8 @@ func newLogRig(t *testing.T, dryRun bool, burst int64) *logRig {
 		PolicyVersion: "2026-12-01.1",
 		DryRun:        dryRun,
 		Hook:          rig.dl.Hook,
-		Backend: func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
-			l, err := httplimit.NewLocal(limits, hotlimit.WithClock(rig.clock), hotlimit.WithSweepInterval(0))
+		Backend: func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
+			l, err := admission.NewLocal(limits, hotlimit.WithClock(rig.clock), hotlimit.WithSweepInterval(0))
 			return switchable{l, rig.down}, err
 		},
 	})

@@ -60,7 +60,7 @@ func BenchmarkObservers(b *testing.B) {
 					Groups:       []httplimit.Group{{Name: "g", Limit: "l"}},
 					DefaultGroup: "g",
 					Key:          httplimit.TokenKey("Authorization"),
-					Backend:      httplimit.LocalBackend(hotlimit.WithSweepInterval(0)),
+					Backend:      admission.LocalBackend(hotlimit.WithSweepInterval(0)),
 				}
 				switch obs {
 				case "slog":

@@ -17,11 +17,11 @@ import (
 // tracingBackend is a Local whose decisions start a span of their own,
 // as a Redis client's instrumentation would.
 type tracingBackend struct {
-	*httplimit.Local
+	*admission.Local
 	tr trace.Tracer
 }
 
-func (b tracingBackend) AllowStates(ctx context.Context, ls []httplimit.Layer, st []hotlimit.LayerState) (hotlimit.Decision, int, error) {
+func (b tracingBackend) AllowStates(ctx context.Context, ls []admission.Layer, st []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	_, span := b.tr.Start(ctx, "store")
 	defer span.End()
 	return b.Local.AllowStates(ctx, ls, st)
@@ -47,8 +47,8 @@ func TestDecideSpan(t *testing.T) {
 		DefaultGroup: "g",
 		Global:       "all",
 		Key:          httplimit.TokenKey("Authorization"),
-		Backend: func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
-			l, err := httplimit.NewLocal(limits, hotlimit.WithSweepInterval(0))
+		Backend: func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
+			l, err := admission.NewLocal(limits, hotlimit.WithSweepInterval(0))
 			return tracingBackend{l, rg.tp.Tracer("store")}, err
 		},
 		Observers: []admission.Observer{obs},

@@ -9,7 +9,6 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/grpclimit"
-	"github.com/hotlimit/hotlimit/httplimit"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 )
@@ -17,7 +16,7 @@ import (
 // failingBackend cannot decide.
 type failingBackend struct{}
 
-func (failingBackend) AllowStates(context.Context, []httplimit.Layer, []hotlimit.LayerState) (hotlimit.Decision, int, error) {
+func (failingBackend) AllowStates(context.Context, []admission.Layer, []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	return hotlimit.Decision{}, -1, errors.New("store down")
 }
 
@@ -41,7 +40,7 @@ func TestGRPCCalls(t *testing.T) {
 		t.Helper()
 		cfg.Limits, cfg.Hook = limits, obs.Hook
 		if cfg.Backend == nil {
-			cfg.Backend = httplimit.LocalBackend(hotlimit.WithClock(clock))
+			cfg.Backend = admission.LocalBackend(hotlimit.WithClock(clock))
 		}
 		if cfg.Groups == nil {
 			cfg.Groups, cfg.DefaultGroup = []grpclimit.Group{{Name: "g", Limit: "l"}}, "g"
@@ -72,7 +71,7 @@ func TestGRPCCalls(t *testing.T) {
 	})
 	// New refuses a cost above the capacity; lowered at runtime, the
 	// capacity leaves Big's cost above it.
-	if err := ic.Backend().(*httplimit.Local).Classes().SetPolicy("l", hotlimit.FixedWindow{Limit: 2, Window: time.Minute}); err != nil {
+	if err := ic.Backend().(*admission.Local).Classes().SetPolicy("l", hotlimit.FixedWindow{Limit: 2, Window: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	u := ic.Unary()
@@ -83,9 +82,9 @@ func TestGRPCCalls(t *testing.T) {
 	call(u, tok, "/svc.A/Health")                 // exempt
 	call(u, context.Background(), "/svc.A/Check") // no key
 	call(build(grpclimit.Config{OnBackendError: grpclimit.FailOpen,
-		Backend: func(map[string]hotlimit.Policy) (httplimit.Backend, error) { return failingBackend{}, nil }}).Unary(), tok, "/svc.B/X")
+		Backend: func(map[string]hotlimit.Policy) (admission.Backend, error) { return failingBackend{}, nil }}).Unary(), tok, "/svc.B/X")
 	call(build(grpclimit.Config{OnBackendError: grpclimit.FailClosed,
-		Backend: func(map[string]hotlimit.Policy) (httplimit.Backend, error) { return failingBackend{}, nil }}).Unary(), tok, "/svc.B/X")
+		Backend: func(map[string]hotlimit.Policy) (admission.Backend, error) { return failingBackend{}, nil }}).Unary(), tok, "/svc.B/X")
 	call(build(grpclimit.Config{Key: grpclimit.FuncKey("usr", func(context.Context) (string, bool) { return "u1", true })}).Unary(), tok, "/svc.B/X")
 
 	want := map[string]int64{

@@ -3,6 +3,7 @@ package otellimit
 import (
 	"context"
 	"errors"
+	"github.com/hotlimit/hotlimit/admission"
 	"sort"
 
 	"github.com/hotlimit/hotlimit"
@@ -77,13 +78,13 @@ func ObserveLimiters(mp metric.MeterProvider, limiters map[string]*hotlimit.Limi
 func clamp(n uint64) int64 { return int64(min(n, 1<<63-1)) }
 
 // ObserveMiddleware is ObserveLimiters for the limiters of m's backend,
-// when it is an httplimit.Local, under their limit names. For another backend (redislimit's) it registers nothing
+// when it is an admission.Local, under their limit names. For another backend (redislimit's) it registers nothing
 // and returns a Registration whose Unregister does nothing.
 func ObserveMiddleware(mp metric.MeterProvider, m *httplimit.Middleware) (metric.Registration, error) {
 	if m == nil {
 		return nil, errors.New("otellimit: ObserveMiddleware: nil Middleware")
 	}
-	local, ok := m.Backend().(*httplimit.Local)
+	local, ok := m.Backend().(*admission.Local)
 	if !ok {
 		return noRegistration{}, nil
 	}

@@ -110,7 +110,7 @@ func TestBackendKeepsBinding(t *testing.T) {
 		Groups:       []httplimit.Group{{Name: "g", Limit: "l"}},
 		DefaultGroup: "g",
 		Key:          httplimit.TokenKey("Authorization"),
-		Backend: func(map[string]hotlimit.Policy) (httplimit.Backend, error) {
+		Backend: func(map[string]hotlimit.Policy) (admission.Backend, error) {
 			return plainBackend{}, nil
 		},
 	})
@@ -133,7 +133,7 @@ func TestBackendKeepsBinding(t *testing.T) {
 
 type plainBackend struct{}
 
-func (plainBackend) AllowStates(_ context.Context, _ []httplimit.Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
+func (plainBackend) AllowStates(_ context.Context, _ []admission.Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	for i := range states {
 		states[i] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: -1}}
 	}

@@ -116,22 +116,22 @@ func checkAttrs(t *testing.T, where string, kvs []attribute.KeyValue) {
 
 // switchable is a Local backend that fails while down is set.
 type switchable struct {
-	*httplimit.Local
+	*admission.Local
 	down *atomic.Bool
 }
 
 var errDown = errors.New("store down")
 
-func (b switchable) AllowStates(ctx context.Context, ls []httplimit.Layer, st []hotlimit.LayerState) (hotlimit.Decision, int, error) {
+func (b switchable) AllowStates(ctx context.Context, ls []admission.Layer, st []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	if b.down.Load() {
 		return hotlimit.Decision{}, -1, errDown
 	}
 	return b.Local.AllowStates(ctx, ls, st)
 }
 
-func switchableBackend(clock hotlimit.Clock, down *atomic.Bool) httplimit.BackendFactory {
-	return func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
-		l, err := httplimit.NewLocal(limits, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
+func switchableBackend(clock hotlimit.Clock, down *atomic.Bool) admission.BackendFactory {
+	return func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
+		l, err := admission.NewLocal(limits, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
 		return switchable{l, down}, err
 	}
 }
@@ -161,7 +161,7 @@ func TestScriptedSequence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var localA *httplimit.Local
+	var localA *admission.Local
 	a, err := httplimit.New(httplimit.Config{
 		Limits: map[string]hotlimit.Policy{
 			"search": hotlimit.FixedWindow{Limit: 1, Window: time.Hour},
@@ -177,7 +177,7 @@ func TestScriptedSequence(t *testing.T) {
 		Global:       "global",
 		Key:          httplimit.TokenKey("Authorization"),
 		Hook:         obsA.Hook,
-		Backend: func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
+		Backend: func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
 			b, err := switchableBackend(clock, downA)(limits)
 			if b != nil {
 				localA = b.(switchable).Local

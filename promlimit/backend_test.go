@@ -19,11 +19,11 @@ import (
 
 // failing is a Local backend that fails while down is set.
 type failing struct {
-	*httplimit.Local
+	*admission.Local
 	down *atomic.Bool
 }
 
-func (b failing) AllowStates(ctx context.Context, ls []httplimit.Layer, st []hotlimit.LayerState) (hotlimit.Decision, int, error) {
+func (b failing) AllowStates(ctx context.Context, ls []admission.Layer, st []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	if b.down.Load() {
 		return hotlimit.Decision{}, -1, errors.New("store down")
 	}
@@ -39,9 +39,9 @@ func (b failing) AllowStates(ctx context.Context, ls []httplimit.Layer, st []hot
 func TestBackendMetrics(t *testing.T) {
 	down := new(atomic.Bool)
 	bm := NewBackendMetrics(BackendOptions{})
-	var local *httplimit.Local
-	factory := func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
-		l, err := httplimit.NewLocal(limits, hotlimit.WithClock(hotlimit.NewManualClock()), hotlimit.WithSweepInterval(0))
+	var local *admission.Local
+	factory := func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
+		l, err := admission.NewLocal(limits, hotlimit.WithClock(hotlimit.NewManualClock()), hotlimit.WithSweepInterval(0))
 		local = l
 		return failing{l, down}, err
 	}

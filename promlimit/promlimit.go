@@ -67,7 +67,7 @@ type Options struct {
 	// Limiters are exported under their names (the "limit" label).
 	Limiters map[string]*hotlimit.Limiter
 	// Middleware, if set, has its Counts exported; if its backend is an
-	// *httplimit.Local, its limiters are exported too (unless Limiters
+	// *admission.Local, its limiters are exported too (unless Limiters
 	// already names them).
 	Middleware *httplimit.Middleware
 	// ConstLabels are added to every metric (for example the service).
@@ -97,7 +97,7 @@ func New(opts Options) *Collector {
 		}
 	}
 	if opts.Middleware != nil {
-		if local, ok := opts.Middleware.Backend().(*httplimit.Local); ok {
+		if local, ok := opts.Middleware.Backend().(*admission.Local); ok {
 			for _, name := range local.Names() {
 				if _, dup := all[name]; !dup {
 					all[name] = local.Limiter(name)

@@ -31,7 +31,7 @@ func TestCollector(t *testing.T) {
 		},
 		DefaultGroup: "cheap",
 		Key:          httplimit.TokenKey("Authorization"),
-		Backend:      httplimit.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
+		Backend:      admission.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ hotlimit_limiter_swept_total{limit="search",service="api"} 0
 	}
 	// The memory gauge is each limiter's MemStats().Total (its value
 	// depends on the platform's word size).
-	local := m.Backend().(*httplimit.Local)
+	local := m.Backend().(*admission.Local)
 	mems := map[string]*hotlimit.Limiter{"jobs": extra, "search": local.Limiter("search"), "cheap": local.Limiter("cheap")}
 	mfs, err := gather(c)
 	if err != nil {
@@ -214,7 +214,7 @@ func TestConcurrentScrapes(t *testing.T) {
 		Groups:       []httplimit.Group{{Name: "g", Limit: "l"}},
 		DefaultGroup: "g",
 		Key:          httplimit.TokenKey("Authorization"),
-		Backend:      httplimit.LocalBackend(hotlimit.WithSweepInterval(0)),
+		Backend:      admission.LocalBackend(hotlimit.WithSweepInterval(0)),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package promlimit
 
 import (
+	"github.com/hotlimit/hotlimit/admission"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -87,7 +88,7 @@ func TestCountersMonotonicUnderRefunds(t *testing.T) {
 		DefaultGroup: "g",
 		Global:       "global",
 		Key:          httplimit.TokenKey("Authorization"),
-		Backend:      httplimit.LocalBackend(hotlimit.WithClock(hotlimit.NewManualClock()), hotlimit.WithSweepInterval(0), hook),
+		Backend:      admission.LocalBackend(hotlimit.WithClock(hotlimit.NewManualClock()), hotlimit.WithSweepInterval(0), hook),
 	})
 	if err != nil {
 		t.Fatal(err)

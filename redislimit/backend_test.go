@@ -9,7 +9,6 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
-	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/hotlimit/hotlimit/redislimit/redistest"
 )
 
@@ -24,9 +23,9 @@ func TestBackendMatchesLocal(t *testing.T) {
 		"ip":    hotlimit.SlidingWindow{Limit: 8, Window: 24 * time.Hour},
 	}
 	rb := must(BackendFactory(c, WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second))(limits))
-	lb := must(httplimit.LocalBackend()(limits))
+	lb := must(admission.LocalBackend()(limits))
 	ctx := context.Background()
-	reqs := [][]httplimit.Layer{
+	reqs := [][]admission.Layer{
 		{{Limit: "token", Key: "t1", Cost: 1}, {Limit: "ip", Key: "1.2.3.4", Cost: 1}},
 		{{Limit: "token", Key: "t1", Cost: 3}, {Limit: "ip", Key: "1.2.3.4", Cost: 1}},
 		{{Limit: "token", Key: "t2", Cost: 4}, {Limit: "ip", Key: "1.2.3.4", Cost: 4}},
@@ -41,7 +40,7 @@ func TestBackendMatchesLocal(t *testing.T) {
 			t.Fatalf("request %d: local %+v, redis %+v", i, want, got)
 		}
 	}
-	if _, err := allow(ctx, rb, []httplimit.Layer{{Limit: "nope", Key: "k", Cost: 1}}); !errors.Is(err, httplimit.ErrUnknownLimit) {
+	if _, err := allow(ctx, rb, []admission.Layer{{Limit: "nope", Key: "k", Cost: 1}}); !errors.Is(err, admission.ErrUnknownLimit) {
 		t.Fatalf("unknown limit: %v", err)
 	}
 }
@@ -58,7 +57,7 @@ func TestBackendErrors(t *testing.T) {
 		t.Fatal("Backend accepted Fallback")
 	}
 	limits := map[string]hotlimit.Policy{"a": hotlimit.FixedWindow{Limit: 2, Window: time.Hour}}
-	ls := []httplimit.Layer{{Limit: "a", Key: "k", Cost: 1}}
+	ls := []admission.Layer{{Limit: "a", Key: "k", Cost: 1}}
 	ctx := context.Background()
 	// Without a failure policy, the error goes to the middleware.
 	if _, err := allow(ctx, must(BackendFactory(c)(limits)), ls); !errors.Is(err, ErrUnavailable) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hotlimit/hotlimit/admission"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -32,7 +33,7 @@ func TestBackendResetThroughMiddleware(t *testing.T) {
 		Groups:       []httplimit.Group{{Name: "g", Limit: "l"}},
 		DefaultGroup: "g",
 		Key:          httplimit.TokenKey("Authorization"),
-		Backend: func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
+		Backend: func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
 			b, err := NewBackend(c, limits, WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second), WithLocalDenials(100))
 			rb = b
 			return b, err
@@ -71,7 +72,7 @@ func TestBackendResetThroughMiddleware(t *testing.T) {
 	if got := do("token-b-0123456789"); got != 429 {
 		t.Fatalf("the other client after a's Reset: %d, want 429", got)
 	}
-	if err := rb.Reset(context.Background(), "nope", "k"); !errors.Is(err, httplimit.ErrUnknownLimit) {
+	if err := rb.Reset(context.Background(), "nope", "k"); !errors.Is(err, admission.ErrUnknownLimit) {
 		t.Fatalf("Reset of an unknown limit: %v", err)
 	}
 	if err := rb.Reset(context.Background(), "l", strings.Repeat("k", hotlimit.MaxKeyLen+1)); !errors.Is(err, hotlimit.ErrKeyTooLong) {
@@ -90,7 +91,7 @@ func TestBackendResetLayered(t *testing.T) {
 		"day":  hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 24 * time.Hour}, Burst: 1},
 	}, WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second), WithLocalDenials(100)))
 	ctx := context.Background()
-	ls := []httplimit.Layer{{Limit: "hour", Key: "h", Cost: 1}, {Limit: "day", Key: "d", Cost: 1}}
+	ls := []admission.Layer{{Limit: "hour", Key: "h", Cost: 1}, {Limit: "day", Key: "d", Cost: 1}}
 	if d := must(rb.Allow(ctx, ls)); !d.Allowed {
 		t.Fatalf("first call: %+v", d)
 	}
@@ -145,7 +146,7 @@ func TestBackendStatesUnknown(t *testing.T) {
 	rb := must(NewBackend(c, map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Hour}},
 		WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second), WithLocalDenials(10)))
 	ctx := context.Background()
-	ls := []httplimit.Layer{{Limit: "l", Key: "k", Cost: 1}}
+	ls := []admission.Layer{{Limit: "l", Key: "k", Cost: 1}}
 	states := make([]hotlimit.LayerState, 1)
 	for i, want := range []int64{0, 0, -1} { // admitted, denied by Redis, denied from the cache
 		d, _, err := rb.AllowStates(ctx, ls, states)
@@ -165,9 +166,9 @@ func TestBackendStatesLength(t *testing.T) {
 		WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second)))
 	ctx := context.Background()
 	for _, n := range []int{1, 2, 5, 9} {
-		ls := make([]httplimit.Layer, 3)
+		ls := make([]admission.Layer, 3)
 		for i := range ls {
-			ls[i] = httplimit.Layer{Limit: "l", Key: fmt.Sprint("k", n, i), Cost: int64(i + 1)}
+			ls[i] = admission.Layer{Limit: "l", Key: fmt.Sprint("k", n, i), Cost: int64(i + 1)}
 		}
 		states := make([]hotlimit.LayerState, n)
 		for i := range states {

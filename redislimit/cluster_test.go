@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hotlimit/hotlimit/admission"
 	"net"
 	"os"
 	"strconv"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
-	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/hotlimit/hotlimit/redislimit/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -116,7 +116,7 @@ func TestClusterCrossSlot(t *testing.T) {
 	}
 	// A backend with a failure policy does not hide it either.
 	rb := must(NewBackend(c, map[string]hotlimit.Policy{"user": p, "ip": p}, WithPrefix(prefix), WithFailurePolicy(FailOpen)))
-	if _, err := rb.Allow(ctx, []httplimit.Layer{{Limit: "user", Key: "u1", Cost: 1}, {Limit: "ip", Key: k2, Cost: 1}}); !errors.Is(err, ErrCrossSlot) {
+	if _, err := rb.Allow(ctx, []admission.Layer{{Limit: "user", Key: "u1", Cost: 1}, {Limit: "ip", Key: k2, Cost: 1}}); !errors.Is(err, ErrCrossSlot) {
 		t.Fatalf("backend over two slots: %v; want ErrCrossSlot", err)
 	}
 }

@@ -3,6 +3,7 @@ package redislimit
 import (
 	"context"
 	"errors"
+	"github.com/hotlimit/hotlimit/admission"
 	"net"
 	"sync"
 	"testing"
@@ -10,7 +11,6 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
-	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/hotlimit/hotlimit/redislimit/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -133,7 +133,7 @@ func testHooksSeeEveryFailure(t *testing.T) {
 	// error; the hook still sees it.
 	var brec recorder
 	be := must(NewBackend(c, map[string]hotlimit.Policy{"a": slowBucket}, WithFailurePolicy(FailOpen), WithHooks(brec.hooks())))
-	if d, err := be.Allow(ctx, []httplimit.Layer{{Limit: "a", Key: "k", Cost: 1}}); err != nil || !d.Allowed {
+	if d, err := be.Allow(ctx, []admission.Layer{{Limit: "a", Key: "k", Cost: 1}}); err != nil || !d.Allowed {
 		t.Fatalf("backend: %+v, %v", d, err)
 	}
 	if len(brec.failures) != 1 || !errors.Is(brec.failures[0], ErrUnavailable) {

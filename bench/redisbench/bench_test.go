@@ -3,6 +3,7 @@ package redisbench
 import (
 	"context"
 	"fmt"
+	"github.com/hotlimit/hotlimit/admission"
 	"os"
 	"runtime"
 	"slices"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/hotlimit/hotlimit"
-	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/hotlimit/hotlimit/redislimit"
 	"github.com/hotlimit/hotlimit/redislimit/redistest"
 	"github.com/redis/go-redis/v9"
@@ -366,7 +366,7 @@ func BenchmarkBackendStates(b *testing.B) {
 					st = make([]hotlimit.LayerState, 2)
 				}
 				run(b, c, n, false, false, func(ctx context.Context, key string) bool {
-					ls := []httplimit.Layer{{Limit: "user", Key: key, Cost: 1}, {Limit: "global", Key: key, Cost: 1}}
+					ls := []admission.Layer{{Limit: "user", Key: key, Cost: 1}, {Limit: "global", Key: key, Cost: 1}}
 					d, _, err := rb.AllowStates(ctx, ls, st)
 					if err != nil {
 						b.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/hotlimit/hotlimit/admission"
 	"log"
 	"log/slog"
 	"net"
@@ -62,7 +63,7 @@ func newHandler(hook func(httplimit.Event), opts ...hotlimit.Option) (http.Handl
 		Headers:       httplimit.HeadersIETF,
 		PolicyVersion: "example-1",
 		Hook:          hook,
-		Backend:       httplimit.LocalBackend(append([]hotlimit.Option{hotlimit.WithMaxKeys(100_000)}, opts...)...),
+		Backend:       admission.LocalBackend(append([]hotlimit.Option{hotlimit.WithMaxKeys(100_000)}, opts...)...),
 	})
 	if err != nil {
 		return nil, nil, err

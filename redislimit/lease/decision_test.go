@@ -104,12 +104,12 @@ func TestLeaseBehindMiddleware(t *testing.T) {
 	const limit, maxLease = 30, 5
 	for _, tc := range []struct {
 		name    string
-		backend func(c *redis.Client, prefix string, hooks redislimit.Hooks) httplimit.BackendFactory
+		backend func(c *redis.Client, prefix string, hooks redislimit.Hooks) admission.BackendFactory
 	}{
-		{"lease.Backend", func(c *redis.Client, prefix string, hooks redislimit.Hooks) httplimit.BackendFactory {
+		{"lease.Backend", func(c *redis.Client, prefix string, hooks redislimit.Hooks) admission.BackendFactory {
 			return BackendFactory(c, WithPrefix(prefix), WithMaxLease(maxLease), WithTimeout(5*time.Second), WithRedis(redislimit.WithHooks(hooks)))
 		}},
-		{"redislimit.BackendFactory+Mode", func(c *redis.Client, prefix string, hooks redislimit.Hooks) httplimit.BackendFactory {
+		{"redislimit.BackendFactory+Mode", func(c *redis.Client, prefix string, hooks redislimit.Hooks) admission.BackendFactory {
 			return redislimit.BackendFactory(c, redislimit.WithPrefix(prefix), redislimit.WithTimeout(5*time.Second), redislimit.WithHooks(hooks),
 				Mode(WithMaxLease(maxLease)))
 		}},
@@ -129,7 +129,7 @@ func TestLeaseBehindMiddleware(t *testing.T) {
 					Groups:       []httplimit.Group{{Name: "g", Limit: "api"}},
 					DefaultGroup: "g",
 					Key:          httplimit.TokenKey("Authorization"),
-					Backend: func(limits map[string]hotlimit.Policy) (httplimit.Backend, error) {
+					Backend: func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
 						b, err := factory(limits)
 						if b != nil {
 							backends = append(backends, b)

@@ -80,7 +80,7 @@ func newServer(mp metric.MeterProvider, tp trace.TracerProvider, logw io.Writer,
 			obs.Hook(ev)
 			denials.Hook(ev)
 		},
-		Backend:   httplimit.LocalBackend(append([]hotlimit.Option{hotlimit.WithMaxKeys(100_000)}, opts...)...),
+		Backend:   admission.LocalBackend(append([]hotlimit.Option{hotlimit.WithMaxKeys(100_000)}, opts...)...),
 		Observers: []admission.Observer{obs}, // times and traces every decision of the backend
 	})
 	if err != nil {

@@ -5,6 +5,7 @@
 package routertest
 
 import (
+	"github.com/hotlimit/hotlimit/admission"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -30,7 +31,7 @@ func Check(t *testing.T, newRouter func(*httplimit.Middleware) http.Handler) {
 		Groups:       []httplimit.Group{{Name: "all", Limit: "per-ip"}},
 		DefaultGroup: "all",
 		Key:          httplimit.IPKey(nil),
-		Backend:      httplimit.LocalBackend(hotlimit.WithClock(clock)),
+		Backend:      admission.LocalBackend(hotlimit.WithClock(clock)),
 	})
 	if err != nil {
 		t.Fatal(err)
