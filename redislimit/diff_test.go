@@ -183,8 +183,8 @@ func TestDifferentialLayers(t *testing.T) {
 				if rng.IntN(2) == 0 {
 					states = make([]hotlimit.LayerState, n)
 				}
-				each := make([]hotlimit.Decision, n)
-				want, wantIdx := hotlimit.AllowLayersEach(each, local...)
+				each := make([]hotlimit.LayerState, n)
+				want, wantIdx := hotlimit.AllowLayersState(each, local...)
 				got, gotIdx, err := allowLayers(ctx, remote, states)
 				if err != nil {
 					t.Fatalf("step %d: %v", step, err)
@@ -193,7 +193,7 @@ func TestDifferentialLayers(t *testing.T) {
 					t.Fatalf("step %d, layers %v:\n local %+v, binding %d\n redis %+v, binding %d", step, describe(remote), want, wantIdx, got, gotIdx)
 				}
 				for j := range states {
-					if w := wantState(local, j, each[j]); states[j].Decision.Remaining != w.Decision.Remaining ||
+					if w := wantState(local, j, each[j].Decision); states[j].Decision.Remaining != w.Decision.Remaining ||
 						w.Next >= 0 && states[j].Next != w.Next {
 						t.Fatalf("step %d, layers %v, layer %d's state:\n local %+v (Window -1: not compared)\n redis %+v", step, describe(remote), j, w, states[j])
 					}

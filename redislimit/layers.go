@@ -62,7 +62,7 @@ func AllowLayers(ctx context.Context, layers ...Layer) (hotlimit.Decision, error
 
 // AllowLayersIndex is AllowLayers that also returns the index of the
 // binding layer, the one whose Limit and Remaining the Decision reports,
-// as hotlimit.AllowLayersIndex does: -1 for no layers or mixed clients.
+// as hotlimit.AllowLayersState does: -1 for no layers or mixed clients.
 // When Redis does not decide, it is the FailClosed layer that denied, the
 // binding layer among the fallbacks, or 0 when only FailOpen layers were
 // left.
