@@ -3,6 +3,8 @@ package hotlimit
 import (
 	"math"
 	"time"
+
+	"github.com/hotlimit/hotlimit/internal/repeat"
 )
 
 // Layer is one limit of a layered check: a limiter, the key it limits the
@@ -259,25 +261,16 @@ func sharesLimiter(layers []Layer) bool {
 
 // repeatsKey is hasRepeat once two layers share a limiter: it compares
 // keys too.
-func repeatsKey(layers []Layer) bool {
-	for i := 1; i < len(layers); i++ {
-		if firstOf(layers, i) < i {
-			return true
-		}
-	}
-	return false
-}
+func repeatsKey(layers []Layer) bool { return repeat.Any(len(layers), layerOf(layers)) }
 
 // firstOf returns the index of the first layer on layer i's limiter and
 // key (i itself when none comes before it).
-func firstOf(layers []Layer, i int) int {
-	ly := &layers[i]
-	for j := range i {
-		if layers[j].Limiter == ly.Limiter && ly.Limiter != nil && layers[j].Key == ly.Key {
-			return j
-		}
-	}
-	return i
+func firstOf(layers []Layer, i int) int { return repeat.First(i, layerOf(layers)) }
+
+// layerOf returns the function of package repeat giving a layer's
+// limiter and key.
+func layerOf(layers []Layer) func(int) (*Limiter, string) {
+	return func(j int) (*Limiter, string) { return layers[j].Limiter, layers[j].Key }
 }
 
 // groupCost returns the combined cost of every layer on layer i's limiter
