@@ -53,8 +53,7 @@ func TestOracleFieldsWrapped(t *testing.T) {
 }
 
 // TestOracleFieldsLegacy is TestOracleFields with HeadersLegacy alone, for
-// which the pipeline asks for no layer states (hotlimit.AllowLayersState
-// without states),
+// which the pipeline asks for no layer states (hotlimit.AllowLayersIndex),
 // with the global and identity layers costing 2.
 func TestOracleFieldsLegacy(t *testing.T) {
 	names := layeroracle.Algorithms

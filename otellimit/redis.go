@@ -24,9 +24,7 @@ import (
 //		Call:        rm.Call,
 //		Failure:     rm.Failure,
 //		LocalDenial: rm.LocalDenial,
-//		Breaker: func(node string, from, to redislimit.BreakerState) {
-//			rm.Breaker(node, from.String(), to.String())
-//		},
+//		Breaker:     rm.Breaker,
 //	}))
 //
 // The instruments:
@@ -111,8 +109,8 @@ func (r *Redis) Failure(limiter string, d hotlimit.Decision, err error) {
 	r.fallback.Add(context.Background(), 1, r.opts(redisKey{inst: 'f', a: limiter, b: dec, errT: redisErrorType(err)}).add...)
 }
 
-// Breaker counts a change of a node's circuit, from and to being the
-// states' String() ("closed", "open", "half-open").
+// Breaker counts a change of a node's circuit (redislimit.Hooks.Breaker),
+// from and to being "closed", "open" or "half-open".
 func (r *Redis) Breaker(node, from, to string) {
 	r.changes.Add(context.Background(), 1, r.opts(redisKey{inst: 'b', a: node, b: from, c: to}).add...)
 }
@@ -124,7 +122,7 @@ func (r *Redis) LocalDenial(limiter string) {
 }
 
 // redisErrorType classifies a Redis error: "" for none, "timeout", or
-// "_OTHER", as redislimit.IsTimeout does.
+// "_OTHER", as redislimit.Hooks.Call's doc tells a timeout apart.
 func redisErrorType(err error) string {
 	if err == nil {
 		return ""

@@ -58,13 +58,13 @@ func (*noCopy) Unlock() {}
 // AdmitN is AllowN that also records in a the admission it makes, for
 // Admission.Refund: a is overwritten, and records an admission only when
 // the Decision is Allowed, cost > 0 and Redis decided (a nil error). In
-// lease mode (redislimit/lease's Mode), and for a decision the failure
+// lease mode (WithLeases), and for a decision the failure
 // policy made, a records nothing. One round trip, like AllowN, but never
 // coalesced with other callers' decisions (batch.go).
 func (l *Limiter) AdmitN(ctx context.Context, a *Admission, key string, cost int64) (hotlimit.Decision, error) {
 	a.l, a.key, a.inc, a.mark, a.cost = nil, "", 0, 0, 0
 	a.spent.Store(false)
-	if l.leaser != nil || cost <= 0 || cost > l.spec.limit || len(key) > hotlimit.MaxKeyLen {
+	if l.leases != nil || cost <= 0 || cost > l.spec.limit || len(key) > hotlimit.MaxKeyLen {
 		return l.AllowN(ctx, key, cost)
 	}
 	d, _, err := allowRecorded(ctx, []Layer{{Limiter: l, Key: key, Cost: cost}}, nil, a)

@@ -29,22 +29,15 @@ type RedisBackend struct {
 //
 // When Redis cannot decide, the backend returns the error, and the
 // middleware applies its own failure policy, unless opts include
-// WithFailurePolicy: then the backend answers with that policy's Decision
-// and no error. Use FallbackLocal (not Fallback, which names one limiter)
-// to fall back to in-process limits. On a Redis Cluster, give WithHashTag
-// so that the layers of one request share a slot.
+// WithFailOpen or WithFallbackLocal: then the backend answers with that
+// policy's Decision and no error. On a Redis Cluster, give WithHashTag so
+// that the layers of one request share a slot. With WithLeases, every
+// limit decides from leases (see WithLeases): call SweepLeases
+// periodically.
 func BackendFactory(client redis.Scripter, opts ...Option) admission.BackendFactory {
 	return func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
 		return NewBackend(client, limits, opts...)
 	}
-}
-
-// Backend is BackendFactory.
-//
-// Deprecated: the name said neither that it returns a factory nor what
-// the factory builds; use BackendFactory.
-func Backend(client redis.Scripter, opts ...Option) admission.BackendFactory {
-	return BackendFactory(client, opts...)
 }
 
 // NewBackend builds the RedisBackend that BackendFactory's factory returns. On
@@ -56,12 +49,9 @@ func NewBackend(client redis.Scripter, limits map[string]hotlimit.Policy, opts .
 			o(&cfg)
 		}
 	}
-	if cfg.fail.mode == failFallback {
-		return nil, errors.New("redislimit: Backend: Fallback names one in-process limiter for all limits; use FallbackLocal")
-	}
 	all := opts
 	if cfg.breaker == nil {
-		all = append([]Option{WithBreaker(NewBreaker(DefaultFailures, DefaultCooldown))}, opts...)
+		all = append([]Option{WithBreaker(NewBreaker(defaultFailures, defaultCooldown))}, opts...)
 	}
 	names := make([]string, 0, len(limits))
 	for name := range limits {
@@ -80,24 +70,9 @@ func NewBackend(client redis.Scripter, limits map[string]hotlimit.Policy, opts .
 	return b, nil
 }
 
-// Limiter returns the limiter behind a named limit, or nil.
-func (b *RedisBackend) Limiter(name string) *Limiter { return b.limiters[name] }
-
-// Allow is AllowStates without the states nor the binding layer: one
-// script call, all or nothing, as AllowLayers.
-func (b *RedisBackend) Allow(ctx context.Context, layers []admission.Layer) (hotlimit.Decision, error) {
-	d, _, err := b.AllowBinding(ctx, layers)
-	return d, err
-}
-
-// AllowBinding is AllowStates without the states, as AllowLayersIndex.
-func (b *RedisBackend) AllowBinding(ctx context.Context, layers []admission.Layer) (hotlimit.Decision, int, error) {
-	return b.AllowStates(ctx, layers, nil)
-}
-
 // AllowStates implements admission.Backend in the same script call
 // as the decision: each layer's Remaining is its own, as
-// hotlimit.AllowLayersState reports it (after its admission; when the
+// hotlimit.AllowLayersEach reports it (after its admission; when the
 // call is denied, the denying layer's as it decided, every other layer's
 // as it was), and its Window the wait for one unit more on that same
 // state, for every policy. The states are unknown (Remaining -1) when a
@@ -120,7 +95,7 @@ func (b *RedisBackend) AllowStates(ctx context.Context, layers []admission.Layer
 	}
 	d, i, err := AllowLayersState(ctx, states, ls...)
 	// A failure policy answers outages, not configuration errors
-	// (ErrCrossSlot, ErrMixedClients): those go to the middleware.
+	// (ErrCrossSlot, ErrMixedLayers): those go to the middleware.
 	if err != nil && (!b.decides || !errors.Is(err, ErrUnavailable)) {
 		return hotlimit.Decision{}, -1, err
 	}
@@ -162,7 +137,7 @@ func (b *RedisBackend) SweepLeases(ctx context.Context) error {
 	return first
 }
 
-// Close closes every limiter (their FallbackLocal limiters, and in lease
+// Close closes every limiter (their WithFallbackLocal limiters, and in lease
 // mode gives back what the leases hold).
 func (b *RedisBackend) Close() error {
 	for _, l := range b.limiters {

@@ -51,11 +51,6 @@ func TestBackendErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `limit "log"`) {
 		t.Fatalf("a SlidingLog limit over 1024: %v; want an error naming it", err)
 	}
-	one := must(hotlimit.New(hotlimit.FixedWindow{Limit: 1, Window: time.Second}))
-	defer one.Close()
-	if _, err := BackendFactory(c, WithFailurePolicy(FallbackTo(one)))(nil); err == nil {
-		t.Fatal("Backend accepted Fallback")
-	}
 	limits := map[string]hotlimit.Policy{"a": hotlimit.FixedWindow{Limit: 2, Window: time.Hour}}
 	ls := []admission.Layer{{Limit: "a", Key: "k", Cost: 1}}
 	ctx := context.Background()
@@ -64,7 +59,7 @@ func TestBackendErrors(t *testing.T) {
 		t.Fatalf("unreachable Redis: %v; want ErrUnavailable", err)
 	}
 	// With one, the backend decides: here in process.
-	fb := must(BackendFactory(c, WithFailurePolicy(FallbackLocal()))(limits))
+	fb := must(BackendFactory(c, WithFallbackLocal())(limits))
 	defer fb.(*RedisBackend).Close()
 	for i, want := range []bool{true, true, false} {
 		d, err := allow(ctx, fb, ls)

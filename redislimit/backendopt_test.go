@@ -92,18 +92,18 @@ func TestBackendResetLayered(t *testing.T) {
 	}, WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second), WithLocalDenials(100)))
 	ctx := context.Background()
 	ls := []admission.Layer{{Limit: "hour", Key: "h", Cost: 1}, {Limit: "day", Key: "d", Cost: 1}}
-	if d := must(rb.Allow(ctx, ls)); !d.Allowed {
+	if d := must(allow(ctx, rb, ls)); !d.Allowed {
 		t.Fatalf("first call: %+v", d)
 	}
 	// Both layers deny; "hour" denies first and caches the call's
 	// denial, which waits on "day".
-	if d, i, err := rb.AllowBinding(ctx, ls); err != nil || d.Allowed || i != 1 || d.RetryAfter <= time.Hour {
+	if d, i, err := rb.AllowStates(ctx, ls, nil); err != nil || d.Allowed || i != 1 || d.RetryAfter <= time.Hour {
 		t.Fatalf("drained: %+v, binding %d, %v; want day's wait", d, i, err)
 	}
 	if err := rb.Reset(ctx, "day", "d"); err != nil {
 		t.Fatal(err)
 	}
-	d, i, err := rb.AllowBinding(ctx, ls)
+	d, i, err := rb.AllowStates(ctx, ls, nil)
 	if err != nil || d.Allowed || i != 0 || d.RetryAfter > time.Hour {
 		t.Fatalf("after day's Reset: %+v, binding %d, %v; want hour's own wait (at most 1h)", d, i, err)
 	}

@@ -39,7 +39,7 @@ func TestBatchMatchesOneByOne(t *testing.T) {
 			}
 			batched, batched2 := mk(redistest.Prefix(t))
 			alone, alone2 := mk(redistest.Prefix(t))
-			limit, per := batched.Limit(), period(policy)
+			limit, per := batched.spec.limit, period(policy)
 			for round := range 30 {
 				now += rng.Int64N(per + 1)
 				n := 1 + rng.IntN(20)

@@ -93,7 +93,7 @@ func frozenBatcher(t *testing.T, newL func(c redis.Scripter) *Limiter) (*rediste
 // ErrCircuitOpen.
 func TestBatchQueuedDeadlineIsNotAFailure(t *testing.T) {
 	srv, l, b, inFlight := frozenBatcher(t, func(c redis.Scripter) *Limiter {
-		return must(New(c, "qd", slowBucket, WithTimeout(time.Minute), WithBreaker(NewBreaker(DefaultFailures, time.Hour))))
+		return must(New(c, "qd", slowBucket, WithTimeout(time.Minute), WithBreaker(NewBreaker(defaultFailures, time.Hour))))
 	})
 	const queued = 12
 	errs := make(chan error, queued)
@@ -111,11 +111,11 @@ func TestBatchQueuedDeadlineIsNotAFailure(t *testing.T) {
 		e.end()
 	}
 	for range queued {
-		if err := <-errs; !errors.Is(err, ErrUnavailable) || !IsTimeout(err) {
+		if err := <-errs; !errors.Is(err, ErrUnavailable) || !isTimeout(err) {
 			t.Fatalf("a queued call whose deadline passed: %v; want ErrUnavailable and a timeout", err)
 		}
 	}
-	if st := l.breaker.State(srv.Addr()); st != BreakerClosed {
+	if st := l.breaker.state(srv.Addr()); st != "closed" {
 		t.Fatalf("after %d queued calls left unsent: circuit %v, want closed", queued, st)
 	}
 	srv.Thaw()
@@ -242,7 +242,7 @@ func TestBatchHooksOnTheCaller(t *testing.T) {
 				t.Fatalf("caller on a hash: returned %v, Call saw %v; want its script error in both", r.err, errs[0])
 			}
 		default:
-			if !IsTimeout(r.err) || !errors.Is(errs[0], context.DeadlineExceeded) {
+			if !isTimeout(r.err) || !errors.Is(errs[0], context.DeadlineExceeded) {
 				t.Fatalf("caller that left: returned %v, Call saw %v; want its deadline in both", r.err, errs[0])
 			}
 		}

@@ -2,7 +2,6 @@ package redislimit
 
 import (
 	"errors"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,46 +56,15 @@ type circuit struct {
 	changes []change    // reported by gobreaker, for the hooks
 }
 
-// change is one state change of a circuit.
-type change struct{ from, to BreakerState }
+// change is one state change of a circuit: gobreaker's states' names,
+// "closed", "open" and "half-open".
+type change struct{ from, to string }
 
-// BreakerState is the state of one node's circuit.
-type BreakerState int32
-
-// The states a node's circuit moves between (see Breaker).
+// The breaker New gives a limiter when no WithBreaker is given:
+// NewBreaker(defaultFailures, defaultCooldown).
 const (
-	BreakerClosed BreakerState = iota
-	BreakerOpen
-	BreakerHalfOpen
-)
-
-// String returns "closed", "open" or "half-open".
-func (s BreakerState) String() string {
-	switch s {
-	case BreakerClosed:
-		return "closed"
-	case BreakerOpen:
-		return "open"
-	case BreakerHalfOpen:
-		return "half-open"
-	}
-	return "BreakerState(" + strconv.Itoa(int(s)) + ")"
-}
-
-func stateOf(s gobreaker.State) BreakerState {
-	switch s {
-	case gobreaker.StateOpen:
-		return BreakerOpen
-	case gobreaker.StateHalfOpen:
-		return BreakerHalfOpen
-	}
-	return BreakerClosed
-}
-
-// Default breaker settings, used by New when no WithBreaker is given.
-const (
-	DefaultFailures = 5
-	DefaultCooldown = time.Second
+	defaultFailures = 5
+	defaultCooldown = time.Second
 )
 
 var monoStart = time.Now()
@@ -105,7 +73,8 @@ func monoNow() time.Duration { return time.Since(monoStart) }
 
 // NewBreaker returns a Breaker whose circuits open after failures
 // consecutive failures and probe again after cooldown. Values below 1
-// (failures) or 0 (cooldown) are raised to them.
+// (failures) or 0 (cooldown) are raised to them. A limiter given no
+// WithBreaker has NewBreaker(5, time.Second) of its own.
 func NewBreaker(failures int, cooldown time.Duration) *Breaker {
 	failures = min(max(failures, 1), 1<<30)
 	return &Breaker{threshold: uint32(failures), cooldown: max(0, cooldown)}
@@ -158,7 +127,7 @@ func (b *Breaker) circuit(node string) *circuit {
 			if to == gobreaker.StateOpen {
 				c.opened = time.Now()
 			}
-			c.changes = append(c.changes, change{stateOf(from), stateOf(to)})
+			c.changes = append(c.changes, change{from.String(), to.String()})
 			c.pending.Store(true)
 			c.mu.Unlock()
 		},
@@ -175,30 +144,17 @@ func lenMap(m *map[string]*circuit) int {
 	return len(*m)
 }
 
-// Open reports whether the breaker is refusing calls to some node right
-// now (its circuit open and still cooling down, or half-open with its
-// probe in flight).
-func (b *Breaker) Open() bool {
-	if m := b.nodes.Load(); m != nil {
-		for _, c := range *m {
-			if c.open() {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// State returns the state of node's circuit ("" names the only node of a
-// client that names none; a node never called is closed). An open circuit
-// whose cool-down has passed reads half-open.
-func (b *Breaker) State(node string) BreakerState {
+// state returns the state of node's circuit, as the Breaker hook names
+// it ("" names the only node of a client that names none; a node never
+// called is closed). An open circuit whose cool-down has passed reads
+// half-open.
+func (b *Breaker) state(node string) string {
 	if m := b.nodes.Load(); m != nil {
 		if c := (*m)[node]; c != nil {
-			return stateOf(c.cb.State())
+			return c.cb.State().String()
 		}
 	}
-	return BreakerClosed
+	return gobreaker.StateClosed.String()
 }
 
 // retryIn returns how long until node's circuit lets a probe through, 0
@@ -210,17 +166,6 @@ func (b *Breaker) retryIn(node string) time.Duration {
 		}
 	}
 	return 0
-}
-
-func (c *circuit) open() bool {
-	switch c.cb.State() {
-	case gobreaker.StateOpen:
-		return true
-	case gobreaker.StateHalfOpen:
-		n := c.cb.Counts()
-		return n.Requests > n.TotalExclusions // the probe is in flight
-	}
-	return false
 }
 
 // retryIn returns how long until the circuit lets a probe through, 0 when

@@ -30,7 +30,7 @@ func TestBreakerStates(t *testing.T) {
 		}
 		fail()
 		fail()
-		if b.Open() {
+		if b.open() {
 			t.Fatal("open after 2 of 3 failures")
 		}
 		// A success resets the count of consecutive failures.
@@ -42,7 +42,7 @@ func TestBreakerStates(t *testing.T) {
 		fail()
 		fail()
 		fail()
-		if !b.Open() || acq(c) {
+		if !b.open() || acq(c) {
 			t.Fatal("not open after 3 consecutive failures")
 		}
 		if got := c.retryIn(); got != time.Second {
@@ -77,7 +77,7 @@ func TestBreakerStates(t *testing.T) {
 		}
 		c.done(probe, true, nil)
 		ok, tk = c.acquire(nil)
-		if b.Open() || !ok {
+		if b.open() || !ok {
 			t.Fatal("a successful probe did not close the breaker")
 		}
 		c.done(tk, true, nil)
@@ -149,8 +149,8 @@ func TestBreakerConcurrent(t *testing.T) {
 			c.done(tk, true, nil)
 		}
 	}
-	if b.Open() || b.State("") != BreakerClosed {
-		t.Fatalf("breaker not closed after successes: %v", b.State(""))
+	if b.open() || b.state("") != "closed" {
+		t.Fatalf("breaker not closed after successes: %v", b.state(""))
 	}
 }
 

@@ -27,9 +27,10 @@ import (
 // The key's state is a sorted set of its permits, at the Redis key
 // prefix + name + "^{" + key + "}" (or with WithHashTag, prefix + "{" +
 // tag + "}" + name + "^{" + key + "}"), apart from any rate limiter's
-// keys. It takes the options of New except WithLocalDenials and the
-// Fallback failure policies: when Redis cannot decide, FailClosed (the
-// default) refuses and FailOpen grants a permit that holds nothing.
+// keys. It takes the options of New except WithLocalDenials,
+// WithFallbackLocal and WithLeases: when Redis cannot decide, it refuses
+// (fails closed, the default), or with WithFailOpen grants a permit that
+// holds nothing.
 //
 // A Concurrency is safe for concurrent use. Create one with
 // NewConcurrency; the zero value is not usable.
@@ -63,7 +64,9 @@ func NewConcurrency(client redis.Scripter, name string, limit int64, lease time.
 		return nil, fmt.Errorf("redislimit: NewConcurrency: WithLocalDenials has no meaning for a concurrency limit")
 	case l.local != nil:
 		l.Close()
-		return nil, fmt.Errorf("redislimit: NewConcurrency: a Fallback failure policy is not supported (use FailClosed or FailOpen)")
+		return nil, fmt.Errorf("redislimit: NewConcurrency: WithFallbackLocal is not supported (fail closed, the default, or WithFailOpen)")
+	case l.leases != nil:
+		return nil, fmt.Errorf("redislimit: NewConcurrency: WithLeases has no meaning for a concurrency limit")
 	}
 	// Keys apart from the rate limiters': the character before the first
 	// brace after the name is "^" (or "&" for the special layout).
@@ -76,12 +79,6 @@ func NewConcurrency(client redis.Scripter, name string, limit int64, lease time.
 		argv: [2]any{strconv.FormatInt(limit, 10), strconv.FormatInt(us, 10)}}, nil
 }
 
-// Limit returns the most units in flight per key.
-func (c *Concurrency) Limit() int64 { return c.limit }
-
-// RedisKey returns the Redis key that holds key's permits.
-func (c *Concurrency) RedisKey(key string) string { return c.l.RedisKey(key) }
-
 // Permit is a held concurrency slot of n units on a key. Release it when
 // the operation ends; renew it while a long one runs. Permits are values:
 // copying one copies the right to release it once, and only the first
@@ -92,17 +89,12 @@ type Permit struct {
 	member string // "n:id" in the key's set; "" for a permit that holds nothing
 }
 
-// TryAcquire is shorthand for TryAcquireN(ctx, key, 1).
-func (c *Concurrency) TryAcquire(ctx context.Context, key string) (Permit, bool, error) {
-	return c.TryAcquireN(ctx, key, 1)
-}
-
 // TryAcquireN takes n units for key if they are free, without waiting, in
 // one round trip. It reports false when they are not (or n is not in
 // [1, Limit], or the key is longer than hotlimit.MaxKeyLen). When Redis
 // cannot decide, the error wraps ErrUnavailable and the failure policy
-// answers: FailClosed false, FailOpen true with a Permit that holds
-// nothing.
+// answers: false by default (fail closed), or with WithFailOpen true
+// with a Permit that holds nothing.
 func (c *Concurrency) TryAcquireN(ctx context.Context, key string, n int64) (Permit, bool, error) {
 	if n < 1 || n > c.limit || len(key) > hotlimit.MaxKeyLen {
 		return Permit{}, false, nil

@@ -31,7 +31,7 @@ func TestConcurrencyExact(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range 5 {
-					p, ok, err := c.TryAcquire(ctx, "tenant")
+					p, ok, err := c.TryAcquireN(ctx, "tenant", 1)
 					if err != nil {
 						t.Error(err)
 						return
@@ -62,12 +62,12 @@ func TestConcurrencyExact(t *testing.T) {
 	if _, ok, _ := insts[1].TryAcquireN(ctx, "tenant", 2); ok {
 		t.Fatal("2 units granted with 1 free")
 	}
-	if _, ok, _ := insts[2].TryAcquire(ctx, "tenant"); !ok {
+	if _, ok, _ := insts[2].TryAcquireN(ctx, "tenant", 1); !ok {
 		t.Fatal("the released unit was not granted")
 	}
 	// Keys apart from a rate limiter of the same name.
 	l := must(New(redistest.Client(t, addr), "exports", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1}, WithPrefix(prefix)))
-	if l.RedisKey("tenant") == insts[0].RedisKey("tenant") || l.RedisKey("") == insts[0].RedisKey("") {
+	if l.RedisKey("tenant") == insts[0].l.RedisKey("tenant") || l.RedisKey("") == insts[0].l.RedisKey("") {
 		t.Fatal("a concurrency limit and a rate limiter share a Redis key")
 	}
 }
@@ -81,13 +81,13 @@ func TestConcurrencyLease(t *testing.T) {
 	now := int64(baseMicros)
 	c.l.testNow = func() int64 { return now }
 	ctx := context.Background()
-	crashed, _, _ := c.TryAcquire(ctx, "k")
-	alive, ok, err := c.TryAcquire(ctx, "k")
+	crashed, _, _ := c.TryAcquireN(ctx, "k", 1)
+	alive, ok, err := c.TryAcquireN(ctx, "k", 1)
 	if !ok || err != nil {
 		t.Fatal(ok, err)
 	}
 	now += 1_000_000 - 1
-	if _, ok, _ := c.TryAcquire(ctx, "k"); ok {
+	if _, ok, _ := c.TryAcquireN(ctx, "k", 1); ok {
 		t.Fatal("granted 1µs before the leases end")
 	}
 	if ok := must(alive.Renew(ctx)); !ok {
@@ -98,7 +98,7 @@ func TestConcurrencyLease(t *testing.T) {
 	if n := must(c.InFlight(ctx, "k")); n != 1 {
 		t.Fatalf("InFlight %d after the crashed holder's lease ended, want 1", n)
 	}
-	if _, ok, _ := c.TryAcquire(ctx, "k"); !ok {
+	if _, ok, _ := c.TryAcquireN(ctx, "k", 1); !ok {
 		t.Fatal("the crashed holder's unit was not freed")
 	}
 	if ok := must(crashed.Renew(ctx)); ok {
@@ -123,7 +123,8 @@ func TestConcurrencyRejects(t *testing.T) {
 		{1, time.Millisecond + 1, nil},
 		{1, 0, nil},
 		{1, time.Second, []Option{WithLocalDenials(10)}},
-		{1, time.Second, []Option{WithFailurePolicy(FallbackLocal())}},
+		{1, time.Second, []Option{WithFallbackLocal()}},
+		{1, time.Second, []Option{WithLeases(0, 0)}},
 	} {
 		if _, err := NewConcurrency(c, "x", tc.limit, tc.lease, tc.opts...); err == nil {
 			t.Errorf("NewConcurrency(%d, %v, %d options) accepted", tc.limit, tc.lease, len(tc.opts))
@@ -140,9 +141,9 @@ func TestConcurrencyReleaseEnded(t *testing.T) {
 	now := int64(baseMicros)
 	c.l.testNow = func() int64 { return now }
 	ctx := context.Background()
-	p1, ok1, err1 := c.TryAcquire(ctx, "k")
+	p1, ok1, err1 := c.TryAcquireN(ctx, "k", 1)
 	now += 500_000
-	p2, ok2, err2 := c.TryAcquire(ctx, "k")
+	p2, ok2, err2 := c.TryAcquireN(ctx, "k", 1)
 	if !ok1 || !ok2 || err1 != nil || err2 != nil {
 		t.Fatal(ok1, ok2, err1, err2)
 	}

@@ -42,7 +42,7 @@
 // 333,334 µs); windows must be a whole number of microseconds, or New
 // rejects them. Durations in a Decision are whole microseconds. New also
 // rejects every policy that hotlimit.New rejects, so the same policy
-// always works in process too (FallbackLocal).
+// always works in process too (WithFallbackLocal).
 //
 // Concurrent decisions on one *redis.Client share calls: a decision that
 // finds two calls of the client already in flight waits for one of them
@@ -124,12 +124,12 @@
 //
 // Redis can be down, slow or unreachable; the limiter then cannot decide,
 // and says so: the call returns an error wrapping ErrUnavailable and the
-// cause, together with the Decision of the limiter's FailurePolicy:
+// cause, together with the Decision of the limiter's failure policy:
 //
-//   - FailClosed (the default) denies the request.
-//   - FailOpen admits it.
-//   - FallbackTo(local) or FallbackLocal() decides it with an in-process
-//     hotlimit.Limiter: the limit then holds per process. Use this for
+//   - by default it fails closed: it denies the request;
+//   - WithFailOpen admits it;
+//   - WithFallbackLocal decides it with an in-process hotlimit.Limiter of
+//     the same policy: the limit then holds per process. Use this for
 //     security-sensitive limits (logins), which must not open.
 //
 // Every call has a timeout (WithTimeout, default 100ms) on top of the
@@ -143,11 +143,12 @@
 // back-off after repeated failed dials does not hold up.
 //
 // A Breaker keeps one circuit per node (a github.com/sony/gobreaker/v2
-// breaker). A node's circuit opens after consecutive failures
-// (DefaultFailures) so that a dead node costs one fast failure
+// breaker). A node's circuit opens after consecutive failures (5 unless
+// NewBreaker says otherwise) so that a dead node costs one fast failure
 // (ErrCircuitOpen) per request rather than a timeout; after a cool-down
-// (DefaultCooldown) one probe goes through, and its success closes it. A reply error from a live server does not count, nor does a
-// call whose caller's context had ended before it was sent. On a Redis
+// (1s) one probe goes through, and its success closes it. A reply error
+// from a live server does not count, nor does a call whose caller's
+// context had ended before it was sent. On a Redis
 // Cluster, one dead master fails only the keys it serves.
 //
 // # Redis Cluster
@@ -217,19 +218,98 @@
 //
 // # Leases
 //
-// With the option redislimit/lease.Mode, a Limiter (and a backend built
-// with it) decides at in-process speed from units it leases from the same
-// Redis state, debited before they are spent: the fleet never admits more
-// than the shared policy grants, and the Decision holds within the bounds
-// lease.Limiter.Decide states. Token bucket and fixed window only.
+// WithLeases puts a Limiter (and so every limit of a RedisBackend built
+// with it) in lease mode: it decides at in-process speed from units it
+// leases from the same state in Redis, for a token bucket or a fixed
+// window. A lease is taken by one Lua script (lease.lua) that debits its
+// units from the key's state, under the same Redis key, before any of
+// them is spent. An instance spends only units Redis has already debited,
+// so the units admitted across all instances never exceed what the shared
+// policy grants, under any interleaving, crash or partition: a crash or a
+// lost reply loses units, it never creates them.
+//
+// While a key's lease holds the cost, AllowN decides in process: one
+// lookup in a sync.Map (no lock and no allocation for a key it holds), a
+// compare-and-swap on the lease's counter and a clock read, with no
+// allocation and no round trip. When the lease drops to half of its last
+// refill (the low-water mark), one refill is sent in the background; a
+// flag per key keeps at most one take in flight. A request the lease
+// cannot cover takes a lease of at least its cost from Redis before it is
+// answered; Redis's denial is remembered until its retry time, so a
+// denied key does not cost a round trip per request (units that other
+// instances give back meanwhile are not seen until then). When Redis
+// cannot be reached, the failure policy answers for that key, with an
+// error wrapping ErrUnavailable; units already leased are spent while
+// Redis is down.
+//
+// A refill asks for the units the key spent on this instance over the
+// last refill interval, scaled to the lease period (100ms by default), at
+// least 1, and never so many that the instance would hold more than
+// maxLease units of the key (a tenth of the limit by default), counting
+// the units it holds and those of its take in flight. So at any instant,
+// the units of one key's budget debited in Redis but unspent are at most
+// n·maxLease for n live instances, plus what crashed instances held. That
+// is the price: an instance can be denied while others hold unspent units
+// (under a fixed window, at most n·maxLease of a window's Limit go unused
+// because of leases).
+//
+// Token bucket: leased tokens are real tokens and do not expire. Over the
+// whole run the fleet admits at most Burst + ⌊t/T⌋ units of a key by time
+// t (T the emission interval), as the shared bucket would. But a token
+// debited early may be spent later, after the bucket has refilled, so in
+// any interval [a, b] the fleet admits at most Burst + ⌊(b−a)/T⌋ + U(a),
+// where U(a) ≤ n·maxLease is what the leases held unspent at a (with their
+// takes in flight), and this bound is reached: the burst can be exceeded
+// by the units held in leases. Choose maxLease accordingly. Giving units
+// back (Close, or SweepLeases for idle keys) undoes only part of the
+// instance's last take, and only when the bucket's state is still the one
+// that take wrote (nothing was debited since): the bucket is then exactly
+// as if those units had never been taken. Otherwise, and for units
+// carried from earlier takes (the bucket may have refilled past them),
+// nothing is given back: giving them back could make the bucket more
+// generous than its history allows.
+//
+// Fixed window: a lease belongs to one window. The script replies with
+// the window's index and the time left in it, and the instance spends the
+// units only until its clock reaches the instant it sent the take plus
+// that time left, which is never after the window's end on the server,
+// provided the instance's clock (monotonic) runs no slower than the
+// server's. So every window admits at most Limit across the fleet. A
+// give-back names its window and the script applies it only in that same
+// window, and only the units taken from the key's current state: after a
+// Reset (a new incarnation, see Give-backs) nothing taken before it is
+// given back, in either policy, even when the new state looks like the
+// old one.
+//
+// The other policies are not leased. The sliding-window counter weighs
+// the previous window's count, which a lease cannot hold still: units
+// leased at the end of window k also count, decaying, against window k+1;
+// an honest version would lease from the current window only what fits
+// under the previous window's full weight, which wastes most of the
+// budget early in a window. The sliding log records the instant of every
+// admission, which a lease spent later cannot report. The leaky bucket
+// paces requests; a lease of paced slots would have to carry each slot's
+// instant.
+//
+// Each take and give-back names one key, so on a Redis Cluster it goes to
+// the master of the key's slot, following MOVED and ASK as every call
+// does, while the leases already held go on being spent. A layered call
+// decides every layer from its lease, all or nothing (the units of the
+// layers admitted before a refusal go back into their leases, where they
+// stay debited in Redis), names the layer that refused without checking
+// the layers after it, and reports each layer's Remaining as what its
+// lease holds, with an unknown Window (hotlimit.Never). Give-backs to
+// Redis happen on Close and on SweepLeases, which the application calls
+// (there is no timer of its own).
 //
 // # Observability
 //
 // WithHooks installs functions that see, synchronously, each call's node,
-// round-trip time and error (IsTimeout tells timeouts apart), every
+// round-trip time and error (a timeout is an error that errors.Is
+// context.DeadlineExceeded, or a net.Error whose Timeout is true), every
 // decision a failure policy made with its error, every change of a node's
 // circuit, every call refused as misconfigured (ErrCrossSlot,
-// ErrMixedClients), and every request the two-tier cache answered. With a failure
+// ErrMixedLayers), and every request the two-tier cache answered. With a failure
 // policy set the caller may see no error; the hooks see all of them.
 //
 // # HTTP and gRPC

@@ -25,7 +25,7 @@ func Example() {
 	login, err := redislimit.New(client, "login",
 		hotlimit.SlidingWindow{Limit: 5, Window: 15 * time.Minute},
 		redislimit.WithTimeout(50*time.Millisecond),
-		redislimit.WithFailurePolicy(redislimit.FallbackLocal(hotlimit.WithMaxKeys(100_000))),
+		redislimit.WithFallbackLocal(hotlimit.WithMaxKeys(100_000)),
 		redislimit.WithLocalDenials(10_000), // answer known abusers in process
 	)
 	if err != nil {
@@ -35,7 +35,7 @@ func Example() {
 
 	d, err := login.Allow(context.Background(), "alice@example.com")
 	if err != nil {
-		log.Printf("rate limit decided in process: %v", err) // d is Fallback's answer
+		log.Printf("rate limit decided in process: %v", err) // d is the in-process fallback's answer
 	}
 	if !d.Allowed {
 		fmt.Printf("too many attempts, retry in %v\n", d.RetryAfter.Round(time.Second))

@@ -178,12 +178,14 @@ func TestFaultStopped(t *testing.T) {
 	srv := redistest.StartServer(t, 0)
 	client := redistest.Client(t, srv.Addr())
 	ctx := context.Background()
-	local := must(hotlimit.New(hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: 24 * time.Hour}, Burst: 2}))
-	defer local.Close()
-	policies := map[string]FailurePolicy{"open": FailOpen, "closed": FailClosed, "fallback": FallbackTo(local)}
+	policies := map[string]Option{"open": WithFailOpen(), "closed": nil, "fallback": WithFallbackLocal()}
 	lims := map[string]*Limiter{}
 	for name, fp := range policies {
-		lims[name] = must(New(client, name, slowBucket, WithFailurePolicy(fp), WithBreaker(NewBreaker(2, time.Hour))))
+		opts := []Option{WithBreaker(NewBreaker(2, time.Hour))}
+		if fp != nil {
+			opts = append(opts, fp)
+		}
+		lims[name] = must(New(client, name, slowBucket, opts...))
 		if d := must(lims[name].Allow(ctx, "k")); !d.Allowed || d.Remaining != 99 {
 			t.Fatalf("%s: before the stop: %+v", name, d)
 		}
@@ -208,8 +210,9 @@ func TestFaultStopped(t *testing.T) {
 					t.Fatalf("FailClosed answered %+v", d)
 				}
 			case "fallback":
-				// The local bucket (Burst 2) decides: 2 admitted, then denied.
-				if d.Allowed != (round < 2) {
+				// The local bucket, fresh, decides: Remaining counts down
+				// from 99 (where FailOpen reports 0).
+				if !d.Allowed || d.Remaining != int64(99-round) {
 					t.Fatalf("Fallback round %d answered %+v", round, d)
 				}
 			}
@@ -272,7 +275,7 @@ func TestReplyErrorKeepsBreakerClosed(t *testing.T) {
 	if !errors.Is(err, ErrUnavailable) || !errors.As(err, &rerr) {
 		t.Fatalf("err %v, want a reply error", err)
 	}
-	if l.breaker.Open() {
+	if l.breaker.open() {
 		t.Fatal("a reply error opened the breaker")
 	}
 }
@@ -284,12 +287,12 @@ func TestFailurePolicyLayers(t *testing.T) {
 	c := redistest.Client(t, "127.0.0.1:1") // nothing listens there
 	ctx := context.Background()
 	p := hotlimit.FixedWindow{Limit: 1, Window: time.Hour}
-	open := must(New(c, "open", p, WithFailurePolicy(FailOpen)))
+	open := must(New(c, "open", p, WithFailOpen()))
 	closed := must(New(c, "closed", p))
-	fb := must(New(c, "fb", p, WithFailurePolicy(FallbackLocal())))
+	fb := must(New(c, "fb", p, WithFallbackLocal()))
 	defer fb.Close()
 
-	d, idx, err := AllowLayersIndex(ctx, Layer{open, "k", 1}, Layer{closed, "k", 1}, Layer{fb, "k", 1})
+	d, idx, err := AllowLayersState(ctx, nil, Layer{open, "k", 1}, Layer{closed, "k", 1}, Layer{fb, "k", 1})
 	if !errors.Is(err, ErrUnavailable) || d.Allowed || d.RetryAfter <= 0 || idx != 1 {
 		t.Fatalf("with a FailClosed layer: %+v, binding %d, %v; want denied by layer 1", d, idx, err)
 	}
@@ -297,12 +300,12 @@ func TestFailurePolicyLayers(t *testing.T) {
 		t.Fatalf("a denied layered call consumed from the fallback: %+v", d)
 	}
 	for i, want := range []bool{true, false} {
-		d, idx, err := AllowLayersIndex(ctx, Layer{open, "k", 1}, Layer{fb, "k", 1})
+		d, idx, err := AllowLayersState(ctx, nil, Layer{open, "k", 1}, Layer{fb, "k", 1})
 		if !errors.Is(err, ErrUnavailable) || d.Allowed != want || idx != 1 {
 			t.Fatalf("open+fallback call %d: %+v, binding %d, %v; want Allowed %v from the local limit, layer 1", i, d, idx, err, want)
 		}
 	}
-	if d, idx, err := AllowLayersIndex(ctx, Layer{open, "k", 1}, Layer{open, "j", 1}); err == nil || !d.Allowed || idx != 0 {
+	if d, idx, err := AllowLayersState(ctx, nil, Layer{open, "k", 1}, Layer{open, "j", 1}); err == nil || !d.Allowed || idx != 0 {
 		t.Fatalf("FailOpen layers only: %+v, binding %d, %v; want allowed, layer 0", d, idx, err)
 	}
 	if d, err := open.Allow(ctx, "k"); err == nil || !d.Allowed {

@@ -71,7 +71,7 @@ func checkAgainstModel(t *testing.T, c redis.Scripter, policy hotlimit.Policy, s
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 33))
 	clock, m, l := modelTwin(t, c, "exact", policy)
-	limit, per := l.Limit(), period(policy)
+	limit, per := l.spec.limit, period(policy)
 	bucket := l.spec.kind == kindTokenBucket
 	// Big buckets: one key, more steps and a clock that moves less, so
 	// that admissions outlive the renewals kept. Odd seeds freeze the
@@ -213,7 +213,7 @@ func concurrentGiveBacks(t *testing.T, clients []redis.Scripter, policy hotlimit
 		lims[i] = must(New(c, "conc", policy, WithPrefix(prefix), WithTimeout(20*time.Second)))
 		lims[i].testNow = func() int64 { return baseMicros }
 	}
-	limit := lims[0].Limit()
+	limit := lims[0].spec.limit
 	var out, kept, given, denied atomic.Int64 // units held now, kept for good, given back; denials
 	var wg sync.WaitGroup
 	for li, l := range lims {

@@ -210,7 +210,7 @@ func TestDifferentialGiveBack(t *testing.T) {
 			clock := hotlimit.NewManualClock()
 			clock.Set(baseMicros * time.Microsecond)
 			p := newPair(t, c, clock, "giveback", redistest.Prefix(t), policy)
-			limit, per := p.remote.Limit(), period(policy)
+			limit, per := p.remote.spec.limit, period(policy)
 			type pair struct {
 				local  *hotlimit.Admission
 				remote *Admission

@@ -2,9 +2,12 @@ package redislimit
 
 import (
 	"context"
+	"errors"
+	"net"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
 )
 
 // must returns v, panicking (which fails the test) on err.
@@ -23,4 +26,30 @@ func nodeOf(t testing.TB, c *redis.ClusterClient, key string) string {
 		t.Fatal(err)
 	}
 	return m.Options().Addr
+}
+
+// isTimeout reports whether err is a timeout, as the Hooks.Call doc
+// defines one: its deadline passed before Redis answered.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
+// open reports whether b refuses calls to some node right now: its
+// circuit open and still cooling down, or half-open with its probe in
+// flight.
+func (b *Breaker) open() bool {
+	if m := b.nodes.Load(); m != nil {
+		for _, c := range *m {
+			switch c.cb.State() {
+			case gobreaker.StateOpen:
+				return true
+			case gobreaker.StateHalfOpen:
+				if n := c.cb.Counts(); n.Requests > n.TotalExclusions {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

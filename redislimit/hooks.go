@@ -1,9 +1,6 @@
 package redislimit
 
 import (
-	"context"
-	"errors"
-	"net"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
@@ -30,8 +27,11 @@ type Hooks struct {
 	// MOVED or ASK redirection is reported as a call of its own). A
 	// decision sent in a batch with others reports the batch's call, with
 	// the error that decision got: its own script error, or its
-	// context's when its caller stopped waiting for the batch. Use
-	// IsTimeout to tell a timeout from other errors.
+	// context's when its caller stopped waiting for the batch. A
+	// timeout (the call's deadline, WithTimeout or the caller's, passed
+	// before Redis answered: it may or may not have consumed quota) is
+	// an error that errors.Is context.DeadlineExceeded, or a net.Error
+	// whose Timeout is true.
 	Call func(node string, took time.Duration, err error)
 
 	// Failure follows every decision that the failure policy made instead
@@ -42,12 +42,13 @@ type Hooks struct {
 	// Misconfigured follows every call refused, with a denial, because
 	// it cannot work as configured, before any round trip and whatever the
 	// failure policy: its keys span Redis Cluster slots (ErrCrossSlot) or
-	// its limiters use different clients (ErrMixedClients). limiter is the
+	// its layers cannot be one call (ErrMixedLayers). limiter is the
 	// first layer's.
 	Misconfigured func(limiter string, d hotlimit.Decision, err error)
 
-	// Breaker follows every change of a node's circuit (see Breaker).
-	Breaker func(node string, from, to BreakerState)
+	// Breaker follows every change of a node's circuit (see Breaker):
+	// from and to are "closed", "open" or "half-open".
+	Breaker func(node, from, to string)
 
 	// LocalDenial follows every request the two-tier cache denied
 	// without a round trip (see WithLocalDenials): the limiter whose
@@ -59,13 +60,4 @@ type Hooks struct {
 // are those of the limiter whose call caused them.
 func WithHooks(h Hooks) Option {
 	return func(c *config) { c.hooks = &h }
-}
-
-// IsTimeout reports whether err, as returned by a Limiter or passed to
-// Hooks.Call, is a timeout: the call's deadline (WithTimeout, or the
-// caller's) passed before Redis answered. Such a call may or may not have
-// consumed quota.
-func IsTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }

@@ -39,10 +39,10 @@ func (r *recorder) hooks() Hooks {
 			defer r.mu.Unlock()
 			r.failures = append(r.failures, err)
 		},
-		Breaker: func(node string, from, to BreakerState) {
+		Breaker: func(node string, from, to string) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			r.states = append(r.states, node+" "+from.String()+"->"+to.String())
+			r.states = append(r.states, node+" "+from+"->"+to)
 		},
 		Misconfigured: func(limiter string, d hotlimit.Decision, err error) {
 			r.mu.Lock()
@@ -110,7 +110,7 @@ func testHooksSeeEveryFailure(t *testing.T) {
 	var rec recorder
 	b := NewBreaker(2, time.Second)
 	ctx := context.Background()
-	l := must(New(c, "open", slowBucket, WithFailurePolicy(FailOpen), WithBreaker(b), WithHooks(rec.hooks())))
+	l := must(New(c, "open", slowBucket, WithFailOpen(), WithBreaker(b), WithHooks(rec.hooks())))
 	for i := range 3 {
 		if d, err := l.Allow(ctx, "k"); !d.Allowed || !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("call %d: %+v, %v", i, d, err)
@@ -132,8 +132,8 @@ func testHooksSeeEveryFailure(t *testing.T) {
 	// A backend with a failure policy answers the middleware without an
 	// error; the hook still sees it.
 	var brec recorder
-	be := must(NewBackend(c, map[string]hotlimit.Policy{"a": slowBucket}, WithFailurePolicy(FailOpen), WithHooks(brec.hooks())))
-	if d, err := be.Allow(ctx, []admission.Layer{{Limit: "a", Key: "k", Cost: 1}}); err != nil || !d.Allowed {
+	be := must(NewBackend(c, map[string]hotlimit.Policy{"a": slowBucket}, WithFailOpen(), WithHooks(brec.hooks())))
+	if d, err := allow(ctx, be, []admission.Layer{{Limit: "a", Key: "k", Cost: 1}}); err != nil || !d.Allowed {
 		t.Fatalf("backend: %+v, %v", d, err)
 	}
 	if len(brec.failures) != 1 || !errors.Is(brec.failures[0], ErrUnavailable) {
@@ -166,10 +166,10 @@ func TestHooksTimeoutAndLocal(t *testing.T) {
 	}
 	var srec recorder
 	sl := must(New(slow, "hs", slowBucket, WithPrefix(redistest.Prefix(t)), WithTimeout(50*time.Millisecond), WithHooks(srec.hooks())))
-	if _, err := sl.Allow(ctx, "k"); !IsTimeout(err) {
+	if _, err := sl.Allow(ctx, "k"); !isTimeout(err) {
 		t.Fatalf("err %v; want a timeout", err)
 	}
-	if len(srec.callErrs) != 1 || !IsTimeout(srec.callErrs[0]) || len(srec.failures) != 1 {
+	if len(srec.callErrs) != 1 || !isTimeout(srec.callErrs[0]) || len(srec.failures) != 1 {
 		t.Fatalf("Call saw %v, Failure %v; want one timeout each", srec.callErrs, srec.failures)
 	}
 }
@@ -180,7 +180,7 @@ func TestHooksMayUseTheBreaker(t *testing.T) {
 	c := redistest.Client(t, "127.0.0.1:1") // nothing listens there
 	b := NewBreaker(1, time.Hour)
 	var seen []bool
-	h := Hooks{Breaker: func(node string, from, to BreakerState) { seen = append(seen, b.Open()) }}
+	h := Hooks{Breaker: func(node string, from, to string) { seen = append(seen, b.open()) }}
 	l := must(New(c, "hb", slowBucket, WithBreaker(b), WithHooks(h)))
 	done := make(chan struct{})
 	go func() {
@@ -206,7 +206,7 @@ func TestHooksMisconfigured(t *testing.T) {
 	a := must(New(redistest.Client(t, "127.0.0.1:1"), "a", p, WithHooks(rec.hooks())))
 	b := must(New(redistest.Client(t, "127.0.0.1:1"), "b", p))
 	_, err := AllowLayers(context.Background(), Layer{a, "k", 1}, Layer{b, "k", 1})
-	if !errors.Is(err, ErrMixedClients) || len(rec.config) != 1 || rec.config[0] != err || len(rec.failures) != 0 {
+	if !errors.Is(err, ErrMixedLayers) || len(rec.config) != 1 || rec.config[0] != err || len(rec.failures) != 0 {
 		t.Fatalf("mixed clients: %v; hooks saw %v (failures %v); want the returned error in Misconfigured", err, rec.config, rec.failures)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
-	"github.com/hotlimit/hotlimit/internal/repeat"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -22,14 +21,18 @@ type Layer struct {
 	Cost    int64
 }
 
-// ErrMixedModes is returned by AllowLayers for layers of which some
-// limiters are in lease mode (redislimit/lease's Mode) and others decide
-// on Redis: one call cannot be both all in process and one script.
-var ErrMixedModes = errors.New("redislimit: the layers mix limiters in lease mode with limiters that decide on Redis")
+// ErrMixedLayers is wrapped by the error AllowLayers returns, with a
+// denial and before any round trip, for layers that cannot be one call:
+// their limiters use different clients (one script cannot span two
+// servers), or some are in lease mode (WithLeases) and others decide on
+// Redis (one call cannot be both all in process and one script).
+var ErrMixedLayers = errors.New("redislimit: the layers cannot be decided in one call")
 
-// ErrMixedClients is returned by AllowLayers for layers whose limiters do
-// not share one client: one script cannot span two servers.
-var ErrMixedClients = errors.New("redislimit: the layers' limiters use different clients")
+// The errors AllowLayers returns for mixed layers.
+var (
+	errMixedClients = fmt.Errorf("%w: their limiters use different clients", ErrMixedLayers)
+	errMixedModes   = fmt.Errorf("%w: they mix limiters in lease mode with limiters that decide on Redis", ErrMixedLayers)
+)
 
 // AllowLayers admits a request only if every layer admits it, all or
 // nothing, in one script call: either every layer consumes its cost or
@@ -48,31 +51,27 @@ var ErrMixedClients = errors.New("redislimit: the layers' limiters use different
 // layers are one limit, decided once for the sum of their costs, as
 // hotlimit.AllowLayers decides them.
 //
-// Every limiter must use the same client (else ErrMixedClients). The call
+// Every limiter must use the same client (else ErrMixedLayers). The call
 // takes the smallest of their timeouts and goes through the circuit of
-// the keys' node in each of their breakers. When Redis does not decide, each layer's FailurePolicy
-// applies: a FailClosed layer denies the request; otherwise the layers
-// with a Fallback decide locally, and FailOpen layers are skipped; the
-// error wraps ErrUnavailable and the cause. On a Redis Cluster the keys
+// the keys' node in each of their breakers. When Redis does not decide,
+// each layer's failure policy applies: a layer that fails closed (the
+// default) denies the request; otherwise the WithFallbackLocal layers
+// decide locally, and WithFailOpen layers are skipped; the error wraps
+// ErrUnavailable and the cause. On a Redis Cluster the keys
 // must share a slot (see WithHashTag): a call whose keys do not fails
 // with ErrCrossSlot and a denial, before any round trip.
 func AllowLayers(ctx context.Context, layers ...Layer) (hotlimit.Decision, error) {
-	d, _, err := AllowLayersIndex(ctx, layers...)
+	d, _, err := allowLayers(ctx, layers, nil)
 	return d, err
 }
 
-// AllowLayersIndex is AllowLayers that also returns the index of the
+// AllowLayersState is AllowLayers that also returns the index of the
 // binding layer, the one whose Limit and Remaining the Decision reports,
-// as hotlimit.AllowLayersState does: -1 for no layers or mixed clients.
-// When Redis does not decide, it is the FailClosed layer that denied, the
-// binding layer among the fallbacks, or 0 when only FailOpen layers were
-// left.
-func AllowLayersIndex(ctx context.Context, layers ...Layer) (hotlimit.Decision, int, error) {
-	return allowLayers(ctx, layers, nil)
-}
-
-// AllowLayersState is AllowLayersIndex that also sets states[i] to layer
-// i's state after the decision, in the same script call, as
+// as hotlimit.AllowLayersState does (-1 for no layers or mixed clients;
+// when Redis does not decide, the layer that failed closed and denied,
+// the binding layer among the WithFallbackLocal ones, or 0 when only
+// WithFailOpen layers were left), and sets states[i] to layer i's state
+// after the decision, in the same script call, as
 // RedisBackend.AllowStates reports it: Remaining is the layer's own, and
 // Window the wait for one unit more on that same state (in lease mode,
 // Remaining is what the layer's lease holds and Window is
@@ -100,7 +99,8 @@ func AllowLayersState(ctx context.Context, states []hotlimit.LayerState, layers 
 	return allowLayers(ctx, layers, states)
 }
 
-// allowLayers is AllowLayersIndex that also sets states[i] to layer i's
+// allowLayers is AllowLayers that also returns the binding layer's index
+// and sets states[i] to layer i's
 // state after the decision, when Redis decided (see decode); otherwise
 // (a cached denial answered, or Redis did not decide) it sets every
 // Remaining to -1, unknown. states is nil or has len(layers) elements.
@@ -138,14 +138,14 @@ func allowRecorded(ctx context.Context, layers []Layer, states []hotlimit.LayerS
 			return hotlimit.Decision{Limit: ly.Limiter.spec.limit, RetryAfter: hotlimit.Never}, i, nil
 		}
 		if ly.Limiter.client != first.client {
-			return misconfigured(first, -1, ErrMixedClients)
+			return misconfigured(first, -1, errMixedClients)
 		}
 		if i == 0 || ly.Limiter.timeout < timeout {
 			timeout = ly.Limiter.timeout
 		}
 	}
 	for _, ly := range layers {
-		if ly.Limiter.leaser != nil {
+		if ly.Limiter.leases != nil {
 			return allowLeased(ctx, layers, states)
 		}
 	}
@@ -249,24 +249,24 @@ func allowRecorded(ctx context.Context, layers []Layer, states []hotlimit.LayerS
 // to give back; its error is returned with the call's Decision.
 func allowLeased(ctx context.Context, layers []Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	for _, ly := range layers {
-		if ly.Limiter.leaser == nil {
-			return misconfigured(layers[0].Limiter, -1, ErrMixedModes)
+		if ly.Limiter.leases == nil {
+			return misconfigured(layers[0].Limiter, -1, errMixedModes)
 		}
 	}
-	var ubuf [8]func()
-	undos := ubuf[:0]
+	var gbuf [8]*grant
+	spent := gbuf[:0] // spent[j]: the grant layer j's units came from, or nil
 	var out hotlimit.Decision
 	binding, best := -1, int64(0)
 	var failure error
 	for i, ly := range layers {
-		d, undo, err := ly.Limiter.leaser.Decide(ctx, ly.Key, ly.Cost, len(layers) > 1)
+		d, g, err := ly.Limiter.leases.decide(ctx, ly.Key, ly.Cost)
 		if states != nil {
 			states[i] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: d.Remaining}, Next: hotlimit.Never}
 		}
 		if !d.Allowed {
-			for j, u := range undos {
-				if u != nil {
-					u()
+			for j, g := range spent {
+				if g != nil {
+					g.avail.Add(layers[j].Cost)
 					if states != nil {
 						states[j].Decision.Remaining += layers[j].Cost
 					}
@@ -276,9 +276,9 @@ func allowLeased(ctx context.Context, layers []Layer, states []hotlimit.LayerSta
 			return d, i, err
 		}
 		if err != nil {
-			failure, undo = err, nil
+			failure, g = err, nil
 		}
-		undos = append(undos, undo)
+		spent = append(spent, g)
 		if n := requests(d.Remaining, ly.Cost); binding < 0 || n < best || n == best && d.Remaining < out.Remaining {
 			best, binding = n, i
 			out.Limit, out.Remaining = d.Limit, d.Remaining
@@ -290,17 +290,26 @@ func allowLeased(ctx context.Context, layers []Layer, states []hotlimit.LayerSta
 }
 
 // hasRepeat reports whether two layers name the same limiter and key.
-func hasRepeat(layers []Layer) bool { return repeat.Any(len(layers), layerOf(layers)) }
+func hasRepeat(layers []Layer) bool {
+	for i := 1; i < len(layers); i++ {
+		if firstOf(layers, i) < i {
+			return true
+		}
+	}
+	return false
+}
 
 // firstOf returns the index of the first layer on layer i's limiter and
 // key (i itself when none comes before it; a nil Limiter is never
 // repeated).
-func firstOf(layers []Layer, i int) int { return repeat.First(i, layerOf(layers)) }
-
-// layerOf returns the function of package repeat giving a layer's
-// limiter and key.
-func layerOf(layers []Layer) func(int) (*Limiter, string) {
-	return func(j int) (*Limiter, string) { return layers[j].Limiter, layers[j].Key }
+func firstOf(layers []Layer, i int) int {
+	ly := &layers[i]
+	for j := range i {
+		if layers[j].Limiter == ly.Limiter && ly.Limiter != nil && layers[j].Key == ly.Key {
+			return j
+		}
+	}
+	return i
 }
 
 // allowGrouped decides layers in which a limiter and key repeat as

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
-	"github.com/hotlimit/hotlimit/redislimit/internal/bridge"
 	"github.com/hotlimit/hotlimit/redislimit/internal/luasrc"
 	"github.com/redis/go-redis/v9"
 )
@@ -63,17 +62,16 @@ type Limiter struct {
 	tail    string
 	timeout time.Duration
 	breaker *Breaker
-	fail    FailurePolicy
-	failSet bool              // WithFailurePolicy was given
-	local   *hotlimit.Limiter // the Fallback limiter, or nil
-	owned   bool              // local was built by New (FallbackLocal)
+	fail    failurePolicy
+	failSet bool              // WithFailOpen or WithFallbackLocal was given
+	local   *hotlimit.Limiter // the WithFallbackLocal limiter, or nil
 	cache   *denyCache        // the two-tier mode's local denials, or nil
 	hooks   *Hooks            // WithHooks, or nil
 	rt      *router           // the client's router
 	id      uint64            // unique among the process's limiters
 	circ    *circuit          // breaker's circuit for the client's only node, or nil on a cluster
 	special string            // the Redis key of key k is special + k when k's hash tag would be empty (see RedisKey)
-	leaser  bridge.Leaser     // lease.Mode: requests are decided from leases; nil: by Redis
+	leases  *leases           // WithLeases: requests are decided from leases; nil: by Redis
 
 	// testNow, when set, is the instant (µs) the script decides at
 	// instead of the server's TIME. Only this package's tests set it.
@@ -95,7 +93,7 @@ type Limiter struct {
 // Scripter must behave so too, and be comparable (a pointer). New makes no
 // call to Redis.
 func New(client redis.Scripter, name string, policy hotlimit.Policy, opts ...Option) (*Limiter, error) {
-	cfg := config{prefix: DefaultPrefix, timeout: DefaultTimeout}
+	cfg := config{prefix: defaultPrefix, timeout: defaultTimeout}
 	for _, o := range opts {
 		if o == nil {
 			cfg.failf("nil Option")
@@ -123,7 +121,7 @@ func New(client redis.Scripter, name string, policy hotlimit.Policy, opts ...Opt
 		return nil, err
 	}
 	// What hotlimit rejects, redislimit rejects too, so that the same
-	// policy works in process (FallbackLocal) and on Redis.
+	// policy works in process (WithFallbackLocal) and on Redis.
 	check, err := hotlimit.New(policy, hotlimit.WithShards(1), hotlimit.WithSweepInterval(0))
 	if err != nil {
 		return nil, fmt.Errorf("redislimit: %w", err)
@@ -141,25 +139,21 @@ func New(client redis.Scripter, name string, policy hotlimit.Policy, opts ...Opt
 		l.ihead, l.ispec = cfg.prefix+name+"#{", cfg.prefix+name+"%{~}"
 	}
 	if l.breaker == nil {
-		l.breaker = NewBreaker(DefaultFailures, DefaultCooldown)
+		l.breaker = NewBreaker(defaultFailures, defaultCooldown)
 	}
 	if l.rt.cluster == nil {
 		l.circ = l.breaker.circuit(l.rt.addr)
 	}
-	switch cfg.fail.mode {
-	case failFallback:
-		l.local = cfg.fail.local
-	case failFallbackLocal:
+	if cfg.fail.mode == failFallbackLocal {
 		if l.local, err = hotlimit.New(policy, cfg.fail.opts...); err != nil {
-			return nil, fmt.Errorf("redislimit: FallbackLocal: %w", err)
+			return nil, fmt.Errorf("redislimit: WithFallbackLocal: %w", err)
 		}
-		l.owned = true
 	}
 	if cfg.denyKeys > 0 {
 		l.cache = newDenyCache(cfg.denyKeys)
 	}
-	if cfg.leaser != nil {
-		if l.leaser, err = cfg.leaser(l, policy); err != nil {
+	if cfg.leases {
+		if l.leases, err = newLeases(l, policy, cfg.maxLease, cfg.period); err != nil {
 			l.Close()
 			return nil, err
 		}
@@ -169,11 +163,6 @@ func New(client redis.Scripter, name string, policy hotlimit.Policy, opts ...Opt
 
 // Name returns the limiter's name.
 func (l *Limiter) Name() string { return l.name }
-
-// Limit returns the policy's capacity, the Decision's Limit: Burst
-// (token bucket), Capacity+1 (leaky bucket) or Limit (the windows and the
-// sliding log).
-func (l *Limiter) Limit() int64 { return l.spec.limit }
 
 // RedisKey returns the Redis key that holds key's state: prefix + name +
 // ":{" + key + "}", or with WithHashTag prefix + "{" + tag + "}" + name +
@@ -209,46 +198,51 @@ func (l *Limiter) Allow(ctx context.Context, key string) (hotlimit.Decision, err
 // admitted, with the Decision semantics of hotlimit's Limiter.AllowN.
 //
 // A nil error means Redis decided. Otherwise the error wraps ErrUnavailable
-// and its cause, and the Decision is the limiter's FailurePolicy's answer;
+// and its cause, and the Decision is the limiter's failure policy's answer;
 // the call is not retried, since it may have consumed quota.
 func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (hotlimit.Decision, error) {
-	if l.leaser != nil {
+	if l.leases != nil {
 		if len(key) > hotlimit.MaxKeyLen {
 			return hotlimit.Decision{Limit: l.spec.limit, RetryAfter: hotlimit.Never}, nil
 		}
-		d, _, err := l.leaser.Decide(ctx, key, cost, false)
+		d, _, err := l.leases.decide(ctx, key, cost)
 		return d, err
 	}
 	return AllowLayers(ctx, Layer{Limiter: l, Key: key, Cost: cost})
 }
 
-// Close closes the in-process limiter that FallbackLocal built, if any,
-// and in lease mode (redislimit/lease's Mode) gives back what the leases
-// hold, within the limiter's timeout. The Limiter keeps working after
-// Close, except in lease mode, where it then refuses every request.
+// Close closes the in-process limiter that WithFallbackLocal built, if any,
+// and in lease mode (WithLeases) waits for the refills in flight, then
+// gives back what the leases hold where the policy allows (see the
+// package doc, "Leases"), within the limiter's timeout. The Limiter keeps
+// working after Close, except in lease mode, where it then refuses every
+// request with ErrClosed (a request decided while Close runs may take
+// units that are then never given back: they are lost, never admitted
+// twice).
 func (l *Limiter) Close() error {
 	var err error
-	if l.leaser != nil {
+	if l.leases != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
-		err = l.leaser.Close(ctx)
+		err = l.leases.close(ctx)
 		cancel()
 	}
-	if l.owned {
+	if l.local != nil {
 		return errors.Join(err, l.local.Close())
 	}
 	return err
 }
 
-// SweepLeases, in lease mode (redislimit/lease's Mode), gives back the
-// leases of keys on which nothing was spent since the previous call and
-// forgets those keys, as lease.Limiter.Sweep does: call it periodically
-// (every few lease periods), so that idle keys hold no budget and no
-// memory. Otherwise it does nothing.
+// SweepLeases, in lease mode (WithLeases), gives back the leases of keys
+// on which nothing was spent since the previous call, where the policy
+// allows, and forgets those keys: call it periodically (every few lease
+// periods), so that idle keys hold no budget and no memory. Otherwise it
+// does nothing. The error, of the first give-back that failed, wraps
+// ErrUnavailable.
 func (l *Limiter) SweepLeases(ctx context.Context) error {
-	if l.leaser == nil {
+	if l.leases == nil {
 		return nil
 	}
-	return l.leaser.Sweep(ctx)
+	return l.leases.sweep(ctx)
 }
 
 // ForgetDenials drops every denial the two-tier cache holds on this

@@ -47,7 +47,6 @@ func TestNewRejects(t *testing.T) {
 		{"no context deadlines", noCtx, "x", tb, nil, "ContextTimeoutEnabled"},
 		{"bad timeout", ok, "x", tb, []Option{WithTimeout(0)}, "WithTimeout: timeout must be > 0"},
 		{"nil breaker", ok, "x", tb, []Option{WithBreaker(nil)}, "nil Breaker"},
-		{"nil fallback", ok, "x", tb, []Option{WithFailurePolicy(FallbackTo(nil))}, "FallbackTo(nil)"},
 		{"bad tag", ok, "x", tb, []Option{WithHashTag("a}b")}, "contains a brace"},
 		{"bad cache", ok, "x", tb, []Option{WithLocalDenials(-1)}, "maxKeys must be ≥ 0"},
 		{"nil option", ok, "x", tb, []Option{nil}, "nil Option"},
@@ -190,14 +189,14 @@ func TestLayersEdgeCases(t *testing.T) {
 	p := hotlimit.FixedWindow{Limit: 5, Window: time.Hour}
 	a := must(New(c, "a", p, WithPrefix(redistest.Prefix(t))))
 	b := must(New(other, "b", p, WithPrefix(redistest.Prefix(t))))
-	if d, i, err := AllowLayersIndex(ctx); err != nil || d.Allowed || d.RetryAfter != hotlimit.Never || i != -1 {
+	if d, i, err := AllowLayersState(ctx, nil); err != nil || d.Allowed || d.RetryAfter != hotlimit.Never || i != -1 {
 		t.Errorf("no layers: %+v, %d, %v; want denied with Never, binding -1 (as hotlimit.AllowLayers)", d, i, err)
 	}
 	if d, err := AllowLayers(ctx, Layer{Limiter: a, Key: "k", Cost: 1}, Layer{Key: "k", Cost: 1}); err != nil || d.Allowed || d.RetryAfter != hotlimit.Never {
 		t.Errorf("nil limiter: %+v, %v; want denied, Never", d, err)
 	}
-	if _, err := AllowLayers(ctx, Layer{Limiter: a, Key: "k", Cost: 1}, Layer{Limiter: b, Key: "k", Cost: 1}); !errors.Is(err, ErrMixedClients) {
-		t.Errorf("two clients: %v; want ErrMixedClients", err)
+	if _, err := AllowLayers(ctx, Layer{Limiter: a, Key: "k", Cost: 1}, Layer{Limiter: b, Key: "k", Cost: 1}); !errors.Is(err, ErrMixedLayers) {
+		t.Errorf("two clients: %v; want ErrMixedLayers", err)
 	}
 	long := strings.Repeat("x", hotlimit.MaxKeyLen+1)
 	if d, err := a.Allow(ctx, long); err != nil || d.Allowed || d.RetryAfter != hotlimit.Never {

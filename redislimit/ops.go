@@ -43,8 +43,9 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 //
 // It returns hotlimit.ErrInvalidCost for a cost below 0 or above Limit,
 // and hotlimit.ErrKeyTooLong. When Redis cannot decide, the failure policy
-// answers: FailOpen returns nil, a Fallback waits on its in-process
-// limiter, FailClosed returns the error (which wraps ErrUnavailable).
+// answers: with WithFailOpen it returns nil, with WithFallbackLocal it
+// waits on its in-process limiter, and by default (fail closed) it
+// returns the error (which wraps ErrUnavailable).
 func (l *Limiter) Wait(ctx context.Context, key string, cost int64) error {
 	if cost < 0 || cost > l.spec.limit {
 		return fmt.Errorf("%w: cost %d, limit %d", hotlimit.ErrInvalidCost, cost, l.spec.limit)
@@ -128,7 +129,7 @@ func (l *Limiter) waitFailed(ctx context.Context, key string, cost int64, err er
 	switch l.fail.mode {
 	case failOpen:
 		return nil
-	case failFallback, failFallbackLocal:
+	case failFallbackLocal:
 		return l.local.Wait(ctx, key, cost)
 	}
 	return err

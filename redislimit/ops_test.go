@@ -27,7 +27,7 @@ func TestDifferentialRefund(t *testing.T) {
 			clock := hotlimit.NewManualClock()
 			clock.Set(baseMicros * time.Microsecond)
 			p := newPair(t, c, clock, "refund", redistest.Prefix(t), policy)
-			limit, per := p.remote.Limit(), period(policy)
+			limit, per := p.remote.spec.limit, period(policy)
 			for step := range 200 {
 				if rng.IntN(3) == 0 {
 					clock.Advance(time.Duration(rng.Int64N(per/2+1)) * time.Microsecond)
@@ -200,9 +200,9 @@ func TestWaitFailurePolicy(t *testing.T) {
 	c := redistest.Client(t, "127.0.0.1:1") // nothing listens there
 	ctx := context.Background()
 	p := hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1}
-	open := must(New(c, "wo", p, WithFailurePolicy(FailOpen)))
+	open := must(New(c, "wo", p, WithFailOpen()))
 	closed := must(New(c, "wc", p))
-	fb := must(New(c, "wf", p, WithFailurePolicy(FallbackLocal())))
+	fb := must(New(c, "wf", p, WithFallbackLocal()))
 	defer fb.Close()
 	if err := open.Wait(ctx, "k", 1); err != nil {
 		t.Fatalf("FailOpen: %v", err)

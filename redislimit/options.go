@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/hotlimit/hotlimit"
-	"github.com/hotlimit/hotlimit/redislimit/internal/bridge"
 )
 
 // Option configures a Limiter.
@@ -17,11 +14,13 @@ type config struct {
 	tag      *string
 	timeout  time.Duration
 	breaker  *Breaker
-	fail     FailurePolicy
+	fail     failurePolicy
 	failSet  bool
 	denyKeys int
 	hooks    *Hooks
-	leaser   func(l any, policy hotlimit.Policy) (bridge.Leaser, error) // lease.Mode, or nil
+	leases   bool // WithLeases
+	maxLease int64
+	period   time.Duration
 	err      error
 }
 
@@ -31,13 +30,12 @@ func (c *config) failf(format string, args ...any) {
 	}
 }
 
-// DefaultPrefix starts every Redis key a Limiter writes, unless
-// WithPrefix says otherwise.
-const DefaultPrefix = "hotlimit:"
-
-// DefaultTimeout bounds each call to Redis unless WithTimeout says
-// otherwise.
-const DefaultTimeout = 100 * time.Millisecond
+// The start of every Redis key and the bound of every call to Redis,
+// unless WithPrefix and WithTimeout say otherwise.
+const (
+	defaultPrefix  = "hotlimit:"
+	defaultTimeout = 100 * time.Millisecond
+)
 
 // WithPrefix sets the start of every Redis key (default "hotlimit:").
 // It must not contain a brace: on a Redis Cluster a brace in the prefix
@@ -90,24 +88,13 @@ func WithTimeout(d time.Duration) Option {
 
 // WithBreaker makes the limiter use b, typically shared with the other
 // limiters on the same client. The default is a breaker of its own with
-// DefaultFailures and DefaultCooldown.
+// NewBreaker(5, time.Second).
 func WithBreaker(b *Breaker) Option {
 	return func(c *config) {
 		if b == nil {
 			c.failf("WithBreaker: nil Breaker")
 		}
 		c.breaker = b
-	}
-}
-
-// WithFailurePolicy sets what the limiter answers when Redis cannot
-// decide (default FailClosed).
-func WithFailurePolicy(p FailurePolicy) Option {
-	return func(c *config) {
-		if p.mode == failFallback && p.local == nil {
-			c.failf("WithFailurePolicy: FallbackTo(nil)")
-		}
-		c.fail, c.failSet = p, true
 	}
 }
 
@@ -123,5 +110,57 @@ func WithLocalDenials(maxKeys int) Option {
 			c.failf("WithLocalDenials: maxKeys must be ≥ 0, got %d", maxKeys)
 		}
 		c.denyKeys = maxKeys
+	}
+}
+
+// WithLeases puts the limiter in lease mode: it decides each request in
+// process from units it leases from the key's state in Redis, debited
+// there before they are spent here, so that every instance sharing the
+// state still admits no more than the policy grants in total, at
+// in-process speed (see the package doc, "Leases", for the bounds). The
+// policy must be a hotlimit.TokenBucket or FixedWindow (New returns the
+// error otherwise).
+//
+// maxLease bounds the units the limiter holds unspent per key (0: a
+// tenth of the limit, at least 1): with n instances, at most n·maxLease
+// units of a key's budget sit debited in Redis but unspent at any
+// instant. period is how long a lease should last at the key's recent
+// rate (0: 100ms): a refill asks for the units spent over the last
+// refill interval scaled to one period, within [1, maxLease]. Every take
+// and give-back is one call with the limiter's timeout, breaker, hooks
+// and failure policy.
+//
+// In lease mode a Decision says what an instance can know of a budget it
+// shares:
+//   - Limit is the policy's Burst or Limit;
+//   - Remaining is the units this instance's lease holds for the key after
+//     the decision: what it admits next without a round trip (the shared
+//     budget may hold more, which Redis lends on the next take, or less,
+//     since the other instances hold leases too);
+//   - RetryAfter, for a request Redis refused, is Redis's: the wait after
+//     which the shared state admits the same cost if nothing else
+//     consumes, counted from when the take was sent (a refusal answered
+//     from this instance's memory of it is counted down); 0 when admitted;
+//   - ResetAfter is the time until the shared state is fresh again as the
+//     last take from this instance saw it, counted down: a lower bound,
+//     since other instances may have consumed since (for a fixed window,
+//     exactly the time to the window's end).
+//
+// AllowN, Allow and AllowLayers decide from leases (a layered call's
+// limiters must all be in lease mode, else ErrMixedLayers); AdmitN records
+// nothing, Wait and Reset work as without leases, and WithLocalDenials
+// has no effect (a lease remembers Redis's refusals itself).
+// Call SweepLeases periodically so that idle keys hold no budget and no
+// memory; Close gives back what the leases hold, and the limiter then
+// refuses every request with ErrClosed.
+func WithLeases(maxLease int64, period time.Duration) Option {
+	return func(c *config) {
+		if maxLease < 0 {
+			c.failf("WithLeases: maxLease must be ≥ 0, got %d", maxLease)
+		}
+		if period < 0 {
+			c.failf("WithLeases: period must be ≥ 0, got %v", period)
+		}
+		c.leases, c.maxLease, c.period = true, maxLease, period
 	}
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The redislimit module's tests (redislimit, redislimit/lease, redistest)
+# The redislimit module's tests (redislimit, its lease mode included, and
+# redistest)
 # under the race detector, against real servers: a private redis-server and
 # a private 3-master Redis Cluster on free loopback ports, torn down on exit
 # (redistest/servers.sh, which installs redis-server with apt-get when it

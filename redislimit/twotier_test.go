@@ -166,7 +166,7 @@ func TestTwoTierLayers(t *testing.T) {
 	}
 	// fast's denial is cached; the layered call must still report slow's
 	// wait, as Redis does.
-	d, idx, err := AllowLayersIndex(ctx, Layer{fast, "k", 1}, Layer{slow, "k", 1})
+	d, idx, err := AllowLayersState(ctx, nil, Layer{fast, "k", 1}, Layer{slow, "k", 1})
 	if err != nil || d.Allowed || d.RetryAfter <= time.Second || idx != 1 || d.Limit != 2 {
 		t.Fatalf("layers with a cached single-layer denial: %+v, binding %d, %v; want slow's wait (> 1s), binding 1", d, idx, err)
 	}
@@ -178,7 +178,7 @@ func TestTwoTierLayers(t *testing.T) {
 	// same call only, with its own binding layer and waits.
 	before := sent.N()
 	ft.t += 100 * time.Millisecond
-	d2, idx2, err := AllowLayersIndex(ctx, Layer{fast, "k", 1}, Layer{slow, "k", 1})
+	d2, idx2, err := AllowLayersState(ctx, nil, Layer{fast, "k", 1}, Layer{slow, "k", 1})
 	if err != nil || sent.N() != before || idx2 != 1 || d2.RetryAfter != d.RetryAfter-100*time.Millisecond ||
 		d2.ResetAfter != d.ResetAfter-100*time.Millisecond || d2.Remaining != d.Remaining || d2.Limit != d.Limit {
 		t.Fatalf("the same layered call 100ms later: %+v, binding %d, %v, %d commands; want %+v counted down, locally", d2, idx2, err, sent.N()-before, d)

@@ -329,7 +329,7 @@ return {1, 2, 3}`)
 			b.Fatal(err)
 		}
 		paired(b, c, func(ctx context.Context, key string) bool {
-			p, ok, err := cl.TryAcquire(ctx, key)
+			p, ok, err := cl.TryAcquireN(ctx, key, 1)
 			if err != nil || !ok {
 				b.Fatal(ok, err)
 			}

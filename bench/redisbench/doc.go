@@ -4,7 +4,7 @@
 // same Redis server: round trips per decision, ns/op serially and in
 // parallel, decisions per second and the servers' CPU per decision at 64
 // callers on one server and on a 3-master Redis Cluster, the two-tier mode's speed-up on a key that is mostly denied,
-// and the leased mode (redislimit/lease) beside the in-process and the
+// and the lease mode (redislimit.WithLeases) beside the in-process and the
 // synchronous limiters, with its round trips at a steady rate. It is a nested module so that no user of hotlimit inherits
 // these dependencies. Results and the commands are in RESULTS.md. A start,
 // against a redis-server of your own (redislimit/test.sh runs every

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
-	"github.com/hotlimit/hotlimit/redislimit/lease"
+	"github.com/hotlimit/hotlimit/redislimit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -14,18 +14,20 @@ import (
 // admitting decisions, where the lease spends and the others write.
 var ample = hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1_000_000, Per: time.Second}, Burst: 1 << 40}
 
-func leased(b *testing.B, c *redis.Client, opts ...lease.Option) *lease.Limiter {
-	l, err := lease.New(c, "b", ample, append([]lease.Option{lease.WithPrefix(prefix(b)), lease.WithTimeout(time.Second)}, opts...)...)
+// leased returns a redislimit.Limiter in lease mode, of up to maxLease
+// units per key (0: the default).
+func leased(b *testing.B, c *redis.Client, maxLease int64) *redislimit.Limiter {
+	l, err := redislimit.New(c, "b", ample, redislimit.WithPrefix(prefix(b)), redislimit.WithTimeout(time.Second), redislimit.WithLeases(maxLease, 0))
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { l.Close(context.Background()) })
+	b.Cleanup(func() { l.Close() })
 	return l
 }
 
 // BenchmarkLease: one hot key, every decision admitted, serially and in
-// parallel: the in-process hotlimit.Limiter, a lease.Limiter (leases of up
-// to 2^20 units, so that round trips are rare) and redislimit's
+// parallel: the in-process hotlimit.Limiter, a redislimit.Limiter in lease
+// mode (leases of up to 2^20 units, so that round trips are rare) and redislimit's
 // synchronous Limiter (one round trip per decision).
 func BenchmarkLease(b *testing.B) {
 	for _, mode := range []struct {
@@ -45,13 +47,13 @@ func BenchmarkLease(b *testing.B) {
 		})
 		b.Run("lease/"+mode.name, func(b *testing.B) {
 			c, n := client(b)
-			l := leased(b, c, lease.WithMaxLease(1<<20))
+			l := leased(b, c, 1<<20)
 			run(b, c, n, mode.parallel, true, func(ctx context.Context, key string) bool {
-				ok, err := l.Allow(ctx, key)
-				if err != nil || !ok {
-					b.Fatalf("lease: %v, %v", ok, err)
+				d, err := l.AllowN(ctx, key, 1)
+				if err != nil || !d.Allowed {
+					b.Fatalf("lease: %+v, %v", d, err)
 				}
-				return ok
+				return true
 			})
 		})
 		b.Run("sync/"+mode.name, func(b *testing.B) {
@@ -65,15 +67,16 @@ func BenchmarkLease(b *testing.B) {
 // steady rate per instance, in real time: one decision per tick of a
 // 1ms ticker (1,000 per second, or fewer when the loaded machine drops
 // ticks: decisions/s reports the rate reached). The lease's size follows
-// that rate (WithPeriod 100ms; MaxLease the default tenth of the limit).
+// that rate (the default period, 100ms; maxLease the default tenth of the
+// limit).
 // Run it with -benchtime 3000x or so: each decision takes a millisecond.
 func BenchmarkLeaseSteady(b *testing.B) {
 	c, n := client(b)
-	l := leased(b, c)
+	l := leased(b, c, 0)
 	ctx := context.Background()
 	decide := func() {
-		if ok, err := l.Allow(ctx, "steady"); err != nil || !ok {
-			b.Fatalf("lease: %v, %v", ok, err)
+		if d, err := l.AllowN(ctx, "steady", 1); err != nil || !d.Allowed {
+			b.Fatalf("lease: %+v, %v", d, err)
 		}
 	}
 	tick := time.NewTicker(time.Millisecond)

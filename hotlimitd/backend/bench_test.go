@@ -7,7 +7,7 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
-	"github.com/hotlimit/hotlimit/redislimit/lease"
+	"github.com/hotlimit/hotlimit/redislimit"
 	"github.com/hotlimit/hotlimit/redislimit/redistest"
 )
 
@@ -43,7 +43,8 @@ func BenchmarkLocal(b *testing.B) {
 }
 
 // BenchmarkLease compares a Lease Store's decision (one layer, on this
-// replica's lease) with redislimit/lease's Backend on the same Redis: the
+// replica's lease) with a redislimit.RedisBackend in lease mode
+// (WithLeases) on the same Redis: the
 // price of following reloads (a read lock per decision) on the path that
 // must stay in-process fast.
 func BenchmarkLease(b *testing.B) {
@@ -59,7 +60,7 @@ func BenchmarkLease(b *testing.B) {
 	}
 	defer s.Close()
 	c := redistest.Client(b, addr)
-	l, err := lease.NewBackend(c, limits, lease.WithPrefix(redistest.Prefix(b)), lease.WithMaxLease(1e5))
+	l, err := redislimit.NewBackend(c, limits, redislimit.WithPrefix(redistest.Prefix(b)), redislimit.WithLeases(1e5, 0))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func BenchmarkLease(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		b    admission.Backend
-	}{{"store", s}, {"lease.Backend", l}} {
+	}{{"store", s}, {"redislimit.RedisBackend", l}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {

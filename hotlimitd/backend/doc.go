@@ -31,7 +31,7 @@
 // taken for a dead one.
 //
 // Lease decides in process from units this replica leased from the same
-// Redis state (redislimit/lease), debited in Redis before they are spent.
+// Redis state (redislimit.WithLeases), debited in Redis before they are spent.
 // What it promises, per limit and key, for n replicas:
 //   - never more than the limit across the fleet: a fixed window admits
 //     at most requests_per_unit per window in total (provided the

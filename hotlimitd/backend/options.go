@@ -28,7 +28,7 @@ const (
 	// script call per request (redislimit): exact across replicas.
 	Redis Kind = "redis"
 	// Lease decides in process from units leased from the same Redis
-	// state (redislimit/lease): in-process speed across replicas, never
+	// state (redislimit.WithLeases): in-process speed across replicas, never
 	// more than the limit in total, but not exact (see the package doc).
 	Lease Kind = "lease"
 )
@@ -72,7 +72,7 @@ type Options struct {
 	// Store does not close it.
 	Client redis.Scripter
 
-	// Prefix starts every Redis key (default redislimit.DefaultPrefix).
+	// Prefix starts every Redis key (default "hotlimit:", redislimit's).
 	// Replicas share a limit's state when they use the same Redis, the
 	// same Prefix and HashTag, and the same limit name.
 	Prefix string
@@ -86,7 +86,7 @@ type Options struct {
 	// master.
 	HashTag string
 	// Timeout bounds each call to Redis, a lease's takes and give-backs
-	// included (default redislimit.DefaultTimeout, 100ms). A call that
+	// included (default 100ms, redislimit's). A call that
 	// times out may have consumed quota; it is never retried.
 	Timeout time.Duration
 	// RedisOptions are given to every redislimit.Limiter after the
@@ -99,7 +99,7 @@ type Options struct {
 	// in Redis but not yet spent.
 	MaxLease int64
 	// LeasePeriod is how long a lease should last at a key's recent
-	// rate (default 100ms; see lease.WithPeriod).
+	// rate (default 100ms; see redislimit.WithLeases).
 	LeasePeriod time.Duration
 	// SweepInterval is how often a Lease store gives back the leases
 	// of keys idle since the previous sweep (default 1s; < 0 never).
@@ -119,16 +119,7 @@ const DefaultSweepInterval = time.Second
 func (o *Options) check() error {
 	switch o.Kind {
 	case "", Local:
-		if len(o.RedisAddrs) > 0 || o.Client != nil || o.Cluster {
-			return errors.New("backend: the local backend takes no Redis address, client or cluster")
-		}
-		if f := o.set(redisFields); f != "" {
-			return fmt.Errorf("backend: the local backend takes no %s (a Redis option)", f)
-		}
-		if f := o.set(leaseFields); f != "" {
-			return fmt.Errorf("backend: the local backend takes no %s (a lease option)", f)
-		}
-		return nil
+		return o.checkLocal()
 	case Redis, Lease:
 	default:
 		return fmt.Errorf("backend: unknown backend %q (want local, redis or lease)", o.Kind)
@@ -139,6 +130,37 @@ func (o *Options) check() error {
 	if f := o.set(leaseFields); f != "" && o.Kind != Lease {
 		return fmt.Errorf("backend: the redis backend takes no %s (a lease option)", f)
 	}
+	for _, step := range []func() error{o.checkClient, o.checkTopology, o.checkValues} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	for _, a := range o.RedisAddrs {
+		if err := checkAddr(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkLocal checks a Local store's options: no Redis option, no lease
+// option.
+func (o *Options) checkLocal() error {
+	if len(o.RedisAddrs) > 0 || o.Client != nil || o.Cluster {
+		return errors.New("backend: the local backend takes no Redis address, client or cluster")
+	}
+	if f := o.set(redisFields); f != "" {
+		return fmt.Errorf("backend: the local backend takes no %s (a Redis option)", f)
+	}
+	if f := o.set(leaseFields); f != "" {
+		return fmt.Errorf("backend: the local backend takes no %s (a lease option)", f)
+	}
+	return nil
+}
+
+// checkClient checks that a Redis or Lease store is given a client or
+// addresses, and that a given client comes without connection options.
+func (o *Options) checkClient() error {
 	switch {
 	case o.Client != nil && len(o.RedisAddrs) > 0:
 		return errors.New("backend: give a Redis client or Redis addresses, not both")
@@ -146,6 +168,14 @@ func (o *Options) check() error {
 		return fmt.Errorf("backend: the %s backend needs a Redis address", o.Kind)
 	case o.Client != nil && (o.TLS != nil || o.SentinelMaster != "" || o.RedisUsername != "" || o.RedisPassword != ""):
 		return errors.New("backend: a given Redis client takes no TLS, SentinelMaster, RedisUsername or RedisPassword: configure the client")
+	}
+	return nil
+}
+
+// checkTopology checks that the addresses, Cluster, Sentinel and database
+// options describe one server, a Cluster or Sentinels.
+func (o *Options) checkTopology() error {
+	switch {
 	case o.Cluster && o.SentinelMaster != "":
 		return errors.New("backend: Sentinel and Cluster exclude each other: a Cluster fails over by itself")
 	case o.SentinelMaster == "" && (o.SentinelUsername != "" || o.SentinelPassword != ""):
@@ -156,6 +186,13 @@ func (o *Options) check() error {
 		return fmt.Errorf("backend: a Redis Cluster has only database 0, got %d", o.RedisDB)
 	case o.RedisDB < 0:
 		return fmt.Errorf("backend: Redis database %d < 0", o.RedisDB)
+	}
+	return nil
+}
+
+// checkValues checks the key and lease options' values.
+func (o *Options) checkValues() error {
+	switch {
 	case strings.ContainsAny(o.Prefix, "{}"):
 		return fmt.Errorf("backend: key prefix %q contains a brace", o.Prefix)
 	case strings.ContainsAny(o.HashTag, "{}"):
@@ -166,11 +203,6 @@ func (o *Options) check() error {
 		return fmt.Errorf("backend: max lease %d < 0", o.MaxLease)
 	case o.LeasePeriod < 0:
 		return fmt.Errorf("backend: lease period %v < 0", o.LeasePeriod)
-	}
-	for _, a := range o.RedisAddrs {
-		if err := checkAddr(a); err != nil {
-			return err
-		}
 	}
 	return nil
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/redislimit"
-	"github.com/hotlimit/hotlimit/redislimit/lease"
 	"github.com/hotlimit/hotlimit/redislimit/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -315,7 +314,7 @@ func TestRedisDown(t *testing.T) {
 	srv.Stop()
 	for kind, s := range stores {
 		d, err := s.Allow(context.Background(), []admission.Layer{{Limit: "a", Key: "k", Cost: 1}})
-		if d.Allowed || !errors.Is(err, redislimit.ErrUnavailable) && !errors.Is(err, lease.ErrUnavailable) {
+		if d.Allowed || !errors.Is(err, redislimit.ErrUnavailable) {
 			t.Errorf("%s with Redis down: %+v, %v; want a denial and ErrUnavailable", kind, d, err)
 		}
 	}

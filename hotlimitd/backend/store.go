@@ -15,7 +15,6 @@ import (
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/redislimit"
-	"github.com/hotlimit/hotlimit/redislimit/lease"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -54,7 +53,7 @@ type set struct {
 	// drain: decisions hold use for reading, so that the limiters the
 	// set's successor dropped are closed only once no decision uses
 	// them (a lease Limiter must not be closed while it decides, and
-	// RedisOptions may hold lease.Mode). A Local store does not need it:
+	// RedisOptions may hold redislimit.WithLeases). A Local store does not need it:
 	// a hotlimit.Limiter decides after Close.
 	drain bool
 	use   sync.RWMutex
@@ -88,7 +87,9 @@ func Open(ctx context.Context, o Options, limits map[string]hotlimit.Policy) (*S
 				return nil, fmt.Errorf("backend: Redis %s does not answer: %w", s.where(), err)
 			}
 		}
-		s.ropts = []redislimit.Option{redislimit.WithBreaker(redislimit.NewBreaker(redislimit.DefaultFailures, redislimit.DefaultCooldown))}
+		// One breaker for every limit (redislimit's default settings):
+		// they share the client, and a node that fails fails them all.
+		s.ropts = []redislimit.Option{redislimit.WithBreaker(redislimit.NewBreaker(5, time.Second))}
 		if o.Prefix != "" {
 			s.ropts = append(s.ropts, redislimit.WithPrefix(o.Prefix))
 		}
@@ -100,20 +101,9 @@ func Open(ctx context.Context, o Options, limits map[string]hotlimit.Policy) (*S
 		}
 		s.ropts = append(s.ropts, o.RedisOptions...)
 		if s.kind == Lease {
-			var lopts []lease.Option
-			if o.MaxLease > 0 {
-				lopts = append(lopts, lease.WithMaxLease(o.MaxLease))
-			}
-			if o.LeasePeriod > 0 {
-				lopts = append(lopts, lease.WithPeriod(o.LeasePeriod))
-			}
-			if o.Timeout > 0 {
-				// A lease's takes (a request's, and the background
-				// refills) have a timeout of their own (100ms by
-				// default), on top of the Limiter's.
-				lopts = append(lopts, lease.WithTimeout(o.Timeout))
-			}
-			s.ropts = append(s.ropts, lease.Mode(lopts...))
+			// A lease's takes (a request's, and the background refills)
+			// and give-backs have the Limiter's timeout.
+			s.ropts = append(s.ropts, redislimit.WithLeases(o.MaxLease, o.LeasePeriod))
 		}
 	}
 	g, err := s.build(&set{}, limits)
@@ -271,7 +261,7 @@ func (s *Store) addedAs(g *set, name string, p hotlimit.Policy) error {
 // and so its state (its keys' counts, its leases held in this process);
 // a new name starts fresh; a limit the new set drops is closed once no
 // decision uses it (a Lease store gives its leases back to Redis, see
-// lease.Limiter.Close; a Redis store's state stays in Redis until its
+// redislimit.Limiter.Close; a Redis store's state stays in Redis until its
 // keys expire). A name whose policy changed is an error: the state of a
 // limit is kept by its name, so a new policy needs a new name (as
 // hotlimitd's config names its limits). On error the running set is
@@ -454,7 +444,7 @@ func (g *set) allowLocal(added map[string]*hotlimit.Limiter, layers []admission.
 		return hotlimit.Decision{}, -1, err
 	}
 	if states == nil {
-		d, i := hotlimit.AllowLayersState(nil, ls...)
+		d, i := hotlimit.AllowLayersIndex(ls...)
 		return d, i, nil
 	}
 	d, i := hotlimit.AllowLayersState(states, ls...)
@@ -491,7 +481,7 @@ func (s *Store) sweep(every time.Duration) {
 // Close stops the store: decisions and Updates after it fail with
 // ErrClosed. It waits for the decisions in flight (Lease), closes every
 // limiter (a Lease store gives back the units its leases hold, where
-// the policy allows, see lease.Limiter.Close; units it cannot give back
+// the policy allows, see redislimit.Limiter.Close; units it cannot give back
 // stay debited: never spent twice) and the client Open made. ctx is not
 // Each give-back is bounded by the store's Timeout.
 func (s *Store) Close() error {

@@ -1,6 +1,6 @@
-// Package redistest provides what the tests and benchmarks of redislimit,
-// redislimit/lease and bench/redisbench need to run against real Redis
-// servers: the addresses of the private server and Cluster that
+// Package redistest provides what the tests and benchmarks of redislimit
+// (its lease mode included), hotlimitd and bench/redisbench need to run
+// against real Redis servers: the addresses of the private server and Cluster that
 // redislimit/test.sh starts, clients configured as redislimit.New
 // requires, key prefixes no other test uses, a command counter, private
 // servers and Clusters a test starts and kills itself, and a TCP proxy

@@ -27,7 +27,6 @@ import (
 	"github.com/hotlimit/hotlimit/hotlimitd/config"
 	"github.com/hotlimit/hotlimit/hotlimitd/xds"
 	"github.com/hotlimit/hotlimit/promlimit"
-	"github.com/hotlimit/hotlimit/redislimit"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -150,8 +149,8 @@ func newFlagSet(f *flags) *flag.FlagSet {
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the built-in configuration and exit")
 	fs.StringVar(&f.pkSecretFile, "partition-key-secret-file", "", "with -headers: a `file` whose bytes key the headers' pk hash, the same in every replica behind one Envoy (default: a random secret per process)")
 	fs.DurationVar(&f.redisTimeout, "redis-timeout", defaultRedisTimeout, "-backend redis or lease: how long one call to Redis may take before it fails (the failure policy answers, and the breaker counts it). A call that timed out may still have consumed quota: Redis may have run it")
-	fs.IntVar(&f.breakFailures, "redis-breaker-failures", redislimit.DefaultFailures, "-backend redis or lease: how many consecutive failed `calls` to a Redis node (not answered within -redis-timeout, or a broken or refused connection) open its breaker, which then fails calls to it at once. A call its caller gave up on first (Envoy's timeout) does not count")
-	fs.DurationVar(&f.breakOpen, "redis-breaker-open", redislimit.DefaultCooldown, "-backend redis or lease: how long an open breaker fails calls before it lets one probe through (its success closes it)")
+	fs.IntVar(&f.breakFailures, "redis-breaker-failures", defaultBreakerFailures, "-backend redis or lease: how many consecutive failed `calls` to a Redis node (not answered within -redis-timeout, or a broken or refused connection) open its breaker, which then fails calls to it at once. A call its caller gave up on first (Envoy's timeout) does not count")
+	fs.DurationVar(&f.breakOpen, "redis-breaker-open", defaultBreakerOpen, "-backend redis or lease: how long an open breaker fails calls before it lets one probe through (its success closes it)")
 	fs.IntVar(&f.localDenials, "redis-local-denials", 0, "-backend redis: how many `keys` per limit Redis refused this process remembers, to refuse the same request again until its retry time without asking Redis (redislimit.WithLocalDenials; it may refuse longer than Redis would after a give-back or a Redis restart, never admit more); 0: off")
 	fs.IntVar(&f.maxKeys, "max-keys", defaultMaxKeys, "-backend local: the most `keys` each limit holds (hotlimit.WithMaxKeys: a new key past the bound evicts the entry closest to fresh among a sample); 0: no bound")
 	fs.StringVar(&f.grpcTLSCert, "grpc-tls-cert", "", "serve gRPC over TLS with the PEM certificate chain in this `file` (with -grpc-tls-key; read again when it changes)")

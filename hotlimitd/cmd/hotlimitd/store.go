@@ -32,6 +32,13 @@ const defaultMaxKeys = 1_000_000
 // not taken for a dead one and the breaker does not open on it.
 const defaultRedisTimeout = 2 * time.Second
 
+// The breaker flags' defaults: those of the breaker redislimit gives a
+// limiter of its own (redislimit.NewBreaker(5, time.Second)).
+const (
+	defaultBreakerFailures = 5
+	defaultBreakerOpen     = time.Second
+)
+
 // openStore opens the backend -backend names.
 func openStore(ctx context.Context, f *flags, limits map[string]hotlimit.Policy) (store, error) {
 	o := backend.Options{
@@ -39,62 +46,80 @@ func openStore(ctx context.Context, f *flags, limits map[string]hotlimit.Policy)
 		Cluster: f.redisCluster,
 		HashTag: f.redisHashTag,
 	}
+	var err error
 	switch o.Kind {
 	case backend.Local:
-		if f.redis != "" || f.redisCluster || f.redisHashTag != "" || f.redisSec != (redisSecurity{}) {
-			return nil, fmt.Errorf("-backend local takes no -redis flag")
-		}
-		if f.redisTimeout != defaultRedisTimeout || f.breakFailures != redislimit.DefaultFailures || f.breakOpen != redislimit.DefaultCooldown || f.localDenials != 0 {
-			return nil, fmt.Errorf("-redis-timeout, -redis-breaker-failures, -redis-breaker-open and -redis-local-denials are for -backend redis or lease")
-		}
-		switch {
-		case f.maxKeys < 0:
-			return nil, fmt.Errorf("-max-keys %d: want 0 (no bound) or more", f.maxKeys)
-		case f.maxKeys > 0:
-			o.LocalOptions = []hotlimit.Option{hotlimit.WithMaxKeys(f.maxKeys)}
-		}
+		err = localOptions(f, &o)
 	case backend.Redis, backend.Lease:
-		if f.maxKeys != defaultMaxKeys {
-			return nil, fmt.Errorf("-max-keys is for -backend local: Redis expires idle keys itself")
-		}
-		for _, a := range strings.Split(f.redis, ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				o.RedisAddrs = append(o.RedisAddrs, a)
-			}
-		}
-		if len(o.RedisAddrs) == 0 {
-			return nil, fmt.Errorf("-backend %s needs -redis host:port", f.backend)
-		}
-		if err := f.redisSec.apply(&o); err != nil {
-			return nil, err
-		}
-		switch {
-		case f.redisTimeout <= 0:
-			return nil, fmt.Errorf("-redis-timeout %v: want a duration above 0", f.redisTimeout)
-		case f.breakFailures < 1:
-			return nil, fmt.Errorf("-redis-breaker-failures %d: want 1 or more", f.breakFailures)
-		case f.breakOpen <= 0:
-			return nil, fmt.Errorf("-redis-breaker-open %v: want a duration above 0", f.breakOpen)
-		case f.localDenials < 0:
-			return nil, fmt.Errorf("-redis-local-denials %d: want 0 (off) or more", f.localDenials)
-		case f.localDenials > 0 && o.Kind == backend.Lease:
-			return nil, fmt.Errorf("-redis-local-denials is for -backend redis: a lease decides in process already")
-		}
-		o.Timeout = f.redisTimeout
-		// One breaker for every limit: they share the client, and a node
-		// that fails fails them all.
-		o.RedisOptions = []redislimit.Option{redislimit.WithBreaker(redislimit.NewBreaker(f.breakFailures, f.breakOpen))}
-		if f.localDenials > 0 {
-			o.RedisOptions = append(o.RedisOptions, redislimit.WithLocalDenials(f.localDenials))
-		}
+		err = redisOptions(f, &o)
 	default:
 		return nil, fmt.Errorf("-backend %q: want local, redis or lease", f.backend)
+	}
+	if err != nil {
+		return nil, err
 	}
 	s, err := backend.Open(ctx, o, limits)
 	if err != nil {
 		return nil, fmt.Errorf("-backend %s: %w", f.backend, err)
 	}
 	return s, nil
+}
+
+// localOptions checks the flags of -backend local (no Redis flag) and
+// sets o's from them.
+func localOptions(f *flags, o *backend.Options) error {
+	if f.redis != "" || f.redisCluster || f.redisHashTag != "" || f.redisSec != (redisSecurity{}) {
+		return fmt.Errorf("-backend local takes no -redis flag")
+	}
+	if f.redisTimeout != defaultRedisTimeout || f.breakFailures != defaultBreakerFailures || f.breakOpen != defaultBreakerOpen || f.localDenials != 0 {
+		return fmt.Errorf("-redis-timeout, -redis-breaker-failures, -redis-breaker-open and -redis-local-denials are for -backend redis or lease")
+	}
+	switch {
+	case f.maxKeys < 0:
+		return fmt.Errorf("-max-keys %d: want 0 (no bound) or more", f.maxKeys)
+	case f.maxKeys > 0:
+		o.LocalOptions = []hotlimit.Option{hotlimit.WithMaxKeys(f.maxKeys)}
+	}
+	return nil
+}
+
+// redisOptions checks the flags of -backend redis or lease and sets o's
+// from them; an error names the flag at fault.
+func redisOptions(f *flags, o *backend.Options) error {
+	if f.maxKeys != defaultMaxKeys {
+		return fmt.Errorf("-max-keys is for -backend local: Redis expires idle keys itself")
+	}
+	for _, a := range strings.Split(f.redis, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			o.RedisAddrs = append(o.RedisAddrs, a)
+		}
+	}
+	if len(o.RedisAddrs) == 0 {
+		return fmt.Errorf("-backend %s needs -redis host:port", f.backend)
+	}
+	if err := f.redisSec.apply(o); err != nil {
+		return err
+	}
+	switch {
+	case f.redisTimeout <= 0:
+		return fmt.Errorf("-redis-timeout %v: want a duration above 0", f.redisTimeout)
+	case f.breakFailures < 1:
+		return fmt.Errorf("-redis-breaker-failures %d: want 1 or more", f.breakFailures)
+	case f.breakOpen <= 0:
+		return fmt.Errorf("-redis-breaker-open %v: want a duration above 0", f.breakOpen)
+	case f.localDenials < 0:
+		return fmt.Errorf("-redis-local-denials %d: want 0 (off) or more", f.localDenials)
+	case f.localDenials > 0 && o.Kind == backend.Lease:
+		return fmt.Errorf("-redis-local-denials is for -backend redis: a lease decides in process already")
+	}
+	o.Timeout = f.redisTimeout
+	// One breaker for every limit: they share the client, and a node
+	// that fails fails them all.
+	o.RedisOptions = []redislimit.Option{redislimit.WithBreaker(redislimit.NewBreaker(f.breakFailures, f.breakOpen))}
+	if f.localDenials > 0 {
+		o.RedisOptions = append(o.RedisOptions, redislimit.WithLocalDenials(f.localDenials))
+	}
+	return nil
 }
 
 // The environment variables that may hold the Redis passwords (a flag's

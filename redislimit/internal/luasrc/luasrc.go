@@ -1,5 +1,5 @@
-// Package luasrc holds the Lua source that every script of redislimit and
-// redislimit/lease starts with, so that it is written once.
+// Package luasrc holds the Lua source that every script of redislimit
+// starts with, so that it is written once.
 package luasrc
 
 import _ "embed"

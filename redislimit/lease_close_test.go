@@ -1,4 +1,4 @@
-package lease
+package redislimit
 
 import (
 	"context"
@@ -15,33 +15,33 @@ import (
 )
 
 // TestCloseReleasesBackend: closing the middleware (or the pipeline
-// grpclimit's interceptor closes) closes a lease Backend built by
-// BackendFactory, so its limiters refuse with ErrClosed afterwards
+// grpclimit's interceptor closes) closes a RedisBackend in lease mode
+// built by BackendFactory, so its limiters refuse with ErrClosed afterwards
 // (their leases were given back), where a Close(ctx) method, which the
 // pipeline did not know, left them admitting.
 func TestCloseReleasesBackend(t *testing.T) {
 	addr := redistest.Addr(t)
 	limits := map[string]hotlimit.Policy{"api": hotlimit.FixedWindow{Limit: 100, Window: time.Hour}}
-	capture := func(got **Backend) admission.BackendFactory {
-		factory := BackendFactory(redistest.Client(t, addr), WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second))
+	capture := func(got **RedisBackend) admission.BackendFactory {
+		factory := BackendFactory(redistest.Client(t, addr), WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second), WithLeases(0, 0))
 		return func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
 			b, err := factory(limits)
-			*got, _ = b.(*Backend)
+			*got, _ = b.(*RedisBackend)
 			return b, err
 		}
 	}
-	check := func(t *testing.T, b *Backend) {
+	check := func(t *testing.T, b *RedisBackend) {
 		t.Helper()
 		if b == nil {
-			t.Fatal("the factory built no *Backend")
+			t.Fatal("the factory built no *RedisBackend")
 		}
-		d, err := b.Limiter("api").Decide(context.Background(), "k", 1)
+		d, err := b.limiters["api"].AllowN(context.Background(), "k", 1)
 		if !errors.Is(err, ErrClosed) || d.Allowed {
-			t.Fatalf("after Close: Decide = %+v, %v; want a denial with ErrClosed", d, err)
+			t.Fatalf("after Close: AllowN = %+v, %v; want a denial with ErrClosed", d, err)
 		}
 	}
 	t.Run("httplimit", func(t *testing.T) {
-		var b *Backend
+		var b *RedisBackend
 		mw, err := httplimit.New(httplimit.Config{
 			Limits:       limits,
 			Groups:       []httplimit.Group{{Name: "g", Limit: "api"}},
@@ -65,7 +65,7 @@ func TestCloseReleasesBackend(t *testing.T) {
 		check(t, b)
 	})
 	t.Run("pipeline", func(t *testing.T) {
-		var b *Backend
+		var b *RedisBackend
 		p, err := admission.New(admission.Config[string]{
 			Limits:  limits,
 			Groups:  []admission.Group[string]{{Name: "g", Limit: "api"}},

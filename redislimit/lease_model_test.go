@@ -1,4 +1,4 @@
-package lease
+package redislimit
 
 import (
 	"context"
@@ -28,7 +28,7 @@ func TestModelFixedWindow(t *testing.T) {
 	c := redistest.Client(t, addr)
 	var ls [3]*Limiter
 	for i := range ls {
-		ls[i] = instance(t, addr, name, policy, clk, WithMaxLease(maxLease))
+		ls[i] = instance(t, addr, name, policy, clk, WithLeases(maxLease, 0))
 	}
 	win := func() int64 { return (epoch + int64(clk.Now()/time.Microsecond)) / W }
 	k := win()
@@ -41,20 +41,20 @@ func TestModelFixedWindow(t *testing.T) {
 		case op < 8:
 			clk.Advance(time.Duration(rng.IntN(W/2)) * time.Microsecond)
 		case op < 10:
-			if err := l.Sweep(ctx); err != nil {
+			if err := l.SweepLeases(ctx); err != nil {
 				t.Fatal(err)
 			}
 		case op < 11:
-			if err := l.Close(ctx); err != nil {
+			if err := l.Close(); err != nil {
 				t.Fatal(err)
 			}
-			ls[j] = instance(t, addr, name, policy, clk, WithMaxLease(maxLease))
+			ls[j] = instance(t, addr, name, policy, clk, WithLeases(maxLease, 0))
 		case op < 12:
 			lost += ls[j].held(key)
-			ls[j] = instance(t, addr, name, policy, clk, WithMaxLease(maxLease))
+			ls[j] = instance(t, addr, name, policy, clk, WithLeases(maxLease, 0))
 		default:
 			cost := int64(1 + rng.IntN(3))
-			ok, err := l.AllowN(ctx, key, cost)
+			ok, err := admit(l, ctx, key, cost)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +70,7 @@ func TestModelFixedWindow(t *testing.T) {
 		}
 		var held int64
 		for _, m := range ls {
-			m.bg.Wait()
+			m.leases.bg.Wait()
 			h := m.held(key)
 			if h > maxLease {
 				t.Fatalf("step %d: an instance holds %d, above MaxLease %d", i, h, maxLease)
@@ -99,19 +99,19 @@ func TestGiveChecksWindow(t *testing.T) {
 	policy := hotlimit.FixedWindow{Limit: 100, Window: W * time.Microsecond}
 	clk := hotlimit.NewManualClock()
 	ctx := context.Background()
-	l := instance(t, addr, name, policy, clk, WithMaxLease(10))
+	l := instance(t, addr, name, policy, clk, WithLeases(10, 0))
 	c := redistest.Client(t, addr)
-	r, err := l.take(ctx, key, 5, 5)
+	r, err := l.leases.take(ctx, key, 5, 5)
 	if err != nil || r.granted != 5 {
 		t.Fatalf("take in window k: %+v, %v", r, err)
 	}
 	clk.Advance(W * time.Microsecond)
-	r2, err := l.take(ctx, key, 7, 7)
+	r2, err := l.leases.take(ctx, key, 7, 7)
 	if err != nil || r2.granted != 7 || r2.stamp != r.stamp+1 {
 		t.Fatalf("take in window k+1: %+v, %v", r2, err)
 	}
 	for _, stamp := range []int64{r.stamp, r2.stamp + 1} {
-		v, err := l.call(ctx, key, l.now(), "give", l.argv[0], l.argv[1], l.argv[2], l.argv[3], 5, stamp, r2.inc)
+		v, err := l.leases.call(ctx, key, l.leases.now(), "give", l.argv[0], l.argv[1], l.argv[2], l.argv[3], 5, stamp, r2.inc)
 		if err != nil || len(v) != 1 || v[0] != 0 {
 			t.Fatalf("give for window %d in window %d: %v, %v; want {0}", stamp, r2.stamp, v, err)
 		}
@@ -119,7 +119,7 @@ func TestGiveChecksWindow(t *testing.T) {
 	if q := windowCount(t, c, l, key, r2.stamp); q != 7 {
 		t.Fatalf("window k+1 counts %d after the give-backs, want 7", q)
 	}
-	v, err := l.call(ctx, key, l.now(), "give", l.argv[0], l.argv[1], l.argv[2], l.argv[3], 3, r2.stamp, r2.inc)
+	v, err := l.leases.call(ctx, key, l.leases.now(), "give", l.argv[0], l.argv[1], l.argv[2], l.argv[3], 3, r2.stamp, r2.inc)
 	if err != nil || len(v) != 1 || v[0] != 1 {
 		t.Fatalf("give within window k+1: %v, %v; want {1}", v, err)
 	}

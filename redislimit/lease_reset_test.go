@@ -1,4 +1,4 @@
-package lease
+package redislimit
 
 import (
 	"context"
@@ -24,15 +24,15 @@ func TestGiveAfterReset(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%T", policy), func(t *testing.T) {
 			clk := hotlimit.NewManualClock()
-			l := instance(t, addr, redistest.Prefix(t), policy, clk, WithMaxLease(5))
-			r, err := l.take(ctx, "k", 5, 5)
+			l := instance(t, addr, redistest.Prefix(t), policy, clk, WithLeases(5, 0))
+			r, err := l.leases.take(ctx, "k", 5, 5)
 			if err != nil || r.granted != 5 {
 				t.Fatalf("take: %+v, %v", r, err)
 			}
-			if err := l.sync.Reset(ctx, "k"); err != nil {
+			if err := l.Reset(ctx, "k"); err != nil {
 				t.Fatal(err)
 			}
-			r2, err := l.take(ctx, "k", 5, 5)
+			r2, err := l.leases.take(ctx, "k", 5, 5)
 			if err != nil || r2.granted != 5 {
 				t.Fatalf("take after Reset: %+v, %v", r2, err)
 			}
@@ -40,7 +40,7 @@ func TestGiveAfterReset(t *testing.T) {
 			if err != nil || len(v) != 1 || v[0] != 0 {
 				t.Fatalf("give of the reset state's lease: %v, %v; want {0}", v, err)
 			}
-			if r3, err := l.take(ctx, "k", 1, 1); err != nil || r3.granted != 0 {
+			if r3, err := l.leases.take(ctx, "k", 1, 1); err != nil || r3.granted != 0 {
 				t.Fatalf("a take after the give-back: %+v, %v; want none (10 against 5)", r3, err)
 			}
 		})
@@ -48,8 +48,8 @@ func TestGiveAfterReset(t *testing.T) {
 }
 
 // give runs the give-back of n units of the take r.
-func (l *Limiter) give(ctx context.Context, key string, n int64, r reply) ([]int64, error) {
-	return l.call(ctx, key, l.now(), "give", l.argv[0], l.argv[1], l.argv[2], l.argv[3], n, r.stamp, r.inc)
+func (l *Limiter) give(ctx context.Context, key string, n int64, r takeReply) ([]int64, error) {
+	return l.leases.call(ctx, key, l.leases.now(), "give", l.argv[0], l.argv[1], l.argv[2], l.argv[3], n, r.stamp, r.inc)
 }
 
 // TestCloseAfterReset: units a lease took before its key was Reset are
@@ -61,27 +61,27 @@ func TestCloseAfterReset(t *testing.T) {
 	ctx := context.Background()
 	policy := hotlimit.FixedWindow{Limit: 10, Window: time.Hour}
 	clk := hotlimit.NewManualClock()
-	l := instance(t, addr, name, policy, clk, WithMaxLease(5))
-	other := instance(t, addr, name, policy, clk, WithMaxLease(5))
+	l := instance(t, addr, name, policy, clk, WithLeases(5, 0))
+	other := instance(t, addr, name, policy, clk, WithLeases(5, 0))
 	c := redistest.Client(t, addr)
-	if ok, err := l.AllowN(ctx, "k", 1); !ok || err != nil {
+	if ok, err := admit(l, ctx, "k", 1); !ok || err != nil {
 		t.Fatalf("first: %v, %v", ok, err)
 	}
-	l.bg.Wait()
-	if err := l.sync.Reset(ctx, "k"); err != nil {
+	l.leases.bg.Wait()
+	if err := l.Reset(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
-	r, err := other.take(ctx, "k", 5, 5)
+	r, err := other.leases.take(ctx, "k", 5, 5)
 	if err != nil || r.granted != 5 {
 		t.Fatalf("other's take: %+v, %v", r, err)
 	}
-	if ok, err := l.AllowN(ctx, "k", 5); !ok || err != nil {
+	if ok, err := admit(l, ctx, "k", 5); !ok || err != nil {
 		t.Fatalf("5 after Reset: %v, %v", ok, err)
 	}
-	l.bg.Wait()
+	l.leases.bg.Wait()
 	k := r.stamp
 	before := windowCount(t, c, l, "k", k)
-	if err := l.Close(ctx); err != nil {
+	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	after := windowCount(t, c, l, "k", k)

@@ -1,4 +1,4 @@
-package lease
+package redislimit
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +15,6 @@ import (
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/httplimit"
-	"github.com/hotlimit/hotlimit/redislimit"
 	"github.com/hotlimit/hotlimit/redislimit/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -32,11 +32,7 @@ func TestDecideFixedWindow(t *testing.T) {
 	c := redistest.Client(t, addr)
 	var sent redistest.Counter
 	c.AddHook(&sent)
-	l, err := New(c, redistest.Prefix(t), hotlimit.FixedWindow{Limit: 10, Window: time.Minute}, WithClock(clk), WithMaxLease(4), WithTimeout(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.testNow = func() int64 { return epoch + int64(clk.Now()/time.Microsecond) }
+	l := leased(t, c, redistest.Prefix(t), hotlimit.FixedWindow{Limit: 10, Window: time.Minute}, clk, WithLeases(4, 0), WithTimeout(5*time.Second))
 	toEnd := func() time.Duration { // the time to the window's end, on the test's instants
 		return time.Duration(W-(epoch+int64(clk.Now()/time.Microsecond))%W) * time.Microsecond
 	}
@@ -48,12 +44,12 @@ func TestDecideFixedWindow(t *testing.T) {
 		// less than before when the lease paid, else what the take left
 		// (read before a background refill may add to it).
 		h0 := l.held("k")
-		d, err := l.Decide(ctx, "k", 1)
+		d, err := l.AllowN(ctx, "k", 1)
 		want := h0 - 1
 		if h0 < 1 {
 			want = l.held("k")
 		}
-		l.bg.Wait()
+		l.leases.bg.Wait()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,17 +73,17 @@ func TestDecideFixedWindow(t *testing.T) {
 	// The same refusal again comes from memory, counted down.
 	clk.Advance(time.Second)
 	before := sent.N()
-	if d, err := l.Decide(ctx, "k", 1); err != nil || d.Allowed || d.RetryAfter != toEnd() || sent.N() != before {
+	if d, err := l.AllowN(ctx, "k", 1); err != nil || d.Allowed || d.RetryAfter != toEnd() || sent.N() != before {
 		t.Fatalf("the refused cost again: %+v, %v, %d commands; want the remembered refusal, RetryAfter %v", d, err, sent.N()-before, toEnd())
 	}
 	// A larger cost is not the same request: Redis answers it.
-	if d, err := l.Decide(ctx, "k", 2); err != nil || d.Allowed || d.RetryAfter != toEnd() || sent.N() != before+1 {
+	if d, err := l.AllowN(ctx, "k", 2); err != nil || d.Allowed || d.RetryAfter != toEnd() || sent.N() != before+1 {
 		t.Fatalf("cost 2 after a refusal of cost 1: %+v, %v, %d commands; want Redis's refusal", d, err, sent.N()-before)
 	}
-	if d, _ := l.Decide(ctx, "k", 11); d.Allowed || d.RetryAfter != hotlimit.Never {
+	if d, _ := l.AllowN(ctx, "k", 11); d.Allowed || d.RetryAfter != hotlimit.Never {
 		t.Fatalf("cost above the limit: %+v; want RetryAfter Never", d)
 	}
-	if d, _ := l.Decide(ctx, "k", 0); !d.Allowed || d.Remaining != l.held("k") {
+	if d, _ := l.AllowN(ctx, "k", 0); !d.Allowed || d.Remaining != l.held("k") {
 		t.Fatalf("cost 0: %+v; want admitted, Remaining the lease's", d)
 	}
 }
@@ -97,98 +93,76 @@ func TestDecideFixedWindow(t *testing.T) {
 // a real Redis: the fleet admits at most the limit and at least the limit
 // less what the two leases may hold, every response carries its own
 // decision's rate-limit fields, a refusal its Retry-After, and the calls
-// go through redislimit's options (here the hooks). Run with lease's
-// Backend (options through WithRedis) and with redislimit's own backend
-// in lease mode (Mode).
+// go through the backend's options (here the hooks).
 func TestLeaseBehindMiddleware(t *testing.T) {
 	const limit, maxLease = 30, 5
-	for _, tc := range []struct {
-		name    string
-		backend func(c *redis.Client, prefix string, hooks redislimit.Hooks) admission.BackendFactory
-	}{
-		{"lease.Backend", func(c *redis.Client, prefix string, hooks redislimit.Hooks) admission.BackendFactory {
-			return BackendFactory(c, WithPrefix(prefix), WithMaxLease(maxLease), WithTimeout(5*time.Second), WithRedis(redislimit.WithHooks(hooks)))
-		}},
-		{"redislimit.BackendFactory+Mode", func(c *redis.Client, prefix string, hooks redislimit.Hooks) admission.BackendFactory {
-			return redislimit.BackendFactory(c, redislimit.WithPrefix(prefix), redislimit.WithTimeout(5*time.Second), redislimit.WithHooks(hooks),
-				Mode(WithMaxLease(maxLease)))
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			addr := redistest.Addr(t)
-			prefix := redistest.Prefix(t)
-			var calls atomic.Int64
-			hooks := redislimit.Hooks{Call: func(string, time.Duration, error) { calls.Add(1) }}
-			var handlers []http.Handler
-			var backends []admission.Backend
-			for range 2 {
-				c := redistest.Client(t, addr)
-				factory := tc.backend(c, prefix, hooks)
-				m, err := httplimit.New(httplimit.Config{
-					Limits:       map[string]hotlimit.Policy{"api": hotlimit.FixedWindow{Limit: limit, Window: time.Hour}},
-					Groups:       []httplimit.Group{{Name: "g", Limit: "api"}},
-					DefaultGroup: "g",
-					Key:          httplimit.TokenKey("Authorization"),
-					Backend: func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
-						b, err := factory(limits)
-						if b != nil {
-							backends = append(backends, b)
-						}
-						return b, err
-					},
-				})
-				if err != nil {
-					t.Fatal(err)
+	addr := redistest.Addr(t)
+	prefix := redistest.Prefix(t)
+	var calls atomic.Int64
+	hooks := Hooks{Call: func(string, time.Duration, error) { calls.Add(1) }}
+	var handlers []http.Handler
+	var backends []admission.Backend
+	for range 2 {
+		c := redistest.Client(t, addr)
+		factory := BackendFactory(c, WithPrefix(prefix), WithTimeout(5*time.Second), WithHooks(hooks), WithLeases(maxLease, 0))
+		m, err := httplimit.New(httplimit.Config{
+			Limits:       map[string]hotlimit.Policy{"api": hotlimit.FixedWindow{Limit: limit, Window: time.Hour}},
+			Groups:       []httplimit.Group{{Name: "g", Limit: "api"}},
+			DefaultGroup: "g",
+			Key:          httplimit.TokenKey("Authorization"),
+			Backend: func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
+				b, err := factory(limits)
+				if b != nil {
+					backends = append(backends, b)
 				}
-				handlers = append(handlers, m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
-			}
-			t.Cleanup(func() {
-				for _, b := range backends {
-					switch b := b.(type) {
-					case *Backend:
-						b.Close()
-					case *redislimit.RedisBackend:
-						b.Close()
+				return b, err
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		handlers = append(handlers, m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	}
+	t.Cleanup(func() {
+		for _, b := range backends {
+			b.Close()
+		}
+	})
+	var mu sync.Mutex
+	admitted, refused := 0, 0
+	var wg sync.WaitGroup
+	for i, h := range handlers {
+		wg.Go(func() {
+			for j := range 40 {
+				r := httptest.NewRequest("GET", "/", nil)
+				r.Header.Set("Authorization", "Bearer client-0123456789abcdef")
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				mu.Lock()
+				switch w.Code {
+				case http.StatusOK:
+					admitted++
+				case http.StatusTooManyRequests:
+					refused++
+					if s, err := strconv.Atoi(w.Header().Get("Retry-After")); err != nil || s <= 0 || s > 3600 {
+						t.Errorf("instance %d, request %d: Retry-After %q; want 1..3600 s (the window's end)", i, j, w.Header().Get("Retry-After"))
 					}
+				default:
+					t.Errorf("instance %d, request %d: status %d", i, j, w.Code)
 				}
-			})
-			var mu sync.Mutex
-			admitted, refused := 0, 0
-			var wg sync.WaitGroup
-			for i, h := range handlers {
-				wg.Go(func() {
-					for j := range 40 {
-						r := httptest.NewRequest("GET", "/", nil)
-						r.Header.Set("Authorization", "Bearer client-0123456789abcdef")
-						w := httptest.NewRecorder()
-						h.ServeHTTP(w, r)
-						mu.Lock()
-						switch w.Code {
-						case http.StatusOK:
-							admitted++
-						case http.StatusTooManyRequests:
-							refused++
-							if s, err := strconv.Atoi(w.Header().Get("Retry-After")); err != nil || s <= 0 || s > 3600 {
-								t.Errorf("instance %d, request %d: Retry-After %q; want 1..3600 s (the window's end)", i, j, w.Header().Get("Retry-After"))
-							}
-						default:
-							t.Errorf("instance %d, request %d: status %d", i, j, w.Code)
-						}
-						if w.Header().Get("RateLimit") == "" && w.Header().Get("X-RateLimit-Limit") == "" {
-							t.Errorf("instance %d, request %d: no rate-limit fields: %v", i, j, w.Header())
-						}
-						mu.Unlock()
-					}
-				})
-			}
-			wg.Wait()
-			if admitted > limit || admitted < limit-2*maxLease || admitted+refused != 80 {
-				t.Fatalf("%d admitted, %d refused of 80; want between %d and %d admitted (the limit less what two leases may hold)", admitted, refused, limit-2*maxLease, limit)
-			}
-			if n := calls.Load(); n == 0 || n >= 80 {
-				t.Fatalf("the Call hook saw %d calls for 80 requests; want some, and fewer than one per request (leases)", n)
+				if w.Header().Get("RateLimit") == "" && w.Header().Get("X-RateLimit-Limit") == "" {
+					t.Errorf("instance %d, request %d: no rate-limit fields: %v", i, j, w.Header())
+				}
+				mu.Unlock()
 			}
 		})
+	}
+	wg.Wait()
+	if admitted > limit || admitted < limit-2*maxLease || admitted+refused != 80 {
+		t.Fatalf("%d admitted, %d refused of 80; want between %d and %d admitted (the limit less what two leases may hold)", admitted, refused, limit-2*maxLease, limit)
+	}
+	if n := calls.Load(); n == 0 || n >= 80 {
+		t.Fatalf("the Call hook saw %d calls for 80 requests; want some, and fewer than one per request (leases)", n)
 	}
 }
 
@@ -197,26 +171,34 @@ func TestLeaseBehindMiddleware(t *testing.T) {
 func TestModeMixed(t *testing.T) {
 	c := redistest.Client(t, redistest.Addr(t))
 	var seen atomic.Int64
-	hooks := redislimit.WithHooks(redislimit.Hooks{Misconfigured: func(string, hotlimit.Decision, error) { seen.Add(1) }})
+	hooks := WithHooks(Hooks{Misconfigured: func(string, hotlimit.Decision, error) { seen.Add(1) }})
 	p := hotlimit.FixedWindow{Limit: 10, Window: time.Hour}
-	leased, err := redislimit.New(c, "leased", p, redislimit.WithPrefix(redistest.Prefix(t)), hooks, Mode())
+	leased, err := New(c, "leased", p, WithPrefix(redistest.Prefix(t)), hooks, WithLeases(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer leased.Close()
-	plain, err := redislimit.New(c, "plain", p, redislimit.WithPrefix(redistest.Prefix(t)))
+	plain, err := New(c, "plain", p, WithPrefix(redistest.Prefix(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := redislimit.AllowLayers(context.Background(), redislimit.Layer{Limiter: leased, Key: "k", Cost: 1}, redislimit.Layer{Limiter: plain, Key: "k", Cost: 1})
-	if !errors.Is(err, redislimit.ErrMixedModes) || d.Allowed || seen.Load() != 1 {
-		t.Fatalf("mixed layers: %+v, %v, %d hook calls; want a refusal with ErrMixedModes, seen by Misconfigured", d, err, seen.Load())
+	d, err := AllowLayers(context.Background(), Layer{Limiter: leased, Key: "k", Cost: 1}, Layer{Limiter: plain, Key: "k", Cost: 1})
+	if !errors.Is(err, ErrMixedLayers) || d.Allowed || seen.Load() != 1 {
+		t.Fatalf("mixed layers: %+v, %v, %d hook calls; want a refusal with ErrMixedLayers, seen by Misconfigured", d, err, seen.Load())
 	}
 	if d, err := leased.AllowN(context.Background(), "k", 3); err != nil || !d.Allowed || d.Limit != 10 {
 		t.Fatalf("lease mode alone: %+v, %v", d, err)
 	}
-	if _, err := redislimit.New(c, "slog", hotlimit.SlidingLog{Limit: 5, Window: time.Second}, Mode()); err == nil {
-		t.Fatal("lease mode accepted a sliding log")
+	for _, p := range []hotlimit.Policy{hotlimit.SlidingLog{Limit: 5, Window: time.Second}, hotlimit.SlidingWindow{Limit: 5, Window: time.Second},
+		hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(5), Capacity: 5}} {
+		if _, err := New(c, "other", p, WithLeases(0, 0)); err == nil || !strings.Contains(err.Error(), "WithLeases") {
+			t.Fatalf("lease mode on %T: %v; want an error naming WithLeases", p, err)
+		}
+	}
+	for _, o := range []Option{WithLeases(-1, 0), WithLeases(0, -time.Second)} {
+		if _, err := New(c, "bad", p, o); err == nil || !strings.Contains(err.Error(), "WithLeases") {
+			t.Fatalf("a negative WithLeases argument: %v; want an error naming WithLeases", err)
+		}
 	}
 }
 
@@ -228,29 +210,29 @@ func TestBackendAllOrNothing(t *testing.T) {
 	b, err := NewBackend(c, map[string]hotlimit.Policy{
 		"wide":   hotlimit.FixedWindow{Limit: 100, Window: time.Hour},
 		"narrow": hotlimit.FixedWindow{Limit: 2, Window: time.Hour},
-	}, WithPrefix(redistest.Prefix(t)), WithMaxLease(10), WithTimeout(5*time.Second))
+	}, WithPrefix(redistest.Prefix(t)), WithLeases(10, 0), WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
 	ctx := context.Background()
 	ls := []admission.Layer{{Limit: "wide", Key: "k", Cost: 1}, {Limit: "narrow", Key: "k", Cost: 2}}
-	d, i, err := b.AllowBinding(ctx, ls)
+	d, i, err := b.AllowStates(ctx, ls, nil)
 	if err != nil || !d.Allowed || i != 1 || d.Remaining != 0 {
 		t.Fatalf("first request: %+v, binding %d, %v; want admitted, narrow binding with 0 left", d, i, err)
 	}
 	// Spent units (debited, not held) count the admissions the lease
 	// paid for; a refill in the background changes what it holds, not them.
-	wide := b.Limiter("wide")
-	wide.bg.Wait()
-	e := wide.lookup("k")
+	wide := b.limiters["wide"]
+	wide.leases.bg.Wait()
+	e := wide.leases.lookup("k")
 	spent := e.spent()
 	states := make([]hotlimit.LayerState, 2)
 	d, i, err = b.AllowStates(ctx, ls, states)
 	if err != nil || d.Allowed || i != 1 || d.RetryAfter <= 0 {
 		t.Fatalf("second request: %+v, binding %d, %v; want refused by narrow", d, i, err)
 	}
-	wide.bg.Wait()
+	wide.leases.bg.Wait()
 	if got := e.spent(); got != spent {
 		t.Fatalf("wide spent %d after the refusal, %d before: its unit was not given back", got, spent)
 	}
@@ -270,11 +252,7 @@ func TestDecideTokenBucket(t *testing.T) {
 	clk := hotlimit.NewManualClock()
 	c := redistest.Client(t, addr)
 	const T = int64(100_000) // µs: 10 per second
-	l, err := New(c, redistest.Prefix(t), hotlimit.TokenBucket{Rate: hotlimit.PerSecond(10), Burst: 20}, WithClock(clk), WithMaxLease(5), WithTimeout(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.testNow = func() int64 { return epoch + int64(clk.Now()/time.Microsecond) }
+	l := leased(t, c, redistest.Prefix(t), hotlimit.TokenBucket{Rate: hotlimit.PerSecond(10), Burst: 20}, clk, WithLeases(5, 0), WithTimeout(5*time.Second))
 	ctx := context.Background()
 	tat := func() int64 { // the shared state, µs (0: none yet)
 		v, err := c.Get(ctx, l.RedisKey("k")).Int64()
@@ -292,12 +270,12 @@ func TestDecideTokenBucket(t *testing.T) {
 		// Paid from the lease, the Decision reflects the last take (tat0);
 		// otherwise the take it made itself (read before any refill).
 		h0, tat0 := l.held("k"), tat()
-		d, err := l.Decide(ctx, "k", 2)
+		d, err := l.AllowN(ctx, "k", 2)
 		want, last := h0-2, tat0
 		if h0 < 2 {
 			want, last = l.held("k"), tat()
 		}
-		l.bg.Wait()
+		l.leases.bg.Wait()
 		if err != nil || d.Limit != 20 {
 			t.Fatalf("request %d: %+v, %v", i, d, err)
 		}
@@ -320,40 +298,36 @@ func TestDecideTokenBucket(t *testing.T) {
 	}
 }
 
-// TestModeAllOrNothing: redislimit.AllowLayers over limiters in lease
+// TestModeAllOrNothing: AllowLayers over limiters in lease
 // mode gives the units of the layers admitted before a refusal back to
 // their leases, and reports each layer's state.
 func TestModeAllOrNothing(t *testing.T) {
-	var built []*Limiter
-	modeBuilt = func(l *Limiter) { built = append(built, l) }
-	defer func() { modeBuilt = nil }()
 	c := redistest.Client(t, redistest.Addr(t))
 	prefix := redistest.Prefix(t)
-	wide, err := redislimit.New(c, "wide", hotlimit.FixedWindow{Limit: 100, Window: time.Hour}, redislimit.WithPrefix(prefix), redislimit.WithTimeout(5*time.Second), Mode(WithMaxLease(10)))
+	wide, err := New(c, "wide", hotlimit.FixedWindow{Limit: 100, Window: time.Hour}, WithPrefix(prefix), WithTimeout(5*time.Second), WithLeases(10, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer wide.Close()
-	narrow, err := redislimit.New(c, "narrow", hotlimit.FixedWindow{Limit: 2, Window: time.Hour}, redislimit.WithPrefix(prefix), redislimit.WithTimeout(5*time.Second), Mode())
+	narrow, err := New(c, "narrow", hotlimit.FixedWindow{Limit: 2, Window: time.Hour}, WithPrefix(prefix), WithTimeout(5*time.Second), WithLeases(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer narrow.Close()
 	ctx := context.Background()
-	ls := []redislimit.Layer{{Limiter: wide, Key: "k", Cost: 1}, {Limiter: narrow, Key: "k", Cost: 2}}
-	d, i, err := redislimit.AllowLayersIndex(ctx, ls...)
+	ls := []Layer{{Limiter: wide, Key: "k", Cost: 1}, {Limiter: narrow, Key: "k", Cost: 2}}
+	d, i, err := AllowLayersState(ctx, nil, ls...)
 	if err != nil || !d.Allowed || i != 1 || d.Remaining != 0 {
 		t.Fatalf("first request: %+v, binding %d, %v; want admitted, narrow binding with 0 left", d, i, err)
 	}
-	w := built[0]
-	w.bg.Wait()
-	e := w.lookup("k")
+	wide.leases.bg.Wait()
+	e := wide.leases.lookup("k")
 	spent := e.spent()
-	d, i, err = redislimit.AllowLayersIndex(ctx, ls...)
+	d, i, err = AllowLayersState(ctx, nil, ls...)
 	if err != nil || d.Allowed || i != 1 || d.RetryAfter <= 0 {
 		t.Fatalf("second request: %+v, binding %d, %v; want refused by narrow", d, i, err)
 	}
-	w.bg.Wait()
+	wide.leases.bg.Wait()
 	if got := e.spent(); got != spent {
 		t.Fatalf("wide spent %d after the refusal, %d before: its unit was not given back", got, spent)
 	}
@@ -362,26 +336,23 @@ func TestModeAllOrNothing(t *testing.T) {
 // TestModeSweep: redislimit's SweepLeases reaches the lease mode's Sweep:
 // a key with no spending since the previous sweep is forgotten.
 func TestModeSweep(t *testing.T) {
-	var built []*Limiter
-	modeBuilt = func(l *Limiter) { built = append(built, l) }
-	defer func() { modeBuilt = nil }()
 	c := redistest.Client(t, redistest.Addr(t))
-	rb, err := redislimit.NewBackend(c, map[string]hotlimit.Policy{"a": hotlimit.FixedWindow{Limit: 100, Window: time.Hour}},
-		redislimit.WithPrefix(redistest.Prefix(t)), redislimit.WithTimeout(5*time.Second), Mode(WithMaxLease(10)))
+	rb, err := NewBackend(c, map[string]hotlimit.Policy{"a": hotlimit.FixedWindow{Limit: 100, Window: time.Hour}},
+		WithPrefix(redistest.Prefix(t)), WithTimeout(5*time.Second), WithLeases(10, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rb.Close()
 	ctx := context.Background()
-	if d, err := rb.Allow(ctx, []admission.Layer{{Limit: "a", Key: "k", Cost: 1}}); err != nil || !d.Allowed {
+	if d, err := allow(ctx, rb, []admission.Layer{{Limit: "a", Key: "k", Cost: 1}}); err != nil || !d.Allowed {
 		t.Fatalf("%+v, %v", d, err)
 	}
-	l := built[0]
-	l.bg.Wait()
-	if err := rb.SweepLeases(ctx); err != nil || l.lookup("k") == nil {
+	l := rb.limiters["a"]
+	l.leases.bg.Wait()
+	if err := rb.SweepLeases(ctx); err != nil || l.leases.lookup("k") == nil {
 		t.Fatalf("first sweep after spending: %v; the key must stay", err)
 	}
-	if err := rb.SweepLeases(ctx); err != nil || l.lookup("k") != nil {
+	if err := rb.SweepLeases(ctx); err != nil || l.leases.lookup("k") != nil {
 		t.Fatalf("second sweep, nothing spent since: %v; the key must be forgotten", err)
 	}
 }

@@ -1,4 +1,4 @@
-package lease_test
+package redislimit_test
 
 import (
 	"context"
@@ -9,37 +9,37 @@ import (
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/hotlimit/hotlimit/redislimit"
-	"github.com/hotlimit/hotlimit/redislimit/lease"
 	"github.com/redis/go-redis/v9"
 )
 
 // A budget of 1,000 requests per second per user, shared by every replica
-// that runs this code against the same Redis, decided in process.
-func Example() {
+// that runs this code against the same Redis, decided in process from
+// leases.
+func ExampleWithLeases() {
 	client := redis.NewClient(&redis.Options{
 		Addr:                  "localhost:6379",
 		MaxRetries:            -1,   // a retried take could debit twice
 		ContextTimeoutEnabled: true, // so that WithTimeout holds
 	})
-	l, err := lease.New(client, "api", hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1000), Burst: 1000},
-		lease.WithMaxLease(50)) // at most 50 units per user unspent on each replica
+	l, err := redislimit.New(client, "api", hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1000), Burst: 1000},
+		redislimit.WithLeases(50, 0)) // at most 50 units per user unspent on each replica
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer l.Close(context.Background()) // gives unspent units back
+	defer l.Close() // gives unspent units back
 
 	go func() { // idle users' leases go back to the shared budget
 		for range time.Tick(time.Second) {
-			l.Sweep(context.Background())
+			l.SweepLeases(context.Background())
 		}
 	}()
 
 	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		ok, err := l.Allow(r.Context(), r.Header.Get("X-User"))
+		d, err := l.AllowN(r.Context(), r.Header.Get("X-User"), 1)
 		if err != nil {
 			log.Print(err) // Redis could not decide: the failure policy answered
 		}
-		if !ok {
+		if !d.Allowed {
 			http.Error(w, "slow down", http.StatusTooManyRequests)
 			return
 		}
@@ -47,14 +47,14 @@ func Example() {
 	})
 }
 
-// Leases as a mode of redislimit's backend: an httplimit middleware whose
-// limits are shared by every replica, decided in process, with
-// redislimit's breaker, hooks and failure policy.
-func ExampleMode() {
+// Leases behind an httplimit middleware: limits shared by every replica,
+// decided in process, with redislimit's breaker, hooks and failure
+// policy.
+func ExampleBackendFactory_leases() {
 	client := redis.NewClient(&redis.Options{Addr: "localhost:6379", MaxRetries: -1, ContextTimeoutEnabled: true})
 	backend := redislimit.BackendFactory(client,
-		redislimit.WithFailurePolicy(redislimit.FallbackLocal()), // Redis down: limit per replica
-		lease.Mode(lease.WithMaxLease(20)))
+		redislimit.WithFallbackLocal(), // Redis down: limit per replica
+		redislimit.WithLeases(20, 0))
 	m, err := httplimit.New(httplimit.Config{
 		Limits:       map[string]hotlimit.Policy{"api": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(500), Burst: 500}},
 		Groups:       []httplimit.Group{{Name: "api", Limit: "api"}},

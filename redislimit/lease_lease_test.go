@@ -1,4 +1,4 @@
-package lease
+package redislimit
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
-	"github.com/hotlimit/hotlimit/redislimit"
 	"github.com/hotlimit/hotlimit/redislimit/redistest"
 )
 
@@ -30,11 +29,11 @@ func TestFleetFixedWindow(t *testing.T) {
 	clk.Advance(300 * time.Millisecond)
 	ctx := context.Background()
 
-	killed := instance(t, addr, name, policy, clk, WithMaxLease(maxLease))
-	if ok, err := killed.Allow(ctx, key); !ok || err != nil {
+	killed := instance(t, addr, name, policy, clk, WithLeases(maxLease, 0))
+	if ok, err := admit(killed, ctx, key, 1); !ok || err != nil {
 		t.Fatalf("killed instance's first request: %v, %v", ok, err)
 	}
-	killed.bg.Wait()
+	killed.leases.bg.Wait()
 	killedHeld := killed.held(key)
 	if killedHeld < 1 || killedHeld > maxLease {
 		t.Fatalf("killed instance holds %d, want 1..%d", killedHeld, maxLease)
@@ -43,7 +42,7 @@ func TestFleetFixedWindow(t *testing.T) {
 
 	var ls []*Limiter
 	for range 3 {
-		ls = append(ls, instance(t, addr, name, policy, clk, WithMaxLease(maxLease)))
+		ls = append(ls, instance(t, addr, name, policy, clk, WithLeases(maxLease, 0)))
 	}
 	var admitted atomic.Int64
 	admitted.Add(1) // the killed instance's request
@@ -52,7 +51,7 @@ func TestFleetFixedWindow(t *testing.T) {
 		for range 8 {
 			wg.Go(func() {
 				for range 200 {
-					ok, err := l.Allow(ctx, key)
+					ok, err := admit(l, ctx, key, 1)
 					if err != nil {
 						t.Error(err)
 						return
@@ -67,7 +66,7 @@ func TestFleetFixedWindow(t *testing.T) {
 	wg.Wait()
 	var heldSum int64
 	for _, l := range ls {
-		l.bg.Wait()
+		l.leases.bg.Wait()
 		h := l.held(key)
 		if h > maxLease {
 			t.Errorf("an instance holds %d unspent units, above MaxLease %d", h, maxLease)
@@ -85,7 +84,7 @@ func TestFleetFixedWindow(t *testing.T) {
 	}
 	c := redistest.Client(t, addr)
 	for _, l := range ls {
-		if err := l.Close(ctx); err != nil {
+		if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -110,17 +109,17 @@ func TestRedisDown(t *testing.T) {
 	px := newProxy(t, addr)
 	// A breaker that never opens: the test counts the failure policy's
 	// answers to calls that reached the cut, not the circuit's.
-	never := WithRedis(redislimit.WithBreaker(redislimit.NewBreaker(1_000_000, 0)))
-	closed := instance(t, px.addr(), name, policy, clk, WithMaxLease(maxLease), WithTimeout(500*time.Millisecond), never)
-	open := instance(t, px.addr(), name, policy, clk, WithMaxLease(maxLease), WithTimeout(500*time.Millisecond), WithFailOpen(), never)
+	noTrip := WithBreaker(NewBreaker(1_000_000, 0))
+	closed := instance(t, px.addr(), name, policy, clk, WithLeases(maxLease, 0), WithTimeout(500*time.Millisecond), noTrip)
+	open := instance(t, px.addr(), name, policy, clk, WithLeases(maxLease, 0), WithTimeout(500*time.Millisecond), WithFailOpen(), noTrip)
 	var admitted int64
 	for _, l := range []*Limiter{closed, open} {
 		for range 2 { // a lease of 1, then of MaxLease
-			if ok, err := l.Allow(ctx, key); !ok || err != nil {
+			if ok, err := admit(l, ctx, key, 1); !ok || err != nil {
 				t.Fatalf("first requests: %v, %v", ok, err)
 			}
 			admitted++
-			l.bg.Wait()
+			l.leases.bg.Wait()
 		}
 	}
 	px.cut()
@@ -134,20 +133,20 @@ func TestRedisDown(t *testing.T) {
 		for range 8 {
 			wg.Go(func() {
 				for range 10 {
-					ok, err := l.Allow(ctx, key)
+					ok, err := admit(l, ctx, key, 1)
 					switch {
 					case ok && err == nil:
 						leased.Add(1)
-					case errors.Is(err, ErrUnavailable) && ok == l.failOpen:
+					case errors.Is(err, ErrUnavailable) && ok == (l.fail.mode == failOpen):
 						policyAnswers.Add(1)
 					default:
-						t.Errorf("instance %d with Redis down: %v, %v; want a lease's admission or the failure policy's answer (%v) with ErrUnavailable", i, ok, err, l.failOpen)
+						t.Errorf("instance %d with Redis down: %v, %v; want a lease's admission or the failure policy's answer (%v) with ErrUnavailable", i, ok, err, (l.fail.mode == failOpen))
 					}
 				}
 			})
 		}
 		wg.Wait()
-		l.bg.Wait()
+		l.leases.bg.Wait()
 		if leased.Load() != h || policyAnswers.Load() != 80-h {
 			t.Fatalf("instance %d with Redis down: %d admitted from its lease of %d, %d answered by the failure policy", i, leased.Load(), h, policyAnswers.Load())
 		}
@@ -156,7 +155,7 @@ func TestRedisDown(t *testing.T) {
 	px.restore()
 	for range 3 * limit {
 		for _, l := range []*Limiter{closed, open} {
-			ok, err := l.Allow(ctx, key)
+			ok, err := admit(l, ctx, key, 1)
 			if err != nil {
 				// The pool may still hold a cut connection once.
 				continue
@@ -188,7 +187,7 @@ func TestTokenBucketEnvelope(t *testing.T) {
 	ctx := context.Background()
 	var ls []*Limiter
 	for range 3 {
-		ls = append(ls, instance(t, addr, name, policy, clk, WithMaxLease(maxLease)))
+		ls = append(ls, instance(t, addr, name, policy, clk, WithLeases(maxLease, 0)))
 	}
 	var steps []step
 	rng := rand.New(rand.NewPCG(7, 9))
@@ -205,23 +204,23 @@ func TestTokenBucketEnvelope(t *testing.T) {
 		s := step{at: int64(clk.Now() / time.Microsecond), heldBefore: held}
 		switch op := rng.IntN(100); {
 		case op < 3:
-			if err := l.Sweep(ctx); err != nil {
+			if err := l.SweepLeases(ctx); err != nil {
 				t.Fatal(err)
 			}
 		case op < 5:
-			if err := l.Close(ctx); err != nil {
+			if err := l.Close(); err != nil {
 				t.Fatal(err)
 			}
-			ls[j] = instance(t, addr, name, policy, clk, WithMaxLease(maxLease))
+			ls[j] = instance(t, addr, name, policy, clk, WithLeases(maxLease, 0))
 		case op < 6:
-			ls[j] = instance(t, addr, name, policy, clk, WithMaxLease(maxLease)) // killed
+			ls[j] = instance(t, addr, name, policy, clk, WithLeases(maxLease, 0)) // killed
 		default:
 			cost := int64(1 + rng.IntN(3))
-			ok, err := l.AllowN(ctx, key, cost)
+			ok, err := admit(l, ctx, key, cost)
 			if err != nil {
 				t.Fatal(err)
 			}
-			l.bg.Wait()
+			l.leases.bg.Wait()
 			if ok {
 				s.admitted = cost
 			}

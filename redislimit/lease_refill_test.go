@@ -1,4 +1,4 @@
-package lease
+package redislimit
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
-	"github.com/hotlimit/hotlimit/redislimit"
 	"github.com/hotlimit/hotlimit/redislimit/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -49,16 +48,12 @@ func TestOneRefillInFlight(t *testing.T) {
 	c := redistest.Client(t, addr)
 	g := &gate{entered: make(chan struct{}, 1000)}
 	c.AddHook(g)
-	l, err := New(c, redistest.Prefix(t), hotlimit.FixedWindow{Limit: 10_000, Window: time.Second}, WithClock(clk), WithMaxLease(maxLease))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.testNow = func() int64 { return epoch + int64(clk.Now()/time.Microsecond) }
+	l := leased(t, c, redistest.Prefix(t), hotlimit.FixedWindow{Limit: 10_000, Window: time.Second}, clk, WithLeases(maxLease, 0))
 	for range 2 { // the first lease is 1 unit; spending it refills to MaxLease
-		if ok, err := l.Allow(ctx, "k"); !ok || err != nil {
+		if ok, err := admit(l, ctx, "k", 1); !ok || err != nil {
 			t.Fatalf("first requests: %v, %v", ok, err)
 		}
-		l.bg.Wait()
+		l.leases.bg.Wait()
 	}
 	if h := l.held("k"); h != maxLease {
 		t.Fatalf("the lease holds %d, want %d", h, maxLease)
@@ -67,14 +62,14 @@ func TestOneRefillInFlight(t *testing.T) {
 	g.wait.Store(&ch)
 	before := g.calls.Load()
 	for range 80 { // from 100 down to 20, well below the low-water mark
-		if ok, err := l.Allow(ctx, "k"); !ok || err != nil {
+		if ok, err := admit(l, ctx, "k", 1); !ok || err != nil {
 			t.Fatalf("spending the lease: %v, %v", ok, err)
 		}
 	}
 	<-g.entered // the refill's call, started before the spends returned
 	g.wait.Store(nil)
 	close(ch)
-	l.bg.Wait()
+	l.leases.bg.Wait()
 	if n := g.calls.Load() - before; n != 1 {
 		t.Fatalf("%d refills were sent for one key, want 1", n)
 	}
@@ -95,17 +90,17 @@ func TestBucketGiveIsExactUndo(t *testing.T) {
 	policy := hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1000, Per: time.Second}, Burst: 10} // T = 1ms
 	clk := hotlimit.NewManualClock()
 	ctx := context.Background()
-	a := instance(t, addr, name, policy, clk, WithMaxLease(7))
+	a := instance(t, addr, name, policy, clk, WithLeases(7, 0))
 	b := instance(t, addr, name, policy, clk)
 	refill := func() {
-		e := a.lookup(key)
+		e := a.leases.lookup(key)
 		e.busy.Store(true)
 		defer e.busy.Store(false)
-		if _, err := a.refill(ctx, e, key, 0); err != nil {
+		if _, err := a.leases.refill(ctx, e, key, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if ok, err := a.Allow(ctx, key); !ok || err != nil { // debits 2: spends 1, holds 1
+	if ok, err := admit(a, ctx, key, 1); !ok || err != nil { // debits 2: spends 1, holds 1
 		t.Fatalf("first request: %v, %v", ok, err)
 	}
 	refill() // debits 6: holds 7 (MaxLease)
@@ -113,22 +108,22 @@ func TestBucketGiveIsExactUndo(t *testing.T) {
 		t.Fatalf("a holds %d, want 7", h)
 	}
 	clk.Advance(10 * time.Millisecond) // the bucket is full again
-	if r, err := b.take(ctx, key, 8, 8); err != nil || r.granted != 8 {
+	if r, err := b.leases.take(ctx, key, 8, 8); err != nil || r.granted != 8 {
 		t.Fatalf("b takes 8: %+v, %v", r, err)
 	}
-	if ok, err := a.Allow(ctx, key); !ok || err != nil { // from the lease: holds 6
+	if ok, err := admit(a, ctx, key, 1); !ok || err != nil { // from the lease: holds 6
 		t.Fatalf("a's second request: %v, %v", ok, err)
 	}
 	refill() // debits 1: holds 7, 6 of them carried from before the bucket refilled
 	if h := a.held(key); h != 7 {
 		t.Fatalf("a holds %d after its refill, want 6 carried + 1", h)
 	}
-	if err := a.Close(ctx); err != nil {
+	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
 	// Debited and not given back: 8 at 0 (refilled since) and b's 8 at
 	// 10ms. The bucket holds exactly 10 − 8 = 2.
-	r, err := b.take(ctx, key, 1, 10)
+	r, err := b.leases.take(ctx, key, 1, 10)
 	if err != nil || r.granted != 2 {
 		t.Fatalf("after a gave back, the bucket grants %+v (%v), want 2", r, err)
 	}
@@ -144,28 +139,24 @@ func TestDenialRemembered(t *testing.T) {
 	c := redistest.Client(t, addr)
 	g := &gate{}
 	c.AddHook(g)
-	l, err := New(c, redistest.Prefix(t), hotlimit.FixedWindow{Limit: 3, Window: 10 * time.Millisecond}, WithClock(clk), WithMaxLease(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.testNow = func() int64 { return epoch + int64(clk.Now()/time.Microsecond) }
+	l := leased(t, c, redistest.Prefix(t), hotlimit.FixedWindow{Limit: 3, Window: 10 * time.Millisecond}, clk, WithLeases(1, 0))
 	var admitted int
 	for range 3 {
-		if ok, _ := l.Allow(ctx, "k"); ok {
+		if ok, _ := admit(l, ctx, "k", 1); ok {
 			admitted++
 		}
-		l.bg.Wait()
+		l.leases.bg.Wait()
 	}
 	if admitted != 3 {
 		t.Fatalf("admitted %d of the limit 3", admitted)
 	}
-	if ok, err := l.Allow(ctx, "k"); ok || err != nil {
+	if ok, err := admit(l, ctx, "k", 1); ok || err != nil {
 		t.Fatalf("beyond the limit: %v, %v", ok, err)
 	}
 	calls := g.calls.Load()
 	clk.Advance(10*time.Millisecond - time.Microsecond)
 	for range 100 {
-		if ok, err := l.Allow(ctx, "k"); ok || err != nil {
+		if ok, err := admit(l, ctx, "k", 1); ok || err != nil {
 			t.Fatalf("within the window after a denial: %v, %v", ok, err)
 		}
 	}
@@ -173,7 +164,7 @@ func TestDenialRemembered(t *testing.T) {
 		t.Fatalf("%d round trips for 100 requests on a denied key, want 0", n)
 	}
 	clk.Advance(time.Microsecond)
-	if ok, err := l.Allow(ctx, "k"); !ok || err != nil {
+	if ok, err := admit(l, ctx, "k", 1); !ok || err != nil {
 		t.Fatalf("in the next window: %v, %v", ok, err)
 	}
 }
@@ -185,32 +176,32 @@ func TestSharedWithRedislimit(t *testing.T) {
 	name := redistest.Prefix(t)
 	policy := hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: time.Hour}, Burst: 10}
 	ctx := context.Background()
-	sync, err := redislimit.New(redistest.Client(t, addr), name, policy)
+	sync, err := New(redistest.Client(t, addr), name, policy)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 4 {
-		if d, err := sync.Allow(ctx, "k"); !d.Allowed || err != nil {
+		if d, err := sync.AllowN(ctx, "k", 1); !d.Allowed || err != nil {
 			t.Fatalf("synchronous: %+v, %v", d, err)
 		}
 	}
-	l, err := New(redistest.Client(t, addr), name, policy, WithMaxLease(10))
+	l, err := New(redistest.Client(t, addr), name, policy, WithLeases(10, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	admitted := 0
 	for range 20 {
-		if ok, err := l.Allow(ctx, "k"); err != nil {
+		if ok, err := admit(l, ctx, "k", 1); err != nil {
 			t.Fatal(err)
 		} else if ok {
 			admitted++
 		}
-		l.bg.Wait()
+		l.leases.bg.Wait()
 	}
 	if admitted != 6 {
 		t.Fatalf("the lease admitted %d after the synchronous limiter's 4 of a burst of 10, want 6", admitted)
 	}
-	if d, err := sync.Allow(ctx, "k"); d.Allowed || err != nil {
+	if d, err := sync.AllowN(ctx, "k", 1); d.Allowed || err != nil {
 		t.Fatalf("synchronous after the lease took the rest: %+v, %v", d, err)
 	}
 }
@@ -224,14 +215,14 @@ func TestHotPathAllocs(t *testing.T) {
 		hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: time.Hour}, Burst: 100_000},
 		hotlimit.FixedWindow{Limit: 100_000, Window: time.Hour},
 	} {
-		l := instance(t, addr, redistest.Prefix(t), p, clk, WithMaxLease(10_000))
+		l := instance(t, addr, redistest.Prefix(t), p, clk, WithLeases(10_000, 0))
 		for range 2 { // a lease of 1, then of MaxLease
-			if ok, err := l.Allow(ctx, "hot"); !ok || err != nil {
+			if ok, err := admit(l, ctx, "hot", 1); !ok || err != nil {
 				t.Fatalf("%T: first requests: %v, %v", p, ok, err)
 			}
-			l.bg.Wait()
+			l.leases.bg.Wait()
 		}
-		if n := testing.AllocsPerRun(1000, func() { l.Allow(ctx, "hot") }); n != 0 {
+		if n := testing.AllocsPerRun(1000, func() { admit(l, ctx, "hot", 1) }); n != 0 {
 			t.Fatalf("%T: %v allocations per decision, want 0", p, n)
 		}
 	}
@@ -257,18 +248,13 @@ func TestLeaseSizeFollowsRate(t *testing.T) {
 		c := redistest.Client(t, addr)
 		g := &gate{}
 		c.AddHook(g)
-		l, err := New(c, redistest.Prefix(t), hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 100_000, Per: time.Second}, Burst: 100_000},
-			WithClock(clk), WithMaxLease(200))
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.testNow = func() int64 { return epoch + int64(clk.Now()/time.Microsecond) }
+		l := leased(t, c, redistest.Prefix(t), hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 100_000, Per: time.Second}, Burst: 100_000}, clk, WithLeases(200, 0))
 		run := func(n int) {
 			for range n {
-				if ok, err := l.Allow(ctx, "k"); !ok || err != nil {
+				if ok, err := admit(l, ctx, "k", 1); !ok || err != nil {
 					t.Fatalf("request: %v, %v", ok, err)
 				}
-				l.bg.Wait()
+				l.leases.bg.Wait()
 				clk.Advance(tc.gap)
 			}
 		}
@@ -292,13 +278,13 @@ func TestBucketBoundIsReached(t *testing.T) {
 	policy := hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1000, Per: time.Second}, Burst: 10} // T = 1ms
 	clk := hotlimit.NewManualClock()
 	ctx := context.Background()
-	a := instance(t, addr, name, policy, clk, WithMaxLease(5))
-	b := instance(t, addr, name, policy, clk, WithMaxLease(5))
+	a := instance(t, addr, name, policy, clk, WithLeases(5, 0))
+	b := instance(t, addr, name, policy, clk, WithLeases(5, 0))
 	for range 2 { // a lease of 1, then of MaxLease
-		if ok, err := a.Allow(ctx, key); !ok || err != nil {
+		if ok, err := admit(a, ctx, key, 1); !ok || err != nil {
 			t.Fatalf("first requests: %v, %v", ok, err)
 		}
-		a.bg.Wait()
+		a.leases.bg.Wait()
 	}
 	if h := a.held(key); h != 5 {
 		t.Fatalf("a holds %d, want 5", h)
@@ -307,12 +293,12 @@ func TestBucketBoundIsReached(t *testing.T) {
 	admitted := 0
 	for range 40 { // at one instant
 		for _, l := range []*Limiter{b, a} {
-			if ok, err := l.Allow(ctx, key); err != nil {
+			if ok, err := admit(l, ctx, key, 1); err != nil {
 				t.Fatal(err)
 			} else if ok {
 				admitted++
 			}
-			l.bg.Wait()
+			l.leases.bg.Wait()
 		}
 	}
 	if admitted != 10+5 {

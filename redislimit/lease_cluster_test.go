@@ -1,4 +1,4 @@
-package lease
+package redislimit
 
 import (
 	"context"
@@ -36,12 +36,7 @@ func TestCluster(t *testing.T) {
 			DialTimeout: time.Second, PoolSize: 8, Protocol: 2, DisableIdentity: true,
 		})
 		t.Cleanup(func() { c.Close() })
-		l, err := New(c, name, policy, WithClock(clk), WithMaxLease(maxLease), WithTimeout(2*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.testNow = func() int64 { return epoch + int64(clk.Now()/time.Microsecond) }
-		ls = append(ls, l)
+		ls = append(ls, leased(t, c, name, policy, clk, WithLeases(maxLease, 0)))
 	}
 	var admitted [nKeys]atomic.Int64
 	var wg sync.WaitGroup
@@ -50,7 +45,7 @@ func TestCluster(t *testing.T) {
 			wg.Go(func() {
 				for i := range 3 * limit {
 					k := (i + g) % nKeys
-					ok, err := l.Allow(ctx, fmt.Sprint("user", k))
+					ok, err := admit(l, ctx, fmt.Sprint("user", k), 1)
 					if err != nil {
 						t.Error(err)
 						return
@@ -67,7 +62,7 @@ func TestCluster(t *testing.T) {
 		key := fmt.Sprint("user", k)
 		var held int64
 		for _, l := range ls {
-			l.bg.Wait()
+			l.leases.bg.Wait()
 			held += l.held(key)
 		}
 		if n := admitted[k].Load(); n+held != limit {

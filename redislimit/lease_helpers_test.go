@@ -1,4 +1,4 @@
-package lease
+package redislimit
 
 import (
 	"context"
@@ -18,26 +18,50 @@ import (
 // epoch is the script's instant (µs) when a test's clock reads 0.
 const epoch = 1_700_000_000_000_000
 
-// instance returns a Limiter on its own client whose script decides at
-// the test clock's instant.
+// instance returns a Limiter in lease mode (WithLeases(0, 0) unless opts
+// give another) on its own client, with a 2s timeout, whose leases expire
+// by clk and whose scripts decide at clk's instant.
 func instance(t testing.TB, addr, name string, p hotlimit.Policy, clk *hotlimit.ManualClock, opts ...Option) *Limiter {
 	t.Helper()
-	l, err := New(redistest.Client(t, addr), name, p, append([]Option{WithClock(clk), WithTimeout(2 * time.Second)}, opts...)...)
+	return leased(t, redistest.Client(t, addr), name, p, clk, opts...)
+}
+
+// leased is instance on client.
+func leased(t testing.TB, client redis.Scripter, name string, p hotlimit.Policy, clk *hotlimit.ManualClock, opts ...Option) *Limiter {
+	t.Helper()
+	l, err := New(client, name, p, append([]Option{WithTimeout(2 * time.Second), WithLeases(0, 0)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { l.Close() })
+	onClock(l, clk)
+	return l
+}
+
+// onClock makes l's leases expire by clk and its scripts decide at clk's
+// instant; it returns l.
+func onClock(l *Limiter, clk *hotlimit.ManualClock) *Limiter {
+	l.leases.clock = clk
 	l.testNow = func() int64 { return epoch + int64(clk.Now()/time.Microsecond) }
 	return l
 }
 
-// held returns the units l holds unspent and spendable for key now.
+// admit is AllowN's Allowed and error: what most lease tests read of a
+// decision.
+func admit(l *Limiter, ctx context.Context, key string, cost int64) (bool, error) {
+	d, err := l.AllowN(ctx, key, cost)
+	return d.Allowed, err
+}
+
+// held returns the units l's lease holds unspent and spendable for key
+// now.
 func (l *Limiter) held(key string) int64 {
-	e := l.lookup(key)
+	e := l.leases.lookup(key)
 	if e == nil {
 		return 0
 	}
 	g := e.cur.Load()
-	if g.end != never && l.clock.Now() >= time.Duration(g.end) {
+	if g.end != never && l.leases.clock.Now() >= time.Duration(g.end) {
 		return 0
 	}
 	return g.avail.Load()
