@@ -3,6 +3,8 @@ package hotlimit
 import (
 	"math"
 	"time"
+
+	"github.com/hotlimit/hotlimit/internal/repeat"
 )
 
 // Layer is one limit of a layered check: a limiter, the key it limits the
@@ -66,52 +68,22 @@ const maxStackLayers = 8
 // request that leaves such a key fresh removes it again, so repeating that
 // request inserts it again, now and then rebuilding a shard's table.
 func AllowLayers(layers ...Layer) Decision {
-	d, _ := AllowLayersIndex(layers...)
+	d, _ := allowLayers(nil, layers)
 	return d
-}
-
-// AllowLayersIndex is AllowLayers that also returns the index of the
-// binding layer, the one whose Limit and Remaining the Decision reports,
-// for callers that must name it (the RateLimit header names one policy):
-// Limit alone cannot tell two layers of the same capacity apart. A layer
-// with a nil Limiter binds when it is reached; for no layers, which are
-// denied with Never, it is -1.
-func AllowLayersIndex(layers ...Layer) (Decision, int) {
-	return allowLayers(nil, nil, layers)
-}
-
-// AllowLayersEach is AllowLayersIndex that also sets each[i] to layer i's
-// own Decision, for callers that report every layer (the RateLimit field
-// has one item per limit): when the request was admitted, the layer's
-// admission; when it was refused, what the layer alone would decide for
-// its cost now, after the other layers were given back (the layer that
-// refused it, or, for a nil Limiter, RetryAfter = Never). Layers on the same
-// limiter and key report their one decision, for their combined cost
-// (see AllowLayers). Remaining and
-// ResetAfter are then each layer's state after the call. Give each room
-// for every layer (len(each) ≥ len(layers)); a shorter each receives the
-// Decisions of the first len(each) layers, and the request is decided on
-// every layer all the same.
-func AllowLayersEach(each []Decision, layers ...Layer) (Decision, int) {
-	if len(each) >= len(layers) {
-		return allowLayers(each[:len(layers)], nil, layers)
-	}
-	var buf [maxStackLayers]Decision
-	all := buf[:0]
-	if len(layers) > maxStackLayers {
-		all = make([]Decision, 0, len(layers))
-	}
-	all = all[:len(layers)]
-	d, i := allowLayers(all, nil, layers)
-	copy(each, all)
-	return d, i
 }
 
 // LayerState is one layer's own state after a layered decision, as
 // AllowLayersState reports it: what a caller shows of each limit (the
 // RateLimit field's r and t, a quota's policy), all from the decision.
 type LayerState struct {
-	// Decision is the layer's own Decision, as AllowLayersEach reports it.
+	// Decision is the layer's own Decision: when the request was
+	// admitted, the layer's admission; when it was refused, what the
+	// layer alone would decide for its cost now, after the other layers
+	// were given back (the layer that refused it, or, for a nil Limiter,
+	// RetryAfter = Never). Layers on the same limiter and key report
+	// their one decision, for their combined cost (see AllowLayers).
+	// Remaining and ResetAfter are then each layer's state after the
+	// call.
 	Decision Decision
 	// Next is how long Decision.Remaining stays the most the layer
 	// admits: the time until it admits one unit more, what
@@ -129,26 +101,39 @@ type LayerState struct {
 	Policy PolicyInfo
 }
 
-// AllowLayersState is AllowLayersEach that reports each layer's state in
-// states[i]: its own Decision, how long until it admits a unit more, and
-// the policy it decided under. Give states room for every layer
-// (len(states) ≥ len(layers)): it then allocates nothing for up to 8
-// layers on keys the limiters hold. A shorter states receives the states
-// of the first len(states) layers, at the cost of an allocation, and the
-// request is decided on every layer all the same.
+// AllowLayersState is AllowLayers that also returns the index of the
+// binding layer, the one whose Limit and Remaining the Decision reports,
+// and reports each layer's state in states[i]: its own Decision, how long
+// until it admits a unit more, and the policy it decided under. The index
+// is for callers that must name the binding layer (the RateLimit header
+// names one policy): Limit alone cannot tell two layers of the same
+// capacity apart. A layer with a nil Limiter binds when it is reached;
+// for no layers, which are denied with Never, it is -1. The states are
+// for callers that report every layer (the RateLimit field has one item
+// per limit).
+//
+// Give states room for every layer (len(states) ≥ len(layers)): it then
+// allocates nothing for up to 8 layers on keys the limiters hold. An
+// empty (nil) states asks for no state: the call then costs what
+// AllowLayers costs, nothing spent on the states. A shorter states
+// receives the states of the first len(states) layers, at the cost of an
+// allocation, and the request is decided on every layer all the same.
 func AllowLayersState(states []LayerState, layers ...Layer) (Decision, int) {
+	if len(states) == 0 {
+		return allowLayers(nil, layers)
+	}
 	if len(states) >= len(layers) {
-		return allowLayers(nil, states[:len(layers)], layers)
+		return allowLayers(states[:len(layers)], layers)
 	}
 	all := make([]LayerState, len(layers))
-	d, i := allowLayers(nil, all, layers)
+	d, i := allowLayers(all, layers)
 	copy(states, all)
 	return d, i
 }
 
-// allowLayers is AllowLayersEach (each not nil) and AllowLayersState (st
-// not nil, each nil), or AllowLayersIndex (both nil).
-func allowLayers(each []Decision, st []LayerState, layers []Layer) (Decision, int) {
+// allowLayers is AllowLayersState with len(st) == len(layers), or
+// without states (st nil).
+func allowLayers(st []LayerState, layers []Layer) (Decision, int) {
 	if len(layers) == 0 {
 		return Decision{RetryAfter: Never}, -1
 	}
@@ -166,8 +151,8 @@ func allowLayers(each []Decision, st []LayerState, layers []Layer) (Decision, in
 		ly := &layers[i]
 		if ly.Limiter == nil {
 			refundLayers(layers[:i], ats)
-			if each != nil || st != nil {
-				deniedLayers(each, st, layers, i, Decision{RetryAfter: Never}, dup)
+			if st != nil {
+				deniedLayers(st, layers, i, Decision{RetryAfter: Never}, dup)
 			}
 			return Decision{RetryAfter: Never}, i
 		}
@@ -175,9 +160,6 @@ func allowLayers(each []Decision, st []LayerState, layers []Layer) (Decision, in
 		if dup {
 			if j := firstOf(layers, i); j < i { // decided there, for both
 				ats = append(ats, taken{})
-				if each != nil {
-					each[i] = each[j]
-				}
 				if st != nil {
 					st[i] = st[j] // its Decision too
 				}
@@ -198,12 +180,9 @@ func allowLayers(each []Decision, st []LayerState, layers []Layer) (Decision, in
 			if st != nil {
 				st[i].Next, st[i].Policy = ly.Limiter.deniedNext(ly.Key, p, v, at), p.info
 			}
-			return deniedLayers(each, st, layers, i, p.decision(v, cost), dup)
+			return deniedLayers(st, layers, i, p.decision(v, cost), dup)
 		}
 		d := p.decision(v, cost)
-		if each != nil {
-			each[i] = d
-		}
 		if st != nil {
 			st[i].Decision, st[i].Next, st[i].Policy = d, ly.Limiter.nextUnit(ly.Key, p, v, at), p.info
 		}
@@ -282,25 +261,16 @@ func sharesLimiter(layers []Layer) bool {
 
 // repeatsKey is hasRepeat once two layers share a limiter: it compares
 // keys too.
-func repeatsKey(layers []Layer) bool {
-	for i := 1; i < len(layers); i++ {
-		if firstOf(layers, i) < i {
-			return true
-		}
-	}
-	return false
-}
+func repeatsKey(layers []Layer) bool { return repeat.Any(len(layers), layerOf(layers)) }
 
 // firstOf returns the index of the first layer on layer i's limiter and
 // key (i itself when none comes before it).
-func firstOf(layers []Layer, i int) int {
-	ly := &layers[i]
-	for j := range i {
-		if layers[j].Limiter == ly.Limiter && ly.Limiter != nil && layers[j].Key == ly.Key {
-			return j
-		}
-	}
-	return i
+func firstOf(layers []Layer, i int) int { return repeat.First(i, layerOf(layers)) }
+
+// layerOf returns the function of package repeat giving a layer's
+// limiter and key.
+func layerOf(layers []Layer) func(int) (*Limiter, string) {
+	return func(j int) (*Limiter, string) { return layers[j].Limiter, layers[j].Key }
 }
 
 // groupCost returns the combined cost of every layer on layer i's limiter
@@ -338,17 +308,14 @@ func refundLayers(layers []Layer, ats []taken) {
 
 // deniedLayers builds the Decision of a layered request that layer i
 // denied with d, after the earlier layers were given back, and returns
-// the binding layer's index. When each is not nil, it also records every
-// layer's own Decision there, and when st is not nil the state of every
-// layer but i (whose state the caller has recorded). dup reports whether
+// the binding layer's index. When st is not nil, it also records the
+// state of every layer there (the caller has recorded layer i's Next and
+// Policy). dup reports whether
 // layers repeat a limiter and key: each is then checked for its group's
 // combined cost.
-func deniedLayers(each []Decision, st []LayerState, layers []Layer, i int, d Decision, dup bool) (Decision, int) {
+func deniedLayers(st []LayerState, layers []Layer, i int, d Decision, dup bool) (Decision, int) {
 	out, binding := d, i
 	nilSeen := false
-	if each != nil {
-		each[i] = d
-	}
 	if st != nil {
 		st[i].Decision = d
 	}
@@ -365,9 +332,6 @@ func deniedLayers(each []Decision, st []LayerState, layers []Layer, i int, d Dec
 				nilSeen, binding = true, j
 			}
 			out.RetryAfter, out.Limit, out.Remaining = Never, 0, 0
-			if each != nil {
-				each[j] = Decision{RetryAfter: Never}
-			}
 			if st != nil {
 				st[j] = LayerState{Decision: Decision{RetryAfter: Never}, Next: Never}
 			}
@@ -376,9 +340,6 @@ func deniedLayers(each []Decision, st []LayerState, layers []Layer, i int, d Dec
 		cost := ly.Cost
 		if dup {
 			if firstOf(layers, j) == firstOf(layers, i) { // i's own limiter and key
-				if each != nil {
-					each[j] = d
-				}
 				if st != nil {
 					st[j] = st[i] // its Decision is d
 				}
@@ -387,9 +348,6 @@ func deniedLayers(each []Decision, st []LayerState, layers []Layer, i int, d Dec
 			cost = groupCost(layers, j)
 		}
 		c, cur, at, p := ly.Limiter.checkAt(ly.Key, cost)
-		if each != nil {
-			each[j] = ly.Limiter.withDelay(c, cost)
-		}
 		if st != nil {
 			st[j].Decision, st[j].Next, st[j].Policy = ly.Limiter.withDelay(c, cost), ly.Limiter.deniedNext(ly.Key, p, cur, at), p.info
 		}

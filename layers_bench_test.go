@@ -44,6 +44,8 @@ func BenchmarkLayersAndFriends(b *testing.B) {
 	run("Allow", func() { token.Allow(key) })
 	run("AllowLayers=1", func() { hotlimit.AllowLayers(layers[0]) })
 	run("AllowLayers=3", func() { hotlimit.AllowLayers(layers...) })
+	states := make([]hotlimit.LayerState, len(layers))
+	run("AllowLayersState=3", func() { hotlimit.AllowLayersState(states, layers...) })
 	// Three layers admit and a drained fourth refuses: three give-backs
 	// (refund.go) and the checks of the refused Decision. Each layer holds
 	// 1,000 units that outlast the run, so no give-back leaves its key

@@ -14,8 +14,8 @@ func TestAllowLayersNone(t *testing.T) {
 	if d := hotlimit.AllowLayers(); d.Allowed || d.RetryAfter != hotlimit.Never {
 		t.Fatalf("AllowLayers(): %+v; want denied with RetryAfter Never", d)
 	}
-	if d, i := hotlimit.AllowLayersEach(nil); d.Allowed || d.RetryAfter != hotlimit.Never || i != -1 {
-		t.Fatalf("AllowLayersEach(nil): %+v, index %d; want denied with Never, index -1", d, i)
+	if d, i := hotlimit.AllowLayersState(nil); d.Allowed || d.RetryAfter != hotlimit.Never || i != -1 {
+		t.Fatalf("AllowLayersState(nil): %+v, index %d; want denied with Never, index -1", d, i)
 	}
 }
 
@@ -26,16 +26,16 @@ func TestAllowLayersNone(t *testing.T) {
 func TestAllowLayersRepeated(t *testing.T) {
 	l, clk := newManual(t, hotlimit.TokenBucket{Rate: hotlimit.PerSecond(100), Burst: 6})
 	l.AllowN("k", 3) // 3 left; full again in 30 ms
-	each := make([]hotlimit.Decision, 2)
+	st := make([]hotlimit.LayerState, 2)
 	req := []hotlimit.Layer{{Limiter: l, Key: "k", Cost: 2}, {Limiter: l, Key: "k", Cost: 2}}
-	d, _ := hotlimit.AllowLayersEach(each, req...)
+	d, _ := hotlimit.AllowLayersState(st, req...)
 	want := hotlimit.Decision{Limit: 6, Remaining: 3, RetryAfter: 10 * time.Millisecond, ResetAfter: 30 * time.Millisecond}
-	if d != want || each[0] != want || each[1] != want {
-		t.Fatalf("refused: %+v, each %+v; want %+v for every one", d, each, want)
+	if d != want || st[0].Decision != want || st[1].Decision != want {
+		t.Fatalf("refused: %+v, states %+v; want %+v for every one", d, st, want)
 	}
 	clk.Advance(d.RetryAfter)
-	if d, _ := hotlimit.AllowLayersEach(each, req...); !d.Allowed || d.Remaining != 0 || each[0] != d || each[1] != d {
-		t.Fatalf("retried after RetryAfter: %+v, each %+v; want admitted with Remaining 0 by both", d, each)
+	if d, _ := hotlimit.AllowLayersState(st, req...); !d.Allowed || d.Remaining != 0 || st[0].Decision != d || st[1].Decision != d {
+		t.Fatalf("retried after RetryAfter: %+v, states %+v; want admitted with Remaining 0 by both", d, st)
 	}
 }
 
@@ -73,8 +73,8 @@ func TestAllowLayersRepeatedRetryAfter(t *testing.T) {
 				total += ly.Cost
 			}
 		}
-		each := make([]hotlimit.Decision, len(req))
-		d, _ := hotlimit.AllowLayersEach(each, req...)
+		each := make([]hotlimit.LayerState, len(req))
+		d, _ := hotlimit.AllowLayersState(each, req...)
 		if d.Allowed {
 			continue
 		}
@@ -83,8 +83,8 @@ func TestAllowLayersRepeatedRetryAfter(t *testing.T) {
 				continue
 			}
 			st := l.Check("k", total)
-			if each[i].Remaining != st.Remaining || each[i].ResetAfter != st.ResetAfter || each[i].RetryAfter != st.RetryAfter {
-				t.Fatalf("iter %d (%T): layer %d reports %+v; the key's state after the call, for the cost %d: %+v", iter, p, i, each[i], total, st)
+			if e := each[i].Decision; e.Remaining != st.Remaining || e.ResetAfter != st.ResetAfter || e.RetryAfter != st.RetryAfter {
+				t.Fatalf("iter %d (%T): layer %d reports %+v; the key's state after the call, for the cost %d: %+v", iter, p, i, e, total, st)
 			}
 		}
 		if d.RetryAfter == hotlimit.Never {

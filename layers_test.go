@@ -163,6 +163,19 @@ func TestAllowLayersAllocatesNothing(t *testing.T) {
 	}); n != 0 {
 		t.Fatalf("%v allocations per run, want 0", n)
 	}
+	// So does AllowLayersState, with no states and with room for them.
+	states := make([]hotlimit.LayerState, 4)
+	for _, st := range [][]hotlimit.LayerState{nil, states} {
+		if n := testing.AllocsPerRun(1000, func() {
+			hotlimit.AllowLayersState(st,
+				hotlimit.Layer{Limiter: x.token, Key: "a", Cost: 1},
+				hotlimit.Layer{Limiter: x.ip, Key: "c", Cost: 1},
+				hotlimit.Layer{Limiter: x.global, Key: "d", Cost: 1<<20 + 1}, // denied: refunds 2
+			)
+		}); n != 0 {
+			t.Fatalf("AllowLayersState with %d states: %v allocations per run, want 0", len(st), n)
+		}
+	}
 }
 
 // TestAdmissionRefund: Refund gives back an admission of a window in the
@@ -271,10 +284,10 @@ func TestAllowLayersBindingWithCosts(t *testing.T) {
 	}
 }
 
-// TestAllowLayersIndex: the index names the binding layer where Limit
+// TestAllowLayersStateIndex: the index names the binding layer where Limit
 // cannot, two layers of the same capacity, when admitted and when denied,
 // and the layer of a nil Limiter.
-func TestAllowLayersIndex(t *testing.T) {
+func TestAllowLayersStateIndex(t *testing.T) {
 	c := hotlimit.NewManualClock()
 	mk := limiterMaker(t, c)
 	a := mk(hotlimit.FixedWindow{Limit: 4, Window: time.Hour})
@@ -291,18 +304,18 @@ func TestAllowLayersIndex(t *testing.T) {
 		{false, 0, 1},
 	}
 	for i, s := range steps {
-		d, idx := hotlimit.AllowLayersIndex(req...)
+		d, idx := hotlimit.AllowLayersState(nil, req...)
 		if d.Allowed != s.allowed || d.Remaining != s.remaining || d.Limit != 4 || idx != s.index {
 			t.Fatalf("step %d: %+v, index %d; want allowed %v, remaining %d, index %d", i, d, idx, s.allowed, s.remaining, s.index)
 		}
 	}
 	// Swapped order: still b, now at index 0.
-	if d, idx := hotlimit.AllowLayersIndex(req[1], req[0]); d.Allowed || idx != 0 {
+	if d, idx := hotlimit.AllowLayersState(nil, req[1], req[0]); d.Allowed || idx != 0 {
 		t.Fatalf("swapped: %+v, index %d; want denied by index 0", d, idx)
 	}
 	// a binds once it is the tighter one: a fresh key in b.
 	req[1].Key = "fresh"
-	if d, idx := hotlimit.AllowLayersIndex(req...); !d.Allowed || d.Remaining != 1 || idx != 0 {
+	if d, idx := hotlimit.AllowLayersState(nil, req...); !d.Allowed || d.Remaining != 1 || idx != 0 {
 		t.Fatalf("a binds: %+v, index %d; want Remaining 1 (a had 2) at index 0", d, idx)
 	}
 	// Both deny: the one with the longer RetryAfter binds, although the
@@ -311,14 +324,14 @@ func TestAllowLayersIndex(t *testing.T) {
 	long := mk(hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 1})
 	short.Allow("k")
 	long.Allow("k")
-	if d, idx := hotlimit.AllowLayersIndex(hotlimit.Layer{Limiter: short, Key: "k", Cost: 1}, hotlimit.Layer{Limiter: long, Key: "k", Cost: 1}); d.Allowed || d.RetryAfter != time.Hour || idx != 1 {
+	if d, idx := hotlimit.AllowLayersState(nil, hotlimit.Layer{Limiter: short, Key: "k", Cost: 1}, hotlimit.Layer{Limiter: long, Key: "k", Cost: 1}); d.Allowed || d.RetryAfter != time.Hour || idx != 1 {
 		t.Fatalf("both deny: %+v, index %d; want RetryAfter 1h from index 1", d, idx)
 	}
 	// A nil Limiter binds with Never, admitted or denied elsewhere.
-	if d, idx := hotlimit.AllowLayersIndex(req[0], hotlimit.Layer{Key: "x", Cost: 1}); d.Allowed || d.RetryAfter != hotlimit.Never || idx != 1 {
+	if d, idx := hotlimit.AllowLayersState(nil, req[0], hotlimit.Layer{Key: "x", Cost: 1}); d.Allowed || d.RetryAfter != hotlimit.Never || idx != 1 {
 		t.Fatalf("nil layer: %+v, index %d", d, idx)
 	}
-	if _, idx := hotlimit.AllowLayersIndex(); idx != -1 {
+	if _, idx := hotlimit.AllowLayersState(nil); idx != -1 {
 		t.Fatalf("no layers: index %d, want -1", idx)
 	}
 }
@@ -344,21 +357,21 @@ func TestAllowLayersOneReading(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer manual.Close()
-	each := make([]hotlimit.Decision, 3)
+	each := make([]hotlimit.LayerState, 3)
 	for i := range 200 {
 		key := fmt.Sprint("k", i) // a fresh key: its window ends when the clock's current one does
-		d, _ := hotlimit.AllowLayersEach(each,
+		d, _ := hotlimit.AllowLayersState(each,
 			hotlimit.Layer{Limiter: lims[0], Key: key, Cost: 1},
 			hotlimit.Layer{Limiter: manual, Key: key, Cost: 1},
 			hotlimit.Layer{Limiter: lims[1], Key: key, Cost: 1})
 		if !d.Allowed {
 			t.Fatalf("request %d refused: %+v", i, d)
 		}
-		if each[0].ResetAfter != each[2].ResetAfter {
-			t.Fatalf("request %d: ResetAfter %v and %v: the default clock was read twice", i, each[0].ResetAfter, each[2].ResetAfter)
+		if a, b := each[0].Decision.ResetAfter, each[2].Decision.ResetAfter; a != b {
+			t.Fatalf("request %d: ResetAfter %v and %v: the default clock was read twice", i, a, b)
 		}
-		if each[1].ResetAfter != time.Hour {
-			t.Fatalf("request %d: the ManualClock's layer has ResetAfter %v, want 1h (its clock reads 0)", i, each[1].ResetAfter)
+		if r := each[1].Decision.ResetAfter; r != time.Hour {
+			t.Fatalf("request %d: the ManualClock's layer has ResetAfter %v, want 1h (its clock reads 0)", i, r)
 		}
 	}
 }

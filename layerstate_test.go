@@ -2,6 +2,7 @@ package hotlimit_test
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,28 +12,39 @@ import (
 )
 
 // TestAllowLayersState runs random layered requests through
-// AllowLayersState on a moving manual clock: each state's Decision is
-// what AllowLayersEach reports on a twin set of limiters, its Next is
-// Check(key, Remaining+1).RetryAfter on the state it describes (no other
-// request runs, so that state is the current one), 0 when full, and its
-// Policy the policy in force.
+// AllowLayersState on a moving manual clock and, on a twin set of
+// limiters, AllowLayersState without states: the two agree on the
+// Decision and the binding layer, and states[i] is layer i's own view
+// after the call. Its Decision has the layer's Limit, its state's
+// Remaining and ResetAfter, and, when the request was refused, what Check
+// of its cost says now; its Next is Check(key, Remaining+1).RetryAfter on
+// the state it describes (no other request runs, so that state is the
+// current one), 0 when full; its Policy is the policy in force.
 func TestAllowLayersState(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for iter := range 40 {
 		ls, twin, clocks := twinLayers(t, rng)
 		n := len(ls)
-		states := make([]hotlimit.LayerState, n)
-		each := make([]hotlimit.Decision, n)
+		states := make([]hotlimit.LayerState, n+iter%3) // room to spare is allowed
 		for step := range 30 {
 			d, idx := hotlimit.AllowLayersState(states, ls...)
-			wd, widx := hotlimit.AllowLayersEach(each, twin...)
+			wd, widx := hotlimit.AllowLayersState(nil, twin...)
 			if d != wd || idx != widx {
-				t.Fatalf("iter %d step %d: State %+v %d, Each %+v %d", iter, step, d, idx, wd, widx)
+				t.Fatalf("iter %d step %d: states %+v %d, none %+v %d", iter, step, d, idx, wd, widx)
 			}
 			for i, ly := range ls {
 				st := states[i]
-				if st.Decision != each[i] {
-					t.Fatalf("iter %d step %d layer %d: state %+v, each %+v", iter, step, i, st.Decision, each[i])
+				e, now := st.Decision, ly.Limiter.Check(ly.Key, 0)
+				if e.Limit != ly.Limiter.Limit() || e.Remaining != now.Remaining || e.ResetAfter != now.ResetAfter {
+					t.Fatalf("iter %d step %d layer %d: state %+v, state now %+v", iter, step, i, e, now)
+				}
+				if d.Allowed != e.Allowed && d.Allowed {
+					t.Fatalf("iter %d step %d layer %d: admitted, state %+v", iter, step, i, e)
+				}
+				if !d.Allowed {
+					if c := ly.Limiter.Check(ly.Key, ly.Cost); e.Allowed != c.Allowed || e.RetryAfter != c.RetryAfter || e.Delay != c.Delay {
+						t.Fatalf("iter %d step %d layer %d: refused, state %+v, Check %+v", iter, step, i, e, c)
+					}
 				}
 				want := time.Duration(0)
 				if r := st.Decision.Remaining; r < st.Decision.Limit {
@@ -50,6 +62,13 @@ func TestAllowLayersState(t *testing.T) {
 				c.Advance(dt)
 			}
 		}
+	}
+	// A nil Limiter refuses with Never; the others still report.
+	l, _ := newManual(t, hotlimit.TokenBucket{Rate: hotlimit.PerSecond(2), Burst: 3})
+	st := make([]hotlimit.LayerState, 2)
+	d, idx := hotlimit.AllowLayersState(st, hotlimit.Layer{Limiter: l, Key: "k", Cost: 1}, hotlimit.Layer{Key: "k", Cost: 1})
+	if d.Allowed || idx != 1 || st[1].Decision.RetryAfter != hotlimit.Never || st[1].Next != hotlimit.Never || st[0].Decision.Remaining != 3 || !st[0].Decision.Allowed {
+		t.Fatalf("nil layer: %+v %d, states %+v", d, idx, st)
 	}
 }
 
@@ -155,23 +174,39 @@ func TestAllowLayersStateConcurrent(t *testing.T) {
 
 // TestAllowLayersStateShort: a states shorter than the layers receives
 // the first layers' states, exactly those a long enough states receives,
-// and the request is decided on every layer all the same.
+// and the request is decided on every layer all the same (for 3 layers,
+// on the stack, and 10, past it); nil receives nothing and does not
+// panic.
 func TestAllowLayersStateShort(t *testing.T) {
-	p := hotlimit.FixedWindow{Limit: 3, Window: time.Minute}
-	a1, _ := newManual(t, p)
-	a2, _ := newManual(t, p)
-	b1, _ := newManual(t, p)
-	b2, _ := newManual(t, p)
-	long := make([]hotlimit.LayerState, 2)
-	short := make([]hotlimit.LayerState, 1)
-	dl, il := hotlimit.AllowLayersState(long, hotlimit.Layer{Limiter: a1, Key: "k", Cost: 1}, hotlimit.Layer{Limiter: a2, Key: "k", Cost: 2})
-	ds, is := hotlimit.AllowLayersState(short, hotlimit.Layer{Limiter: b1, Key: "k", Cost: 1}, hotlimit.Layer{Limiter: b2, Key: "k", Cost: 2})
-	if dl != ds || il != is || short[0] != long[0] || b2.Check("k", 0).Remaining != 1 {
-		t.Fatalf("long %+v %d %+v, short %+v %d %+v", dl, il, long, ds, is, short)
-	}
-	hotlimit.AllowLayersState(nil, hotlimit.Layer{Limiter: b1, Key: "k", Cost: 1}) // nil receives nothing, and does not panic
-	if r := b1.Check("k", 0).Remaining; r != 1 {
-		t.Fatalf("nil states: the layer was not decided (Remaining %d)", r)
+	for _, n := range []int{3, 10} {
+		for _, short := range []int{0, 1, n - 1} {
+			build := func() []hotlimit.Layer {
+				c := hotlimit.NewManualClock()
+				ls := make([]hotlimit.Layer, n)
+				for i := range ls {
+					ls[i] = hotlimit.Layer{Limiter: newLimiter(t, hotlimit.TokenBucket{Rate: hotlimit.PerSecond(1), Burst: int64(2 + i)}, hotlimit.WithClock(c)), Key: "k", Cost: 1}
+				}
+				return ls
+			}
+			long, part := build(), build()
+			for range 4 { // admitted twice, then refused by the first layer
+				want := make([]hotlimit.LayerState, n)
+				wd, wi := hotlimit.AllowLayersState(want, long...)
+				var got []hotlimit.LayerState
+				if short > 0 {
+					got = make([]hotlimit.LayerState, short)
+				}
+				gd, gi := hotlimit.AllowLayersState(got, part...)
+				if gd != wd || gi != wi || !slices.Equal(got, want[:short]) {
+					t.Fatalf("%d layers, states of %d: %+v %d %+v; want %+v %d %+v", n, short, gd, gi, got, wd, wi, want[:short])
+				}
+				for i := range long {
+					if a, b := long[i].Limiter.Stats(), part[i].Limiter.Stats(); a != b {
+						t.Fatalf("%d layers, states of %d: layer %d Stats %+v, want %+v", n, short, i, b, a)
+					}
+				}
+			}
+		}
 	}
 }
 

@@ -135,8 +135,8 @@ func (b *Local) limiter(name string) *hotlimit.Limiter {
 	return nil
 }
 
-// AllowStates implements Backend with hotlimit.AllowLayersState (with
-// hotlimit.AllowLayersIndex for a nil states): each layer's state is
+// AllowStates implements Backend with hotlimit.AllowLayersState, which
+// computes no state for a nil states: each layer's state is
 // that of its own decision. It allocates nothing for up to MaxLayers
 // layers on keys the limiters hold. A states of another length than
 // layers gets the states of the layers it has room for, and Remaining −1
@@ -154,10 +154,6 @@ func (b *Local) AllowStates(_ context.Context, layers []Layer, states []hotlimit
 			return hotlimit.Decision{}, -1, fmt.Errorf("%w %q", ErrUnknownLimit, ly.Limit)
 		}
 		ls = append(ls, hotlimit.Layer{Limiter: lim, Key: ly.Key, Cost: ly.Cost})
-	}
-	if states == nil {
-		d, i := hotlimit.AllowLayersIndex(ls...)
-		return d, i, nil
 	}
 	d, i := hotlimit.AllowLayersState(states, ls...)
 	for j := len(ls); j < len(states); j++ {

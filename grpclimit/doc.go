@@ -101,7 +101,7 @@
 // entries (unless Config.NoMetadata), in the response header of an
 // admitted call and in the trailer of a refused one, describing the
 // binding layer (the one with the fewest calls left, or the one that
-// denied, as hotlimit.AllowLayersIndex defines it):
+// denied, as hotlimit.AllowLayersState defines it):
 //
 //	ratelimit-limit: 100       the limit's capacity (Decision.Limit)
 //	ratelimit-remaining: 41    Decision.Remaining

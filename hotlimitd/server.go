@@ -422,8 +422,58 @@ func (s *Server) failed(req *rlsv3.RateLimitRequest, err error) (*rlsv3.RateLimi
 func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	descs := req.Descriptors
 	c.reset(len(descs))
-	reqHits := max(1, uint64(req.HitsAddend)) // Envoy: a request's unset (0) hits_addend is 1
-	for i, d := range descs {
+	if err := s.resolve(c, cfg, req); err != nil {
+		return nil, err
+	}
+	refuse := c.price(descs, max(1, uint64(req.HitsAddend))) // Envoy: a request's unset (0) hits_addend is 1
+	all := string(c.keys)                                    // the one allocation of the keys
+	c.enforce(all, refuse)
+	var (
+		dec     hotlimit.Decision
+		binding = -1
+	)
+	admitted := true
+	if len(c.layers) > 0 {
+		var err error
+		if dec, binding, err = s.ask(ctx, c, refuse); err != nil {
+			return nil, err
+		}
+		admitted = dec.Allowed && !refuse
+	}
+	if refuse {
+		admitted = false
+	}
+	b := newResponse(len(descs))
+	resp := b.resp
+	resp.OverallCode = rlsv3.RateLimitResponse_OK
+	if !admitted {
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		s.stats.overLimit.Add(1)
+	} else {
+		s.stats.ok.Add(1)
+	}
+	for i := range descs {
+		s.status(ctx, b, c, i, all, dec, binding, admitted)
+	}
+	if s.headers && len(c.layers) > 0 {
+		retry := dec.RetryAfter
+		if refuse {
+			retry = hotlimit.Never // a rule that refuses every hit: never passes
+		}
+		resp.ResponseHeadersToAdd = s.headerValues(c, retry, admitted)
+	}
+	if s.limitHdr != nil {
+		resp.ResponseHeadersToAdd = s.limitHdr.add(resp.ResponseHeadersToAdd, resp.Statuses)
+	}
+	return resp, nil
+}
+
+// resolve finds each descriptor's limit under cfg (its own limit, added
+// to the backend, or its rule's) into c.lims, and its key into c.keys
+// (ending at c.ends[i]); a replaced limit is dropped. An error is the
+// backend's, adding a descriptor's own limit.
+func (s *Server) resolve(c *call, cfg *config.Config, req *rlsv3.RateLimitRequest) error {
+	for i, d := range req.Descriptors {
 		c.kind[i], c.layer[i], c.costs[i] = kindNone, -1, 0
 		var (
 			l  *config.Limit
@@ -433,7 +483,7 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 			if ok = c.entriesOf(d); ok {
 				var err error
 				if l, err = s.override(req.Domain, o); err != nil {
-					return nil, err
+					return err
 				}
 				c.keys = config.OverrideKey(c.keys, c.entries)
 			}
@@ -446,7 +496,14 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 		}
 	}
 	config.DropReplaced(c.lims) // a replaced limit is not decided: OK, no limit
-	refuse := false             // an enforced rule of requests_per_unit 0 refuses the request
+	return nil
+}
+
+// price sets each limited descriptor's kind and cost (its limit's cost
+// times its hits: its own hits_addend when set, else reqHits), and
+// reports whether an enforced rule of requests_per_unit 0 refuses the
+// request.
+func (c *call) price(descs []*rlv3.RateLimitDescriptor, reqHits uint64) (refuse bool) {
 	for i, d := range descs {
 		l := c.lims[i]
 		switch {
@@ -471,100 +528,85 @@ func (s *Server) decide(ctx context.Context, c *call, cfg *config.Config, req *r
 		}
 		c.costs[i] = cost
 	}
-	all := string(c.keys) // the one allocation of the keys
-	for i := range descs {
-		if c.kind[i] != kindEnforced || c.refuses(i) {
+	return refuse
+}
+
+// enforce makes the backend's layers of the enforced descriptors that the
+// backend decides (each at its cost, or 0 when the request is refused
+// anyway: only read the state, for the status), with c.layer[i] each
+// one's index; all is c.keys as a string.
+func (c *call) enforce(all string, refuse bool) {
+	for i, k := range c.kind {
+		if k != kindEnforced || c.refuses(i) {
 			continue
 		}
 		cost := c.costs[i]
 		if refuse {
-			cost = 0 // refused anyway: only read the state, for the status
+			cost = 0
 		}
 		c.layer[i] = len(c.layers)
 		c.layers = append(c.layers, admission.Layer{Limit: c.lims[i].Name, Key: c.key(all, i), Cost: cost})
 	}
-	var (
-		dec     hotlimit.Decision
-		binding = -1
-	)
-	admitted := true
-	if len(c.layers) > 0 {
-		c.states = grow(c.states, len(c.layers))
-		var began time.Time
-		if s.observers != nil {
-			began = time.Now()
+}
+
+// ask asks the backend about c.layers (at least one), records the
+// observation, and marks the descriptors over the limit. An error is
+// returned only when the request is not refused anyway (refuse); then
+// it stands refused, with every state unknown.
+func (s *Server) ask(ctx context.Context, c *call, refuse bool) (hotlimit.Decision, int, error) {
+	c.states = grow(c.states, len(c.layers))
+	var began time.Time
+	if s.observers != nil {
+		began = time.Now()
+	}
+	dec, binding, err := s.backend.AllowStates(ctx, c.layers, c.states)
+	if s.observers != nil {
+		c.obs = observation{asked: true, dec: dec, binding: binding, err: err, refuse: refuse, took: time.Since(began)}
+	}
+	if err != nil && !refuse {
+		return dec, binding, err
+	}
+	if err != nil {
+		// Refused without the backend all the same: the others'
+		// states, which were only read, are unknown.
+		s.logError(err)
+		dec, binding = hotlimit.Decision{RetryAfter: hotlimit.Never}, -1
+		for j := range c.states {
+			c.states[j] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: -1}, Next: hotlimit.Never}
 		}
-		var err error
-		dec, binding, err = s.backend.AllowStates(ctx, c.layers, c.states)
-		if s.observers != nil {
-			c.obs = observation{asked: true, dec: dec, binding: binding, err: err, refuse: refuse, took: time.Since(began)}
+	}
+	s.markOver(c, dec, binding, refuse)
+	return dec, binding, nil
+}
+
+// status fills descriptor i's status in b from the decision.
+func (s *Server) status(ctx context.Context, b response, c *call, i int, all string, dec hotlimit.Decision, binding int, admitted bool) {
+	st := &b.parts[i].st
+	st.Code = rlsv3.RateLimitResponse_OK
+	switch c.kind[i] {
+	case kindUnlimited:
+		st.LimitRemaining = math.MaxUint32
+	case kindEnforced:
+		j := c.layer[i]
+		if j < 0 { // refused without the backend (refuses)
+			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+			b.fill(i, c.lims[i], hotlimit.LayerState{Next: hotlimit.Never})
+			return
 		}
-		if err != nil && !refuse {
-			return nil, err
-		}
-		if err != nil {
-			// Refused without the backend all the same: the others'
-			// states, which were only read, are unknown.
-			s.logError(err)
-			dec, binding = hotlimit.Decision{RetryAfter: hotlimit.Never}, -1
-			for j := range c.states {
-				c.states[j] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: -1}, Next: hotlimit.Never}
+		ls := c.states[j]
+		if ls.Decision.Remaining < 0 { // the backend cannot tell the layer's state
+			ls.Next = hotlimit.Never
+			if j == binding {
+				ls.Decision.Remaining = dec.Remaining // it told the binding layer's only
 			}
 		}
-		admitted = dec.Allowed && !refuse
-		s.markOver(c, dec, binding, refuse)
-	}
-	if refuse {
-		admitted = false
-	}
-	b := newResponse(len(descs))
-	resp := b.resp
-	resp.OverallCode = rlsv3.RateLimitResponse_OK
-	if !admitted {
-		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-		s.stats.overLimit.Add(1)
-	} else {
-		s.stats.ok.Add(1)
-	}
-	for i := range descs {
-		st := &b.parts[i].st
-		st.Code = rlsv3.RateLimitResponse_OK
-		switch c.kind[i] {
-		case kindUnlimited:
-			st.LimitRemaining = math.MaxUint32
-		case kindEnforced:
-			j := c.layer[i]
-			if j < 0 { // refused without the backend (refuses)
-				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-				b.fill(i, c.lims[i], hotlimit.LayerState{Next: hotlimit.Never})
-				continue
-			}
-			ls := c.states[j]
-			if ls.Decision.Remaining < 0 { // the backend cannot tell the layer's state
-				ls.Next = hotlimit.Never
-				if j == binding {
-					ls.Decision.Remaining = dec.Remaining // it told the binding layer's only
-				}
-			}
-			if c.over[i] {
-				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-			}
-			b.fill(i, c.lims[i], ls)
-		case kindShadow:
-			s.shadow(ctx, b, c, i, all, admitted)
+		if c.over[i] {
+			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
+		b.fill(i, c.lims[i], ls)
+	case kindShadow:
+		s.shadow(ctx, b, c, i, all, admitted)
 	}
-	if s.headers && len(c.layers) > 0 {
-		retry := dec.RetryAfter
-		if refuse {
-			retry = hotlimit.Never // a rule that refuses every hit: never passes
-		}
-		resp.ResponseHeadersToAdd = s.headerValues(c, retry, admitted)
-	}
-	if s.limitHdr != nil {
-		resp.ResponseHeadersToAdd = s.limitHdr.add(resp.ResponseHeadersToAdd, resp.Statuses)
-	}
-	return resp, nil
 }
 
 // match finds d's rule in cfg, appending its key to c.keys.

@@ -53,7 +53,8 @@ func TestOracleFieldsWrapped(t *testing.T) {
 }
 
 // TestOracleFieldsLegacy is TestOracleFields with HeadersLegacy alone, for
-// which the pipeline asks for no layer states (hotlimit.AllowLayersIndex),
+// which the pipeline asks for no layer states (hotlimit.AllowLayersState
+// without states),
 // with the global and identity layers costing 2.
 func TestOracleFieldsLegacy(t *testing.T) {
 	names := layeroracle.Algorithms

@@ -23,7 +23,7 @@
 //   - AllowLayers(A, B), and a third of the time with A's key in two
 //     layers (one limit, decided for the two costs together), cut into
 //     the steps it takes on each layer (A's admission, B's, A's give-back
-//     when B refuses), each layer's own Decision (AllowLayersEach) compared
+//     when B refuses), each layer's own Decision (AllowLayersState) compared
 //     with the model's (only Allowed for an admission B then refused, whose
 //     Decision is a check after the give-back): AllowLayers as a whole is
 //     documented not to be atomic. The clock may move between the layers:

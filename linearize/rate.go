@@ -602,9 +602,9 @@ func (w *rateWorker) layers(in rateIn) error {
 	}
 	nows := w.later(in.at, 2)
 	var d hotlimit.Decision
-	each := make([]hotlimit.Decision, len(ly))
-	tr := w.rec.do(nows, func() { d, _ = hotlimit.AllowLayersEach(each, ly...) })
-	ops, err := splitLayers(in.arg, key, cost, nows, d.Allowed, each[0], each[slices.IndexFunc(ly, func(l hotlimit.Layer) bool { return l.Limiter == b })], tr)
+	each := make([]hotlimit.LayerState, len(ly))
+	tr := w.rec.do(nows, func() { d, _ = hotlimit.AllowLayersState(each, ly...) })
+	ops, err := splitLayers(in.arg, key, cost, nows, d.Allowed, each[0].Decision, each[slices.IndexFunc(ly, func(l hotlimit.Layer) bool { return l.Limiter == b })].Decision, tr)
 	if err != nil {
 		return err
 	}
@@ -711,7 +711,7 @@ func splitLayerReads(id int, key string, cost int64, nows []int64, allowed bool,
 	for i, r := range reads {
 		lims[i] = r.lim
 	}
-	// da and db are A's and B's own Decisions (AllowLayersEach): their
+	// da and db are A's and B's own Decisions (AllowLayersState): their
 	// steps' Decisions, except A's when B refused (a check after the
 	// give-back then).
 	step := func(lim int, k string, c int64, ok, back bool, at, from, to int64, d *hotlimit.Decision) porcupine.Operation {

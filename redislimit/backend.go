@@ -72,7 +72,7 @@ func NewBackend(client redis.Scripter, limits map[string]hotlimit.Policy, opts .
 
 // AllowStates implements admission.Backend in the same script call
 // as the decision: each layer's Remaining is its own, as
-// hotlimit.AllowLayersEach reports it (after its admission; when the
+// hotlimit.AllowLayersState reports it (after its admission; when the
 // call is denied, the denying layer's as it decided, every other layer's
 // as it was), and its Window the wait for one unit more on that same
 // state, for every policy. The states are unknown (Remaining -1) when a

@@ -256,40 +256,11 @@ func (b *batcher) next() {
 // been decided), and sets each call's reply or error. now is the instant
 // to decide at, "" for the server's (only tests pass another).
 func (b *batcher) sendMany(batch []*batchCall, now string) {
-	nk, na := 0, 2
-	dl := batch[0].deadline
-	for _, c := range batch {
-		nk += len(c.keys)
-		na += 2 + 5*len(c.keys)
-		if c.deadline.After(dl) {
-			dl = c.deadline
-		}
-	}
 	script := batchScript
-	var keys []string
 	if b.cluster {
 		script = clusterBatchScript
-		na += nk
-	} else {
-		keys = make([]string, 0, nk)
 	}
-	args := make([]any, 0, na)
-	args = append(args, now, len(batch))
-	for _, c := range batch {
-		flag := ""
-		if c.next {
-			flag = "1"
-		}
-		args = append(args, len(c.keys), flag)
-		if b.cluster {
-			for _, k := range c.keys {
-				args = append(args, k)
-			}
-		} else {
-			keys = append(keys, c.keys...)
-		}
-		args = append(args, c.args[1:1+5*len(c.keys)]...)
-	}
+	keys, args, dl := b.batchArgs(batch, now)
 	// Each caller reports the calls to its own hooks, on its own
 	// goroutine (batchCall.report), or its own failure if it left.
 	var calls []attempt
@@ -310,6 +281,50 @@ func (b *batcher) sendMany(batch []*batchCall, now string) {
 	}
 	vals, err := b.r.send(ctx, script, client, b.node, hooks, keys, args)
 	cancel()
+	b.settleBatch(batch, vals, err, calls)
+}
+
+// batchArgs returns the keys and arguments of batch.lua's call for batch
+// (on a Cluster's node, each decision's keys inline in the arguments),
+// and the latest deadline of its calls.
+func (b *batcher) batchArgs(batch []*batchCall, now string) (keys []string, args []any, dl time.Time) {
+	nk, na := 0, 2
+	dl = batch[0].deadline
+	for _, c := range batch {
+		nk += len(c.keys)
+		na += 2 + 5*len(c.keys)
+		if c.deadline.After(dl) {
+			dl = c.deadline
+		}
+	}
+	if b.cluster {
+		na += nk
+	} else {
+		keys = make([]string, 0, nk)
+	}
+	args = make([]any, 0, na)
+	args = append(args, now, len(batch))
+	for _, c := range batch {
+		flag := ""
+		if c.next {
+			flag = "1"
+		}
+		args = append(args, len(c.keys), flag)
+		if b.cluster {
+			for _, k := range c.keys {
+				args = append(args, k)
+			}
+		} else {
+			keys = append(keys, c.keys...)
+		}
+		args = append(args, c.args[1:1+5*len(c.keys)]...)
+	}
+	return keys, args, dl
+}
+
+// settleBatch sets each call of batch's reply or error from the batch
+// call's (vals, err), and the calls it made.
+func (b *batcher) settleBatch(batch []*batchCall, vals []any, err error, calls []attempt) {
 	var rerr redis.Error
 	if b.cluster && errors.As(err, &rerr) {
 		// Refused as a whole, so nothing ran: each decision goes again

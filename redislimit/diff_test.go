@@ -142,9 +142,10 @@ func TestDifferentialSingle(t *testing.T) {
 func TestDifferentialLayers(t *testing.T) {
 	c := redistest.Client(t, redistest.Addr(t))
 	ctx := context.Background()
-	// Seeds from 6 on draw buckets only: the script's fast path for
-	// layers of buckets on distinct keys.
-	for seed := range 9 {
+	// Seeds 6 to 8 draw buckets only: the script's fast path for layers
+	// of buckets on distinct keys; seeds 9 to 11 fixed windows only, its
+	// fast path for those.
+	for seed := range 12 {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(seed), 7))
 			clock := hotlimit.NewManualClock()
@@ -157,7 +158,13 @@ func TestDifferentialLayers(t *testing.T) {
 				newPair(t, c, clock, "lb", prefix, hotlimit.LeakyBucket{Rate: hotlimit.PerSecond(4), Capacity: 2}),
 				newPair(t, c, clock, "sl", prefix, hotlimit.SlidingLog{Limit: 5, Window: 2 * time.Second}),
 			}
-			if seed >= 6 {
+			windows := seed >= 9
+			switch {
+			case windows:
+				ps = []pair{ps[1],
+					newPair(t, c, clock, "fw2", prefix, hotlimit.FixedWindow{Limit: 3, Window: 700 * time.Millisecond}),
+					newPair(t, c, clock, "fw3", prefix, hotlimit.FixedWindow{Limit: 1, Window: 5 * time.Second})}
+			case seed >= 6:
 				ps = []pair{ps[0], ps[3], newPair(t, c, clock, "tb2", prefix, hotlimit.TokenBucket{Rate: hotlimit.PerSecond(8), Burst: 2})}
 			}
 			keys := []string{"x", "y", "z"}
@@ -183,8 +190,8 @@ func TestDifferentialLayers(t *testing.T) {
 				if rng.IntN(2) == 0 {
 					states = make([]hotlimit.LayerState, n)
 				}
-				each := make([]hotlimit.Decision, n)
-				want, wantIdx := hotlimit.AllowLayersEach(each, local...)
+				each := make([]hotlimit.LayerState, n)
+				want, wantIdx := hotlimit.AllowLayersState(each, local...)
 				got, gotIdx, err := allowLayers(ctx, remote, states)
 				if err != nil {
 					t.Fatalf("step %d: %v", step, err)
@@ -193,7 +200,7 @@ func TestDifferentialLayers(t *testing.T) {
 					t.Fatalf("step %d, layers %v:\n local %+v, binding %d\n redis %+v, binding %d", step, describe(remote), want, wantIdx, got, gotIdx)
 				}
 				for j := range states {
-					if w := wantState(local, j, each[j]); states[j].Decision.Remaining != w.Decision.Remaining ||
+					if w := wantState(local, j, each[j].Decision); states[j].Decision.Remaining != w.Decision.Remaining ||
 						w.Next >= 0 && states[j].Next != w.Next {
 						t.Fatalf("step %d, layers %v, layer %d's state:\n local %+v (Window -1: not compared)\n redis %+v", step, describe(remote), j, w, states[j])
 					}

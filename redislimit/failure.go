@@ -89,7 +89,7 @@ func failDecision(layers []Layer, node string) (hotlimit.Decision, int) {
 		}
 	}
 	if len(fb) > 0 {
-		d, k := hotlimit.AllowLayersIndex(fb...) // k ≥ 0: fb is not empty
+		d, k := hotlimit.AllowLayersState(nil, fb...) // k ≥ 0: fb is not empty
 		return d, at[k]
 	}
 	return hotlimit.Decision{Allowed: true, Limit: layers[0].Limiter.spec.limit}, 0

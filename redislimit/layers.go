@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/internal/repeat"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -290,26 +291,17 @@ func allowLeased(ctx context.Context, layers []Layer, states []hotlimit.LayerSta
 }
 
 // hasRepeat reports whether two layers name the same limiter and key.
-func hasRepeat(layers []Layer) bool {
-	for i := 1; i < len(layers); i++ {
-		if firstOf(layers, i) < i {
-			return true
-		}
-	}
-	return false
-}
+func hasRepeat(layers []Layer) bool { return repeat.Any(len(layers), layerOf(layers)) }
 
 // firstOf returns the index of the first layer on layer i's limiter and
 // key (i itself when none comes before it; a nil Limiter is never
 // repeated).
-func firstOf(layers []Layer, i int) int {
-	ly := &layers[i]
-	for j := range i {
-		if layers[j].Limiter == ly.Limiter && ly.Limiter != nil && layers[j].Key == ly.Key {
-			return j
-		}
-	}
-	return i
+func firstOf(layers []Layer, i int) int { return repeat.First(i, layerOf(layers)) }
+
+// layerOf returns the function of package repeat giving a layer's
+// limiter and key.
+func layerOf(layers []Layer) func(int) (*Limiter, string) {
+	return func(j int) (*Limiter, string) { return layers[j].Limiter, layers[j].Key }
 }
 
 // allowGrouped decides layers in which a limiter and key repeat as

@@ -180,6 +180,99 @@ if ARGV[2] == "1" and not incKey then
   end
 end
 
+-- Fast path for layers that are all fixed windows on distinct keys
+-- (envoyproxy/ratelimit's one algorithm, and hotlimitd's default): the
+-- general path's view, windowStep, windowReset, windowRetry and nextOf
+-- for kind 2 (no previous window's weight) written out over flat arrays,
+-- without its closures and state tables, which are most of what such a
+-- decision costs in a batch (decide is called once per decision). Each
+-- key is read with GET, as load does (a key of another type fails the
+-- decision before anything is written).
+if ARGV[2] == "2" and not incKey then
+  local n, fast = #KEYS, true
+  for i = 2, n do
+    if ARGV[2 + 5 * (i - 1)] ~= "2" then fast = false; break end
+    for j = 1, i - 1 do
+      if KEYS[j] == KEYS[i] then fast = false; break end
+    end
+    if not fast then break end
+  end
+  if fast then
+    -- Per layer: its window W, limit, cost, the view (k, e, p, q), its
+    -- verdict (ok, rem, retry, reset) and, for an admitting layer, the
+    -- Remaining and ResetAfter of its state as it was (cur, curReset).
+    local W, LIM, C, K, E, P, Q = {}, {}, {}, {}, {}, {}, {}
+    local OK, REM, RETRY, RESET, CUR, CURRESET = {}, {}, {}, {}, {}, {}
+    local deny = 0
+    for i = 1, n do
+      local o = 2 + 5 * (i - 1)
+      local w, lim, c = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4])
+      local k, e = divmod(now, w)
+      local p, q = 0, 0
+      local v = redis.call("GET", KEYS[i])
+      if v then
+        local sk, sp, sq = string.match(v, "^(%d+) (%d+) (%d+)$")
+        if sk then
+          sk, sp, sq = tonumber(sk), tonumber(sp), tonumber(sq)
+          if sp ~= 0 or sq ~= 0 then
+            if sk > k then
+              k, e, p, q = sk, 0, sp, sq -- a stale reading
+            elseif sk == k then
+              p, q = sp, sq
+            end
+          end
+        end
+      end
+      local cur, curReset = math.max(0, lim - q), 0
+      if q > 0 or p > 0 then curReset = w - e end
+      local ok, rem, retry, reset = 1, cur, 0, curReset
+      if c < 0 or c > lim then
+        ok, retry = 0, -1
+      elseif c > 0 then
+        if q + c <= lim then
+          rem, reset = lim - q - c, w - e
+        else
+          ok, retry = 0, w - e
+        end
+      end
+      W[i], LIM[i], C[i], K[i], E[i], P[i], Q[i] = w, lim, c, k, e, p, q
+      OK[i], REM[i], RETRY[i], RESET[i], CUR[i], CURRESET[i] = ok, rem, retry, reset, cur, curReset
+      if ok == 0 and deny == 0 then deny = i end
+    end
+    -- nextOf: the wait for rem+1 units, or 0 when rem is the limit: a
+    -- cost of rem+1 is over what the window has left, so it waits for
+    -- the window's end.
+    local function nextOf(i, rem)
+      if rem >= LIM[i] then return 0 end
+      return W[i] - E[i]
+    end
+    if deny > 0 then
+      local out = { 0, deny }
+      for i = 1, n do
+        local rem, reset = REM[i], RESET[i]
+        if OK[i] == 1 then rem, reset = CUR[i], CURRESET[i] end
+        out[#out + 1] = OK[i]
+        out[#out + 1] = rem
+        out[#out + 1] = RETRY[i]
+        out[#out + 1] = reset
+        if wantNext then out[#out + 1] = nextOf(i, rem) end
+      end
+      return out
+    end
+    local out = { 1 }
+    for i = 1, n do
+      if C[i] > 0 then
+        local k, w = K[i], W[i]
+        redis.call("SET", KEYS[i], string.format("%.0f %.0f %.0f", k, P[i], Q[i] + C[i]), "PX", ttlMs(k * w + E[i] + RESET[i] - now))
+      end
+      out[#out + 1] = REM[i]
+      out[#out + 1] = RESET[i]
+      if wantNext then out[#out + 1] = nextOf(i, REM[i]) end
+    end
+    return out
+  end
+end
+
 local floor = math.floor
 
 -- muldiv returns floor(a*b/d) and a*b mod d exactly, for 0 <= a, b < 2^53,

@@ -444,7 +444,7 @@ func (g *set) allowLocal(added map[string]*hotlimit.Limiter, layers []admission.
 		return hotlimit.Decision{}, -1, err
 	}
 	if states == nil {
-		d, i := hotlimit.AllowLayersIndex(ls...)
+		d, i := hotlimit.AllowLayersState(nil, ls...)
 		return d, i, nil
 	}
 	d, i := hotlimit.AllowLayersState(states, ls...)

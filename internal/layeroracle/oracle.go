@@ -64,7 +64,7 @@ type Verdict struct {
 	Wait    time.Duration // when refused: the longest RetryAfter of the refusing layers
 	States  []State
 	// Binding is the layer the request's Decision describes, as
-	// hotlimit.AllowLayersIndex defines it: when refused, the first of
+	// hotlimit.AllowLayersState defines it: when refused, the first of
 	// the refusing layers with the longest wait; when admitted, the one
 	// with the fewest requests of its cost left (the fewest units on a
 	// tie, the first on another).
