@@ -120,6 +120,7 @@ type Config[R any] struct {
 // with Close.
 type Pipeline[R any] struct {
 	backend    Backend
+	local      bool // backend is a Local: keys in the in-process layout (keys.go)
 	states     bool // ask the backend for the layers' states
 	groups     []group[R]
 	key        KeyFunc[R]
@@ -376,6 +377,7 @@ func (p *Pipeline[R]) buildBackend(pfx string, factory BackendFactory, limits ma
 		return fmt.Errorf("%s: Config.Backend returned a nil Backend", pfx)
 	}
 	p.backend = b
+	_, p.local = b.(*Local)
 	return nil
 }
 
@@ -433,16 +435,50 @@ func (p *Pipeline[R]) Reset(ctx context.Context, identity string) error {
 	}
 	for i := range p.groups {
 		if g := &p.groups[i]; !g.exempt {
-			reset(g.limit.name, LayerKey(identity, g.name))
+			reset(g.limit.name, p.layerKey(identity, i))
 		}
 	}
 	if p.global != nil {
-		reset(p.global.name, LayerKey(identity, ""))
+		reset(p.global.name, p.layerKey(identity, -1))
 	}
 	for _, id := range p.ids {
-		reset(id.limit.name, LayerKey(identity, ""))
+		reset(id.limit.name, p.layerKey(identity, -1))
 	}
 	return first
+}
+
+// LayerKey returns the key the pipeline gives its backend for identity's
+// layer in the named group, or, for group "", for its global and
+// identity layers: for a Local backend the in-process layout's (see
+// keys.go: shorter, and meaningless outside the pipeline), for any other
+// the package's LayerKey. It returns "" for a group the pipeline does
+// not have. Use it to inspect or refund a client's state in the backend.
+func (p *Pipeline[R]) LayerKey(identity, group string) string {
+	if group == "" {
+		return p.layerKey(identity, -1)
+	}
+	for i := range p.groups {
+		if p.groups[i].name == group {
+			return p.layerKey(identity, i)
+		}
+	}
+	return ""
+}
+
+// layerKey is LayerKey of group index i, or of no group for i < 0.
+func (p *Pipeline[R]) layerKey(identity string, i int) string {
+	if !p.local {
+		name := ""
+		if i >= 0 {
+			name = p.groups[i].name
+		}
+		return LayerKey(identity, name)
+	}
+	var key []byte
+	if i >= 0 {
+		key = appendLocalGroup(key, i)
+	}
+	return string(appendLocalID(key, []byte(identity)))
 }
 
 // ErrBadKeyFunc is the Result.Err of a request whose KeyFunc returned no

@@ -296,12 +296,17 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 			return p.refused(res, OutcomeKeyDenied, err)
 		}
 	}
+	globalStart, globalEnd := 0, idEnd // the global layer's key in key
+	if p.local {
+		key, globalStart, groupEnd = p.localKeys(key, groupIdx, idEnd, groupEnd, &ends)
+		globalEnd = groupEnd
+	}
 	all := string(key)               // the one allocation of the keys
 	layers := res.layers[:g.nlayers] // the group's, the global one, the identities'
 	layers[0] = Layer{Limit: g.limit.name, Key: all[:groupEnd], Cost: cost}
 	n := 1
 	if p.global != nil {
-		layers[1] = Layer{Limit: p.global.name, Key: all[:idEnd], Cost: p.globalCost}
+		layers[1] = Layer{Limit: p.global.name, Key: all[globalStart:globalEnd], Cost: p.globalCost}
 		n = 2
 	}
 	start := groupEnd
@@ -393,6 +398,26 @@ func (p *Pipeline[R]) identityLayers(res *Result, key []byte, r R, ends *[MaxLay
 		key, ends[i] = k, len(k)
 	}
 	return key, nil
+}
+
+// localKeys appends to key, which holds a request's keys in LayerKey's
+// layout (its group layer's, whose identity ends at idEnd and which ends
+// at groupEnd, then each identity layer's, ending at ends[i]), the same
+// keys in the in-process layout (keys.go), and returns them alone, with
+// where the group's tag ends (where the identity's own key begins) and
+// where the group layer's key ends; ends are moved to them.
+func (p *Pipeline[R]) localKeys(key []byte, groupIdx, idEnd, groupEnd int, ends *[MaxLayers]int) (keys []byte, tagEnd, groupKeyEnd int) {
+	base := len(key)
+	key = appendLocalGroup(key, groupIdx)
+	tagEnd = len(key) - base
+	key = appendLocalID(key, key[len(keyPrefix):idEnd])
+	groupKeyEnd = len(key) - base
+	start := groupEnd
+	for i := range p.ids {
+		key = appendLocalID(key, key[start+len(keyPrefix):ends[i]])
+		start, ends[i] = ends[i], len(key)-base
+	}
+	return key[base:], tagEnd, groupKeyEnd
 }
 
 // hasIdentity reports whether a key under construction holds an identity

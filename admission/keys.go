@@ -2,6 +2,7 @@ package admission
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"net/netip"
 	"strconv"
@@ -15,11 +16,13 @@ import (
 // keys never mix in a shared store.
 const keyPrefix = "rl:v1:"
 
-// LayerKey returns the key a Pipeline limits identity by in group group:
+// LayerKey returns the key a Pipeline limits identity by in group group
+// in a shared store (every backend but Local, see below):
 // "rl:v1:" + identity + ":route:" + group, or, for group "", the key of
 // the layers keyed by the identity alone (the global layer, an
 // identity's layer): "rl:v1:" + identity. Use it to inspect or refund a
-// client's state in a backend.
+// client's state in such a backend; Pipeline.LayerKey gives the key of
+// the pipeline's own backend, Local's included.
 func LayerKey(identity, group string) string {
 	if group == "" {
 		return keyPrefix + identity
@@ -105,4 +108,81 @@ func AppendID(dst []byte, kind, id string) []byte {
 	dst = append(dst, kind...)
 	dst = append(dst, ':')
 	return ident.AppendID(dst, strings.TrimSpace(id))
+}
+
+// The keys a Pipeline gives a Local backend, whose limiters live in this
+// process and nowhere else, are shorter than LayerKey's, so that the key
+// of an IPv4 client's group layer fits in the 15 bytes hotlimit stores in
+// a slot (a key that fits is compared and hashed in two words, not read
+// from the slot's arena). Every other backend (Redis, leases, a wrapper)
+// gets LayerKey's keys: a shared store's keys keep their version prefix
+// and their group's name, and never change with this layout. The
+// in-process layout, of an identity I as a Key function wrote it:
+//
+//   - the identity, id(I): for "ip:" and an IPv4 address as AppendIP
+//     writes it (dotted decimal, no leading zero, no prefix length), the
+//     byte 0x01 and the address's 4 bytes; for an identity whose first
+//     byte is 0x03 or less, 0x02 and the identity; else the identity
+//     itself;
+//   - a group's layer: the byte 0x03, the group's index in Config.Groups
+//     as a uvarint, then id(I);
+//   - the global layer and an identity layer: id(I).
+//
+// id is one to one (its three forms start with 0x01, 0x02 and a byte
+// above 0x03, and the first two decode back to I), and a group's key
+// starts with 0x03, which no id does, and then an index whose uvarint
+// ends where id begins: two distinct (group or none, identity) never get
+// one key, nor do the keys of one request's layers that share a limit.
+const (
+	tagIPv4    = 0x01 // id(I) of an IPv4 client: 4 bytes follow
+	tagEscaped = 0x02 // id(I) of an identity starting with a tag byte: I follows
+	tagGroup   = 0x03 // a group layer's key: the group's index, then id(I)
+)
+
+// appendLocalID appends id(identity), the in-process form of identity.
+func appendLocalID(dst, identity []byte) []byte {
+	if a, ok := parseIPv4(identity); ok {
+		return append(dst, tagIPv4, a[0], a[1], a[2], a[3])
+	}
+	if len(identity) > 0 && identity[0] <= tagGroup {
+		dst = append(dst, tagEscaped)
+	}
+	return append(dst, identity...)
+}
+
+// appendLocalGroup appends the start of group index i's layer key in the
+// in-process layout: tagGroup and i as a uvarint.
+func appendLocalGroup(dst []byte, i int) []byte {
+	dst = append(dst, tagGroup)
+	return binary.AppendUvarint(dst, uint64(i))
+}
+
+// parseIPv4 returns the address of an identity "ip:" + a.b.c.d exactly
+// as AppendIP writes an IPv4 address (each part 0 to 255, no leading
+// zero), and false for any other identity, so that an identity it
+// accepts is the only one with that address.
+func parseIPv4(id []byte) ([4]byte, bool) {
+	var a [4]byte
+	if len(id) < len("ip:0.0.0.0") || len(id) > len("ip:255.255.255.255") || string(id[:3]) != "ip:" {
+		return a, false
+	}
+	s := id[3:]
+	for part := range 4 {
+		n, digits := 0, 0
+		for digits < len(s) && digits < 3 && '0' <= s[digits] && s[digits] <= '9' {
+			n = n*10 + int(s[digits]-'0')
+			digits++
+		}
+		if digits == 0 || n > 255 || digits > 1 && s[0] == '0' {
+			return a, false
+		}
+		a[part], s = byte(n), s[digits:]
+		if part < 3 {
+			if len(s) == 0 || s[0] != '.' {
+				return a, false
+			}
+			s = s[1:]
+		}
+	}
+	return a, len(s) == 0
 }

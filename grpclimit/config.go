@@ -143,8 +143,8 @@ type Config struct {
 // IdentityLimit limits every call by an identity of its own, as a layer
 // of the same all-or-nothing decision as the group's layer and
 // Config.Global: a call one of them refuses consumes nothing in the
-// others. Its key is "rl:v1:" + the identity (httplimit.LayerKey(identity,
-// "")), one quota per identity across all groups, shared with
+// others. Its key is the identity's (Interceptor.LayerKey(identity, "")),
+// one quota per identity across all groups, shared with
 // httplimit's Config.Identities of the same limit through one backend.
 type IdentityLimit struct {
 	// Limit names its policy in Config.Limits, which no other layer may

@@ -34,7 +34,8 @@
 // Config.Identities adds layers keyed by identities of their own (the
 // peer next to the token, a tenant), in the same all-or-nothing decision.
 //
-// Keys have httplimit's format (httplimit.LayerKey), and the interceptor
+// Keys have httplimit's format (admission.LayerKey in a shared store,
+// Interceptor.LayerKey gives the interceptor's own), and the interceptor
 // decides through package admission's Pipeline, the decision httplimit's
 // middleware shares, and its Backend (admission.Backend is the same
 // type): in-process limiters by default, or a shared store such as

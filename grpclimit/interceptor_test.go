@@ -22,9 +22,9 @@ import (
 	"github.com/hotlimit/hotlimit/httplimit"
 )
 
-// tokenKey is the layer key of a bearer token in group g, as
+// tokenKey is ic's layer key of a bearer token in group g, as
 // httplimit.TokenKey and MetadataKey write its identity.
-func tokenKey(t testing.TB, token, group string) string {
+func tokenKey(t testing.TB, ic *grpclimit.Interceptor, token, group string) string {
 	t.Helper()
 	r, _ := http.NewRequest("GET", "/", nil)
 	r.Header.Set("Authorization", "Bearer "+token)
@@ -32,7 +32,7 @@ func tokenKey(t testing.TB, token, group string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return httplimit.LayerKey(string(id), group)
+	return ic.LayerKey(string(id), group)
 }
 
 // Under 64 goroutines at a frozen instant, exactly Burst calls pass; every
@@ -85,7 +85,7 @@ func TestExactBudgetUnderConcurrency(t *testing.T) {
 		}
 		t.Error(p)
 	}
-	if r := remaining(t, ic, "check", tokenKey(t, "tenant-a-token", "check")); r != 0 {
+	if r := remaining(t, ic, "check", tokenKey(t, ic, "tenant-a-token", "check")); r != 0 {
 		t.Errorf("limiter state: Remaining %d, want 0", r)
 	}
 }
@@ -189,7 +189,7 @@ func TestNeverDistinguished(t *testing.T) {
 	if v := d.quota.Violations; len(v) != 1 || v[0].Subject != "limit:small" || v[0].Description != "cost 4 exceeds the capacity 3" {
 		t.Errorf("QuotaFailure %v", d.quota)
 	}
-	if r := remaining(t, ic, "small", tokenKey(t, "t", "health")); r != 3 {
+	if r := remaining(t, ic, "small", tokenKey(t, ic, "t", "health")); r != 3 {
 		t.Errorf("never consumed: Remaining %d, want 3", r)
 	}
 
@@ -216,7 +216,7 @@ func TestNeverDistinguished(t *testing.T) {
 	if v := d.quota.Violations; len(v) != 1 || v[0].Subject != "limit:global" || v[0].Description != "cost 3 exceeds the capacity 2" {
 		t.Errorf("QuotaFailure %v", d.quota)
 	}
-	if r := remaining(t, ic, "small", tokenKey(t, "t", "health")); r != 3 {
+	if r := remaining(t, ic, "small", tokenKey(t, ic, "t", "health")); r != 3 {
 		t.Errorf("group layer consumed by a call the global layer can never admit: Remaining %d", r)
 	}
 }
@@ -242,7 +242,7 @@ func TestGlobalLayerAllOrNothing(t *testing.T) {
 	})
 	c := serveIC(t, ic)
 	ctx := bearer(testCtx(t), "tok")
-	gkey := tokenKey(t, "tok", "")
+	gkey := tokenKey(t, ic, "tok", "")
 	for i := range 3 {
 		md, err := call(ctx, c)
 		if err != nil {
@@ -277,7 +277,7 @@ func TestGlobalLayerAllOrNothing(t *testing.T) {
 	if p := checkDenial(t, md, err, time.Hour, "global", 5); p != "" {
 		t.Fatalf("list past the global limit: %s", p)
 	}
-	if r := remaining(t, ic, "list", tokenKey(t, "tok", "list")); r != 8 {
+	if r := remaining(t, ic, "list", tokenKey(t, ic, "tok", "list")); r != 8 {
 		t.Errorf("list after a global denial: Remaining %d, want 8 (nothing consumed)", r)
 	}
 }
@@ -363,7 +363,7 @@ func TestKeyError(t *testing.T) {
 	if _, err := call(ctx, c); err != nil {
 		t.Fatalf("fallback to the peer: %v", err)
 	}
-	if r := remaining(t, ic, "l", httplimit.LayerKey("ip:127.0.0.1", "g")); r != 4 {
+	if r := remaining(t, ic, "l", ic.LayerKey("ip:127.0.0.1", "g")); r != 4 {
 		t.Errorf("peer key after one call: Remaining %d, want 4", r)
 	}
 }
@@ -449,10 +449,10 @@ func TestMethodGroups(t *testing.T) {
 	if _, err := c.List(ctx, &healthpb.HealthListRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	if r := remaining(t, ic, "a", tokenKey(t, "m", "check")); r != 98 {
+	if r := remaining(t, ic, "a", tokenKey(t, ic, "m", "check")); r != 98 {
 		t.Errorf("check group: Remaining %d, want 98 (Cost 2)", r)
 	}
-	if r := remaining(t, ic, "b", tokenKey(t, "m", "health")); r != 93 {
+	if r := remaining(t, ic, "b", tokenKey(t, ic, "m", "health")); r != 93 {
 		t.Errorf("health group: Remaining %d, want 93 (List costs 7)", r)
 	}
 

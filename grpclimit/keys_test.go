@@ -82,10 +82,10 @@ func TestPeerKeyTrustedProxies(t *testing.T) {
 			if _, err := call(metadata.AppendToOutgoingContext(testCtx(t), tc.md...), c); err != nil {
 				t.Fatal(err)
 			}
-			if r := remaining(t, ic, "l", httplimit.LayerKey(tc.want, "g")); r != 9 {
+			if r := remaining(t, ic, "l", ic.LayerKey(tc.want, "g")); r != 9 {
 				t.Errorf("%s: Remaining %d, want 9 (charged once)", tc.want, r)
 			}
-			if r := remaining(t, ic, "l", httplimit.LayerKey(tc.decoy, "g")); r != 10 {
+			if r := remaining(t, ic, "l", ic.LayerKey(tc.decoy, "g")); r != 10 {
 				t.Errorf("decoy %s was charged: Remaining %d", tc.decoy, r)
 			}
 		})

@@ -59,7 +59,7 @@ func TestReset(t *testing.T) {
 		{"check", "bob-token", "checks", 1},
 		{"global", "bob-token", "", 1},
 	} {
-		if r := remaining(t, ic, tc.limit, tokenKey(t, tc.token, tc.group)); r != tc.want {
+		if r := remaining(t, ic, tc.limit, tokenKey(t, ic, tc.token, tc.group)); r != tc.want {
 			t.Errorf("%s of %s: Remaining %d, want %d", tc.limit, tc.token, r, tc.want)
 		}
 	}

@@ -181,7 +181,7 @@ type Config struct {
 // IdentityLimit limits every request by an identity of its own, as a
 // layer of the same all-or-nothing decision as the group's layer and
 // Config.Global: a request one of them refuses consumes nothing in the
-// others. Its key is "rl:v1:" + the identity (LayerKey(identity, "")),
+// others. Its key is the identity's (Middleware.LayerKey(identity, "")),
 // one quota per identity across all groups.
 type IdentityLimit struct {
 	// Limit names its policy in Config.Limits. No other layer (a group,

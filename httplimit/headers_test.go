@@ -215,7 +215,7 @@ func TestBindingSameCapacity(t *testing.T) {
 		hs := newHarness(t, cfg)
 		// One request's worth already spent in the global window, by the
 		// key the middleware gives the global layer.
-		global := "rl:v1:" + tokenIdentity(t, token)
+		global := hs.m.LayerKey(tokenIdentity(t, token), "")
 		hs.m.Backend().(interface {
 			Limiter(string) *hotlimit.Limiter
 		}).Limiter("all").AllowN(global, 1)

@@ -163,11 +163,13 @@ func hmacSum(secret []byte, tok string) (sum [sha256.Size]byte) {
 }
 
 // LayerKey returns the key the middleware limits identity by in route
-// group group: "rl:v1:" + identity + ":route:" + group, or, for group "",
-// the key of the global layer and of the Config.Identities layers,
-// "rl:v1:" + identity. Use it to inspect or refund a client's state in a
-// backend. It is admission.LayerKey.
-func LayerKey(identity, group string) string { return admission.LayerKey(identity, group) }
+// group group, or, for group "", the key of the global layer and of the
+// Config.Identities layers, in its backend: for a shared store (Redis,
+// leases) admission.LayerKey's, "rl:v1:" + identity + ":route:" + group
+// and "rl:v1:" + identity; for the in-process admission.Local a shorter
+// form (Pipeline.LayerKey). Use it to inspect or refund a client's state
+// in the backend. It returns "" for a group the middleware does not have.
+func (m *Middleware) LayerKey(identity, group string) string { return m.pipe.LayerKey(identity, group) }
 
 // checkHeaderName reports a header name that no request can carry (empty,
 // or not an RFC 9110 token): a token read from it would never be found.

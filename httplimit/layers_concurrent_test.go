@@ -99,9 +99,9 @@ func TestConcurrentLayersFields(t *testing.T) {
 			// exactly the admitted requests' units.
 			local := m.Backend().(*admission.Local)
 			keys := map[string]string{
-				"grp":    httplimit.LayerKey(httplimit.TokenIdentity("t"), "api"),
-				"glob":   httplimit.LayerKey(httplimit.TokenIdentity("t"), ""),
-				"per-ip": httplimit.LayerKey("ip:192.0.2.7", ""),
+				"grp":    m.LayerKey(httplimit.TokenIdentity("t"), "api"),
+				"glob":   m.LayerKey(httplimit.TokenIdentity("t"), ""),
+				"per-ip": m.LayerKey("ip:192.0.2.7", ""),
 			}
 			for name, key := range keys {
 				got := rs[name]

@@ -53,10 +53,7 @@ func TestGlobalAllOrNothing(t *testing.T) {
 	if got := w.Header().Get("RateLimit-Policy"); got != `"a";q=10;w=60, "all";q=3;w=60` {
 		t.Errorf("RateLimit-Policy = %q", got)
 	}
-	key := LayerKey(tokenIdentity(t, token), "a")
-	if key != "rl:v1:"+tokenIdentity(t, token)+":route:a" {
-		t.Fatalf("LayerKey = %q", key)
-	}
+	key := hs.m.LayerKey(tokenIdentity(t, token), "a")
 	if d := hs.local(t).Limiter("a").AllowN(key, 0); d.Remaining != 10 {
 		t.Fatalf("group a Remaining = %d after a global denial, want 10 (nothing consumed)", d.Remaining)
 	}

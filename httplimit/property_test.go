@@ -43,7 +43,7 @@ func TestRetryAfterNeverEarly(t *testing.T) {
 		layer := map[string]struct {
 			key  string
 			cost int64
-		}{"grp": {LayerKey(id, "g"), cost}, "all": {LayerKey(id, ""), 1}}
+		}{"grp": {hs.m.LayerKey(id, "g"), cost}, "all": {hs.m.LayerKey(id, ""), 1}}
 		remaining := func(name string) int64 {
 			return hs.local(t).Limiter(name).Check(layer[name].key, 0).Remaining
 		}
