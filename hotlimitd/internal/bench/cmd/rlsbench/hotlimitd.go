@@ -39,8 +39,8 @@ func serveHotlimitd(ctx context.Context, f *flags) (addrs []string, stop func(),
 		o.Prefix = fmt.Sprintf("rlsbench:%d:", time.Now().UnixNano())
 		o.Timeout = f.redisTimeout
 		// As cmd/hotlimitd: one breaker for every limit, at its
-		// defaults, and -redis-local-denials.
-		o.RedisOptions = []redislimit.Option{redislimit.WithBreaker(redislimit.NewBreaker(redislimit.DefaultFailures, redislimit.DefaultCooldown))}
+		// defaults (5 failures, 1s open), and -redis-local-denials.
+		o.RedisOptions = []redislimit.Option{redislimit.WithBreaker(redislimit.NewBreaker(5, time.Second))}
 		if f.localDenials > 0 {
 			o.RedisOptions = append(o.RedisOptions, redislimit.WithLocalDenials(f.localDenials))
 		}
