@@ -166,6 +166,8 @@ func (l *Limiter) allowSlow(s *shard, h uint64, key string, now, cost int64, a *
 		var w uint64
 		if sl != nil {
 			w = sl.word.Load()
+		} else {
+			w, now = l.vacant(p, now) // what a peek reports for a key with no entry
 		}
 		_, v = p.step(w, now, 0)
 		v.ok, v.retry = false, int64(Never)

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/hotlimit/hotlimit/internal/testhook"
 )
 
 // sampleCase is a limiter whose live entries are laid out in one of the
@@ -254,5 +256,52 @@ func TestLogInsertionNeverEvictsItsOwnKey(t *testing.T) {
 	}
 	if st := l.Stats(); st.Evicted != 0 || l.Len() != 1 {
 		t.Fatalf("Stats %+v, Len %d: want nothing evicted, k held", st, l.Len())
+	}
+}
+
+// TestNeverAfterEvictionReportsTheVacantKey: an insertion that evicted to
+// make room, and whose cost SetPolicy put above the Limit before it
+// decided, is denied with Never reporting the state its key has with no
+// entry (owing until sweptAt at a reading older than it: Limiter.vacant),
+// as a peek at the same instant reports it, not a fresh key's. The
+// linearize module's bucket histories found it (about one CI-sized run
+// in ten failed).
+func TestNeverAfterEvictionReportsTheVacantKey(t *testing.T) {
+	clk := NewManualClock()
+	clk.Set(time.Millisecond)
+	leaky := func(capacity int64) Policy {
+		return LeakyBucket{Rate: Rate{N: 1, Per: 10 * time.Microsecond}, Capacity: capacity}
+	}
+	l, err := New(leaky(4), WithClock(clk), WithMaxKeys(1), WithShards(1), WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if d := l.AllowN("a", 1); !d.Allowed {
+		t.Fatalf("a: %+v", d)
+	}
+	// c's insertion, 1ms later, evicts a, fresh since 1.01ms: sweptAt is
+	// 1.01ms. Then the clock is set back to 1ms, where b's insertion
+	// evicts c and, before b is decided, SetPolicy lowers the limit from 5
+	// to 3, below b's cost. b, with no entry, owes until 1.01ms.
+	clk.Set(2 * time.Millisecond)
+	if d := l.AllowN("c", 1); !d.Allowed {
+		t.Fatalf("c: %+v", d)
+	}
+	clk.Set(time.Millisecond)
+	lower := func() {
+		if err := l.SetPolicy(leaky(2)); err != nil {
+			t.Error(err)
+		}
+	}
+	if !testhook.Evicted.CompareAndSwap(nil, &lower) {
+		t.Fatal("testhook.Evicted is in use")
+	}
+	d := l.AllowN("b", 4)
+	testhook.Evicted.Store(nil)
+	peek := l.AllowN("b", 0)
+	want := Decision{Limit: 3, Remaining: 2, RetryAfter: Never, ResetAfter: 10 * time.Microsecond}
+	if d != want || peek.Remaining != want.Remaining || peek.ResetAfter != want.ResetAfter {
+		t.Errorf("b at cost 4: %+v, then a peek %+v; want %+v, and the peek's Remaining and ResetAfter the same", d, peek, want)
 	}
 }
