@@ -184,8 +184,12 @@ end
 -- (envoyproxy/ratelimit's one algorithm, and hotlimitd's default): the
 -- general path's view, windowStep, windowReset, windowRetry and nextOf
 -- for kind 2 (no previous window's weight) written out over flat arrays,
--- without its closures and state tables, which are most of what such a
--- decision costs in a batch (decide is called once per decision). Each
+-- without creating its closures and state tables per decision (decide
+-- is called once per decision of a batch). Measured on a loaded machine
+-- (64 callers, 18 alternating rounds), the server's CPU per decision fell
+-- by a median 9% (1 layer) and 14% (3 layers), within that load's noise
+-- (p = 0.23): most of a decision's cost in Redis is elsewhere (its
+-- redis.call round trips into the server, the arguments' strings). Each
 -- key is read with GET, as load does (a key of another type fails the
 -- decision before anything is written).
 if ARGV[2] == "2" and not incKey then
