@@ -93,6 +93,7 @@ type flags struct {
 	redisTimeout time.Duration
 	localDenials int
 	cpuProfile   string
+	memProfile   string
 	replicas     int
 	over         int
 	pause        time.Duration
@@ -129,6 +130,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ratelimitStats, "ratelimit-stats", "prometheus", "envoyproxy/ratelimit's stats: prometheus (USE_PROMETHEUS, as hotlimitd's promlimit metrics) or off (DISABLE_STATS)")
 	fs.IntVar(&f.replicas, "replicas", 1, "replicas of the service in its process (each its own port; the callers' connections spread over them): gubernator nodes that are each other's peers, or hotlimitd Servers on one Redis")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write the service's CPU profile (warmup included) to this file")
+	fs.StringVar(&f.memProfile, "memprofile", "", "write the service's allocation profile (pprof's allocs, warmup included) to this file when it stops")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the callers' key streams")
 	fs.Int64Var(&f.maxErrs, "max-errors", 1000, "failed calls the run survives (counted apart, never as decisions); one more ends it")
 }
@@ -292,6 +294,9 @@ func serve(f *flags) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if f.memProfile != "" {
+		defer writeAllocs(f.memProfile)
 	}
 	fmt.Println(strings.Join(addrs, ","))
 	eof := make(chan struct{})
@@ -495,6 +500,17 @@ func infoInt(info, key string) int {
 		}
 	}
 	return -1
+}
+
+// writeAllocs writes the allocation profile to path, or says why not.
+func writeAllocs(path string) {
+	pf, err := os.Create(path)
+	if err == nil {
+		err = errors.Join(pprof.Lookup("allocs").WriteTo(pf, 0), pf.Close())
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rlsbench: -memprofile:", err)
+	}
 }
 
 func waitOrKill(c *exec.Cmd, grace time.Duration) error {
