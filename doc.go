@@ -66,8 +66,8 @@
 //   - github.com/hotlimit/hotlimit/promlimit: Prometheus collectors;
 //   - github.com/hotlimit/hotlimit/otellimit: OpenTelemetry metrics and spans;
 //   - github.com/hotlimit/hotlimit/redislimit: every policy on Redis,
-//     shared across instances, and its lease package, which spends a
-//     budget leased from Redis at in-process speed;
+//     shared across instances, and its lease mode, which spends a budget
+//     leased from Redis at in-process speed;
 //   - github.com/hotlimit/hotlimit/hotlimitd: a rate limit service that
 //     Envoy and its gateways ask over gRPC, on any of the backends above;
 //   - github.com/hotlimit/hotlimit/linearize: linearizability checks of the
@@ -80,5 +80,8 @@
 //     github.com/hotlimit/hotlimit/bench/redisbench: benchmarks against
 //     other limiters;
 //   - github.com/hotlimit/hotlimit/hotlimitd/internal/bench: hotlimitd against
-//     gubernator, a gRPC load generator on loopback.
+//     gubernator, a gRPC load generator on loopback;
+//   - github.com/hotlimit/hotlimit/internal/redistest: the private Redis
+//     servers and clients that the tests of redislimit, hotlimitd and
+//     bench/redisbench run against (test-only).
 package hotlimit

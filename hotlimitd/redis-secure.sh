@@ -1,4 +1,4 @@
-# Sourced (bash) by hotlimitd/test.sh after redislimit/redistest/servers.sh,
+# Sourced (bash) by hotlimitd/test.sh after internal/redistest/servers.sh,
 # whose free_ports, $redis_dir and $redis_pids (killed when the script
 # exits) it uses: starts, on free loopback ports, the private Redis servers
 # the backend's TLS, AUTH and Sentinel tests need, and exports where they

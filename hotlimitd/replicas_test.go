@@ -13,7 +13,7 @@ import (
 	"github.com/hotlimit/hotlimit/hotlimitd"
 	"github.com/hotlimit/hotlimit/hotlimitd/backend"
 	"github.com/hotlimit/hotlimit/hotlimitd/config"
-	"github.com/hotlimit/hotlimit/redislimit/redistest"
+	"github.com/hotlimit/hotlimit/internal/redistest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )

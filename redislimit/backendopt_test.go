@@ -13,7 +13,7 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/httplimit"
-	"github.com/hotlimit/hotlimit/redislimit/redistest"
+	"github.com/hotlimit/hotlimit/internal/redistest"
 )
 
 // The tests below give the limiters a timeout of 5s: the default 100ms

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
-	"github.com/hotlimit/hotlimit/redislimit/redistest"
+	"github.com/hotlimit/hotlimit/internal/redistest"
 )
 
 // TestBatchMatchesOneByOne: a batch decides its calls in order, each as

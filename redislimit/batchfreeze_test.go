@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hotlimit/hotlimit/redislimit/redistest"
+	"github.com/hotlimit/hotlimit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
-	"github.com/hotlimit/hotlimit/redislimit/redistest"
+	"github.com/hotlimit/hotlimit/internal/redistest"
 )
 
 // TestConcurrencyExact: 4 instances × 4 goroutines race for a limit of 3

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/internal/redistest"
 	"github.com/hotlimit/hotlimit/internal/refmodel"
-	"github.com/hotlimit/hotlimit/redislimit/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
-	"github.com/hotlimit/hotlimit/redislimit/redistest"
+	"github.com/hotlimit/hotlimit/internal/redistest"
 )
 
 // giveBackPolicies hold 5 units, one unit refilling in 10 ms (buckets) or

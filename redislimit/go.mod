@@ -10,6 +10,7 @@ require (
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/hotlimit/hotlimit/internal/redistest v0.1.0
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
@@ -17,4 +18,7 @@ require (
 // For development: `go mod tidy` here ignores go.work, and the versions
 // required above exist only once tagged. The go command ignores replace
 // directives in a dependency's go.mod, so consumers are unaffected.
-replace github.com/hotlimit/hotlimit => ../
+replace (
+	github.com/hotlimit/hotlimit => ../
+	github.com/hotlimit/hotlimit/internal/redistest => ../internal/redistest
+)

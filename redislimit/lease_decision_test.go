@@ -15,7 +15,7 @@ import (
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/httplimit"
-	"github.com/hotlimit/hotlimit/redislimit/redistest"
+	"github.com/hotlimit/hotlimit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -15,8 +15,8 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/internal/redistest"
 	"github.com/hotlimit/hotlimit/redislimit"
-	"github.com/hotlimit/hotlimit/redislimit/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

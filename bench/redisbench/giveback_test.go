@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/internal/redistest"
 	"github.com/hotlimit/hotlimit/redislimit"
-	"github.com/hotlimit/hotlimit/redislimit/redistest"
 )
 
 // BenchmarkGiveBack: the cost of bucket give-backs (Admission.Refund),

@@ -11,6 +11,7 @@ require (
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/hotlimit/hotlimit/internal/redistest v0.1.0
 	github.com/sony/gobreaker/v2 v2.4.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
@@ -21,5 +22,6 @@ require (
 // directives in a dependency's go.mod, so consumers are unaffected.
 replace (
 	github.com/hotlimit/hotlimit => ../../
+	github.com/hotlimit/hotlimit/internal/redistest => ../../internal/redistest
 	github.com/hotlimit/hotlimit/redislimit => ../../redislimit
 )

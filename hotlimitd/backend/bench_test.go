@@ -7,8 +7,8 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/internal/redistest"
 	"github.com/hotlimit/hotlimit/redislimit"
-	"github.com/hotlimit/hotlimit/redislimit/redistest"
 )
 
 // BenchmarkLocal compares a decision of three layers with states on a

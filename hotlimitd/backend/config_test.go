@@ -7,7 +7,7 @@ import (
 
 	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/hotlimitd/config"
-	"github.com/hotlimit/hotlimit/redislimit/redistest"
+	"github.com/hotlimit/hotlimit/internal/redistest"
 )
 
 // rules is a config whose limits refill one unit a day: a test never

@@ -10,7 +10,7 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
-	"github.com/hotlimit/hotlimit/redislimit/redistest"
+	"github.com/hotlimit/hotlimit/internal/redistest"
 )
 
 // frozen is a token bucket of burst n whose first unit comes back a day

@@ -11,8 +11,8 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/internal/redistest"
 	"github.com/hotlimit/hotlimit/redislimit"
-	"github.com/hotlimit/hotlimit/redislimit/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
-	"github.com/hotlimit/hotlimit/redislimit/redistest"
+	"github.com/hotlimit/hotlimit/internal/redistest"
 )
 
 // TestReset: Reset makes a spent key of a limit fresh (in process, and

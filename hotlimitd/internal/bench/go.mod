@@ -117,6 +117,7 @@ replace (
 	github.com/hotlimit/hotlimit => ../../../
 	github.com/hotlimit/hotlimit/grpclimit => ../../../grpclimit
 	github.com/hotlimit/hotlimit/hotlimitd => ../../
+	github.com/hotlimit/hotlimit/internal/redistest => ../../../internal/redistest
 	github.com/hotlimit/hotlimit/otellimit => ../../../otellimit
 	github.com/hotlimit/hotlimit/promlimit => ../../../promlimit
 	github.com/hotlimit/hotlimit/redislimit => ../../../redislimit

@@ -35,7 +35,7 @@
 #                  backend), and OUT's default ends in -replicasN.txt
 #   RATELIMIT_BIN  envoyproxy/ratelimit's service_cmd (default: ratelimit.sh's)
 # Starts a private redis-server on a free loopback port (and a private
-# Cluster, unused) with redislimit/redistest/servers.sh; kills it on exit.
+# Cluster, unused) with internal/redistest/servers.sh; kills it on exit.
 set -euo pipefail
 cd "$(dirname "$0")"
 RUNS=${1:-5}
@@ -48,8 +48,8 @@ ALGS=${ALGS:-bucket window}
 DESCS=${DESCS:-1 3}
 read -r -a extra <<<"${RLSBENCH_FLAGS:-}"
 
-# shellcheck source=../../../redislimit/redistest/servers.sh
-source ../../../redislimit/redistest/servers.sh
+# shellcheck source=../../../internal/redistest/servers.sh
+source ../../../internal/redistest/servers.sh
 bin=$redis_dir/rlsbench
 go build -o "$bin" ./cmd/rlsbench
 

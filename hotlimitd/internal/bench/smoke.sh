@@ -8,7 +8,7 @@
 # makes them), envoyproxy/ratelimit's among them (ratelimit.sh installs
 # it from the module proxy the first time, about 30 s). Starts a private
 # redis-server for the Redis and lease
-# backends (redislimit/redistest/servers.sh) unless the caller did. gofmt,
+# backends (internal/redistest/servers.sh) unless the caller did. gofmt,
 # vet and staticcheck are scripts/check's. This directory is a workspace of
 # its own (go.work), outside the root's, so that nothing else builds
 # gubernator.
@@ -17,8 +17,8 @@ cd "$(dirname "$0")"
 
 go test -race -count=1 ./...
 
-# shellcheck source=../../../redislimit/redistest/servers.sh
-source ../../../redislimit/redistest/servers.sh
+# shellcheck source=../../../internal/redistest/servers.sh
+source ../../../internal/redistest/servers.sh
 bin=$redis_dir/rlsbench
 go build -o "$bin" ./cmd/rlsbench
 # shellcheck source=ratelimit.sh
