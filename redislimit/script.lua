@@ -91,19 +91,24 @@ if #KEYS == 1 and ARGV[2] == "1" and not incKey then
   return { 1, rem, d }
 end
 
+-- uniform reports whether every layer is of kind k (ARGV's kind string)
+-- and no two layers have one key: the layered fast paths below.
+local function uniform(k)
+  for i = 2, #KEYS do
+    if ARGV[2 + 5 * (i - 1)] ~= k then return false end
+    for j = 1, i - 1 do
+      if KEYS[j] == KEYS[i] then return false end
+    end
+  end
+  return true
+end
+
 -- Fast path for layers that are all token or leaky buckets on distinct
 -- keys (the common layered call: per user, per IP, global): the general
 -- path's decisions written out over flat arrays, with one helper instead
 -- of the general path's closures and state tables.
 if ARGV[2] == "1" and not incKey then
-  local n, fast = #KEYS, true
-  for i = 2, n do
-    if ARGV[2 + 5 * (i - 1)] ~= "1" then fast = false; break end
-    for j = 1, i - 1 do
-      if KEYS[j] == KEYS[i] then fast = false; break end
-    end
-    if not fast then break end
-  end
+  local n, fast = #KEYS, uniform("1")
   if fast then
     -- remOf returns floor((tau-d)/T) for d < tau, else 0, exactly.
     local function remOf(d, T, tau)
@@ -193,14 +198,7 @@ end
 -- key is read with GET, as load does (a key of another type fails the
 -- decision before anything is written).
 if ARGV[2] == "2" and not incKey then
-  local n, fast = #KEYS, true
-  for i = 2, n do
-    if ARGV[2 + 5 * (i - 1)] ~= "2" then fast = false; break end
-    for j = 1, i - 1 do
-      if KEYS[j] == KEYS[i] then fast = false; break end
-    end
-    if not fast then break end
-  end
+  local n, fast = #KEYS, uniform("2")
   if fast then
     -- Per layer: its window W, limit, cost, the view (k, e, p, q), its
     -- verdict (ok, rem, retry, reset) and, for an admitting layer, the
