@@ -166,23 +166,30 @@ func parseIPv4(id []byte) ([4]byte, bool) {
 	if len(id) < len("ip:0.0.0.0") || len(id) > len("ip:255.255.255.255") || string(id[:3]) != "ip:" {
 		return a, false
 	}
-	s := id[3:]
-	for part := range 4 {
-		n, digits := 0, 0
-		for digits < len(s) && digits < 3 && '0' <= s[digits] && s[digits] <= '9' {
-			n = n*10 + int(s[digits]-'0')
-			digits++
+	// One pass over the bytes: n is the part being read, start where it
+	// began; a part ends at a dot or at the end.
+	part, n, start := 0, uint(0), 3
+	for i := 3; i < len(id); i++ {
+		c := id[i]
+		if d := uint(c) - '0'; d <= 9 {
+			n = n*10 + d
+			continue
 		}
-		if digits == 0 || n > 255 || digits > 1 && s[0] == '0' {
+		if c != '.' || !ipv4Part(id[start:i], n) || part == 3 {
 			return a, false
 		}
-		a[part], s = byte(n), s[digits:]
-		if part < 3 {
-			if len(s) == 0 || s[0] != '.' {
-				return a, false
-			}
-			s = s[1:]
-		}
+		a[part], part, n, start = byte(n), part+1, 0, i+1
 	}
-	return a, len(s) == 0
+	if part != 3 || !ipv4Part(id[start:], n) {
+		return a, false
+	}
+	a[3] = byte(n)
+	return a, true
+}
+
+// ipv4Part reports whether digits, of value n, are a part of an IPv4
+// address as netip writes it: at least one digit, no leading zero, at
+// most 255 (so at most 3 digits).
+func ipv4Part(digits []byte, n uint) bool {
+	return len(digits) > 0 && n <= 255 && (digits[0] != '0' || len(digits) == 1)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 )
 
 // nopWriter is a ResponseWriter that keeps only the header map, so the
@@ -154,5 +155,72 @@ func BenchmarkIdentities(b *testing.B) {
 				h.ServeHTTP(w, r)
 			}
 		})
+	}
+}
+
+// BenchmarkIPv4Decision sets the middleware's decision on an IPv4 client
+// beside the core's AllowLayersState on the same two layers (a group's
+// and the global one, their limiters, the keys the middleware gives
+// them, states asked): AllowLayersState is the core's part; Decide is
+// the pipeline's whole decision (the key from the peer address, the
+// layers' keys, the backend call, the Result); Middleware is a request
+// through the handler (routing and the IETF headers too). Every request
+// is admitted. Compare their instruction counts (perf stat) rather than
+// their times on a shared machine; bench/RESULTS.md has the figures.
+func BenchmarkIPv4Decision(b *testing.B) {
+	m, err := New(Config{
+		Limits: map[string]hotlimit.Policy{
+			"search": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(100_000_000), Burst: 1_000_000},
+			"global": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(100_000_000), Burst: 1_000_000},
+		},
+		Groups:       []Group{{Name: "search", Patterns: []string{"/search", "/v1/search"}, Limit: "search"}},
+		DefaultGroup: "search",
+		Global:       "global",
+		Key:          IPKey(nil),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	const ip = "203.0.113.255"
+	r := httptest.NewRequest("GET", "/v1/search", nil)
+	r.RemoteAddr = ip + ":41234"
+	local := m.Backend().(*admission.Local)
+	layers := []hotlimit.Layer{
+		{Limiter: local.Limiter("search"), Key: m.LayerKey("ip:"+ip, "search"), Cost: 1},
+		{Limiter: local.Limiter("global"), Key: m.LayerKey("ip:"+ip, ""), Cost: 1},
+	}
+	states := make([]hotlimit.LayerState, len(layers))
+	b.Run("AllowLayersState", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			hotlimit.AllowLayersState(states, layers...)
+		}
+	})
+	b.Run("Decide", func(b *testing.B) {
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			res := m.pipe.Decide(ctx, r, 0, 1)
+			if res.Outcome != admission.OutcomeAllowed {
+				b.Fatal(res.Outcome, res.Err)
+			}
+			m.pipe.Release(res)
+		}
+	})
+	b.Run("Middleware", func(b *testing.B) {
+		h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		w := &nopWriter{h: make(http.Header)}
+		h.ServeHTTP(w, r)
+		if w.h.Get("RateLimit") == "" {
+			b.Fatal("no RateLimit header")
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			h.ServeHTTP(w, r)
+		}
+	})
+	if n := local.Limiter("search").Len(); n != 1 {
+		b.Fatalf("the search limiter holds %d keys, want 1 (the middleware's and the core's layers are one key)", n)
 	}
 }
