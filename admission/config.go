@@ -15,11 +15,22 @@ import (
 	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
-// A KeyFunc appends to dst the identity request r is limited by (see
-// AppendToken, AppendIP and AppendID for the format) and returns the
-// extended slice, or an error when r carries no such identity. R is what a
-// transport hands its key functions: an *http.Request, a call's
-// context.Context.
+// A KeyFunc appends to dst the identity request r is limited by, such as
+// "tok:9f86d081884c7d659a2feaa0c55ad015" or "ip:2001:db8:1:2::/64", and
+// returns the extended slice, or an error when r carries no such
+// identity; the transport then applies its OnKeyError, never letting the
+// request through unlimited. R is what a transport hands its key
+// functions: an *http.Request for httplimit, the call's context.Context
+// for grpclimit; both take this one type, so a key function is written
+// once for each.
+//
+// An identity is a short kind, a colon, and a value that cannot contain
+// ":route:": the pipeline composes it with the group into keys such as
+// "rl:v1:tenant:acme:route:search", and the format must keep one identity
+// from forging another's key. AppendToken, AppendIP and AppendID write
+// the kinds both transports share, normalised and escaped accordingly
+// (IDs never hold a colon, IP addresses are printed by net/netip); write
+// your own the same way.
 type KeyFunc[R any] func(dst []byte, r R) ([]byte, error)
 
 // Group configures a group of a Pipeline: requests that cost the same and

@@ -10,7 +10,6 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
-	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
@@ -85,7 +84,7 @@ type Config struct {
 	// DefaultGroup names the group of a method that no group lists.
 	DefaultGroup string
 	// Key extracts the identity a call is limited by.
-	Key KeyFunc
+	Key admission.KeyFunc[context.Context]
 	// Global, if set, names a limit applied to every call's identity on
 	// top of its group's, all or nothing: a call the global layer denies
 	// does not consume its group's quota, and the other way round.
@@ -102,7 +101,7 @@ type Config struct {
 	Identities []IdentityLimit
 	// ClientIP finds the client address for KeyErrorFallbackPeer. nil:
 	// the peer address only.
-	ClientIP *httplimit.ClientIP
+	ClientIP *admission.ClientIP
 	// OnKeyError is what to do when Key fails. Default KeyErrorDeny.
 	OnKeyError KeyErrorMode
 	// OnBackendError is what to do when the backend fails. Default
@@ -126,7 +125,7 @@ type Config struct {
 	// documentation).
 	NoMetadata bool
 	// Backend builds the backend from Limits. nil:
-	// admission.LocalBackend(), in-process limiters. Any httplimit
+	// admission.LocalBackend(), in-process limiters. Any admission
 	// backend serves, such as redislimit's shared one.
 	Backend admission.BackendFactory
 	// Observers see every decision the backend makes or fails to make,
@@ -151,7 +150,7 @@ type IdentityLimit struct {
 	// use.
 	Limit string
 	// Key extracts the identity: PeerKey, MetadataKey, FuncKey, ...
-	Key KeyFunc
+	Key admission.KeyFunc[context.Context]
 	// Cost is what one call costs there; 0 means 1. New refuses a Cost
 	// above the limit's capacity.
 	Cost int64
@@ -256,7 +255,7 @@ func New(cfg Config) (*Interceptor, error) {
 		Noun:           "call",
 		Limits:         cfg.Limits,
 		Groups:         make([]admission.Group[context.Context], len(cfg.Groups)),
-		Key:            keyFunc(cfg.Key),
+		Key:            cfg.Key,
 		Global:         cfg.Global,
 		GlobalCost:     cfg.GlobalCost,
 		Backend:        cfg.Backend,
@@ -266,7 +265,7 @@ func New(cfg Config) (*Interceptor, error) {
 		Observers:      cfg.Observers,
 	}
 	if cfg.OnKeyError == KeyErrorFallbackPeer {
-		pc.Fallback = keyFunc(PeerKey(cfg.ClientIP))
+		pc.Fallback = PeerKey(cfg.ClientIP)
 	}
 	for i, g := range cfg.Groups {
 		pc.Groups[i] = admission.Group[context.Context]{Name: g.Name, Limit: g.Limit, Cost: g.Cost, Exempt: g.Exempt}
@@ -278,9 +277,9 @@ func New(cfg Config) (*Interceptor, error) {
 		if il.Key == nil {
 			return nil, fmt.Errorf("grpclimit: Config.Identities[%d]: Key is required", i)
 		}
-		layer := admission.IdentityLayer[context.Context]{Limit: il.Limit, Key: keyFunc(il.Key), Cost: il.Cost}
+		layer := admission.IdentityLayer[context.Context]{Limit: il.Limit, Key: il.Key, Cost: il.Cost}
 		if il.OnKeyError == KeyErrorFallbackPeer {
-			layer.Fallback = keyFunc(PeerKey(cfg.ClientIP))
+			layer.Fallback = PeerKey(cfg.ClientIP)
 		}
 		pc.Identities = append(pc.Identities, layer)
 	}
@@ -294,11 +293,6 @@ func New(cfg Config) (*Interceptor, error) {
 		return nil, err
 	}
 	return ic, nil
-}
-
-// keyFunc adapts a KeyFunc to the pipeline's argument order.
-func keyFunc(k KeyFunc) admission.KeyFunc[context.Context] {
-	return func(dst []byte, ctx context.Context) ([]byte, error) { return k(ctx, dst) }
 }
 
 // checkCosts refuses a Costs entry above its group's limit's capacity:

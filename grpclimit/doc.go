@@ -37,8 +37,8 @@
 // Keys have httplimit's format (admission.LayerKey in a shared store,
 // Interceptor.LayerKey gives the interceptor's own), and the interceptor
 // decides through package admission's Pipeline, the decision httplimit's
-// middleware shares, and its Backend (admission.Backend is the same
-// type): in-process limiters by default, or a shared store such as
+// middleware shares, and its Backend (admission.Backend, which httplimit
+// takes too): in-process limiters by default, or a shared store such as
 // redislimit's. With one shared backend, an
 // identity's global layer is the same over HTTP and gRPC, and so is a
 // method group and an HTTP route group of the same name; name them apart
@@ -53,13 +53,13 @@
 // with the Bearer scheme, or any entry), hashed exactly as
 // httplimit.TokenKey hashes it: the raw token never reaches the limiter.
 // PeerKey limits by the client's IP prefix, found by ClientPrefix with
-// httplimit's ClientIP rules: the connection's peer address, unless that
+// the admission.ClientIP httplimit uses too: the connection's peer address, unless that
 // peer is a trusted proxy, in which case the "x-forwarded-for" (or
 // "forwarded") metadata the proxy wrote is walked from the right to the
 // first untrusted hop; a client's own forwarding metadata is ignored.
 // FuncKey limits by any ID a function returns (a user or tenant put in
-// the context by an authentication interceptor); a KeyFunc can do
-// anything else.
+// the context by an authentication interceptor); a key function of your
+// own (an admission.KeyFunc) can do anything else.
 //
 // When the key cannot be extracted, Config.OnKeyError decides: refuse
 // (the default) or fall back to the peer's IP. Nothing is let through

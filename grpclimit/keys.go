@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -13,31 +12,28 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/hotlimit/hotlimit/admission"
-	"github.com/hotlimit/hotlimit/httplimit"
 )
 
-// ErrNoKey is returned by a KeyFunc when the call does not carry the
+// ErrNoKey is returned by a key function when the call does not carry the
 // identity it looks for (no token in the metadata, no user in the
 // context).
 var ErrNoKey = errors.New("grpclimit: call has no rate-limit key")
 
-// A KeyFunc appends to dst the identity a call is limited by, such as
-// "tok:9f86d081884c7d659a2feaa0c55ad015" or "ip:2001:db8:1:2::/64", and
-// returns the extended slice. ctx is the server-side context of the call:
-// it carries the peer (google.golang.org/grpc/peer), the incoming
-// metadata and the full method name (grpc.Method). It returns an error
-// (wrapping ErrNoKey or httplimit.ErrNoClientIP) when the call carries no
-// such identity; the interceptor then applies Config.OnKeyError, never
-// letting the call through unlimited.
-//
-// An identity has httplimit's format: a short kind, a colon, and a value
-// that cannot contain ":route:". The functions of this package normalise
-// and escape accordingly; a hand-written KeyFunc must too, or one client
-// could forge another's key. FuncKey does it for any function that
-// returns an ID.
-type KeyFunc func(ctx context.Context, dst []byte) ([]byte, error)
+// The key functions below are admission.KeyFunc[context.Context]: each
+// appends to dst the identity a call is limited by, such as
+// "tok:9f86d081884c7d659a2feaa0c55ad015" or "ip:2001:db8:1:2::/64", from
+// the server-side context of the call, which carries the peer
+// (google.golang.org/grpc/peer), the incoming metadata and the full
+// method name (grpc.Method), or fails (wrapping ErrNoKey or
+// admission.ErrNoClientIP) when the call carries no such identity; the
+// interceptor then applies Config.OnKeyError, never letting the call
+// through unlimited. Identities have the format httplimit's have (see
+// admission.KeyFunc), so one client gets one key over both; a
+// hand-written key function must normalise and escape the same way, or
+// one client could forge another's key. FuncKey does it for any function
+// that returns an ID.
 
-// MetadataKey returns a KeyFunc that limits by a token read from the
+// MetadataKey returns a key function that limits by a token read from the
 // named metadata entry (its first value). For "authorization" it takes
 // the credential of the Bearer scheme (the scheme name case-insensitively,
 // surrounding spaces trimmed); for any other entry, the trimmed value. A
@@ -52,10 +48,10 @@ type KeyFunc func(ctx context.Context, dst []byte) ([]byte, error)
 // not check the token: anyone can send a made-up token and get a fresh
 // quota. Authenticate before the interceptor (chain it after your auth
 // interceptor), or limit unauthenticated calls by PeerKey.
-func MetadataKey(name string) KeyFunc {
+func MetadataKey(name string) admission.KeyFunc[context.Context] {
 	name = strings.ToLower(name)
 	bearer := name == "authorization"
-	return func(ctx context.Context, dst []byte) ([]byte, error) {
+	return func(dst []byte, ctx context.Context) ([]byte, error) {
 		tok, ok := admission.TokenOf(metadata.ValueFromIncomingContext(ctx, name), bearer)
 		if !ok {
 			return dst, ErrNoKey
@@ -64,7 +60,7 @@ func MetadataKey(name string) KeyFunc {
 	}
 }
 
-// FuncKey returns a KeyFunc that limits by the ID f returns for a call:
+// FuncKey returns a key function that limits by the ID f returns for a call:
 // a user or tenant that an earlier interceptor authenticated and put in
 // the context, for example. kind names it in the key ("user", "tenant";
 // lower-case letters and digits only, and not "ip" or "tok", which
@@ -78,9 +74,9 @@ func MetadataKey(name string) KeyFunc {
 // digits and "._@+-", up to 128 bytes, is used as is; any other is
 // replaced by "~" and the hex of its SHA-256's first 128 bits, so that no
 // ID can contain the key's separators.
-func FuncKey(kind string, f func(ctx context.Context) (id string, ok bool)) KeyFunc {
+func FuncKey(kind string, f func(ctx context.Context) (id string, ok bool)) admission.KeyFunc[context.Context] {
 	kindOK := admission.ValidKind(kind) && f != nil
-	return func(ctx context.Context, dst []byte) ([]byte, error) {
+	return func(dst []byte, ctx context.Context) ([]byte, error) {
 		if !kindOK {
 			return dst, errors.New("grpclimit: FuncKey: kind " + strconv.Quote(kind) + " must be lower-case letters and digits, and not \"ip\" or \"tok\", and f must not be nil")
 		}
@@ -96,14 +92,14 @@ func FuncKey(kind string, f func(ctx context.Context) (id string, ok bool)) KeyF
 	}
 }
 
-// PeerKey returns a KeyFunc that limits by the client IP prefix: "ip:"
-// and the address, with "/bits" when it is grouped ("ip:192.0.2.1",
-// "ip:2001:db8:1:2::/64"), as httplimit.IPKey writes it. See
-// ClientPrefix for how the address is found; it fails with httplimit.ErrNoClientIP
-// when the peer is not an IP address (a Unix socket, an in-memory
-// listener).
-func PeerKey(c *httplimit.ClientIP) KeyFunc {
-	return func(ctx context.Context, dst []byte) ([]byte, error) {
+// PeerKey returns a key function that limits by the client IP prefix:
+// "ip:" and the address, with "/bits" when it is grouped
+// ("ip:192.0.2.1", "ip:2001:db8:1:2::/64"), as httplimit.IPKey writes it.
+// See ClientPrefix for how the address is found; it fails with
+// admission.ErrNoClientIP when the peer is not an IP address (a Unix
+// socket, an in-memory listener).
+func PeerKey(c *admission.ClientIP) admission.KeyFunc[context.Context] {
+	return func(dst []byte, ctx context.Context) ([]byte, error) {
 		p, err := ClientPrefix(ctx, c)
 		if err != nil {
 			return dst, err
@@ -114,44 +110,32 @@ func PeerKey(c *httplimit.ClientIP) KeyFunc {
 
 // ClientPrefix returns the address of the client of the call in ctx,
 // grouped by c's IPv4Bits and IPv6Bits, under exactly httplimit's rules:
-// it is httplimit.ClientIP.Prefix applied to the call. The connection's
-// peer address (peer.FromContext) is the client, and forwarding metadata
-// is ignored, unless c trusts the peer as a proxy; then the walk of
-// ClientIP runs over the "x-forwarded-for" metadata entries (or
-// "forwarded" with c.Header = httplimit.Forwarded), which proxies such as
-// Envoy write on the gRPC requests they forward. A client that sends its
-// own x-forwarded-for directly is not a trusted peer: its entry is
-// ignored. nil c means the peer only, IPv6 grouped by /64.
+// it is admission.ClientIP.Prefix of the connection's peer
+// (peer.FromContext) and, only when c trusts the peer as a proxy, of the
+// "x-forwarded-for" metadata entries (or "forwarded" with c.Header =
+// admission.Forwarded), which proxies such as Envoy write on the gRPC
+// requests they forward. A client that sends its own x-forwarded-for
+// directly is not a trusted peer: its entry is ignored. nil c means the
+// peer only, IPv6 grouped by /64. It returns admission.ErrNoClientIP
+// when the peer is not an IP address.
 //
-// Build c with httplimit.NewClientIP, which validates it.
-func ClientPrefix(ctx context.Context, c *httplimit.ClientIP) (netip.Prefix, error) {
+// Build c with admission.NewClientIP, which validates it.
+func ClientPrefix(ctx context.Context, c *admission.ClientIP) (netip.Prefix, error) {
 	pr, ok := peer.FromContext(ctx)
 	if !ok || pr.Addr == nil {
-		return netip.Prefix{}, httplimit.ErrNoClientIP
+		return netip.Prefix{}, admission.ErrNoClientIP
 	}
-	var remote string
+	var ap netip.AddrPort // the zero AddrPort is ErrNoClientIP
 	switch a := pr.Addr.(type) {
 	case *net.TCPAddr:
-		ap := a.AddrPort()
-		if !ap.Addr().IsValid() {
-			return netip.Prefix{}, httplimit.ErrNoClientIP
-		}
-		remote = ap.String()
+		ap = a.AddrPort()
 	default:
-		remote = a.String() // ClientIP refuses what is not an IP address
-
+		ap, _ = netip.ParseAddrPort(a.String()) // a Unix socket, an in-memory pipe: none
 	}
-	// httplimit.ClientIP decides on an http.Request: hand it one holding
-	// the peer and, only if it may read them, the forwarding entries.
-	r := http.Request{RemoteAddr: remote}
-	if c != nil && len(c.TrustedProxies) > 0 {
-		mdName, hdrName := "x-forwarded-for", "X-Forwarded-For"
-		if c.Header == httplimit.Forwarded {
-			mdName, hdrName = "forwarded", "Forwarded"
+	return c.Prefix(ap, func(name string) []string {
+		if name == "Forwarded" {
+			return metadata.ValueFromIncomingContext(ctx, "forwarded")
 		}
-		if vs := metadata.ValueFromIncomingContext(ctx, mdName); len(vs) > 0 {
-			r.Header = http.Header{hdrName: vs}
-		}
-	}
-	return c.Prefix(&r)
+		return metadata.ValueFromIncomingContext(ctx, "x-forwarded-for")
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/grpclimit"
 	"github.com/hotlimit/hotlimit/httplimit"
 )
@@ -24,8 +25,8 @@ import (
 // hop. Each case checks the key the call was charged to and that the
 // decoy key (the address the client wanted to be) was not.
 func TestPeerKeyTrustedProxies(t *testing.T) {
-	mustCIP := func(trusted []string, h httplimit.ForwardedHeader) *httplimit.ClientIP {
-		c, err := httplimit.NewClientIP(trusted, h, 0, 0)
+	mustCIP := func(trusted []string, h admission.ForwardedHeader) *admission.ClientIP {
+		c, err := admission.NewClientIP(trusted, h, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,30 +36,30 @@ func TestPeerKeyTrustedProxies(t *testing.T) {
 	cases := []struct {
 		name    string
 		network string
-		cip     *httplimit.ClientIP
+		cip     *admission.ClientIP
 		md      []string // key, value pairs sent by the client
 		want    string   // identity charged
 		decoy   string   // identity that must not be charged
 	}{
 		{"no trusted proxies: XFF ignored", "tcp4", nil,
 			[]string{"x-forwarded-for", "203.0.113.9"}, "ip:127.0.0.1", "ip:203.0.113.9"},
-		{"untrusted peer: XFF ignored", "tcp4", mustCIP([]string{"10.0.0.0/8"}, httplimit.XForwardedFor),
+		{"untrusted peer: XFF ignored", "tcp4", mustCIP([]string{"10.0.0.0/8"}, admission.XForwardedFor),
 			[]string{"x-forwarded-for", "203.0.113.9"}, "ip:127.0.0.1", "ip:203.0.113.9"},
-		{"untrusted peer: Forwarded ignored", "tcp4", mustCIP([]string{"10.0.0.0/8"}, httplimit.Forwarded),
+		{"untrusted peer: Forwarded ignored", "tcp4", mustCIP([]string{"10.0.0.0/8"}, admission.Forwarded),
 			[]string{"forwarded", "for=203.0.113.9"}, "ip:127.0.0.1", "ip:203.0.113.9"},
-		{"trusted peer: XFF hop", "tcp4", mustCIP(loop, httplimit.XForwardedFor),
+		{"trusted peer: XFF hop", "tcp4", mustCIP(loop, admission.XForwardedFor),
 			[]string{"x-forwarded-for", "203.0.113.9"}, "ip:203.0.113.9", "ip:127.0.0.1"},
-		{"trusted peer: spoofed left hop ignored", "tcp4", mustCIP(loop, httplimit.XForwardedFor),
+		{"trusted peer: spoofed left hop ignored", "tcp4", mustCIP(loop, admission.XForwardedFor),
 			[]string{"x-forwarded-for", "198.51.100.1, 203.0.113.9"}, "ip:203.0.113.9", "ip:198.51.100.1"},
-		{"walk past trusted hops", "tcp4", mustCIP([]string{"127.0.0.0/8", "10.0.0.0/8"}, httplimit.XForwardedFor),
+		{"walk past trusted hops", "tcp4", mustCIP([]string{"127.0.0.0/8", "10.0.0.0/8"}, admission.XForwardedFor),
 			[]string{"x-forwarded-for", "203.0.113.9, 10.1.2.3"}, "ip:203.0.113.9", "ip:10.1.2.3"},
-		{"entries walked last one first", "tcp4", mustCIP(loop, httplimit.XForwardedFor),
+		{"entries walked last one first", "tcp4", mustCIP(loop, admission.XForwardedFor),
 			[]string{"x-forwarded-for", "198.51.100.1", "x-forwarded-for", "203.0.113.9"}, "ip:203.0.113.9", "ip:198.51.100.1"},
-		{"garbage hop: the proxy is the client", "tcp4", mustCIP(loop, httplimit.XForwardedFor),
+		{"garbage hop: the proxy is the client", "tcp4", mustCIP(loop, admission.XForwardedFor),
 			[]string{"x-forwarded-for", "198.51.100.1, garbage"}, "ip:127.0.0.1", "ip:198.51.100.1"},
-		{"Forwarded mode reads forwarded, not XFF", "tcp4", mustCIP(loop, httplimit.Forwarded),
+		{"Forwarded mode reads forwarded, not XFF", "tcp4", mustCIP(loop, admission.Forwarded),
 			[]string{"forwarded", "for=203.0.113.10", "x-forwarded-for", "198.51.100.1"}, "ip:203.0.113.10", "ip:198.51.100.1"},
-		{"IPv6 client grouped by /64", "tcp4", mustCIP(loop, httplimit.XForwardedFor),
+		{"IPv6 client grouped by /64", "tcp4", mustCIP(loop, admission.XForwardedFor),
 			[]string{"x-forwarded-for", "2001:db8:1:2:3:4:5:6"}, "ip:2001:db8:1:2::/64", "ip:127.0.0.1"},
 		{"IPv6 peer, XFF ignored", "tcp6", nil,
 			[]string{"x-forwarded-for", "203.0.113.9"}, "ip:::/64", "ip:203.0.113.9"},
@@ -92,45 +93,83 @@ func TestPeerKeyTrustedProxies(t *testing.T) {
 	}
 }
 
-// ClientPrefix agrees with httplimit.ClientIP on the same peer and
-// forwarding lines, and a peer that is not an IP is ErrNoClientIP.
+// The HTTP and the gRPC paths find the same client: for one peer and
+// one set of forwarding lines (as an X-Forwarded-For or a Forwarded
+// header, and the same lines as the metadata entry of that name),
+// grpclimit.ClientPrefix equals
+// httplimit.ClientPrefix and PeerKey writes IPKey's identity, under
+// every kind of ClientIP: none, trusting the peer or not, in either
+// header mode, grouping or not. A peer that is not an IP is
+// ErrNoClientIP.
 func TestClientPrefixMatchesHTTP(t *testing.T) {
-	c, err := httplimit.NewClientIP([]string{"192.0.2.0/24"}, httplimit.XForwardedFor, 48, 24)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		peer  string
-		lines []string
-	}{
-		{"192.0.2.7:443", []string{"203.0.113.9"}},
-		{"192.0.2.7:443", []string{"203.0.113.9, 192.0.2.8"}},
-		{"192.0.2.7:443", []string{"2001:db8:aa:bb::1", "192.0.2.9"}},
-		{"192.0.2.7:443", []string{"198.51.100.1", "203.0.113.9"}},
-		{"198.51.100.3:443", []string{"203.0.113.9"}},
-		{"[::ffff:192.0.2.7]:443", []string{"[2001:db8::1]:80"}},
-		{"[2001:db8::5]:443", nil},
-	} {
-		ap := netip.MustParseAddrPort(tc.peer)
-		ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: net.TCPAddrFromAddrPort(ap)})
-		md := metadata.MD{}
-		r := &http.Request{RemoteAddr: tc.peer, Header: http.Header{}}
-		for _, l := range tc.lines {
-			md.Append("x-forwarded-for", l)
-			r.Header.Add("X-Forwarded-For", l)
+	mk := func(trusted []string, h admission.ForwardedHeader, v6, v4 int) *admission.ClientIP {
+		c, err := admission.NewClientIP(trusted, h, v6, v4)
+		if err != nil {
+			t.Fatal(err)
 		}
-		got, err := grpclimit.ClientPrefix(metadata.NewIncomingContext(ctx, md), c)
-		want, werr := c.Prefix(r)
-		if err != nil || werr != nil || got != want {
-			t.Errorf("peer %s, XFF %q: grpclimit %v (%v), httplimit %v (%v)", tc.peer, tc.lines, got, err, want, werr)
+		return c
+	}
+	trusted := []string{"192.0.2.0/24", "2001:db8:ffff::/48"}
+	clients := []*admission.ClientIP{
+		nil,
+		mk(nil, admission.XForwardedFor, 0, 0),
+		mk(trusted, admission.XForwardedFor, 0, 0),
+		mk(trusted, admission.XForwardedFor, 48, 24),
+		mk(trusted, admission.Forwarded, 0, 0),
+		mk(trusted, admission.Forwarded, 56, 16),
+		mk([]string{"10.0.0.0/8"}, admission.XForwardedFor, 0, 0),
+	}
+	peers := []string{"192.0.2.7:443", "198.51.100.3:443", "[::ffff:192.0.2.7]:443", "[2001:db8:ffff::9]:443", "[2001:db8::5]:443", "[fe80::1%eth0]:80"}
+	forwarded := [][]string{
+		nil,
+		{"203.0.113.9"},
+		{"203.0.113.9, 192.0.2.8"},
+		{"2001:db8:aa:bb::1", "192.0.2.9"},
+		{"198.51.100.1", "203.0.113.9"},
+		{"[2001:db8::1]:80"},
+		{"garbage, 192.0.2.8"},
+		{"for=203.0.113.9"},
+		{`for="[2001:db8:1:2::3]:80";proto=https, for=192.0.2.9`},
+		{"for=198.51.100.1, for=_hidden", "for=192.0.2.10"},
+	}
+	n := 0
+	for _, c := range clients {
+		for _, pe := range peers {
+			for _, lines := range forwarded {
+				for _, hdr := range []string{"X-Forwarded-For", "Forwarded"} {
+					ap := netip.MustParseAddrPort(pe)
+					ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: net.TCPAddrFromAddrPort(ap)})
+					md := metadata.MD{}
+					r := &http.Request{RemoteAddr: pe, Header: http.Header{}}
+					for _, l := range lines {
+						md.Append(strings.ToLower(hdr), l)
+						r.Header.Add(hdr, l)
+					}
+					ctx = metadata.NewIncomingContext(ctx, md)
+					got, err := grpclimit.ClientPrefix(ctx, c)
+					want, werr := httplimit.ClientPrefix(r, c)
+					if err != nil || werr != nil || got != want {
+						t.Errorf("ClientIP %+v, peer %s, %s %q: grpclimit %v (%v), httplimit %v (%v)", c, pe, hdr, lines, got, err, want, werr)
+					}
+					gk, err := grpclimit.PeerKey(c)([]byte("x"), ctx)
+					hk, werr := httplimit.IPKey(c)([]byte("x"), r)
+					if err != nil || werr != nil || string(gk) != string(hk) {
+						t.Errorf("ClientIP %+v, peer %s, %s %q: PeerKey %q (%v), IPKey %q (%v)", c, pe, hdr, lines, gk, err, hk, werr)
+					}
+					n++
+				}
+			}
 		}
 	}
-	for _, p := range []*peer.Peer{nil, {Addr: &net.UnixAddr{Name: "/tmp/s", Net: "unix"}}} {
+	if want := len(clients) * len(peers) * len(forwarded) * 2; n != want {
+		t.Fatalf("%d cases checked, want %d", n, want)
+	}
+	for _, p := range []*peer.Peer{nil, {Addr: &net.UnixAddr{Name: "/tmp/s", Net: "unix"}}, {Addr: (*net.TCPAddr)(nil)}} {
 		ctx := context.Background()
 		if p != nil {
 			ctx = peer.NewContext(ctx, p)
 		}
-		if _, err := grpclimit.ClientPrefix(ctx, nil); !errors.Is(err, httplimit.ErrNoClientIP) {
+		if _, err := grpclimit.ClientPrefix(ctx, nil); !errors.Is(err, admission.ErrNoClientIP) {
 			t.Errorf("peer %v: err %v, want ErrNoClientIP", p, err)
 		}
 	}
@@ -150,7 +189,7 @@ func TestMetadataKey(t *testing.T) {
 	}
 	grpcID := func(name string, md ...string) (string, error) {
 		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(md...))
-		id, err := grpclimit.MetadataKey(name)(ctx, []byte("prefix"))
+		id, err := grpclimit.MetadataKey(name)([]byte("prefix"), ctx)
 		if err == nil && !strings.HasPrefix(string(id), "prefix") {
 			t.Fatalf("dst not kept: %q", id)
 		}
@@ -200,7 +239,7 @@ func TestFuncKey(t *testing.T) {
 		if v != nil {
 			ctx = context.WithValue(ctx, ctxUser{}, v)
 		}
-		b, err := k(ctx, nil)
+		b, err := k(nil, ctx)
 		return string(b), err
 	}
 	if got, err := id(" alice@example.com "); err != nil || got != "user:alice@example.com" {
@@ -217,16 +256,16 @@ func TestFuncKey(t *testing.T) {
 	}
 	// After a prefix, as the pipeline calls it: a blank ID is still no key.
 	blank := context.WithValue(context.Background(), ctxUser{}, " \t ")
-	if got, err := k(blank, []byte("rl:v1:")); !errors.Is(err, grpclimit.ErrNoKey) {
+	if got, err := k([]byte("rl:v1:"), blank); !errors.Is(err, grpclimit.ErrNoKey) {
 		t.Errorf("blank ID after a prefix: %q, %v, want ErrNoKey", got, err)
 	}
 	for _, kind := range []string{"", "ip", "tok", "User", "a:b"} {
-		_, err := grpclimit.FuncKey(kind, user)(context.Background(), nil)
+		_, err := grpclimit.FuncKey(kind, user)(nil, context.Background())
 		if err == nil || errors.Is(err, grpclimit.ErrNoKey) {
 			t.Errorf("kind %q: err %v, want a configuration error", kind, err)
 		}
 	}
-	if _, err := grpclimit.FuncKey("user", nil)(context.Background(), nil); err == nil || errors.Is(err, grpclimit.ErrNoKey) {
+	if _, err := grpclimit.FuncKey("user", nil)(nil, context.Background()); err == nil || errors.Is(err, grpclimit.ErrNoKey) {
 		t.Errorf("nil f: err %v, want a configuration error", err)
 	}
 }

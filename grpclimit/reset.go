@@ -10,7 +10,7 @@ import "context"
 // positive), not part of serving calls.
 //
 // identity is what Config.Key writes for the client: "tok:" and the
-// token's hash (httplimit.TokenIdentity computes it from the token, as
+// token's hash (admission.TokenIdentity computes it from the token, as
 // MetadataKey hashes it), "ip:" and the address or prefix, or a FuncKey
 // identity such as "tenant:acme". Resetting an identity the backend holds
 // no state for does nothing. It returns the first error of the backend,

@@ -11,7 +11,6 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/grpclimit"
-	"github.com/hotlimit/hotlimit/httplimit"
 )
 
 // Reset gives an identity back its whole quota in every group and in the
@@ -46,7 +45,7 @@ func TestReset(t *testing.T) {
 	}
 	use(alice)
 	use(bob)
-	if err := ic.Reset(ctx, httplimit.TokenIdentity("alice-token")); err != nil {
+	if err := ic.Reset(ctx, admission.TokenIdentity("alice-token")); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

@@ -293,16 +293,16 @@ func TestBlackBoxHugeCosts(t *testing.T) {
 // TestBlackBoxClientIPSpoofing: the identity IPKey gives requests with
 // forged, odd and malformed forwarding headers.
 func TestBlackBoxClientIPSpoofing(t *testing.T) {
-	xff, err := httplimit.NewClientIP([]string{"10.0.0.0/8", "2001:db8:ffff::/48"}, httplimit.XForwardedFor, 0, 0)
+	xff, err := admission.NewClientIP([]string{"10.0.0.0/8", "2001:db8:ffff::/48"}, admission.XForwardedFor, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fwd, err := httplimit.NewClientIP([]string{"10.0.0.0/8", "::ffff:172.16.0.0/108"}, httplimit.Forwarded, 0, 0)
+	fwd, err := admission.NewClientIP([]string{"10.0.0.0/8", "::ffff:172.16.0.0/108"}, admission.Forwarded, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
-		c     *httplimit.ClientIP
+		c     *admission.ClientIP
 		peer  string
 		lines []string // header lines (X-Forwarded-For or Forwarded, by c)
 		want  string   // identity, or "" for ErrNoClientIP
@@ -363,7 +363,7 @@ func TestBlackBoxClientIPSpoofing(t *testing.T) {
 		}
 		id, err := httplimit.IPKey(c.c)(nil, r)
 		if c.want == "" {
-			if !errors.Is(err, httplimit.ErrNoClientIP) {
+			if !errors.Is(err, admission.ErrNoClientIP) {
 				t.Errorf("case %d (%q, %q): %q, %v; want ErrNoClientIP", i, c.peer, c.lines, id, err)
 			}
 			continue
@@ -636,7 +636,7 @@ func TestBlackBoxTokenHeaderName(t *testing.T) {
 			}
 			t.Errorf("ByToken(%q): %v, want an error naming the header", name, err)
 		}
-		for _, kf := range []httplimit.KeyFunc{httplimit.TokenKey(name), httplimit.TokenKeyHMAC(name, []byte("k"))} {
+		for _, kf := range []admission.KeyFunc[*http.Request]{httplimit.TokenKey(name), httplimit.TokenKeyHMAC(name, []byte("k"))} {
 			if _, err := kf(nil, r); err == nil || errors.Is(err, httplimit.ErrNoKey) {
 				t.Errorf("TokenKey(%q): %v, want a configuration error", name, err)
 			}

@@ -22,9 +22,9 @@ func reqFrom(remote string, header string, lines ...string) *http.Request {
 	return r
 }
 
-func mustClientIP(t testing.TB, trusted []string, h ForwardedHeader, v6, v4 int) *ClientIP {
+func mustClientIP(t testing.TB, trusted []string, h admission.ForwardedHeader, v6, v4 int) *admission.ClientIP {
 	t.Helper()
-	c, err := NewClientIP(trusted, h, v6, v4)
+	c, err := admission.NewClientIP(trusted, h, v6, v4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,15 +32,15 @@ func mustClientIP(t testing.TB, trusted []string, h ForwardedHeader, v6, v4 int)
 }
 
 func TestClientIP(t *testing.T) {
-	none := &ClientIP{}
+	none := &admission.ClientIP{}
 	proxies := []string{"10.0.0.0/8", "2001:db8:ffff::/48", "::ffff:172.16.0.0/108"}
-	xff := mustClientIP(t, proxies, XForwardedFor, 0, 0)
-	fwd := mustClientIP(t, proxies, Forwarded, 0, 0)
-	v6bits := mustClientIP(t, nil, XForwardedFor, 48, 24)
+	xff := mustClientIP(t, proxies, admission.XForwardedFor, 0, 0)
+	fwd := mustClientIP(t, proxies, admission.Forwarded, 0, 0)
+	v6bits := mustClientIP(t, nil, admission.XForwardedFor, 48, 24)
 	const XFF, FWD = "X-Forwarded-For", "Forwarded"
 	tests := []struct {
 		name   string
-		c      *ClientIP
+		c      *admission.ClientIP
 		remote string
 		header string
 		lines  []string
@@ -96,7 +96,7 @@ func TestClientIP(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := tt.c.Prefix(reqFrom(tt.remote, tt.header, tt.lines...))
+			p, err := ClientPrefix(reqFrom(tt.remote, tt.header, tt.lines...), tt.c)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,104 +108,20 @@ func TestClientIP(t *testing.T) {
 }
 
 func TestClientIPNoPeer(t *testing.T) {
-	c := mustClientIP(t, []string{"10.0.0.0/8"}, XForwardedFor, 0, 0)
+	c := mustClientIP(t, []string{"10.0.0.0/8"}, admission.XForwardedFor, 0, 0)
 	for _, remote := range []string{"", "@", "not-an-ip:80", "[::1"} {
-		_, err := c.Prefix(reqFrom(remote, "X-Forwarded-For", "198.51.100.1"))
-		if !errors.Is(err, ErrNoClientIP) {
+		_, err := ClientPrefix(reqFrom(remote, "X-Forwarded-For", "198.51.100.1"), c)
+		if !errors.Is(err, admission.ErrNoClientIP) {
 			t.Errorf("RemoteAddr %q: err = %v, want ErrNoClientIP", remote, err)
 		}
 	}
-}
-
-func TestNewClientIPErrors(t *testing.T) {
-	for _, tt := range []struct {
-		trusted []string
-		h       ForwardedHeader
-		v6, v4  int
-	}{
-		{[]string{"10.0.0.0/33"}, XForwardedFor, 0, 0},
-		{[]string{"nonsense"}, XForwardedFor, 0, 0},
-		{nil, XForwardedFor, 129, 0},
-		{nil, XForwardedFor, 0, 33},
-		{nil, XForwardedFor, -1, 0},
-		{nil, ForwardedHeader(7), 0, 0},
-	} {
-		if _, err := NewClientIP(tt.trusted, tt.h, tt.v6, tt.v4); err == nil {
-			t.Errorf("NewClientIP(%v, %d, %d, %d): no error", tt.trusted, tt.h, tt.v6, tt.v4)
-		}
-	}
-	c := mustClientIP(t, []string{" 10.0.0.1 ", "::ffff:10.9.0.0/112"}, XForwardedFor, 0, 0)
-	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32"), netip.MustParsePrefix("10.9.0.0/16")}
-	for i, p := range c.TrustedProxies {
-		if p != want[i] {
-			t.Errorf("TrustedProxies[%d] = %v, want %v", i, p, want[i])
-		}
-	}
-}
-
-// FuzzClientIP checks that no header content panics, that the result is
-// always a valid prefix, and that with no trusted proxies the headers
-// never matter: the result is always the peer address's grouping. Behind
-// a trusted proxy reading X-Forwarded-For, the address is the peer or one
-// of the header's comma-separated elements (never one the parser made
-// up), and if it is not the peer the peer is trusted.
-func FuzzClientIP(f *testing.F) {
-	f.Add("192.0.2.1:80", "203.0.113.5, 10.0.0.1", "for=198.51.100.1")
-	f.Add("[2001:db8::1%eth0]:443", "::ffff:1.2.3.4", `for="[2001:db8::2]:80"`)
-	f.Add("10.0.0.1:1", "garbage,,", `for="_hidden";by=x, for=unknown`)
-	f.Add("10.0.0.1:1", `"1.2.3.4"`, `for="\"`)
-	f.Add("10.0.0.1:1", "[::1]:99999", `for=";for=1.2.3.4`)
-	none := &ClientIP{}
-	xff := &ClientIP{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
-	fwd := &ClientIP{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, Header: Forwarded}
-	f.Fuzz(func(t *testing.T, remote, xffVal, fwdVal string) {
-		r := httptest.NewRequest("GET", "/", nil)
-		r.RemoteAddr = remote
-		r.Header["X-Forwarded-For"] = []string{xffVal, xffVal}
-		r.Header["Forwarded"] = []string{fwdVal}
-		peer, peerOK := peerAddr(remote)
-		for _, c := range []*ClientIP{none, xff, fwd} {
-			p, err := c.Prefix(r)
-			if !peerOK {
-				if err == nil {
-					t.Fatalf("no peer address in %q, but Prefix = %v", remote, p)
-				}
-				continue
-			}
-			if err != nil || !p.IsValid() {
-				t.Fatalf("Prefix = %v, %v", p, err)
-			}
-			if c == none && p != c.group(peer) {
-				t.Fatalf("no trusted proxies: Prefix = %v, want the peer's %v", p, c.group(peer))
-			}
-		}
-		if !peerOK {
-			return
-		}
-		if a, _ := fwd.Addr(r); a != peer && !fwd.trusted(peer) {
-			t.Fatalf("untrusted peer %v, but Forwarded gave Addr = %v", peer, a)
-		}
-		a, _ := xff.Addr(r)
-		if a == peer {
-			return
-		}
-		if !xff.trusted(peer) {
-			t.Fatalf("untrusted peer %v, but Addr = %v", peer, a)
-		}
-		for _, e := range strings.Split(xffVal, ",") {
-			if h, ok := parseNode(strings.TrimSpace(e)); ok && h == a {
-				return
-			}
-		}
-		t.Fatalf("Addr = %v is neither the peer %v nor an element of %q", a, peer, xffVal)
-	})
 }
 
 // TestClientIPSharedNotWritten: a ClientIP in use (here by an IPKey
 // serving requests) may be handed to New for another middleware; New
 // checks it but must not write to it, or the two race (go test -race).
 func TestClientIPSharedNotWritten(t *testing.T) {
-	c := mustClientIP(t, []string{"10.0.0.0/8", "::ffff:172.16.0.0/108"}, XForwardedFor, 0, 0)
+	c := mustClientIP(t, []string{"10.0.0.0/8", "::ffff:172.16.0.0/108"}, admission.XForwardedFor, 0, 0)
 	key := IPKey(c)
 	done := make(chan struct{})
 	go func() {
@@ -233,8 +149,8 @@ func TestClientIPSharedNotWritten(t *testing.T) {
 	<-done
 }
 
-// FuzzIPKeyPlainIPv4 checks appendKey's IPv4 fast path against the slow
-// one (Prefix, then admission.AppendIP): the same key or the same error
+// FuzzIPKeyPlainIPv4 checks appendClientIP's IPv4 fast path against the slow
+// one (ClientPrefix, then admission.AppendIP): the same key or the same error
 // for any RemoteAddr, under every kind of ClientIP, including an
 // unvalidated one whose IPv4Bits is out of range.
 func FuzzIPKeyPlainIPv4(f *testing.F) {
@@ -246,7 +162,7 @@ func FuzzIPKeyPlainIPv4(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	clients := []*ClientIP{
+	clients := []*admission.ClientIP{
 		nil, {},
 		{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}},
 		{IPv4Bits: 24}, {IPv4Bits: 32}, {IPv4Bits: 1}, {IPv4Bits: 31}, {IPv4Bits: 40}, {IPv4Bits: -1},
@@ -256,8 +172,8 @@ func FuzzIPKeyPlainIPv4(f *testing.F) {
 		r.RemoteAddr = remote
 		r.Header.Set("X-Forwarded-For", "203.0.113.7")
 		for _, c := range clients {
-			got, err := c.appendKey([]byte("x"), r)
-			p, werr := c.Prefix(r)
+			got, err := appendClientIP(c, []byte("x"), r)
+			p, werr := ClientPrefix(r, c)
 			want := []byte("x")
 			if werr == nil {
 				want = admission.AppendIP(want, p)

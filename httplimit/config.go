@@ -103,7 +103,7 @@ type Config struct {
 	// of the request's group. An unknown name means DefaultGroup.
 	Classify func(*http.Request) string
 	// Key extracts the identity a request is limited by.
-	Key KeyFunc
+	Key admission.KeyFunc[*http.Request]
 	// Global, if set, names a limit applied to every request's identity
 	// on top of its group's, all or nothing: a request the global layer
 	// denies does not consume its group's quota, and the other way round.
@@ -124,7 +124,7 @@ type Config struct {
 	ExemptIdentities []string
 	// ClientIP finds the client address for KeyErrorFallbackIP. nil: the
 	// peer address only.
-	ClientIP *ClientIP
+	ClientIP *admission.ClientIP
 	// OnKeyError is what to do when Key fails. Default KeyErrorDeny.
 	OnKeyError KeyErrorMode
 	// OnBackendError is what to do when the backend fails. Default
@@ -189,7 +189,7 @@ type IdentityLimit struct {
 	// items are named after it.
 	Limit string
 	// Key extracts the identity: IPKey, TokenKey, ContextKey, ...
-	Key KeyFunc
+	Key admission.KeyFunc[*http.Request]
 	// Cost is what one request costs there; 0 means 1. New refuses a
 	// Cost above the limit's capacity.
 	Cost int64
@@ -201,7 +201,7 @@ type IdentityLimit struct {
 
 // checkFields validates the fields that need no other field, in the
 // order New reports them. It normalises cfg.ClientIP in place (see
-// ClientIP.validate).
+// admission.ClientIP.Validate).
 func (cfg *Config) checkFields() error {
 	switch {
 	case cfg.Key == nil:
@@ -220,7 +220,9 @@ func (cfg *Config) checkFields() error {
 		return fmt.Errorf("httplimit: Config.GlobalCost must be ≥ 0, got %d", cfg.GlobalCost)
 	}
 	if cfg.ClientIP != nil {
-		return cfg.ClientIP.validate()
+		if err := cfg.ClientIP.Validate(); err != nil {
+			return fmt.Errorf("httplimit: Config.%w", err)
+		}
 	}
 	return nil
 }

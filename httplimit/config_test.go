@@ -47,7 +47,7 @@ func TestConfigErrors(t *testing.T) {
 		{"nil policy", func(c *Config) { c.Limits["l"] = nil }, "unsupported policy"},
 		{"nil policy pointer", func(c *Config) { c.Limits["l"] = (*hotlimit.TokenBucket)(nil) }, "nil"},
 		{"bad header mode", func(c *Config) { c.Headers = 9 }, "HeaderMode"},
-		{"bad client ip", func(c *Config) { c.ClientIP = &ClientIP{IPv6Bits: 200} }, "IPv6Bits"},
+		{"bad client ip", func(c *Config) { c.ClientIP = &admission.ClientIP{IPv6Bits: 200} }, "IPv6Bits"},
 		{"factory error", func(c *Config) {
 			c.Backend = func(map[string]hotlimit.Policy) (admission.Backend, error) { return nil, errors.New("no redis") }
 		}, "no redis"},

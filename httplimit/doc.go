@@ -66,12 +66,14 @@
 //
 // # Client IP
 //
-// ClientIP uses the connection's peer address and ignores forwarding
-// headers, unless the peer is a configured trusted proxy; then it walks
-// X-Forwarded-For (or RFC 7239 Forwarded) from the right, across every
-// header line, to the first address that is not a trusted proxy. See
-// ClientIP for the details, including how malformed headers are handled
-// (they never panic and never choose the key).
+// An admission.ClientIP (built with admission.NewClientIP) uses the
+// connection's peer address and ignores forwarding headers, unless the
+// peer is a configured trusted proxy; then it walks X-Forwarded-For (or
+// RFC 7239 Forwarded) from the right, across every header line, to the
+// first address that is not a trusted proxy. grpclimit finds a call's
+// client with the same ClientIP under the same rules. See
+// admission.ClientIP for the details, including how malformed headers are
+// handled (they never panic and never choose the key).
 //
 // # Responses
 //

@@ -168,11 +168,11 @@ func TestIdentitiesConfigErrors(t *testing.T) {
 	}
 }
 
-// TestIdentitiesBadKeyFunc: an identity layer's KeyFunc that ignores its
+// TestIdentitiesBadKeyFunc: an identity layer's admission.KeyFunc[*http.Request] that ignores its
 // dst (returns a buffer of its own, or nothing) refuses the request as a
 // key failure: it neither panics nor replaces the keys built before it.
 func TestIdentitiesBadKeyFunc(t *testing.T) {
-	for name, fn := range map[string]KeyFunc{
+	for name, fn := range map[string]admission.KeyFunc[*http.Request]{
 		"ignores dst": func(dst []byte, r *http.Request) ([]byte, error) { return []byte("x"), nil },
 		"own prefix": func(dst []byte, r *http.Request) ([]byte, error) {
 			return []byte("rl:v1:ip:192.0.2.1:route:all-of-it"), nil

@@ -13,26 +13,21 @@ import (
 	"github.com/hotlimit/hotlimit/admission"
 )
 
-// ErrNoKey is returned by a KeyFunc when the request does not carry the
+// ErrNoKey is returned by a key function when the request does not carry the
 // identity it looks for (no token, no user in the context).
 var ErrNoKey = errors.New("httplimit: request has no rate-limit key")
 
-// A KeyFunc appends to dst the identity a request is limited by, such as
-// "tok:9f86d081884c7d659a2feaa0c55ad015" or "ip:2001:db8:1:2::/64", and
-// returns the extended slice. It returns an error (wrapping ErrNoKey or
-// ErrNoClientIP) when the request carries no such identity; the
-// middleware then applies Config.OnKeyError, never letting the request
-// through unlimited.
-//
-// An identity is a short kind, a colon, and a value that cannot contain
-// ":route:": the middleware composes it with the route group into keys
-// such as "rl:v1:tenant:acme:route:search", and the format must keep one
-// identity from forging another's key. The functions of this package
-// normalise and escape accordingly (IDs never hold a colon, IP addresses
-// are printed by net/netip); write your own the same way.
-type KeyFunc func(dst []byte, r *http.Request) ([]byte, error)
+// The key functions below are admission.KeyFunc[*http.Request]: each
+// appends to dst the identity a request is limited by, such as
+// "tok:9f86d081884c7d659a2feaa0c55ad015" or "ip:2001:db8:1:2::/64", or
+// fails (wrapping ErrNoKey or admission.ErrNoClientIP) when the request
+// carries no such identity; the middleware then applies
+// Config.OnKeyError, never letting the request through unlimited. They
+// normalise and escape so that one identity cannot forge another's key
+// (IDs never hold a colon, IP addresses are printed by net/netip); write
+// your own the same way (see admission.KeyFunc).
 
-// TokenKey returns a KeyFunc that limits by an API token read from the
+// TokenKey returns a key function that limits by an API token read from the
 // named header. For "Authorization" it takes the credential of the Bearer
 // scheme (the scheme name case-insensitively, surrounding spaces
 // trimmed); for any other header, the trimmed value. An empty token, or
@@ -54,7 +49,7 @@ type KeyFunc func(dst []byte, r *http.Request) ([]byte, error)
 // plain SHA-256 cannot be inverted, and a plain hash gives the same key on
 // every instance sharing a backend. For low-entropy secrets use
 // TokenKeyHMAC.
-func TokenKey(header string) KeyFunc {
+func TokenKey(header string) admission.KeyFunc[*http.Request] {
 	return tokenKey(header, nil)
 }
 
@@ -70,7 +65,7 @@ func TokenIdentity(token string) string { return admission.TokenIdentity(token) 
 // the same secret. It allocates a little more per request than TokenKey.
 // An empty secret is a configuration error: every call fails with an
 // error (rather than quietly hashing without a key).
-func TokenKeyHMAC(header string, secret []byte) KeyFunc {
+func TokenKeyHMAC(header string, secret []byte) admission.KeyFunc[*http.Request] {
 	if len(secret) == 0 {
 		return func(dst []byte, _ *http.Request) ([]byte, error) {
 			return dst, errors.New("httplimit: TokenKeyHMAC: empty secret")
@@ -79,7 +74,7 @@ func TokenKeyHMAC(header string, secret []byte) KeyFunc {
 	return tokenKey(header, append([]byte(nil), secret...))
 }
 
-func tokenKey(header string, secret []byte) KeyFunc {
+func tokenKey(header string, secret []byte) admission.KeyFunc[*http.Request] {
 	if err := checkHeaderName(header); err != nil {
 		return func(dst []byte, _ *http.Request) ([]byte, error) { return dst, err }
 	}
@@ -99,7 +94,7 @@ func tokenKey(header string, secret []byte) KeyFunc {
 	}
 }
 
-// ContextKey returns a KeyFunc that limits by an identity the
+// ContextKey returns a key function that limits by an identity the
 // application has authenticated and stored in the request's context
 // under ctxKey as a string: a user ID, a tenant. kind names it in the key
 // ("user", "tenant"; lower-case letters and digits only, and not "ip" or
@@ -114,7 +109,7 @@ func tokenKey(header string, secret []byte) KeyFunc {
 // replaced by "~" and the hex of its SHA-256's first 128 bits, so that no
 // value can contain the key's separators. A missing, non-string or empty
 // value is ErrNoKey.
-func ContextKey(kind string, ctxKey any) KeyFunc {
+func ContextKey(kind string, ctxKey any) admission.KeyFunc[*http.Request] {
 	kindOK := admission.ValidKind(kind)
 	return func(dst []byte, r *http.Request) ([]byte, error) {
 		if !kindOK {
@@ -129,28 +124,15 @@ func ContextKey(kind string, ctxKey any) KeyFunc {
 	}
 }
 
-// IPKey returns a KeyFunc that limits by the client IP prefix that c
-// finds (see ClientIP): "ip:192.0.2.1" or "ip:2001:db8:1:2::/64". A nil c
-// uses the peer address only, IPv6 grouped by /64. It fails with
-// ErrNoClientIP when the peer address is not an IP.
-func IPKey(c *ClientIP) KeyFunc {
+// IPKey returns a key function that limits by the client IP prefix that c
+// finds (see admission.ClientIP and ClientPrefix): "ip:192.0.2.1" or
+// "ip:2001:db8:1:2::/64". A nil c uses the peer address only, IPv6
+// grouped by /64. It fails with admission.ErrNoClientIP when the peer
+// address is not an IP.
+func IPKey(c *admission.ClientIP) admission.KeyFunc[*http.Request] {
 	return func(dst []byte, r *http.Request) ([]byte, error) {
-		return c.appendKey(dst, r)
+		return appendClientIP(c, dst, r)
 	}
-}
-
-func (c *ClientIP) appendKey(dst []byte, r *http.Request) ([]byte, error) {
-	// The common case, an IPv4 peer ungrouped and not a trusted proxy,
-	// writes RemoteAddr's host as it is: about 900 instructions less than
-	// parsing it into a netip.Addr and formatting that (callgrind).
-	if host, a, ok := peerIPv4(r.RemoteAddr); ok && c.plain4(a) {
-		return append(append(dst, "ip:"...), host...), nil
-	}
-	p, err := c.Prefix(r)
-	if err != nil {
-		return dst, err
-	}
-	return admission.AppendIP(dst, p), nil // no zone: ClientIP strips zones
 }
 
 // hmacSum returns HMAC-SHA256(secret, tok). It is a separate function so

@@ -76,7 +76,7 @@ func TestKeyFuncs(t *testing.T) {
 	tok := tokenIdentity(t, "abc")
 	tests := []struct {
 		name string
-		fn   KeyFunc
+		fn   admission.KeyFunc[*http.Request]
 		r    *http.Request
 		want string // "" means an error is wanted
 	}{
@@ -171,15 +171,15 @@ func TestKeyExtractionFailure(t *testing.T) {
 	r.RemoteAddr = "@"
 	w = httptest.NewRecorder()
 	hs.h.ServeHTTP(w, r)
-	if w.Code != http.StatusTooManyRequests || ev.Outcome != admission.OutcomeKeyDenied || !errors.Is(ev.Err, ErrNoClientIP) {
+	if w.Code != http.StatusTooManyRequests || ev.Outcome != admission.OutcomeKeyDenied || !errors.Is(ev.Err, admission.ErrNoClientIP) {
 		t.Fatalf("no key, no IP: %d %+v", w.Code, ev)
 	}
 }
 
-// TestBadKeyFunc: a KeyFunc that ignores dst or returns nothing is a key
+// TestBadKeyFunc: a key function that ignores dst or returns nothing is a key
 // failure, never a panic or an empty shared key.
 func TestBadKeyFunc(t *testing.T) {
-	for name, fn := range map[string]KeyFunc{
+	for name, fn := range map[string]admission.KeyFunc[*http.Request]{
 		"ignores dst":     func(dst []byte, r *http.Request) ([]byte, error) { return []byte("x"), nil },
 		"appends nothing": func(dst []byte, r *http.Request) ([]byte, error) { return dst, nil },
 		"nil":             func(dst []byte, r *http.Request) ([]byte, error) { return nil, nil },

@@ -9,17 +9,18 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/httplimit"
 )
 
 type tenantKey struct{}
 
-// TestEventIdentityKind: each KeyFunc's kind reaches Event.IdentityKind,
+// TestEventIdentityKind: each admission.KeyFunc[*http.Request]'s kind reaches Event.IdentityKind,
 // the fallback to the client IP reports "ip", a key failure "", and a
-// KeyFunc that makes up kinds is capped at 32 distinct ones.
+// admission.KeyFunc[*http.Request] that makes up kinds is capped at 32 distinct ones.
 func TestEventIdentityKind(t *testing.T) {
 	var last httplimit.Event
-	mk := func(key httplimit.KeyFunc, onKeyError httplimit.KeyErrorMode) http.Handler {
+	mk := func(key admission.KeyFunc[*http.Request], onKeyError httplimit.KeyErrorMode) http.Handler {
 		m, err := httplimit.New(httplimit.Config{
 			Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1000, Window: time.Hour}},
 			Groups:       []httplimit.Group{{Name: "g", Limit: "l"}},

@@ -60,7 +60,7 @@ func New(cfg Config) (*Middleware, error) {
 		Noun:             "request",
 		Limits:           cfg.Limits,
 		Groups:           make([]admission.Group[*http.Request], len(cfg.Groups)),
-		Key:              admission.KeyFunc[*http.Request](cfg.Key),
+		Key:              cfg.Key,
 		Global:           cfg.Global,
 		GlobalCost:       cfg.GlobalCost,
 		ExemptIdentities: cfg.ExemptIdentities,
@@ -72,7 +72,7 @@ func New(cfg Config) (*Middleware, error) {
 		Observers:        cfg.Observers,
 	}
 	if cfg.OnKeyError == KeyErrorFallbackIP {
-		pc.Fallback = cfg.ClientIP.appendKey
+		pc.Fallback = IPKey(cfg.ClientIP)
 	}
 	for i, g := range cfg.Groups {
 		pc.Groups[i] = admission.Group[*http.Request]{Name: g.Name, Limit: g.Limit, Cost: g.Cost, Exempt: g.Exempt}
@@ -84,9 +84,9 @@ func New(cfg Config) (*Middleware, error) {
 		if il.OnKeyError > KeyErrorFallbackIP {
 			return nil, fmt.Errorf("httplimit: Config.Identities[%d]: OnKeyError %d is not a KeyErrorMode", i, il.OnKeyError)
 		}
-		layer := admission.IdentityLayer[*http.Request]{Limit: il.Limit, Key: admission.KeyFunc[*http.Request](il.Key), Cost: il.Cost}
+		layer := admission.IdentityLayer[*http.Request]{Limit: il.Limit, Key: il.Key, Cost: il.Cost}
 		if il.OnKeyError == KeyErrorFallbackIP {
-			layer.Fallback = cfg.ClientIP.appendKey
+			layer.Fallback = IPKey(cfg.ClientIP)
 		}
 		pc.Identities = append(pc.Identities, layer)
 	}

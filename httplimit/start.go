@@ -2,8 +2,10 @@ package httplimit
 
 import (
 	"fmt"
+	"net/http"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/admission"
 )
 
 // ByIP returns a Middleware for the common case: each client IP may send
@@ -14,8 +16,9 @@ import (
 // group named "all", and Key IPKey(nil).
 //
 // The client IP is the connection's peer address: behind a reverse proxy
-// every client would share the proxy's quota. There, build a ClientIP
-// with the proxy's address (NewClientIP) and use New with IPKey. The
+// every client would share the proxy's quota. There, build an
+// admission.ClientIP with the proxy's address (admission.NewClientIP)
+// and use New with IPKey. The
 // error is New's, for a rate a sliding window cannot hold (rate.N below
 // 1 or above 2,097,151, rate.Per not positive).
 //
@@ -44,7 +47,7 @@ func ByToken(header string, rate hotlimit.Rate) (*Middleware, error) {
 // them.
 type PerIdentityLimit struct {
 	name       string
-	key        KeyFunc
+	key        admission.KeyFunc[*http.Request]
 	onKeyError KeyErrorMode
 	rate       hotlimit.Rate
 	err        error
