@@ -13,6 +13,7 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/internal/ident"
+	"github.com/hotlimit/hotlimit/internal/wire"
 )
 
 // A KeyFunc appends to dst the identity request r is limited by, such as
@@ -362,7 +363,7 @@ func (p *Pipeline[R]) describeGroups() {
 			if j > 0 {
 				v.WriteString(", ")
 			}
-			v.WriteString(PolicyItem(gs.names[j], li.PolicyInfo))
+			v.WriteString(wire.PolicyItem(gs.names[j], li.PolicyInfo))
 			live.infos[j] = li.PolicyInfo
 		}
 		gs.policy = []string{v.String()}

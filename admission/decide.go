@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/internal/wire"
 )
 
 // Outcome is what a Pipeline decided for one request. A transport maps it
@@ -198,7 +199,7 @@ func (p *Pipeline[R]) Release(res *Result) {
 }
 
 // PolicyValue returns the RateLimit-Policy value of res's layers: one
-// item per layer, "name";q=…;w=… (see PolicyItem), describing the policy
+// item per layer, "name";q=…;w=… (see wire.PolicyItem), describing the policy
 // each was decided under. The slice is shared by every response decided
 // under the same policies: a caller may replace it or append to it, which
 // copies, but must not write into its elements.
@@ -223,7 +224,7 @@ func (p *Pipeline[R]) PolicyValue(res *Result, groupIdx int) []string {
 		if i > 0 {
 			v += ", "
 		}
-		v += PolicyItem(g.names[i], infos[i])
+		v += wire.PolicyItem(g.names[i], infos[i])
 	}
 	next := &livePolicies{infos: infos, value: []string{v}}
 	g.live.Store(next) // racing stores each hold a value true of some decision

@@ -37,7 +37,7 @@ func LayerKey(identity, group string) string {
 // backend gets the same keys.
 
 // AppendToken appends the identity of an API token: "tok:" and the first
-// 128 bits of its SHA-256, in hex (trim it first: TokenOf does). The raw token never
+// 128 bits of its SHA-256, in hex (trim it first). The raw token never
 // enters a key: an API token has enough entropy that its plain SHA-256
 // cannot be inverted, and a plain hash gives the same key on every
 // instance sharing a backend. It hashes from dst's spare capacity, so it
@@ -55,18 +55,6 @@ func AppendToken(dst []byte, tok string) []byte {
 // white space, as AppendToken writes it.
 func TokenIdentity(token string) string {
 	return string(AppendToken(nil, strings.TrimSpace(token)))
-}
-
-// BearerToken returns the credential of an Authorization value of the
-// Bearer scheme (the scheme name case-insensitively, surrounding spaces
-// trimmed), and false for another scheme or an empty credential.
-func BearerToken(v string) (string, bool) {
-	scheme, cred, ok := strings.Cut(strings.TrimSpace(v), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	cred = strings.TrimSpace(cred)
-	return cred, cred != ""
 }
 
 // AppendIP appends the identity of a client address or prefix: "ip:" and

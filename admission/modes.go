@@ -1,7 +1,5 @@
 package admission
 
-import "strings"
-
 // KeyErrorMode is what a transport does when its key function cannot
 // extract a key from a request.
 type KeyErrorMode uint8
@@ -33,18 +31,3 @@ const (
 	// rate-limit fields or metadata.
 	FailOpen
 )
-
-// TokenOf returns the token of a request that carries vs in the header
-// or metadata entry a token is read from: the first value, trimmed, and,
-// when bearer, its Bearer credential (see BearerToken); false when there
-// is none.
-func TokenOf(vs []string, bearer bool) (string, bool) {
-	if len(vs) == 0 {
-		return "", false
-	}
-	tok := strings.TrimSpace(vs[0])
-	if bearer {
-		return BearerToken(tok)
-	}
-	return tok, tok != ""
-}

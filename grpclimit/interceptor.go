@@ -7,6 +7,7 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/internal/wire"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -270,7 +271,7 @@ func appendLayerItem(b []byte, it admission.Item) []byte {
 	b = append(b, '"')
 	b = append(b, it.Name...)
 	b = append(b, `";r=`...)
-	b = strconv.AppendInt(b, min(max(it.Remaining, 0), admission.MaxSFInt), 10)
+	b = strconv.AppendInt(b, min(max(it.Remaining, 0), wire.MaxSFInt), 10)
 	if it.Window > 0 && it.Window != hotlimit.Never {
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, ceilSeconds(it.Window), 10)
@@ -280,7 +281,7 @@ func appendLayerItem(b []byte, it admission.Item) []byte {
 
 // ceilSeconds rounds d up to whole seconds, at least 1: a wait is never
 // reported shorter than it is.
-func ceilSeconds(d time.Duration) int64 { return max(1, admission.CeilSeconds(d)) }
+func ceilSeconds(d time.Duration) int64 { return max(1, wire.CeilSeconds(d)) }
 
 // denial is the status of a call the backend denied; name and cost are
 // the binding layer's ("" when unknown).

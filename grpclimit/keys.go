@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/internal/wire"
 )
 
 // ErrNoKey is returned by a key function when the call does not carry the
@@ -52,7 +53,7 @@ func MetadataKey(name string) admission.KeyFunc[context.Context] {
 	name = strings.ToLower(name)
 	bearer := name == "authorization"
 	return func(dst []byte, ctx context.Context) ([]byte, error) {
-		tok, ok := admission.TokenOf(metadata.ValueFromIncomingContext(ctx, name), bearer)
+		tok, ok := wire.TokenOf(metadata.ValueFromIncomingContext(ctx, name), bearer)
 		if !ok {
 			return dst, ErrNoKey
 		}

@@ -107,9 +107,9 @@
 //   - With Options.Headers, a response that has enforced descriptors
 //     carries, in response_headers_to_add, the draft-11 fields
 //     RateLimit-Policy (one item per enforced descriptor, named after its
-//     limit: admission.PolicyItem of the policy it was decided under) and
-//     RateLimit (its r and t from the decision's LayerState,
-//     admission.AppendItem), and Retry-After on a refusal that can pass
+//     limit: the item httplimit writes for the policy it was decided
+//     under) and RateLimit (its r and t from the decision's LayerState,
+//     as httplimit writes them), and Retry-After on a refusal that can pass
 //     later. Each item has a pk parameter, the draft's partition key:
 //     one limit holds a quota per key, and two descriptors of one key-only
 //     rule with different values (user=a, user=b) are two items of the

@@ -8,8 +8,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/hotlimit/hotlimit"
-	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/hotlimitd/config"
+	"github.com/hotlimit/hotlimit/internal/wire"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -132,7 +132,7 @@ func (h *LimitHeaders) add(hdr []*corev3.HeaderValue, sts []*rlsv3.RateLimitResp
 	v.vs[1] = corev3.HeaderValue{Key: h.Remaining, Value: strconv.FormatUint(uint64(pick.LimitRemaining), 10)}
 	n := 2
 	if d := pick.DurationUntilReset; d != nil {
-		v.vs[2] = corev3.HeaderValue{Key: h.Reset, Value: strconv.FormatInt(admission.CeilSeconds(d.AsDuration()), 10)}
+		v.vs[2] = corev3.HeaderValue{Key: h.Reset, Value: strconv.FormatInt(wire.CeilSeconds(d.AsDuration()), 10)}
 		n = 3
 	}
 	for i := range n {

@@ -21,6 +21,7 @@ import (
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/hotlimitd/config"
+	"github.com/hotlimit/hotlimit/internal/wire"
 	"go.opentelemetry.io/otel/attribute"
 	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -777,7 +778,7 @@ func (s *Server) headerValues(c *call, retryAfter time.Duration, admitted bool) 
 		if pi.Algorithm == 0 {
 			pi, _ = hotlimit.Describe(l.Policy) // the backend does not say: the configured one
 		}
-		b = admission.AppendPolicyItem(b, sfString(l.Name), pi)
+		b = wire.AppendPolicyItem(b, sfString(l.Name), pi)
 		b = appendPK(b, &c.pks[j])
 	}
 	policyEnd := len(b)
@@ -794,13 +795,13 @@ func (s *Server) headerValues(c *call, retryAfter time.Duration, admitted bool) 
 		if r < 0 {
 			r, w = 0, hotlimit.Never // unknown: r=0, no t
 		}
-		b = admission.AppendItem(b, sfString(c.lims[i].Name), r, w)
+		b = wire.AppendItem(b, sfString(c.lims[i].Name), r, w)
 		b = appendPK(b, &c.pks[j])
 	}
 	rlEnd := len(b)
 	retry := !admitted && retryAfter != hotlimit.Never
 	if retry {
-		b = strconv.AppendInt(b, max(1, admission.CeilSeconds(retryAfter)), 10)
+		b = strconv.AppendInt(b, max(1, wire.CeilSeconds(retryAfter)), 10)
 	}
 	c.hdr = b
 	hdr := string(b)

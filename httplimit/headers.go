@@ -7,6 +7,7 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/internal/wire"
 )
 
 // HeaderMode chooses the rate-limit header fields the middleware writes
@@ -46,7 +47,7 @@ const (
 
 // ceilSeconds rounds d up to whole seconds: a wait is never reported
 // shorter than it is.
-func ceilSeconds(d time.Duration) int64 { return admission.CeilSeconds(d) }
+func ceilSeconds(d time.Duration) int64 { return wire.CeilSeconds(d) }
 
 // resetSeconds is X-RateLimit-Reset in seconds for d, rounded up: on a
 // denial that can pass later (429) the wait until the same request is
@@ -82,7 +83,7 @@ func (m *Middleware) writeHeaders(h http.Header, gi int, res *admission.Result) 
 					b = append(b, ", "...)
 				}
 				name, r, window := res.State(i)
-				b = admission.AppendItem(b, name, r, window)
+				b = wire.AppendItem(b, name, r, window)
 			}
 		} else {
 			// The backend reported the binding layer's Decision only: its
@@ -93,7 +94,7 @@ func (m *Middleware) writeHeaders(h http.Header, gi int, res *admission.Result) 
 			if !d.Allowed && d.RetryAfter != hotlimit.Never && it.Cost == d.Remaining+1 {
 				window = d.RetryAfter
 			}
-			b = admission.AppendItem(b, it.Name, d.Remaining, window)
+			b = wire.AppendItem(b, it.Name, d.Remaining, window)
 		}
 		h["Ratelimit-Policy"] = m.pipe.PolicyValue(res, gi)
 		h["Ratelimit"] = []string{string(b)}

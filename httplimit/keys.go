@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/internal/wire"
 )
 
 // ErrNoKey is returned by a key function when the request does not carry the
@@ -81,7 +82,7 @@ func tokenKey(header string, secret []byte) admission.KeyFunc[*http.Request] {
 	bearer := strings.EqualFold(header, "Authorization")
 	canon := http.CanonicalHeaderKey(header)
 	return func(dst []byte, r *http.Request) ([]byte, error) {
-		tok, ok := admission.TokenOf(r.Header[canon], bearer)
+		tok, ok := wire.TokenOf(r.Header[canon], bearer)
 		if !ok {
 			return dst, ErrNoKey
 		}

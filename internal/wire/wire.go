@@ -1,6 +1,14 @@
-package admission
+// Package wire writes what the transports put on the wire and share:
+// the RateLimit-Policy and RateLimit items of draft-ietf-httpapi-
+// ratelimit-headers (httplimit's header fields, grpclimit's metadata,
+// hotlimitd's response headers), the rounding of a wait to whole seconds,
+// and a request's API token as a header or metadata entry carries it. It
+// is internal to the module tree: httplimit, grpclimit and hotlimitd
+// import it, and nothing of it is public API.
+package wire
 
 import (
+	"strings"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
@@ -130,4 +138,31 @@ func decLen(u uint64) int {
 		return n + 1
 	}
 	return n
+}
+
+// TokenOf returns the token of a request that carries vs in the header
+// or metadata entry a token is read from: the first value, trimmed, and,
+// when bearer, its Bearer credential (see BearerToken); false when there
+// is none.
+func TokenOf(vs []string, bearer bool) (string, bool) {
+	if len(vs) == 0 {
+		return "", false
+	}
+	tok := strings.TrimSpace(vs[0])
+	if bearer {
+		return BearerToken(tok)
+	}
+	return tok, tok != ""
+}
+
+// BearerToken returns the credential of an Authorization value of the
+// Bearer scheme (the scheme name case-insensitively, surrounding spaces
+// trimmed), and false for another scheme or an empty credential.
+func BearerToken(v string) (string, bool) {
+	scheme, cred, ok := strings.Cut(strings.TrimSpace(v), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	cred = strings.TrimSpace(cred)
+	return cred, cred != ""
 }
