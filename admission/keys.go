@@ -70,12 +70,32 @@ func AppendIP(dst []byte, p netip.Prefix) []byte {
 	return dst
 }
 
+// Everyone is the key function of a layer shared by every client: it
+// appends the identity "all:*" whatever the request. An identity layer
+// keyed by it is one budget for all clients together, a cap on what the
+// server takes in (per instance with the in-process backend, across
+// instances through a shared one), checked with the client's own layers,
+// all or nothing:
+//
+//	Identities: []httplimit.IdentityLimit{{Limit: "server", Key: admission.Everyone[*http.Request]}}
+//
+// Config.Global, by contrast, is a layer per identity. Instantiate it for
+// the transport: Everyone[*http.Request] for httplimit,
+// Everyone[context.Context] for grpclimit.
+func Everyone[R any](dst []byte, _ R) ([]byte, error) {
+	return append(dst, everyone...), nil
+}
+
+// everyone is the identity Everyone writes: kind "all", which ValidKind
+// refuses, and a value no AppendID writes.
+const everyone = "all:*"
+
 // ValidKind reports whether kind may name an application identity
-// (AppendID): lower-case letters and digits, and not "ip" or "tok", which
-// AppendIP and AppendToken write: two identities of different clients
-// must never be equal.
+// (AppendID): lower-case letters and digits, and not "ip", "tok" or
+// "all", which AppendIP, AppendToken and Everyone write: two identities
+// of different clients must never be equal.
 func ValidKind(kind string) bool {
-	if kind == "" || kind == "ip" || kind == "tok" {
+	if kind == "" || kind == "ip" || kind == "tok" || kind == "all" {
 		return false
 	}
 	for i := 0; i < len(kind); i++ {

@@ -72,8 +72,8 @@ const (
 	FailOpen = admission.FailOpen
 )
 
-// Config configures an Interceptor. Limits, Groups, DefaultGroup and Key
-// are required.
+// Config configures an Interceptor. Limits, Groups and DefaultGroup are
+// required.
 type Config struct {
 	// Limits are the named policies (hotlimit.TokenBucket,
 	// hotlimit.FixedWindow, ... values), passed to Backend. Names are
@@ -83,11 +83,15 @@ type Config struct {
 	Groups []Group
 	// DefaultGroup names the group of a method that no group lists.
 	DefaultGroup string
-	// Key extracts the identity a call is limited by.
+	// Key extracts the identity a call is limited by. nil: the client IP
+	// that ClientIP finds (PeerKey(ClientIP)), so that behind a proxy the
+	// ClientIP is given once, here, for the key and every fallback.
 	Key admission.KeyFunc[context.Context]
 	// Global, if set, names a limit applied to every call's identity on
 	// top of its group's, all or nothing: a call the global layer denies
-	// does not consume its group's quota, and the other way round.
+	// does not consume its group's quota, and the other way round. It is
+	// a budget per identity; one budget shared by every client is an
+	// IdentityLimit keyed by admission.Everyone.
 	Global string
 	// GlobalCost is what one call costs in Global; 0 means 1. New
 	// refuses a GlobalCost above Global's capacity.
@@ -99,8 +103,9 @@ type Config struct {
 	// With them, every decided call's metadata also describes each layer
 	// (see the package documentation).
 	Identities []IdentityLimit
-	// ClientIP finds the client address for KeyErrorFallbackPeer. nil:
-	// the peer address only.
+	// ClientIP finds the client address (behind trusted proxies, see
+	// admission.NewClientIP) for a nil Key or IdentityLimit.Key and for
+	// KeyErrorFallbackPeer. nil: the peer address only.
 	ClientIP *admission.ClientIP
 	// OnKeyError is what to do when Key fails. Default KeyErrorDeny.
 	OnKeyError KeyErrorMode
@@ -149,7 +154,9 @@ type IdentityLimit struct {
 	// Limit names its policy in Config.Limits, which no other layer may
 	// use.
 	Limit string
-	// Key extracts the identity: PeerKey, MetadataKey, FuncKey, ...
+	// Key extracts the identity: MetadataKey, FuncKey,
+	// admission.Everyone, ... nil: the client IP that Config.ClientIP
+	// finds.
 	Key admission.KeyFunc[context.Context]
 	// Cost is what one call costs there; 0 means 1. New refuses a Cost
 	// above the limit's capacity.
@@ -220,8 +227,6 @@ func New(cfg Config) (*Interceptor, error) {
 		ic.wait = waitTimer
 	}
 	switch {
-	case cfg.Key == nil:
-		return nil, errors.New("grpclimit: Config.Key is required")
 	case len(cfg.Groups) == 0:
 		return nil, errors.New("grpclimit: Config.Groups is empty")
 	case cfg.OnKeyError > KeyErrorFallbackPeer:
@@ -264,6 +269,9 @@ func New(cfg Config) (*Interceptor, error) {
 		Identify:       cfg.Hook != nil || len(cfg.Observers) > 0,
 		Observers:      cfg.Observers,
 	}
+	if pc.Key == nil {
+		pc.Key = PeerKey(cfg.ClientIP)
+	}
 	if cfg.OnKeyError == KeyErrorFallbackPeer {
 		pc.Fallback = PeerKey(cfg.ClientIP)
 	}
@@ -274,10 +282,10 @@ func New(cfg Config) (*Interceptor, error) {
 		if il.OnKeyError > KeyErrorFallbackPeer {
 			return nil, fmt.Errorf("grpclimit: Config.Identities[%d]: OnKeyError %d is not a KeyErrorMode", i, il.OnKeyError)
 		}
-		if il.Key == nil {
-			return nil, fmt.Errorf("grpclimit: Config.Identities[%d]: Key is required", i)
-		}
 		layer := admission.IdentityLayer[context.Context]{Limit: il.Limit, Key: il.Key, Cost: il.Cost}
+		if layer.Key == nil {
+			layer.Key = PeerKey(cfg.ClientIP)
+		}
 		if il.OnKeyError == KeyErrorFallbackPeer {
 			layer.Fallback = PeerKey(cfg.ClientIP)
 		}

@@ -31,7 +31,6 @@ func TestConfigErrors(t *testing.T) {
 		want string
 		edit func(*grpclimit.Config)
 	}{
-		{"Config.Key is required", func(c *grpclimit.Config) { c.Key = nil }},
 		{"Config.Groups is empty", func(c *grpclimit.Config) { c.Groups = nil }},
 		{"Config.Limits is empty", func(c *grpclimit.Config) { c.Limits = nil }},
 		{"OnKeyError 7", func(c *grpclimit.Config) { c.OnKeyError = 7 }},

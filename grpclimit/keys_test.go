@@ -65,31 +65,41 @@ func TestPeerKeyTrustedProxies(t *testing.T) {
 			[]string{"x-forwarded-for", "203.0.113.9"}, "ip:::/64", "ip:203.0.113.9"},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.network == "tcp6" {
-				if l, err := net.Listen("tcp6", "[::1]:0"); err != nil {
-					t.Skipf("no IPv6 loopback: %v", err)
-				} else {
-					l.Close()
+		for _, once := range []bool{false, true} {
+			name := tc.name
+			if once {
+				name += ", Config.ClientIP alone"
+			}
+			t.Run(name, func(t *testing.T) {
+				if tc.network == "tcp6" {
+					if l, err := net.Listen("tcp6", "[::1]:0"); err != nil {
+						t.Skipf("no IPv6 loopback: %v", err)
+					} else {
+						l.Close()
+					}
 				}
-			}
-			ic := newIC(t, hotlimit.NewManualClock(), grpclimit.Config{
-				Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 10, Window: time.Minute}},
-				Groups:       []grpclimit.Group{{Name: "g", Limit: "l"}},
-				DefaultGroup: "g",
-				Key:          grpclimit.PeerKey(tc.cip),
+				cfg := grpclimit.Config{
+					Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 10, Window: time.Minute}},
+					Groups:       []grpclimit.Group{{Name: "g", Limit: "l"}},
+					DefaultGroup: "g",
+					Key:          grpclimit.PeerKey(tc.cip),
+				}
+				if once { // a nil Key is PeerKey(Config.ClientIP): the ClientIP given once
+					cfg.Key, cfg.ClientIP = nil, tc.cip
+				}
+				ic := newIC(t, hotlimit.NewManualClock(), cfg)
+				c := serve(t, tc.network, grpcOpts(ic)...)
+				if _, err := call(metadata.AppendToOutgoingContext(testCtx(t), tc.md...), c); err != nil {
+					t.Fatal(err)
+				}
+				if r := remaining(t, ic, "l", ic.LayerKey(tc.want, "g")); r != 9 {
+					t.Errorf("%s: Remaining %d, want 9 (charged once)", tc.want, r)
+				}
+				if r := remaining(t, ic, "l", ic.LayerKey(tc.decoy, "g")); r != 10 {
+					t.Errorf("decoy %s was charged: Remaining %d", tc.decoy, r)
+				}
 			})
-			c := serve(t, tc.network, grpcOpts(ic)...)
-			if _, err := call(metadata.AppendToOutgoingContext(testCtx(t), tc.md...), c); err != nil {
-				t.Fatal(err)
-			}
-			if r := remaining(t, ic, "l", ic.LayerKey(tc.want, "g")); r != 9 {
-				t.Errorf("%s: Remaining %d, want 9 (charged once)", tc.want, r)
-			}
-			if r := remaining(t, ic, "l", ic.LayerKey(tc.decoy, "g")); r != 10 {
-				t.Errorf("decoy %s was charged: Remaining %d", tc.decoy, r)
-			}
-		})
+		}
 	}
 }
 

@@ -88,8 +88,8 @@ const (
 	FailOpen = admission.FailOpen
 )
 
-// Config configures a Middleware. Limits, Groups, DefaultGroup and Key
-// are required.
+// Config configures a Middleware. Limits, Groups and DefaultGroup are
+// required.
 type Config struct {
 	// Limits are the named policies: hotlimit.TokenBucket,
 	// hotlimit.FixedWindow, ... values (or pointers), passed to Backend.
@@ -102,11 +102,16 @@ type Config struct {
 	// Classify, if set, replaces pattern matching: it returns the name
 	// of the request's group. An unknown name means DefaultGroup.
 	Classify func(*http.Request) string
-	// Key extracts the identity a request is limited by.
+	// Key extracts the identity a request is limited by. nil: the
+	// client IP that ClientIP finds (IPKey(ClientIP)), so that behind a
+	// proxy the ClientIP is given once, here, for the key and for
+	// every fallback.
 	Key admission.KeyFunc[*http.Request]
 	// Global, if set, names a limit applied to every request's identity
 	// on top of its group's, all or nothing: a request the global layer
 	// denies does not consume its group's quota, and the other way round.
+	// It is a budget per identity across groups; one budget shared by
+	// every client is an IdentityLimit keyed by admission.Everyone.
 	Global string
 	// GlobalCost is what one request costs in Global; 0 means 1. New
 	// refuses a GlobalCost above Global's capacity (every request would
@@ -122,8 +127,9 @@ type Config struct {
 	// "tenant:internal") that are never limited. Requests from them are
 	// still counted and reported to the hook as OutcomeExempt.
 	ExemptIdentities []string
-	// ClientIP finds the client address for KeyErrorFallbackIP. nil: the
-	// peer address only.
+	// ClientIP finds the client address (behind trusted proxies, see
+	// admission.NewClientIP) for a nil Key or IdentityLimit.Key and for
+	// KeyErrorFallbackIP. nil: the peer address only.
 	ClientIP *admission.ClientIP
 	// OnKeyError is what to do when Key fails. Default KeyErrorDeny.
 	OnKeyError KeyErrorMode
@@ -188,7 +194,9 @@ type IdentityLimit struct {
 	// Config.Global, another IdentityLimit) may use it: its RateLimit
 	// items are named after it.
 	Limit string
-	// Key extracts the identity: IPKey, TokenKey, ContextKey, ...
+	// Key extracts the identity: TokenKey, ContextKey,
+	// admission.Everyone, ... nil: the client IP that Config.ClientIP
+	// finds.
 	Key admission.KeyFunc[*http.Request]
 	// Cost is what one request costs there; 0 means 1. New refuses a
 	// Cost above the limit's capacity.
@@ -204,8 +212,6 @@ type IdentityLimit struct {
 // admission.ClientIP.Validate).
 func (cfg *Config) checkFields() error {
 	switch {
-	case cfg.Key == nil:
-		return errors.New("httplimit: Config.Key is required")
 	case len(cfg.Groups) == 0:
 		return errors.New("httplimit: Config.Groups is empty")
 	case cfg.OnKeyError > KeyErrorFallbackIP:

@@ -24,7 +24,6 @@ func TestConfigErrors(t *testing.T) {
 		mutate func(*Config)
 		want   string
 	}{
-		{"no key", func(c *Config) { c.Key = nil }, "Config.Key"},
 		{"no groups", func(c *Config) { c.Groups = nil }, "Config.Groups"},
 		{"unknown default", func(c *Config) { c.DefaultGroup = "nope" }, "DefaultGroup"},
 		{"unknown limit", func(c *Config) { c.Groups[0].Limit = "nope" }, `Limit "nope"`},

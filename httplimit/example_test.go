@@ -106,3 +106,77 @@ func Example_identities() {
 	// 200 "per-token";r=98;t=30, "per-ip";r=0;t=30
 	// 429 "per-token";r=98;t=30, "per-ip";r=0;t=30
 }
+
+// One budget for every client on top of each client's own: a layer keyed
+// by admission.Everyone. Three clients, each within its per-IP limit,
+// use up the shared 3 requests; the fourth client is refused by the
+// shared layer alone.
+func ExampleConfig_everyone() {
+	m, err := httplimit.New(httplimit.Config{
+		Limits: map[string]hotlimit.Policy{
+			"per-ip": hotlimit.FixedWindow{Limit: 100, Window: time.Minute},
+			"server": hotlimit.FixedWindow{Limit: 3, Window: time.Minute},
+		},
+		Groups:       []httplimit.Group{{Name: "all", Limit: "per-ip"}},
+		DefaultGroup: "all",
+		Identities:   []httplimit.IdentityLimit{{Limit: "server", Key: admission.Everyone[*http.Request]}},
+		Backend:      admission.LocalBackend(hotlimit.WithClock(hotlimit.NewManualClock())),
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for _, ip := range []string{"192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4"} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = ip + ":1234"
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Println(ip, w.Code, w.Header().Get("RateLimit"))
+	}
+	// Output:
+	// 192.0.2.1 200 "per-ip";r=99;t=60, "server";r=2;t=60
+	// 192.0.2.2 200 "per-ip";r=99;t=60, "server";r=1;t=60
+	// 192.0.2.3 200 "per-ip";r=99;t=60, "server";r=0;t=60
+	// 192.0.2.4 429 "per-ip";r=100, "server";r=0;t=60
+}
+
+// By(PerIP(rate)) behind a reverse proxy: By trusts no proxy, so write
+// its Config out and give it the proxy's ClientIP, once. With Key left
+// nil the key is the client IP that ClientIP finds: here the client the
+// proxy at 10.0.0.1 names in X-Forwarded-For, each with a quota of its
+// own. The clock option By has no room for goes in Backend.
+func ExampleBy_behindProxy() {
+	proxy, err := admission.NewClientIP([]string{"10.0.0.0/8"}, admission.XForwardedFor, 0, 0)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	rate := hotlimit.PerMinute(1)
+	m, err := httplimit.New(httplimit.Config{ // By(PerIP(rate)), behind the proxy
+		Limits:       map[string]hotlimit.Policy{"per-ip": hotlimit.SlidingWindow{Limit: rate.N, Window: rate.Per}},
+		Groups:       []httplimit.Group{{Name: "all", Limit: "per-ip"}},
+		DefaultGroup: "all",
+		ClientIP:     proxy,
+		Backend:      admission.LocalBackend(hotlimit.WithClock(hotlimit.NewManualClock())),
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for _, client := range []string{"203.0.113.1", "203.0.113.2", "203.0.113.1"} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "10.0.0.1:4242"
+		r.Header.Set("X-Forwarded-For", client)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Println(client, w.Code)
+	}
+	// Output:
+	// 203.0.113.1 200
+	// 203.0.113.2 200
+	// 203.0.113.1 429
+}

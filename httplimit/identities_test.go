@@ -143,7 +143,6 @@ func TestIdentitiesConfigErrors(t *testing.T) {
 	}{
 		{`Identities[0]: Limit "g" is used by another layer`, func(c *Config) { c.Identities[0].Limit = "g" }},
 		{`Identities[0]: Limit "x" is not in Config.Limits`, func(c *Config) { c.Identities[0].Limit = "x" }},
-		{`Identities[0]: Key is required`, func(c *Config) { c.Identities[0].Key = nil }},
 		{`Identities[0]: Cost 4 is above limit "ip"'s capacity 3`, func(c *Config) { c.Identities[0].Cost = 4 }},
 		{`Identities[0]: OnKeyError 5`, func(c *Config) { c.Identities[0].OnKeyError = 5 }},
 		{`Config.Identities has 7 layers, at most 6`, func(c *Config) {

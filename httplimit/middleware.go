@@ -90,6 +90,14 @@ func New(cfg Config) (*Middleware, error) {
 		}
 		pc.Identities = append(pc.Identities, layer)
 	}
+	if pc.Key == nil {
+		pc.Key = IPKey(cfg.ClientIP)
+	}
+	for i := range pc.Identities {
+		if pc.Identities[i].Key == nil {
+			pc.Identities[i].Key = IPKey(cfg.ClientIP)
+		}
+	}
 	p, err := admission.New(pc)
 	if err != nil {
 		return nil, err

@@ -16,9 +16,8 @@ import (
 // group named "all", and Key IPKey(nil).
 //
 // The client IP is the connection's peer address: behind a reverse proxy
-// every client would share the proxy's quota. There, build an
-// admission.ClientIP with the proxy's address (admission.NewClientIP)
-// and use New with IPKey. The
+// every client would share the proxy's quota. There, write By's Config
+// out (see By) with Config.ClientIP naming the proxy. The
 // error is New's, for a rate a sliding window cannot hold (rate.N below
 // 1 or above 2,097,151, rate.Per not positive).
 //
@@ -76,6 +75,22 @@ func PerToken(header string, rate hotlimit.Rate) PerIdentityLimit {
 // group named "all" limited by the first limit and Config.Identities
 // holding the others; grow into New when routes need groups of their own.
 // The limits must have distinct names (two PerIP, say, are an error).
+//
+// By takes no options. Its Config equivalent, for one that needs them
+// (trusted proxies, a clock, the header mode), is
+//
+//	httplimit.New(httplimit.Config{
+//		Limits:       map[string]hotlimit.Policy{"per-ip": hotlimit.SlidingWindow{Limit: rate.N, Window: rate.Per}},
+//		Groups:       []httplimit.Group{{Name: "all", Limit: "per-ip"}},
+//		DefaultGroup: "all",
+//		ClientIP:     proxy, // admission.NewClientIP(trusted, ...); Key nil: the IP it finds
+//		Headers:      httplimit.HeadersBoth,
+//		Backend:      admission.LocalBackend(hotlimit.WithClock(clock)),
+//	})
+//
+// with, for PerToken(header, rate), a limit "per-token" in place of
+// "per-ip", Key TokenKey(header) and OnKeyError KeyErrorFallbackIP; each
+// further limit is an IdentityLimit of Config.Identities.
 func By(limits ...PerIdentityLimit) (*Middleware, error) {
 	if len(limits) == 0 {
 		return nil, fmt.Errorf("httplimit: By needs at least one limit")
