@@ -34,32 +34,44 @@ func micros(us int64) time.Duration {
 // the layer's state after its admission; for a denied one, the denying
 // layer's state as it decided and every other layer's as it was.
 func decode(r []int64, layers []Layer, states []hotlimit.LayerState) (d hotlimit.Decision, denied, binding int, err error) {
-	n := len(layers)
 	extra := 0 // the next unit's value per layer, when asked for
 	if states != nil {
 		extra = 1
 	}
-	if a := 2 + extra; len(r) == 1+a*n && r[0] == 1 {
-		var best int64 // the binding layer's requests(Remaining, Cost)
-		for i, ly := range layers {
-			rem, reset := r[1+a*i], micros(r[2+a*i])
-			if states != nil {
-				states[i] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: rem}, Next: micros(r[3+a*i])}
-			}
-			if k := requests(rem, ly.Cost); i == 0 || k < best || k == best && rem < d.Remaining {
-				best, d.Remaining, d.Limit, binding = k, rem, ly.Limiter.spec.limit, i
-			}
-			d.ResetAfter = max(d.ResetAfter, reset)
-			if sp := &ly.Limiter.spec; sp.leaky && ly.Cost > 0 {
-				// The leaky bucket's Delay: the debt before the
-				// admission, reset − cost·T.
-				d.Delay = max(d.Delay, reset-time.Duration(ly.Cost*sp.a)*time.Microsecond)
-			}
-		}
-		d.Allowed = true
+	if a := 2 + extra; len(r) == 1+a*len(layers) && r[0] == 1 {
+		d, binding := decodeAdmitted(r, a, layers, states)
 		return d, -1, binding, nil
 	}
-	a := 4 + extra
+	return decodeDenied(r, 4+extra, layers, states)
+}
+
+// decodeAdmitted is decode of an admitted call's reply, a values per
+// layer: its Decision and its binding layer.
+func decodeAdmitted(r []int64, a int, layers []Layer, states []hotlimit.LayerState) (d hotlimit.Decision, binding int) {
+	var best int64 // the binding layer's requests(Remaining, Cost)
+	for i, ly := range layers {
+		rem, reset := r[1+a*i], micros(r[2+a*i])
+		if states != nil {
+			states[i] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: rem}, Next: micros(r[3+a*i])}
+		}
+		if k := requests(rem, ly.Cost); i == 0 || k < best || k == best && rem < d.Remaining {
+			best, d.Remaining, d.Limit, binding = k, rem, ly.Limiter.spec.limit, i
+		}
+		d.ResetAfter = max(d.ResetAfter, reset)
+		if sp := &ly.Limiter.spec; sp.leaky && ly.Cost > 0 {
+			// The leaky bucket's Delay: the debt before the
+			// admission, reset − cost·T.
+			d.Delay = max(d.Delay, reset-time.Duration(ly.Cost*sp.a)*time.Microsecond)
+		}
+	}
+	d.Allowed = true
+	return d, binding
+}
+
+// decodeDenied is decode of a denied call's reply, a values per layer
+// (or of a reply that is neither: an error).
+func decodeDenied(r []int64, a int, layers []Layer, states []hotlimit.LayerState) (d hotlimit.Decision, denied, binding int, err error) {
+	n := len(layers)
 	if len(r) != 2+a*n || r[0] != 0 || r[1] < 1 || r[1] > int64(n) {
 		return d, -1, -1, fmt.Errorf("redislimit: unexpected script reply %v", slices.Clone(r)) // a copy: r stays on the caller's stack
 	}

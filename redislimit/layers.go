@@ -123,27 +123,9 @@ func allowRecorded(ctx context.Context, layers []Layer, states []hotlimit.LayerS
 	if hasRepeat(layers) {
 		return allowGrouped(ctx, layers, states)
 	}
-	first := layers[0].Limiter
-	timeout := time.Duration(0)
-	for i, ly := range layers {
-		if ly.Limiter == nil || len(ly.Key) > hotlimit.MaxKeyLen {
-			if states != nil {
-				// What hotlimit reports of such a layer: nothing left,
-				// no unit ever back. The other layers were not read:
-				// unknown.
-				states[i] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: 0}, Next: hotlimit.Never}
-			}
-			if ly.Limiter == nil {
-				return hotlimit.Decision{RetryAfter: hotlimit.Never}, i, nil
-			}
-			return hotlimit.Decision{Limit: ly.Limiter.spec.limit, RetryAfter: hotlimit.Never}, i, nil
-		}
-		if ly.Limiter.client != first.client {
-			return misconfigured(first, -1, errMixedClients)
-		}
-		if i == 0 || ly.Limiter.timeout < timeout {
-			timeout = ly.Limiter.timeout
-		}
+	timeout, d, i, refused, err := checkLayers(layers, states)
+	if refused {
+		return d, i, err
 	}
 	for _, ly := range layers {
 		if ly.Limiter.leases != nil {
@@ -155,6 +137,45 @@ func allowRecorded(ctx context.Context, layers []Layer, states []hotlimit.LayerS
 	if d, i, ok := localDenial(layers); ok {
 		return d, i, nil
 	}
+	return callLayers(ctx, layers, states, rec, timeout)
+}
+
+// checkLayers returns the smallest of the layers' timeouts, or, refused,
+// the answer to a call that cannot go to Redis: a layer with a nil
+// Limiter or a key longer than hotlimit.MaxKeyLen denies it (states[i]
+// then reports what hotlimit reports of such a layer), and limiters on
+// different clients are misconfigured.
+func checkLayers(layers []Layer, states []hotlimit.LayerState) (timeout time.Duration, d hotlimit.Decision, binding int, refused bool, err error) {
+	first := layers[0].Limiter
+	for i, ly := range layers {
+		if ly.Limiter == nil || len(ly.Key) > hotlimit.MaxKeyLen {
+			if states != nil {
+				// What hotlimit reports of such a layer: nothing left,
+				// no unit ever back. The other layers were not read:
+				// unknown.
+				states[i] = hotlimit.LayerState{Decision: hotlimit.Decision{Remaining: 0}, Next: hotlimit.Never}
+			}
+			if ly.Limiter == nil {
+				return 0, hotlimit.Decision{RetryAfter: hotlimit.Never}, i, true, nil
+			}
+			return 0, hotlimit.Decision{Limit: ly.Limiter.spec.limit, RetryAfter: hotlimit.Never}, i, true, nil
+		}
+		if ly.Limiter.client != first.client {
+			d, i, err := misconfigured(first, -1, errMixedClients)
+			return 0, d, i, true, err
+		}
+		if i == 0 || ly.Limiter.timeout < timeout {
+			timeout = ly.Limiter.timeout
+		}
+	}
+	return timeout, hotlimit.Decision{}, 0, false, nil
+}
+
+// callLayers decides layers in one script call to the node of their
+// keys, within timeout, through that node's circuit in each of their
+// breakers, and records the admission in rec (see allowRecorded).
+func callLayers(ctx context.Context, layers []Layer, states []hotlimit.LayerState, rec *Admission, timeout time.Duration) (hotlimit.Decision, int, error) {
+	first := layers[0].Limiter
 	keys := make([]string, len(layers))
 	for i, ly := range layers {
 		keys[i] = ly.Limiter.RedisKey(ly.Key)
@@ -180,28 +201,12 @@ func allowRecorded(ctx context.Context, layers []Layer, states []hotlimit.LayerS
 		reportCall(first.hooks, "", 0, err)
 		return failed(layers, "", err)
 	}
-
-	// Go through node's circuit in every distinct breaker (usually one,
-	// shared).
 	var cbuf [4]*circuit
 	var tbuf [4]ticket // cs[i]'s outcome report
-	cs, tickets := cbuf[:0], tbuf[:0]
-	for _, ly := range layers {
-		if c := ly.Limiter.circuit(node); !slices.Contains(cs, c) {
-			cs = append(cs, c)
-		}
+	cs, tickets, ok := acquireAll(cbuf[:0], tbuf[:0], layers, node)
+	if !ok {
+		return failed(layers, node, ErrCircuitOpen)
 	}
-	for i, c := range cs {
-		ok, t := c.acquire(first.hooks)
-		if !ok {
-			for j, a := range cs[:i] {
-				a.release(tickets[j], first.hooks)
-			}
-			return failed(layers, node, ErrCircuitOpen)
-		}
-		tickets = append(tickets, t)
-	}
-
 	sent := sentAt(layers)
 	var rbuf [2 + 5*8]int64
 	var incKey string
@@ -221,6 +226,38 @@ func allowRecorded(ctx context.Context, layers []Layer, states []hotlimit.LayerS
 		}
 		return failed(layers, node, err)
 	}
+	return decided(reply, layers, states, rec, node, sent)
+}
+
+// acquireAll goes through node's circuit in every distinct breaker of the
+// layers (usually one, shared), appending each circuit to cs and its
+// ticket to tickets; when one refuses, it releases those acquired and
+// reports false.
+func acquireAll(cs []*circuit, tickets []ticket, layers []Layer, node string) ([]*circuit, []ticket, bool) {
+	hooks := layers[0].Limiter.hooks
+	for _, ly := range layers {
+		if c := ly.Limiter.circuit(node); !slices.Contains(cs, c) {
+			cs = append(cs, c)
+		}
+	}
+	for i, c := range cs {
+		ok, t := c.acquire(hooks)
+		if !ok {
+			for j, a := range cs[:i] {
+				a.release(tickets[j], hooks)
+			}
+			return cs, tickets, false
+		}
+		tickets = append(tickets, t)
+	}
+	return cs, tickets, true
+}
+
+// decided returns the Decision of layers that node's script call
+// replied with reply, sent at sent: it records an admission in rec (the
+// reply then ends with its incarnation and mark) and caches a denial
+// (WithLocalDenials).
+func decided(reply []int64, layers []Layer, states []hotlimit.LayerState, rec *Admission, node string, sent time.Duration) (hotlimit.Decision, int, error) {
 	var inc, mark int64
 	if rec != nil && len(reply) > 2 && reply[0] == 1 {
 		inc, mark, reply = reply[len(reply)-2], reply[len(reply)-1], reply[:len(reply)-2]
@@ -230,7 +267,7 @@ func allowRecorded(ctx context.Context, layers []Layer, states []hotlimit.LayerS
 		return failed(layers, node, err)
 	}
 	if rec != nil && d.Allowed {
-		*rec = Admission{l: first, key: layers[0].Key, inc: inc, mark: mark, cost: layers[0].Cost}
+		*rec = Admission{l: layers[0].Limiter, key: layers[0].Key, inc: inc, mark: mark, cost: layers[0].Cost}
 	}
 	if denied >= 0 {
 		remember(layers, denied, binding, d, sent)

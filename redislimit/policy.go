@@ -43,69 +43,22 @@ type spec struct {
 // number of microseconds: rounding it would move the window boundaries,
 // so such a window is rejected.
 func newSpec(policy hotlimit.Policy) (spec, error) {
+	policy, err := deref(policy)
+	if err != nil {
+		return spec{}, err
+	}
 	// The in-process limiter validates the same fields first, with the
 	// same messages.
 	switch p := policy.(type) {
-	case *hotlimit.TokenBucket:
-		if p == nil {
-			return spec{}, fmt.Errorf("redislimit: nil *hotlimit.TokenBucket")
-		}
-		return newSpec(*p)
-	case *hotlimit.FixedWindow:
-		if p == nil {
-			return spec{}, fmt.Errorf("redislimit: nil *hotlimit.FixedWindow")
-		}
-		return newSpec(*p)
-	case *hotlimit.SlidingWindow:
-		if p == nil {
-			return spec{}, fmt.Errorf("redislimit: nil *hotlimit.SlidingWindow")
-		}
-		return newSpec(*p)
-	case *hotlimit.LeakyBucket:
-		if p == nil {
-			return spec{}, fmt.Errorf("redislimit: nil *hotlimit.LeakyBucket")
-		}
-		return newSpec(*p)
-	case *hotlimit.SlidingLog:
-		if p == nil {
-			return spec{}, fmt.Errorf("redislimit: nil *hotlimit.SlidingLog")
-		}
-		return newSpec(*p)
 	case hotlimit.LeakyBucket:
-		r := p.Rate
-		switch {
-		case r.N <= 0:
-			return spec{}, fmt.Errorf("redislimit: LeakyBucket.Rate.N must be > 0, got %d", r.N)
-		case r.Per <= 0:
-			return spec{}, fmt.Errorf("redislimit: LeakyBucket.Rate.Per must be > 0, got %v", r.Per)
-		case p.Capacity < 0:
-			return spec{}, fmt.Errorf("redislimit: LeakyBucket.Capacity must be ≥ 0, got %d", p.Capacity)
-		}
-		t := ceilMicros(r.Interval())
-		if p.Capacity+1 > maxMicros/t {
-			return spec{}, fmt.Errorf("redislimit: LeakyBucket.Capacity+1 %d × interval %dµs exceeds 2^50µs", p.Capacity+1, t)
-		}
-		return spec{kind: kindTokenBucket, a: t, tau: (p.Capacity + 1) * t, limit: p.Capacity + 1, leaky: true}, nil
+		return bucketSpec("LeakyBucket", "Capacity+1", p.Rate, p.Capacity+1, p.Capacity < 0, true)
+	case hotlimit.TokenBucket:
+		return bucketSpec("TokenBucket", "Burst", p.Rate, p.Burst, p.Burst <= 0, false)
 	case hotlimit.SlidingLog:
 		if p.Limit > hotlimit.MaxLogLimit {
 			return spec{}, fmt.Errorf("redislimit: SlidingLog.Limit %d exceeds %d", p.Limit, hotlimit.MaxLogLimit)
 		}
 		return windowSpec("SlidingLog", kindSlidingLog, p.Limit, p.Window)
-	case hotlimit.TokenBucket:
-		r := p.Rate
-		switch {
-		case r.N <= 0:
-			return spec{}, fmt.Errorf("redislimit: TokenBucket.Rate.N must be > 0, got %d", r.N)
-		case r.Per <= 0:
-			return spec{}, fmt.Errorf("redislimit: TokenBucket.Rate.Per must be > 0, got %v", r.Per)
-		case p.Burst <= 0:
-			return spec{}, fmt.Errorf("redislimit: TokenBucket.Burst must be > 0, got %d", p.Burst)
-		}
-		t := ceilMicros(r.Interval())
-		if p.Burst > maxMicros/t {
-			return spec{}, fmt.Errorf("redislimit: TokenBucket.Burst %d × interval %dµs exceeds 2^50µs", p.Burst, t)
-		}
-		return spec{kind: kindTokenBucket, a: t, tau: p.Burst * t, limit: p.Burst}, nil
 	case hotlimit.FixedWindow:
 		return windowSpec("FixedWindow", kindFixedWindow, p.Limit, p.Window)
 	case hotlimit.SlidingWindow:
@@ -114,6 +67,52 @@ func newSpec(policy hotlimit.Policy) (spec, error) {
 		return spec{}, fmt.Errorf("redislimit: nil policy")
 	}
 	return spec{}, fmt.Errorf("redislimit: policy %T is not supported on Redis (use hotlimit.TokenBucket, LeakyBucket, FixedWindow, SlidingWindow or SlidingLog)", policy)
+}
+
+// deref returns the policy a pointer to a policy value points to (an
+// error for a nil one), or policy itself.
+func deref(policy hotlimit.Policy) (hotlimit.Policy, error) {
+	switch p := policy.(type) {
+	case *hotlimit.TokenBucket:
+		return derefPtr(p)
+	case *hotlimit.FixedWindow:
+		return derefPtr(p)
+	case *hotlimit.SlidingWindow:
+		return derefPtr(p)
+	case *hotlimit.LeakyBucket:
+		return derefPtr(p)
+	case *hotlimit.SlidingLog:
+		return derefPtr(p)
+	}
+	return policy, nil
+}
+
+func derefPtr[T hotlimit.Policy](p *T) (hotlimit.Policy, error) {
+	if p == nil {
+		return nil, fmt.Errorf("redislimit: nil %T", p)
+	}
+	return *p, nil
+}
+
+// bucketSpec is the spec of a token bucket (kind 1) of limit units at
+// rate, named name, whose limit field is field (for the messages); bad
+// says the limit's field is out of range, leaky that it is a LeakyBucket.
+func bucketSpec(name, field string, r hotlimit.Rate, limit int64, bad, leaky bool) (spec, error) {
+	switch {
+	case r.N <= 0:
+		return spec{}, fmt.Errorf("redislimit: %s.Rate.N must be > 0, got %d", name, r.N)
+	case r.Per <= 0:
+		return spec{}, fmt.Errorf("redislimit: %s.Rate.Per must be > 0, got %v", name, r.Per)
+	case bad && leaky:
+		return spec{}, fmt.Errorf("redislimit: LeakyBucket.Capacity must be ≥ 0, got %d", limit-1)
+	case bad:
+		return spec{}, fmt.Errorf("redislimit: TokenBucket.Burst must be > 0, got %d", limit)
+	}
+	t := ceilMicros(r.Interval())
+	if limit > maxMicros/t {
+		return spec{}, fmt.Errorf("redislimit: %s.%s %d × interval %dµs exceeds 2^50µs", name, field, limit, t)
+	}
+	return spec{kind: kindTokenBucket, a: t, tau: limit * t, limit: limit, leaky: leaky}, nil
 }
 
 func windowSpec(name string, kind int, limit int64, w time.Duration) (spec, error) {
