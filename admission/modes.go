@@ -8,10 +8,9 @@ const (
 	// KeyErrorDeny refuses the request (OutcomeKeyDenied): it can never
 	// pass as it is. It is the default.
 	KeyErrorDeny KeyErrorMode = iota
-	// KeyErrorFallback limits the request by its client address instead,
-	// under the same layers (httplimit.KeyErrorFallbackIP,
-	// grpclimit.KeyErrorFallbackPeer). If even that fails, the request is
-	// refused as with KeyErrorDeny.
+	// KeyErrorFallback limits the request by its client address instead
+	// (the transport's Config.ClientIP), under the same layers. If even
+	// that fails, the request is refused as with KeyErrorDeny.
 	KeyErrorFallback
 )
 

@@ -41,37 +41,6 @@ type Group struct {
 	Exempt bool
 }
 
-// KeyErrorMode is what the interceptor does when Config.Key cannot
-// extract a key from a call: admission.KeyErrorMode, shared with
-// httplimit.
-type KeyErrorMode = admission.KeyErrorMode
-
-const (
-	// KeyErrorDeny refuses the call with codes.ResourceExhausted and an
-	// errdetails.ErrorInfo of reason "RATE_LIMIT_KEY_MISSING", without
-	// RetryInfo (the call can never pass as it is). It is the default.
-	KeyErrorDeny = admission.KeyErrorDeny
-	// KeyErrorFallbackPeer limits the call by its client IP instead
-	// (PeerKey(Config.ClientIP)), under the same layers. If even that
-	// fails, the call is denied as with KeyErrorDeny.
-	KeyErrorFallbackPeer = admission.KeyErrorFallback
-)
-
-// FailMode is what the interceptor does when the Backend cannot decide
-// (Allow returns an error: a shared store down, a timeout):
-// admission.FailMode, shared with httplimit.
-type FailMode = admission.FailMode
-
-const (
-	// FailClosed refuses the call with codes.Unavailable and no rate-limit
-	// metadata. It is the default: Unavailable, not ResourceExhausted,
-	// because the client has no quota to wait for and did nothing wrong;
-	// gRPC clients retry Unavailable with backoff.
-	FailClosed = admission.FailClosed
-	// FailOpen lets the call through without rate-limit metadata.
-	FailOpen = admission.FailOpen
-)
-
 // Config configures an Interceptor. Limits, Groups and DefaultGroup are
 // required.
 type Config struct {
@@ -105,13 +74,23 @@ type Config struct {
 	Identities []IdentityLimit
 	// ClientIP finds the client address (behind trusted proxies, see
 	// admission.NewClientIP) for a nil Key or IdentityLimit.Key and for
-	// KeyErrorFallbackPeer. nil: the peer address only.
+	// admission.KeyErrorFallback. nil: the peer address only.
 	ClientIP *admission.ClientIP
-	// OnKeyError is what to do when Key fails. Default KeyErrorDeny.
-	OnKeyError KeyErrorMode
-	// OnBackendError is what to do when the backend fails. Default
-	// FailClosed.
-	OnBackendError FailMode
+	// OnKeyError is what to do when Key fails. admission.KeyErrorDeny
+	// (the default) refuses the call with codes.ResourceExhausted and an
+	// errdetails.ErrorInfo of reason "RATE_LIMIT_KEY_MISSING", without
+	// RetryInfo (the call can never pass as it is);
+	// admission.KeyErrorFallback limits it by its client IP instead
+	// (PeerKey(ClientIP)), under the same layers, and if even that fails
+	// refuses it as admission.KeyErrorDeny does.
+	OnKeyError admission.KeyErrorMode
+	// OnBackendError is what to do when the backend fails.
+	// admission.FailClosed (the default) refuses the call with
+	// codes.Unavailable and no rate-limit metadata: Unavailable, not
+	// ResourceExhausted, because the client has no quota to wait for and
+	// did nothing wrong; gRPC clients retry Unavailable with backoff.
+	// admission.FailOpen lets it through without rate-limit metadata.
+	OnBackendError admission.FailMode
 	// OnError, if set, is called synchronously with the error when Key
 	// fails (before any fallback) or the backend fails, for logging: the
 	// client is told only the outcome, never the error's text. It must
@@ -161,10 +140,10 @@ type IdentityLimit struct {
 	// Cost is what one call costs there; 0 means 1. New refuses a Cost
 	// above the limit's capacity.
 	Cost int64
-	// OnKeyError is what to do when Key finds no identity: KeyErrorDeny
-	// (the default) refuses the call, KeyErrorFallbackPeer keys the
+	// OnKeyError is what to do when Key finds no identity: admission.KeyErrorDeny
+	// (the default) refuses the call, admission.KeyErrorFallback keys the
 	// layer by the peer's address instead.
-	OnKeyError KeyErrorMode
+	OnKeyError admission.KeyErrorMode
 }
 
 // waitTimer is the default Config.Wait.
@@ -229,9 +208,9 @@ func New(cfg Config) (*Interceptor, error) {
 	switch {
 	case len(cfg.Groups) == 0:
 		return nil, errors.New("grpclimit: Config.Groups is empty")
-	case cfg.OnKeyError > KeyErrorFallbackPeer:
+	case cfg.OnKeyError > admission.KeyErrorFallback:
 		return nil, fmt.Errorf("grpclimit: Config.OnKeyError %d is not a KeyErrorMode", cfg.OnKeyError)
-	case cfg.OnBackendError > FailOpen:
+	case cfg.OnBackendError > admission.FailOpen:
 		return nil, fmt.Errorf("grpclimit: Config.OnBackendError %d is not a FailMode", cfg.OnBackendError)
 	}
 	byName := make(map[string]int, len(cfg.Groups))
@@ -272,21 +251,21 @@ func New(cfg Config) (*Interceptor, error) {
 	if pc.Key == nil {
 		pc.Key = PeerKey(cfg.ClientIP)
 	}
-	if cfg.OnKeyError == KeyErrorFallbackPeer {
+	if cfg.OnKeyError == admission.KeyErrorFallback {
 		pc.Fallback = PeerKey(cfg.ClientIP)
 	}
 	for i, g := range cfg.Groups {
 		pc.Groups[i] = admission.Group[context.Context]{Name: g.Name, Limit: g.Limit, Cost: g.Cost, Exempt: g.Exempt}
 	}
 	for i, il := range cfg.Identities {
-		if il.OnKeyError > KeyErrorFallbackPeer {
+		if il.OnKeyError > admission.KeyErrorFallback {
 			return nil, fmt.Errorf("grpclimit: Config.Identities[%d]: OnKeyError %d is not a KeyErrorMode", i, il.OnKeyError)
 		}
 		layer := admission.IdentityLayer[context.Context]{Limit: il.Limit, Key: il.Key, Cost: il.Cost}
 		if layer.Key == nil {
 			layer.Key = PeerKey(cfg.ClientIP)
 		}
-		if il.OnKeyError == KeyErrorFallbackPeer {
+		if il.OnKeyError == admission.KeyErrorFallback {
 			layer.Fallback = PeerKey(cfg.ClientIP)
 		}
 		pc.Identities = append(pc.Identities, layer)

@@ -30,7 +30,7 @@ type Event struct {
 	// Interceptor reports at most 32 distinct kinds, then "other".
 	IdentityKind string
 	// Fallback reports that the key is the peer's because Config.Key
-	// failed (KeyErrorFallbackPeer).
+	// failed (admission.KeyErrorFallback).
 	Fallback bool
 	// Limit and Algorithm describe the binding limit: the one that
 	// denied the call or, admitted, the one with the least left. Limit is

@@ -77,7 +77,7 @@ func TestHookEvents(t *testing.T) {
 		DefaultGroup: "check",
 		Global:       "t",
 		Key:          grpclimit.MetadataKey("authorization"),
-		OnKeyError:   grpclimit.KeyErrorFallbackPeer,
+		OnKeyError:   admission.KeyErrorFallback,
 		Hook:         rec.hook,
 	})
 	if err := ic.Backend().(*admission.Local).Classes().SetPolicy("l", hotlimit.FixedWindow{Limit: 2, Window: time.Minute}); err != nil {
@@ -105,7 +105,7 @@ func TestHookEvents(t *testing.T) {
 	list(c, ctx)
 
 	// Backend failures.
-	for _, mode := range []grpclimit.FailMode{grpclimit.FailOpen, grpclimit.FailClosed} {
+	for _, mode := range []admission.FailMode{admission.FailOpen, admission.FailClosed} {
 		c = serveIC(t, newIC(t, nil, grpclimit.Config{
 			Limits:         limits,
 			Groups:         []grpclimit.Group{{Name: "g", Limit: "l"}},

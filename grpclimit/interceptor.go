@@ -48,13 +48,13 @@ const (
 	// ReasonNever: the call can never pass (its cost exceeds the limit's
 	// capacity); there is no RetryInfo, and retrying is pointless.
 	ReasonNever = "RATE_LIMIT_NEVER"
-	// ReasonKeyMissing: no key could be extracted (KeyErrorDeny). The
+	// ReasonKeyMissing: no key could be extracted (admission.KeyErrorDeny). The
 	// ErrorInfo's metadata entry "missing" names the layer whose
 	// identity the call lacks, by its limit's name (the layer's item
 	// name in MDLayers), never by the identity: the group's limit when
 	// Config.Key found none, an IdentityLimit's when its Key found none.
 	ReasonKeyMissing = "RATE_LIMIT_KEY_MISSING"
-	// ReasonUnavailable: the backend failed (FailClosed), with
+	// ReasonUnavailable: the backend failed (admission.FailClosed), with
 	// codes.Unavailable.
 	ReasonUnavailable = "RATE_LIMITER_UNAVAILABLE"
 )

@@ -357,7 +357,7 @@ func TestKeyError(t *testing.T) {
 		t.Errorf("key failure has quota metadata %v", md)
 	}
 
-	cfg.OnKeyError = grpclimit.KeyErrorFallbackPeer
+	cfg.OnKeyError = admission.KeyErrorFallback
 	ic := newIC(t, clock, cfg)
 	c = serveIC(t, ic)
 	if _, err := call(ctx, c); err != nil {
@@ -384,7 +384,7 @@ func (failing) Close() error { return nil }
 // A backend failure is Unavailable under FailClosed (the default) and
 // lets the call through under FailOpen; neither sends quota metadata.
 func TestBackendError(t *testing.T) {
-	for _, mode := range []grpclimit.FailMode{grpclimit.FailClosed, grpclimit.FailOpen} {
+	for _, mode := range []admission.FailMode{admission.FailClosed, admission.FailOpen} {
 		var (
 			mu     sync.Mutex
 			logged []error
@@ -411,7 +411,7 @@ func TestBackendError(t *testing.T) {
 		if len(md.Get(grpclimit.MDLimit)) != 0 {
 			t.Errorf("mode %d: metadata %v", mode, md)
 		}
-		if mode == grpclimit.FailOpen {
+		if mode == admission.FailOpen {
 			if err != nil {
 				t.Errorf("FailOpen: %v", err)
 			}

@@ -502,7 +502,7 @@ func TestBlackBoxResetDryRunExempt(t *testing.T) {
 			},
 			DefaultGroup:     "b",
 			Key:              httplimit.TokenKey("Authorization"),
-			OnKeyError:       httplimit.KeyErrorFallbackIP,
+			OnKeyError:       admission.KeyErrorFallback,
 			ExemptIdentities: []string{httplimit.TokenIdentity("vip")},
 			DryRun:           dry,
 			Hook:             func(ev httplimit.Event) { events = append(events, ev.Outcome) },

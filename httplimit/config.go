@@ -52,42 +52,6 @@ type Group struct {
 	Exempt bool
 }
 
-// KeyErrorMode is what the middleware does when Config.Key cannot
-// extract a key from a request: admission.KeyErrorMode, shared with
-// grpclimit.
-type KeyErrorMode = admission.KeyErrorMode
-
-const (
-	// KeyErrorDeny answers 429 without Retry-After (the request can
-	// never pass as it is) and the body
-	// {"error":"rate_limit_key_missing","missing":"per-tenant"}, where
-	// missing names the layer whose identity the request lacks by its
-	// RateLimit item name (the group's limit when Config.Key found none,
-	// an IdentityLimit's when its Key found none), never the identity.
-	// It is the default.
-	KeyErrorDeny = admission.KeyErrorDeny
-	// KeyErrorFallbackIP limits the request by its client IP instead
-	// (Config.ClientIP), under the same layers. If even the IP cannot be
-	// found, the request is denied as with KeyErrorDeny.
-	KeyErrorFallbackIP = admission.KeyErrorFallback
-)
-
-// FailMode is what the middleware does when the Backend cannot decide
-// (Allow returns an error: a shared store down, a timeout):
-// admission.FailMode, shared with grpclimit.
-type FailMode = admission.FailMode
-
-const (
-	// FailClosed answers 503 Service Unavailable with
-	// {"error":"rate_limiter_unavailable"} and no rate-limit headers. It
-	// is the default: a 503, not a 429, because the client did nothing
-	// wrong and has no quota to wait for; a 429 with invented headers
-	// would be a lie.
-	FailClosed = admission.FailClosed
-	// FailOpen lets the request through without rate-limit headers.
-	FailOpen = admission.FailOpen
-)
-
 // Config configures a Middleware. Limits, Groups and DefaultGroup are
 // required.
 type Config struct {
@@ -129,13 +93,28 @@ type Config struct {
 	ExemptIdentities []string
 	// ClientIP finds the client address (behind trusted proxies, see
 	// admission.NewClientIP) for a nil Key or IdentityLimit.Key and for
-	// KeyErrorFallbackIP. nil: the peer address only.
+	// admission.KeyErrorFallback. nil: the peer address only.
 	ClientIP *admission.ClientIP
-	// OnKeyError is what to do when Key fails. Default KeyErrorDeny.
-	OnKeyError KeyErrorMode
-	// OnBackendError is what to do when the backend fails. Default
-	// FailClosed.
-	OnBackendError FailMode
+	// OnKeyError is what to do when Key fails. admission.KeyErrorDeny
+	// (the default) answers 429 without Retry-After (the request can
+	// never pass as it is) and the body
+	// {"error":"rate_limit_key_missing","missing":"per-tenant"}, where
+	// missing names the layer whose identity the request lacks by its
+	// RateLimit item name (the group's limit when Key found none, an
+	// IdentityLimit's when its Key found none), never the identity.
+	// admission.KeyErrorFallback limits the request by its client IP
+	// instead (ClientIP), under the same layers; if even the IP cannot
+	// be found, it is denied as with admission.KeyErrorDeny.
+	OnKeyError admission.KeyErrorMode
+	// OnBackendError is what to do when the backend cannot decide (a
+	// shared store down, a timeout). admission.FailClosed (the default)
+	// answers 503 Service Unavailable with
+	// {"error":"rate_limiter_unavailable"} and no rate-limit headers: a
+	// 503, not a 429, because the client did nothing wrong and has no
+	// quota to wait for; a 429 with invented headers would be a lie.
+	// admission.FailOpen lets the request through without rate-limit
+	// headers.
+	OnBackendError admission.FailMode
 	// Headers selects the rate-limit header fields. Default HeadersIETF.
 	Headers HeaderMode
 	// Reset selects the form of X-RateLimit-Reset. Default ResetSeconds.
@@ -152,7 +131,7 @@ type Config struct {
 	// can be dark-launched and watched before it is enforced. It
 	// overrides OnKeyError's denial and a CostFunc's failure
 	// (OutcomeDryRunDenied, Event.Err set) and OnBackendError's
-	// FailClosed (OutcomeErrorAllowed), and waits out no LeakyBucket
+	// admission.FailClosed (OutcomeErrorAllowed), and waits out no LeakyBucket
 	// Delay.
 	DryRun bool
 	// Hook, if set, is called synchronously once per request, before the
@@ -201,10 +180,10 @@ type IdentityLimit struct {
 	// Cost is what one request costs there; 0 means 1. New refuses a
 	// Cost above the limit's capacity.
 	Cost int64
-	// OnKeyError is what to do when Key finds no identity: KeyErrorDeny
-	// (the default) refuses the request, KeyErrorFallbackIP keys the
+	// OnKeyError is what to do when Key finds no identity: admission.KeyErrorDeny
+	// (the default) refuses the request, admission.KeyErrorFallback keys the
 	// layer by the client IP (Config.ClientIP) instead.
-	OnKeyError KeyErrorMode
+	OnKeyError admission.KeyErrorMode
 }
 
 // checkFields validates the fields that need no other field, in the
@@ -214,9 +193,9 @@ func (cfg *Config) checkFields() error {
 	switch {
 	case len(cfg.Groups) == 0:
 		return errors.New("httplimit: Config.Groups is empty")
-	case cfg.OnKeyError > KeyErrorFallbackIP:
+	case cfg.OnKeyError > admission.KeyErrorFallback:
 		return fmt.Errorf("httplimit: Config.OnKeyError %d is not a KeyErrorMode", cfg.OnKeyError)
-	case cfg.OnBackendError > FailOpen:
+	case cfg.OnBackendError > admission.FailOpen:
 		return fmt.Errorf("httplimit: Config.OnBackendError %d is not a FailMode", cfg.OnBackendError)
 	case cfg.Headers > HeadersNone:
 		return fmt.Errorf("httplimit: Config.Headers %d is not a HeaderMode", cfg.Headers)

@@ -33,7 +33,7 @@ type Event struct {
 	// metrics.
 	IdentityKind string
 	// Fallback reports that the key is the client IP because Config.Key
-	// failed (KeyErrorFallbackIP).
+	// failed (admission.KeyErrorFallback).
 	Fallback bool
 	// Missing names the layer whose identity the request lacks
 	// (OutcomeKeyDenied, or its DryRun), by its RateLimit item name: the

@@ -148,7 +148,7 @@ func TestKeyExtractionFailure(t *testing.T) {
 		t.Fatalf("counts = %v", c)
 	}
 
-	cfg.OnKeyError = KeyErrorFallbackIP
+	cfg.OnKeyError = admission.KeyErrorFallback
 	var ev Event
 	cfg.Hook = func(e Event) { ev = e }
 	hs = newHarness(t, cfg)

@@ -20,7 +20,7 @@ type tenantKey struct{}
 // admission.KeyFunc[*http.Request] that makes up kinds is capped at 32 distinct ones.
 func TestEventIdentityKind(t *testing.T) {
 	var last httplimit.Event
-	mk := func(key admission.KeyFunc[*http.Request], onKeyError httplimit.KeyErrorMode) http.Handler {
+	mk := func(key admission.KeyFunc[*http.Request], onKeyError admission.KeyErrorMode) http.Handler {
 		m, err := httplimit.New(httplimit.Config{
 			Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1000, Window: time.Hour}},
 			Groups:       []httplimit.Group{{Name: "g", Limit: "l"}},
@@ -50,22 +50,22 @@ func TestEventIdentityKind(t *testing.T) {
 		}
 		return r
 	}
-	tok := mk(httplimit.TokenKey("Authorization"), httplimit.KeyErrorDeny)
+	tok := mk(httplimit.TokenKey("Authorization"), admission.KeyErrorDeny)
 	if k := send(tok, req("secret", "")); k != "tok" {
 		t.Errorf("TokenKey: kind %q, want tok", k)
 	}
 	if k := send(tok, req("", "")); k != "" {
 		t.Errorf("key failure: kind %q, want empty", k)
 	}
-	fb := mk(httplimit.TokenKey("Authorization"), httplimit.KeyErrorFallbackIP)
+	fb := mk(httplimit.TokenKey("Authorization"), admission.KeyErrorFallback)
 	if k := send(fb, req("", "")); k != "ip" {
 		t.Errorf("fallback to the client IP: kind %q, want ip", k)
 	}
-	ip := mk(httplimit.IPKey(nil), httplimit.KeyErrorDeny)
+	ip := mk(httplimit.IPKey(nil), admission.KeyErrorDeny)
 	if k := send(ip, req("", "")); k != "ip" {
 		t.Errorf("IPKey: kind %q, want ip", k)
 	}
-	ctx := mk(httplimit.ContextKey("tenant", tenantKey{}), httplimit.KeyErrorDeny)
+	ctx := mk(httplimit.ContextKey("tenant", tenantKey{}), admission.KeyErrorDeny)
 	if k := send(ctx, req("", "acme")); k != "tenant" {
 		t.Errorf("ContextKey: kind %q, want tenant", k)
 	}
@@ -74,7 +74,7 @@ func TestEventIdentityKind(t *testing.T) {
 	wild := mk(func(dst []byte, r *http.Request) ([]byte, error) {
 		n++
 		return append(dst, "k"+strconv.Itoa(n)+":v"...), nil
-	}, httplimit.KeyErrorDeny)
+	}, admission.KeyErrorDeny)
 	for i := 1; i <= 40; i++ {
 		want := "k" + strconv.Itoa(i)
 		if i > 32 {

@@ -71,7 +71,7 @@ func New(cfg Config) (*Middleware, error) {
 		Identify:         m.hook != nil || len(cfg.Observers) > 0,
 		Observers:        cfg.Observers,
 	}
-	if cfg.OnKeyError == KeyErrorFallbackIP {
+	if cfg.OnKeyError == admission.KeyErrorFallback {
 		pc.Fallback = IPKey(cfg.ClientIP)
 	}
 	for i, g := range cfg.Groups {
@@ -81,11 +81,11 @@ func New(cfg Config) (*Middleware, error) {
 		}
 	}
 	for i, il := range cfg.Identities {
-		if il.OnKeyError > KeyErrorFallbackIP {
+		if il.OnKeyError > admission.KeyErrorFallback {
 			return nil, fmt.Errorf("httplimit: Config.Identities[%d]: OnKeyError %d is not a KeyErrorMode", i, il.OnKeyError)
 		}
 		layer := admission.IdentityLayer[*http.Request]{Limit: il.Limit, Key: il.Key, Cost: il.Cost}
-		if il.OnKeyError == KeyErrorFallbackIP {
+		if il.OnKeyError == admission.KeyErrorFallback {
 			layer.Fallback = IPKey(cfg.ClientIP)
 		}
 		pc.Identities = append(pc.Identities, layer)

@@ -127,7 +127,7 @@ func TestBackendFailure(t *testing.T) {
 	failing := func(map[string]hotlimit.Policy) (admission.Backend, error) {
 		return backendFunc(func(context.Context, []admission.Layer) (hotlimit.Decision, error) { return hotlimit.Decision{}, down }), nil
 	}
-	for _, mode := range []FailMode{FailClosed, FailOpen} {
+	for _, mode := range []admission.FailMode{admission.FailClosed, admission.FailOpen} {
 		var ev Event
 		hs := newHarness(t, Config{
 			Limits:         map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 2, Window: time.Minute}},
@@ -145,7 +145,7 @@ func TestBackendFailure(t *testing.T) {
 		if w.Header().Get("RateLimit") != "" || w.Header().Get("Retry-After") != "" {
 			t.Errorf("mode %d: rate-limit headers on a backend failure: %v", mode, w.Header())
 		}
-		if mode == FailClosed {
+		if mode == admission.FailClosed {
 			if w.Code != http.StatusServiceUnavailable || hs.calls != 0 || ev.Outcome != admission.OutcomeErrorDenied ||
 				strings.TrimSpace(w.Body.String()) != `{"error":"rate_limiter_unavailable"}` {
 				t.Errorf("fail-closed: %d calls=%d outcome=%v body=%s", w.Code, hs.calls, ev.Outcome, w.Body)
@@ -222,8 +222,8 @@ func TestLeakyBucketDelay(t *testing.T) {
 }
 
 // TestDryRunNeverBlocks: a dark-launched limit changes nothing for the
-// client, whatever happens: no key (under KeyErrorDeny), a backend that
-// fails (under FailClosed), or a LeakyBucket that would shape the request
+// client, whatever happens: no key (under admission.KeyErrorDeny), a backend that
+// fails (under admission.FailClosed), or a LeakyBucket that would shape the request
 // with a Delay. The handler is called at once every time, and the outcome
 // still tells what enforcement would have done.
 func TestDryRunNeverBlocks(t *testing.T) {
@@ -252,7 +252,7 @@ func TestDryRunNeverBlocks(t *testing.T) {
 	cfg.Backend = func(map[string]hotlimit.Policy) (admission.Backend, error) {
 		return backendFunc(func(context.Context, []admission.Layer) (hotlimit.Decision, error) { return hotlimit.Decision{}, down }), nil
 	}
-	hs = newHarness(t, cfg) // FailClosed, the default
+	hs = newHarness(t, cfg) // admission.FailClosed, the default
 	if w := hs.do("/", token); w.Code != http.StatusOK || hs.calls != 1 {
 		t.Errorf("dry run, backend down: %d, calls=%d; want the handler called", w.Code, hs.calls)
 	}

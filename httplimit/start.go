@@ -29,7 +29,7 @@ func ByIP(rate hotlimit.Rate) (*Middleware, error) { return By(PerIP(rate)) }
 // ByToken is ByIP keyed by the API token a request presents in the named
 // header (see TokenKey: the Bearer credential for "Authorization"), in a
 // limit named "per-token". A request without a token is limited by its
-// client IP instead (KeyErrorFallbackIP), under the same rate. It is
+// client IP instead (admission.KeyErrorFallback), under the same rate. It is
 // shorthand for By(PerToken(header, rate)).
 //
 // An invalid header name (empty, or not an HTTP token) is an error: no
@@ -47,7 +47,7 @@ func ByToken(header string, rate hotlimit.Rate) (*Middleware, error) {
 type PerIdentityLimit struct {
 	name       string
 	key        admission.KeyFunc[*http.Request]
-	onKeyError KeyErrorMode
+	onKeyError admission.KeyErrorMode
 	rate       hotlimit.Rate
 	err        error
 }
@@ -62,7 +62,7 @@ func PerIP(rate hotlimit.Rate) PerIdentityLimit {
 // header, in a limit named "per-token"; a request without a token is
 // limited by its client IP under it.
 func PerToken(header string, rate hotlimit.Rate) PerIdentityLimit {
-	return PerIdentityLimit{name: "per-token", key: TokenKey(header), onKeyError: KeyErrorFallbackIP, rate: rate,
+	return PerIdentityLimit{name: "per-token", key: TokenKey(header), onKeyError: admission.KeyErrorFallback, rate: rate,
 		err: checkHeaderName(header)} // TokenKey would find no token, and every request would fall back to its IP
 }
 
@@ -89,7 +89,7 @@ func PerToken(header string, rate hotlimit.Rate) PerIdentityLimit {
 //	})
 //
 // with, for PerToken(header, rate), a limit "per-token" in place of
-// "per-ip", Key TokenKey(header) and OnKeyError KeyErrorFallbackIP; each
+// "per-ip", Key TokenKey(header) and OnKeyError admission.KeyErrorFallback; each
 // further limit is an IdentityLimit of Config.Identities.
 func By(limits ...PerIdentityLimit) (*Middleware, error) {
 	if len(limits) == 0 {

@@ -55,7 +55,7 @@ func TestBackendMetrics(t *testing.T) {
 		DefaultGroup:   "search",
 		Global:         "global",
 		Key:            httplimit.TokenKey("Authorization"),
-		OnBackendError: httplimit.FailOpen,
+		OnBackendError: admission.FailOpen,
 		Backend:        factory,
 		Observers:      observers,
 	})

@@ -59,7 +59,7 @@ func newHandler(hook func(httplimit.Event), opts ...hotlimit.Option) (http.Handl
 		DefaultGroup:  "cheap",
 		Global:        "global",
 		Key:           httplimit.TokenKey("Authorization"),
-		OnKeyError:    httplimit.KeyErrorFallbackIP,
+		OnKeyError:    admission.KeyErrorFallback,
 		Headers:       httplimit.HeadersIETF,
 		PolicyVersion: "example-1",
 		Hook:          hook,
