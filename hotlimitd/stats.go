@@ -98,9 +98,29 @@ func (s *Server) observe(ctx context.Context, c *call, domain string, d hotlimit
 func (c *call) algorithm(j int) hotlimit.Algorithm {
 	for i, k := range c.layer {
 		if k == j {
-			pi, _ := hotlimit.Describe(c.lims[i].Policy)
-			return pi.Algorithm
+			return algorithmOf(c.lims[i].Policy)
 		}
 	}
 	return 0
+}
+
+// algorithmOf returns p's algorithm, as hotlimit.Describe reports it, from
+// its type (hotlimit has one algorithm per policy type): Describe builds
+// the policy's parameters, an allocation per layer and decision when the
+// backend does not report the policy (redislimit).
+func algorithmOf(p hotlimit.Policy) hotlimit.Algorithm {
+	switch p.(type) {
+	case hotlimit.TokenBucket:
+		return hotlimit.AlgorithmTokenBucket
+	case hotlimit.LeakyBucket:
+		return hotlimit.AlgorithmLeakyBucket
+	case hotlimit.FixedWindow:
+		return hotlimit.AlgorithmFixedWindow
+	case hotlimit.SlidingWindow:
+		return hotlimit.AlgorithmSlidingWindow
+	case hotlimit.SlidingLog:
+		return hotlimit.AlgorithmSlidingLog
+	}
+	pi, _ := hotlimit.Describe(p)
+	return pi.Algorithm
 }

@@ -130,7 +130,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ratelimitStats, "ratelimit-stats", "prometheus", "envoyproxy/ratelimit's stats: prometheus (USE_PROMETHEUS, as hotlimitd's promlimit metrics) or off (DISABLE_STATS)")
 	fs.IntVar(&f.replicas, "replicas", 1, "replicas of the service in its process (each its own port; the callers' connections spread over them): gubernator nodes that are each other's peers, or hotlimitd Servers on one Redis")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write the service's CPU profile (warmup included) to this file")
-	fs.StringVar(&f.memProfile, "memprofile", "", "write the service's allocation profile (pprof's allocs, warmup included) to this file when it stops")
+	fs.StringVar(&f.memProfile, "memprofile", "", "write the service's allocation profile (pprof's allocs, warmup included, every allocation recorded: slower) to this file when it stops")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the callers' key streams")
 	fs.Int64Var(&f.maxErrs, "max-errors", 1000, "failed calls the run survives (counted apart, never as decisions); one more ends it")
 }
@@ -296,6 +296,7 @@ func serve(f *flags) error {
 		defer pprof.StopCPUProfile()
 	}
 	if f.memProfile != "" {
+		runtime.MemProfileRate = 1 // every allocation: exact counts, slower
 		defer writeAllocs(f.memProfile)
 	}
 	fmt.Println(strings.Join(addrs, ","))
