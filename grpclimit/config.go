@@ -10,7 +10,6 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
-	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
 // Group is a method group: gRPC methods that cost the same and share one
@@ -193,18 +192,6 @@ type group struct {
 // New validates cfg, builds its backend, and returns the Interceptor. The
 // error names the offending field.
 func New(cfg Config) (*Interceptor, error) {
-	ic := &Interceptor{
-		exact:    make(map[string]int),
-		services: make(map[string]int),
-		onError:  cfg.OnError,
-		hook:     cfg.Hook,
-		metadata: !cfg.NoMetadata,
-		layerMD:  !cfg.NoMetadata && len(cfg.Identities) > 0,
-		wait:     cfg.Wait,
-	}
-	if ic.wait == nil {
-		ic.wait = waitTimer
-	}
 	switch {
 	case len(cfg.Groups) == 0:
 		return nil, errors.New("grpclimit: Config.Groups is empty")
@@ -213,27 +200,37 @@ func New(cfg Config) (*Interceptor, error) {
 	case cfg.OnBackendError > admission.FailOpen:
 		return nil, fmt.Errorf("grpclimit: Config.OnBackendError %d is not a FailMode", cfg.OnBackendError)
 	}
-	byName := make(map[string]int, len(cfg.Groups))
-	ic.groups = make([]group, len(cfg.Groups))
-	for i, g := range cfg.Groups {
-		if err := ic.addGroup(i, g, byName); err != nil {
-			return nil, err
-		}
+	layerMD := !cfg.NoMetadata && len(cfg.Identities) > 0
+	pc, err := pipelineConfig(cfg, layerMD)
+	if err != nil {
+		return nil, err
 	}
-	var ok bool
-	if ic.defaultIdx, ok = byName[cfg.DefaultGroup]; !ok {
-		return nil, fmt.Errorf("grpclimit: Config.DefaultGroup %q is not a group", cfg.DefaultGroup)
+	p, err := admission.New(pc) // checks the groups' names, duplicates and costs
+	if err != nil {
+		return nil, err
 	}
-	for i, g := range cfg.Groups {
-		for m, c := range g.Costs {
-			if c < 1 {
-				return nil, fmt.Errorf("grpclimit: group %q: Costs[%q] must be ≥ 1, got %d", g.Name, m, c)
-			}
-			if !ic.listed(m, i) {
-				return nil, fmt.Errorf("grpclimit: group %q: Costs names %q, which is not a method of the group", g.Name, m)
-			}
-		}
+	ic := &Interceptor{
+		pipe:     p,
+		exact:    make(map[string]int),
+		services: make(map[string]int),
+		onError:  cfg.OnError,
+		hook:     cfg.Hook,
+		metadata: !cfg.NoMetadata,
+		layerMD:  layerMD,
+		wait:     cfg.Wait,
 	}
+	if ic.wait == nil {
+		ic.wait = waitTimer
+	}
+	if err := ic.buildGroups(cfg); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return ic, nil
+}
+
+// pipelineConfig is the pipeline's Config of cfg.
+func pipelineConfig(cfg Config, layerMD bool) (admission.Config[context.Context], error) {
 	pc := admission.Config[context.Context]{
 		Prefix:         "grpclimit",
 		Noun:           "call",
@@ -244,7 +241,7 @@ func New(cfg Config) (*Interceptor, error) {
 		GlobalCost:     cfg.GlobalCost,
 		Backend:        cfg.Backend,
 		OnBackendError: cfg.OnBackendError,
-		States:         ic.layerMD,
+		States:         layerMD,
 		Identify:       cfg.Hook != nil || len(cfg.Observers) > 0,
 		Observers:      cfg.Observers,
 	}
@@ -259,7 +256,7 @@ func New(cfg Config) (*Interceptor, error) {
 	}
 	for i, il := range cfg.Identities {
 		if il.OnKeyError > admission.KeyErrorFallback {
-			return nil, fmt.Errorf("grpclimit: Config.Identities[%d]: OnKeyError %d is not a KeyErrorMode", i, il.OnKeyError)
+			return pc, fmt.Errorf("grpclimit: Config.Identities[%d]: OnKeyError %d is not a KeyErrorMode", i, il.OnKeyError)
 		}
 		layer := admission.IdentityLayer[context.Context]{Limit: il.Limit, Key: il.Key, Cost: il.Cost}
 		if layer.Key == nil {
@@ -270,16 +267,36 @@ func New(cfg Config) (*Interceptor, error) {
 		}
 		pc.Identities = append(pc.Identities, layer)
 	}
-	p, err := admission.New(pc)
-	if err != nil {
-		return nil, err
+	return pc, nil
+}
+
+// buildGroups registers the groups' methods, finds the default group and
+// checks the per-method Costs. The pipeline has checked the rest of each
+// group: groups are validated once, by admission.New.
+func (ic *Interceptor) buildGroups(cfg Config) error {
+	byName := make(map[string]int, len(cfg.Groups))
+	ic.groups = make([]group, len(cfg.Groups))
+	for i, g := range cfg.Groups {
+		byName[g.Name] = i
+		if err := ic.addGroup(i, g); err != nil {
+			return err
+		}
 	}
-	ic.pipe = p
-	if err := ic.checkCosts(); err != nil {
-		p.Close()
-		return nil, err
+	var ok bool
+	if ic.defaultIdx, ok = byName[cfg.DefaultGroup]; !ok {
+		return fmt.Errorf("grpclimit: Config.DefaultGroup %q is not a group", cfg.DefaultGroup)
 	}
-	return ic, nil
+	for i, g := range cfg.Groups {
+		for m, c := range g.Costs {
+			if c < 1 {
+				return fmt.Errorf("grpclimit: group %q: Costs[%q] must be ≥ 1, got %d", g.Name, m, c)
+			}
+			if !ic.listed(m, i) {
+				return fmt.Errorf("grpclimit: group %q: Costs names %q, which is not a method of the group", g.Name, m)
+			}
+		}
+	}
+	return ic.checkCosts()
 }
 
 // checkCosts refuses a Costs entry above its group's limit's capacity:
@@ -313,17 +330,7 @@ func sortedKeys(m map[string]int64) []string {
 }
 
 // addGroup checks group i and registers its methods.
-func (ic *Interceptor) addGroup(i int, g Group, byName map[string]int) error {
-	if !ident.ValidName(g.Name) {
-		return fmt.Errorf("grpclimit: Config.Groups[%d]: name %q must be 1 to 64 letters, digits or \"._-\"", i, g.Name)
-	}
-	if _, dup := byName[g.Name]; dup {
-		return fmt.Errorf("grpclimit: Config.Groups[%d]: duplicate group %q", i, g.Name)
-	}
-	byName[g.Name] = i
-	if g.Cost < 0 {
-		return fmt.Errorf("grpclimit: group %q: Cost must be ≥ 0, got %d", g.Name, g.Cost)
-	}
+func (ic *Interceptor) addGroup(i int, g Group) error {
 	gs := &ic.groups[i]
 	gs.name, gs.exempt, gs.limit, gs.cost = g.Name, g.Exempt, g.Limit, max(g.Cost, 1)
 	if len(g.Costs) > 0 {

@@ -47,14 +47,7 @@ func New(cfg Config) (*Middleware, error) {
 		return nil, err
 	}
 	m := newMiddleware(&cfg)
-	if err := m.buildGroups(cfg.Groups, cfg.DefaultGroup); err != nil {
-		return nil, err
-	}
-	if cfg.Classify == nil {
-		if err := m.buildMux(cfg.Groups); err != nil {
-			return nil, err
-		}
-	}
+	m.newGroups(cfg.Groups)
 	pc := admission.Config[*http.Request]{
 		Prefix:           "httplimit",
 		Noun:             "request",
@@ -103,7 +96,23 @@ func New(cfg Config) (*Middleware, error) {
 		return nil, err
 	}
 	m.pipe = p
+	if err := m.buildRoutes(cfg); err != nil {
+		p.Close()
+		return nil, err
+	}
 	return m, nil
+}
+
+// buildRoutes finds each request's group: by name, by pattern unless
+// Config.Classify replaces them.
+func (m *Middleware) buildRoutes(cfg Config) error {
+	if err := m.buildGroups(cfg.Groups, cfg.DefaultGroup); err != nil {
+		return err
+	}
+	if cfg.Classify == nil {
+		return m.buildMux(cfg.Groups)
+	}
+	return nil
 }
 
 // newMiddleware copies the settings of a checked cfg that need no

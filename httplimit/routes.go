@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"github.com/hotlimit/hotlimit/admission"
-	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
 // groupState is a route group's configuration and counters.
@@ -19,20 +18,22 @@ type groupState struct {
 	counts   [admission.OutcomeCount]atomic.Uint64
 }
 
-// buildGroups sets m.groups, m.byName and m.defaultIdx from groups. The
-// pipeline checks the rest of each group.
-func (m *Middleware) buildGroups(groups []Group, defaultGroup string) error {
+// newGroups sets m.groups from groups, before the pipeline is built
+// (each CostFunc is priced through its groupState).
+func (m *Middleware) newGroups(groups []Group) {
 	m.groups = make([]groupState, len(groups))
+	for i, g := range groups {
+		m.groups[i] = groupState{name: g.Name, cost: max(g.Cost, 1), costFunc: g.CostFunc}
+	}
+}
+
+// buildGroups sets m.byName and m.defaultIdx from groups, which the
+// pipeline has checked (names, duplicates, costs): groups are validated
+// once, by admission.New.
+func (m *Middleware) buildGroups(groups []Group, defaultGroup string) error {
 	m.byName = make(map[string]int, len(groups))
 	for i, g := range groups {
-		if !ident.ValidName(g.Name) {
-			return fmt.Errorf("httplimit: Config.Groups[%d]: name %q must be 1 to 64 letters, digits or \"._-\"", i, g.Name)
-		}
-		if _, dup := m.byName[g.Name]; dup {
-			return fmt.Errorf("httplimit: Config.Groups[%d]: duplicate group %q", i, g.Name)
-		}
 		m.byName[g.Name] = i
-		m.groups[i] = groupState{name: g.Name, cost: max(g.Cost, 1), costFunc: g.CostFunc}
 	}
 	var ok bool
 	if m.defaultIdx, ok = m.byName[defaultGroup]; !ok {
