@@ -166,7 +166,8 @@ func BenchmarkIdentities(b *testing.B) {
 // layers' keys, the backend call, the Result); Middleware is a request
 // through the handler (routing and the IETF headers too). Every request
 // is admitted. Compare their instruction counts (perf stat) rather than
-// their times on a shared machine; bench/RESULTS.md has the figures.
+// their times on a shared machine; the figures are in
+// https://github.com/hotlimit/hotlimit/blob/main/bench/RESULTS.md.
 func BenchmarkIPv4Decision(b *testing.B) {
 	m, err := New(Config{
 		Limits: map[string]hotlimit.Policy{

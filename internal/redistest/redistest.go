@@ -1,13 +1,13 @@
 // Package redistest provides what the tests and benchmarks of redislimit
 // (its lease mode included), hotlimitd and bench/redisbench need to run
 // against real Redis servers: the addresses of the private server and Cluster that
-// redislimit/test.sh starts, clients configured as redislimit.New
+// servers.sh starts, clients configured as redislimit.New
 // requires, key prefixes no other test uses, a command counter, private
 // servers and Clusters a test starts and kills itself, and a TCP proxy
 // that cuts connections.
 //
 // Every function that takes a testing.TB skips the test when the
-// environment holds no server address (outside redislimit/test.sh), and
+// environment holds no server address (outside servers.sh), and
 // cleans up what it made when the test ends.
 package redistest
 
@@ -28,7 +28,7 @@ import (
 )
 
 // The environment variables that hold the addresses of the server and of
-// the Cluster's masters (comma-separated); redislimit/test.sh starts both
+// the Cluster's masters (comma-separated); servers.sh starts both
 // and sets them.
 const (
 	AddrEnv    = "HOTLIMIT_REDIS_ADDR"
@@ -40,7 +40,7 @@ func Addr(t testing.TB) string {
 	t.Helper()
 	addr := os.Getenv(AddrEnv)
 	if addr == "" {
-		t.Skipf("%s is not set: run redislimit/test.sh, which starts a private redis-server", AddrEnv)
+		t.Skipf("%s is not set: source servers.sh (beside this package), as every module's test.sh does, to start a private redis-server", AddrEnv)
 	}
 	return addr
 }
@@ -51,7 +51,7 @@ func ClusterAddrs(t testing.TB) []string {
 	t.Helper()
 	addrs := os.Getenv(ClusterEnv)
 	if addrs == "" {
-		t.Skipf("%s is not set: run redislimit/test.sh, which starts a private Redis Cluster", ClusterEnv)
+		t.Skipf("%s is not set: source servers.sh (beside this package), as every module's test.sh does, to start a private Redis Cluster", ClusterEnv)
 	}
 	return strings.Split(addrs, ",")
 }
@@ -168,7 +168,7 @@ type Server struct {
 
 // StartServer starts a redis-server on port (a free one if 0), without
 // persistence, and waits until it answers; it is killed when the test
-// ends. It skips the test where redislimit/test.sh is not running it, or
+// ends. It skips the test where servers.sh is not running it, or
 // where redis-server is not installed.
 func StartServer(t testing.TB, port int, extra ...string) *Server {
 	t.Helper()
