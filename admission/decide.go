@@ -93,6 +93,9 @@ type Result struct {
 	nstates int                            // states the backend reported: nlayers or 0
 	built   int                            // layers whose keys were written: cleared by Release
 	ev      Event                          // what the observers are handed: here, so it does not escape per request
+	group   string                         // the request's group
+	glimit  *limitInfo                     // its layer's limit; nil for an exempt group
+	took    time.Duration                  // how long the backend took, when observed
 	names   []string
 	infos   []*limitInfo
 }
@@ -245,8 +248,9 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 	res := p.results.Get().(*Result)
 	res.Outcome, res.Refusal, res.Decision, res.Fallback = OutcomeAllowed, OutcomeAllowed, hotlimit.Decision{}, false
 	res.IdentityHash, res.IdentityKind, res.Binding, res.BindingReported, res.Cost, res.Missing = 0, "", -1, false, 0, ""
-	res.nlayers, res.nstates = 0, 0
+	res.nlayers, res.nstates, res.took = 0, 0, 0
 	g := &p.groups[groupIdx]
+	res.group, res.glimit = g.name, g.limit
 	if g.exempt {
 		res.Outcome = OutcomeExempt
 		return res
@@ -319,7 +323,7 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 	res.nlayers, res.built = len(layers), len(layers)
 	var began time.Time
 	if p.observers != nil {
-		ctx = p.begin(ctx, res, g)
+		ctx = p.begin(ctx, res)
 		began = time.Now()
 	}
 	idx := -1

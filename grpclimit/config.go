@@ -99,8 +99,11 @@ type Config struct {
 	// interceptor decides (exempt calls included), after the decision and
 	// before the handler runs or the refusal is returned, for metrics and
 	// logs. It must be fast and safe for concurrent use, and must not
-	// keep ev.Context beyond the call. nil costs nothing.
-	Hook func(ev Event)
+	// keep ev.Context beyond the call. ev.Method is the call's full
+	// method ("/pkg.Service/Method"); ev.Limit and ev.Algorithm name the
+	// binding limit only when the backend reports it (Backend.AllowStates
+	// returned its index), "" otherwise. nil costs nothing.
+	Hook func(ev admission.Event)
 	// NoMetadata turns off the rate-limit response metadata (the
 	// ratelimit-* and retry-after entries); the status details of a
 	// denial are still sent. gRPC's handling of the metadata is most of
@@ -174,7 +177,7 @@ type Interceptor struct {
 	services   map[string]int // "/pkg.Service/" → group
 	defaultIdx int
 	onError    func(context.Context, string, error)
-	hook       func(Event)
+	hook       func(admission.Event)
 	metadata   bool
 	layerMD    bool // per-layer metadata: Config.Identities is set
 	wait       func(context.Context, time.Duration) error

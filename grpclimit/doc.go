@@ -136,7 +136,7 @@
 // # Operations
 //
 // Config.OnError sees every key extraction and backend error (the client
-// is told only the outcome). Config.Hook sees one Event per call: its
+// is told only the outcome). Config.Hook sees one admission.Event per call: its
 // method and group, its Outcome (admitted, denied for now or for good,
 // exempt, no key, backend failure let through or refused), the binding
 // limit and Decision, and the kind of identity, never the key or the

@@ -27,12 +27,12 @@ type recorder struct {
 	ev []string
 }
 
-func (r *recorder) hook(ev grpclimit.Event) {
+func (r *recorder) hook(ev admission.Event) {
 	m, ok := grpc.Method(ev.Context)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !ok || m != ev.FullMethod {
-		r.t.Errorf("event of %s: its context's method is %q", ev.FullMethod, m)
+	if !ok || m != ev.Method {
+		r.t.Errorf("event of %s: its context's method is %q", ev.Method, m)
 	}
 	d := ev.Decision
 	retry := "-"
@@ -43,7 +43,7 @@ func (r *recorder) hook(ev grpclimit.Event) {
 		retry = d.RetryAfter.String()
 	}
 	r.ev = append(r.ev, fmt.Sprintf("%s %s %s kind=%q fallback=%t limit=%q alg=%q allowed=%t limit=%d rem=%d retry=%s",
-		ev.FullMethod, ev.Group, ev.Outcome, ev.IdentityKind, ev.Fallback, ev.Limit, ev.Algorithm,
+		ev.Method, ev.Group, ev.Outcome, ev.IdentityKind, ev.Fallback, ev.Limit, ev.Algorithm,
 		d.Allowed, d.Limit, d.Remaining, retry))
 }
 
@@ -157,7 +157,7 @@ func TestHookAllocs(t *testing.T) {
 	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer t"))
 	info := &grpc.UnaryServerInfo{FullMethod: mCheck}
 	handler := func(ctx context.Context, req any) (any, error) { return req, nil }
-	allocs := func(hook func(grpclimit.Event)) float64 {
+	allocs := func(hook func(admission.Event)) float64 {
 		cfg := benchConfig()
 		cfg.Hook = hook
 		u := newIC(t, nil, cfg).Unary()
@@ -168,7 +168,7 @@ func TestHookAllocs(t *testing.T) {
 		})
 	}
 	var n int
-	without, with := allocs(nil), allocs(func(ev grpclimit.Event) {
+	without, with := allocs(nil), allocs(func(ev admission.Event) {
 		if ev.Outcome == admission.OutcomeAllowed {
 			n++
 		}

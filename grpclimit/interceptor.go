@@ -156,13 +156,12 @@ func (ic *Interceptor) decide(ctx context.Context, method string) (metadata.MD, 
 	if res.KeyErr != nil && ic.onError != nil {
 		ic.onError(ctx, method, res.KeyErr)
 	}
-	ev := Event{Outcome: res.Outcome, IdentityKind: res.IdentityKind, Fallback: res.Fallback}
 	switch res.Outcome {
 	case admission.OutcomeExempt:
-		ic.report(ctx, method, g, ev)
+		ic.report(ctx, method, res)
 		return nil, 0, nil
 	case admission.OutcomeKeyDenied:
-		ic.report(ctx, method, g, ev)
+		ic.report(ctx, method, res)
 		// The KeyFunc's error stays on the server: it may describe the
 		// configuration, which is no business of the client's.
 		// The ErrorInfo names the layer whose identity is missing (its
@@ -173,7 +172,7 @@ func (ic *Interceptor) decide(ctx context.Context, method string) (metadata.MD, 
 		if ic.onError != nil {
 			ic.onError(ctx, method, res.Err)
 		}
-		ic.report(ctx, method, g, ev)
+		ic.report(ctx, method, res)
 		if res.Outcome == admission.OutcomeErrorAllowed {
 			return nil, 0, nil
 		}
@@ -182,15 +181,13 @@ func (ic *Interceptor) decide(ctx context.Context, method string) (metadata.MD, 
 	d := res.Decision
 	name := "" // unknown for a backend that does not report the binding layer
 	if res.BindingReported {
-		ev.Limit, ev.Algorithm = res.Limit()
-		name = ev.Limit
+		name, _ = res.Limit()
 	}
-	ev.Decision = d
 	var md metadata.MD
 	if ic.metadata {
 		md = ic.quotaMD(res, gi, name)
 	}
-	ic.report(ctx, method, g, ev)
+	ic.report(ctx, method, res)
 	if d.Allowed {
 		return md, d.Delay, nil
 	}
@@ -217,13 +214,17 @@ func pushback(md metadata.MD, retryAfter time.Duration) metadata.MD {
 	return md
 }
 
-// report completes ev with the call's context, method and group, and
-// hands it to the hook, if there is one.
-func (ic *Interceptor) report(ctx context.Context, method string, g *group, ev Event) {
+// report hands the hook, if there is one, the Event of the call decided
+// in res: its binding limit only when the backend reported it.
+func (ic *Interceptor) report(ctx context.Context, method string, res *admission.Result) {
 	if ic.hook == nil {
 		return
 	}
-	ev.Context, ev.FullMethod, ev.Group = ctx, method, g.name
+	ev := res.Event()
+	ev.Context, ev.Method = ctx, method
+	if !res.BindingReported {
+		ev.Limit, ev.Algorithm = "", ""
+	}
 	ic.hook(ev)
 }
 

@@ -55,7 +55,7 @@ func TestOracleNoMetadata(t *testing.T) {
 
 func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy, noMD bool) {
 	var mu sync.Mutex
-	var last grpclimit.Event // the hook's event of the latest call
+	var last admission.Event // the hook's event of the latest call
 	clock := hotlimit.NewManualClock()
 	clock.Set(1000*time.Second + 250*time.Millisecond)
 	ic := newIC(t, nil, grpclimit.Config{
@@ -67,7 +67,7 @@ func oracleGRPC(t *testing.T, gp, ip, glp hotlimit.Policy, noMD bool) {
 		Identities:   []grpclimit.IdentityLimit{{Limit: "per-tenant", Key: grpclimit.MetadataKey("x-tenant")}},
 		Backend:      admission.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
 		Wait:         func(context.Context, time.Duration) error { return nil },
-		Hook: func(ev grpclimit.Event) {
+		Hook: func(ev admission.Event) {
 			mu.Lock()
 			defer mu.Unlock()
 			last = ev

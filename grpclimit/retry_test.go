@@ -49,7 +49,7 @@ func TestClientRetriesObeyPushback(t *testing.T) {
 			DefaultGroup: "health",
 			Key:          grpclimit.MetadataKey("authorization"),
 			NoMetadata:   noMD,
-			Hook:         func(grpclimit.Event) { attempts.Add(1) },
+			Hook:         func(admission.Event) { attempts.Add(1) },
 		})
 		c := serveDial(t, "tcp4", []grpc.DialOption{grpc.WithDefaultServiceConfig(retryConfig)}, grpcOpts(ic)...)
 		ctx := bearer(testCtx(t), "t")

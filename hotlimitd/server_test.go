@@ -337,9 +337,9 @@ func TestObservers(t *testing.T) {
 	ask(t, f.srv, request("test", desc("user", "x"), desc("path", "/a")))
 	path := limitName(t, f.cfg, "test", "path", "/a")
 	want := []admission.Event{
-		{Group: "test:allowed", Limit: path, Algorithm: "FixedWindow"},
-		{Group: "test:allowed", Limit: path, Algorithm: "FixedWindow"},
-		{Group: "test:denied", Limit: path, Algorithm: "FixedWindow"},
+		{Group: "test:allowed", GroupLimit: path, GroupAlgorithm: "FixedWindow"},
+		{Group: "test:allowed", GroupLimit: path, GroupAlgorithm: "FixedWindow"},
+		{Group: "test:denied", GroupLimit: path, GroupAlgorithm: "FixedWindow"},
 	}
 	if !slices.Equal(seen, want) {
 		t.Fatalf("events %+v, want %+v", seen, want)

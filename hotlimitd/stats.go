@@ -51,7 +51,7 @@ type observed struct {
 
 // observe hands the observers the enforced decision of a request: its
 // outcome, the backend's Decision or error, how long the backend took,
-// and, in Event.Limit and Event.Algorithm, the binding descriptor's
+// and, in Event.GroupLimit and Event.GroupAlgorithm, the binding descriptor's
 // limit (the first one's when the backend does not say). A request that
 // a rule refusing every hit refused (refuse: the backend only read the
 // others) is OutcomeDeniedNever, its Decision not allowed. Event.Group is
@@ -86,7 +86,7 @@ func (s *Server) observe(ctx context.Context, c *call, domain string, d hotlimit
 	if err != nil || alg == 0 {
 		alg = c.algorithm(j)
 	}
-	o.ev = admission.Event{Result: &o.res, Group: domain, Limit: c.layers[j].Limit, Algorithm: alg.String(), Duration: took}
+	o.ev = admission.Event{Result: &o.res, Group: domain, GroupLimit: c.layers[j].Limit, GroupAlgorithm: alg.String(), Duration: took}
 	for _, ob := range s.observers {
 		ob.Observe(ctx, &o.ev)
 	}

@@ -505,7 +505,7 @@ func TestBlackBoxResetDryRunExempt(t *testing.T) {
 			OnKeyError:       admission.KeyErrorFallback,
 			ExemptIdentities: []string{httplimit.TokenIdentity("vip")},
 			DryRun:           dry,
-			Hook:             func(ev httplimit.Event) { events = append(events, ev.Outcome) },
+			Hook:             func(ev admission.Event) { events = append(events, ev.Outcome) },
 			Backend:          admission.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
 		})
 		if err != nil {

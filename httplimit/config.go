@@ -42,7 +42,7 @@ type Group struct {
 	// A cost above the limit's capacity can never pass (403, see the
 	// package documentation). An error, or a cost below 0, refuses the
 	// request with 400 and {"error":"rate_limit_cost_invalid"}
-	// (OutcomeCostInvalid, Event.Err set): a request the application
+	// (OutcomeCostInvalid, admission.Event.Err set): a request the application
 	// cannot price is not let through unlimited. It is called once per
 	// request, after the key is extracted, on the request's goroutine.
 	CostFunc func(*http.Request) (int64, error)
@@ -130,7 +130,7 @@ type Config struct {
 	// request through at once and writes no rate-limit headers: a limit
 	// can be dark-launched and watched before it is enforced. It
 	// overrides OnKeyError's denial and a CostFunc's failure
-	// (OutcomeDryRunDenied, Event.Err set) and OnBackendError's
+	// (OutcomeDryRunDenied, admission.Event.Err set) and OnBackendError's
 	// admission.FailClosed (OutcomeErrorAllowed), and waits out no LeakyBucket
 	// Delay.
 	DryRun bool
@@ -138,7 +138,7 @@ type Config struct {
 	// handler or the denial, for logging and metrics: on the request's
 	// goroutine, so concurrently for concurrent requests. It must be
 	// fast, safe for concurrent use, and must not write to the response.
-	Hook func(Event)
+	Hook func(admission.Event)
 	// Deny, if set, writes refused responses in place of the default
 	// JSON body, e.g. {"error":"rate_limit_exceeded","retry_after":12}.
 	// The rate-limit headers and Retry-After are already set; Deny must
@@ -150,7 +150,7 @@ type Config struct {
 	// with how long it took: promlimit's BackendMetrics and otellimit's
 	// HTTP observe the middleware this way, without wrapping its backend.
 	Observers []admission.Observer
-	// PolicyVersion is reported in every Event, to tell which
+	// PolicyVersion is reported in every hook's admission.Event, to tell which
 	// configuration made a decision.
 	PolicyVersion string
 	// Now reads the wall clock for ResetEpoch. nil: time.Now.

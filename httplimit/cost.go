@@ -7,7 +7,7 @@ import (
 	"net/http"
 )
 
-// ErrBadCost is wrapped by Event.Err when a Group's CostFunc priced a
+// ErrBadCost is wrapped by admission.Event.Err when a Group's CostFunc priced a
 // request below 0.
 var ErrBadCost = errors.New("httplimit: CostFunc returned a negative cost")
 

@@ -19,7 +19,7 @@ import (
 // with 400 and admission.OutcomeCostInvalid, except under DryRun, which lets it
 // through; the global layer keeps GlobalCost.
 func TestCostFunc(t *testing.T) {
-	var ev Event
+	var ev admission.Event
 	cfg := Config{
 		Limits: map[string]hotlimit.Policy{
 			"gql": hotlimit.FixedWindow{Limit: 10, Window: time.Hour},
@@ -35,7 +35,7 @@ func TestCostFunc(t *testing.T) {
 		DefaultGroup: "graphql",
 		Global:       "all",
 		Key:          TokenKey("Authorization"),
-		Hook:         func(e Event) { ev = e },
+		Hook:         func(e admission.Event) { ev = e },
 	}
 	hs := newHarness(t, cfg)
 	send := func(path, cost string) *httptest.ResponseRecorder {

@@ -22,7 +22,7 @@ func TestPolicyAfterSetPolicy(t *testing.T) {
 		Groups:       []Group{{Name: "g", Limit: "l"}},
 		DefaultGroup: "g",
 		Key:          TokenKey("Authorization"),
-		Hook:         func(ev Event) { alg = ev.Algorithm },
+		Hook:         func(ev admission.Event) { alg = ev.Algorithm },
 	})
 	w := hs.do("/", token)
 	if got, want := w.Header().Get("RateLimit-Policy"), `"l";q=5;w=3600`; got != want {
@@ -68,14 +68,14 @@ func TestFieldsFromDecision(t *testing.T) {
 	} {
 		clock := &steppingClock{step: 37 * time.Millisecond}
 		clock.now.Store(int64(1000 * time.Second))
-		var ev Event
+		var ev admission.Event
 		hs := newHarness(t, Config{
 			Limits:       map[string]hotlimit.Policy{"l": p},
 			Groups:       []Group{{Name: "g", Limit: "l"}},
 			DefaultGroup: "g",
 			Key:          TokenKey("Authorization"),
 			Backend:      admission.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)),
-			Hook:         func(e Event) { ev = e },
+			Hook:         func(e admission.Event) { ev = e },
 		})
 		pi, _ := hotlimit.Describe(p)
 		most := ceilSec(2 * pi.Period()) // a sliding window's unit may take up to two windows

@@ -30,13 +30,13 @@ type Denial struct {
 	// the request (for a refusal by a limit; nil otherwise).
 	Policies []string
 	// Missing names the layer whose identity the request lacks, for
-	// "rate_limit_key_missing": Event.Missing, the layer's RateLimit item
+	// "rate_limit_key_missing": admission.Event.Missing, the layer's RateLimit item
 	// name (never the identity); "" otherwise.
 	Missing string
 }
 
 // denialOf describes the refusal of ev.
-func denialOf(ev Event, violated []string) Denial {
+func denialOf(ev *admission.Event, violated []string) Denial {
 	switch ev.Outcome {
 	case admission.OutcomeKeyDenied:
 		return Denial{Status: http.StatusTooManyRequests, Reason: "rate_limit_key_missing", Missing: ev.Missing}

@@ -193,14 +193,14 @@ func TestBindingSameCapacity(t *testing.T) {
 		"all": hotlimit.FixedWindow{Limit: 3, Window: time.Minute},
 	}
 	for _, reporting := range []bool{true, false} {
-		var events []Event
+		var events []admission.Event
 		cfg := Config{
 			Limits:       limits,
 			Groups:       []Group{{Name: "g", Limit: "g"}},
 			DefaultGroup: "g",
 			Global:       "all",
 			Key:          TokenKey("Authorization"),
-			Hook:         func(ev Event) { events = append(events, ev) },
+			Hook:         func(ev admission.Event) { events = append(events, ev) },
 		}
 		clock := hotlimit.NewManualClock()
 		clock.Set(1000 * time.Second)

@@ -179,7 +179,7 @@ func TestIdentitiesBadKeyFunc(t *testing.T) {
 		"appends nothing": func(dst []byte, r *http.Request) ([]byte, error) { return dst, nil },
 		"nil":             func(dst []byte, r *http.Request) ([]byte, error) { return nil, nil },
 	} {
-		var ev Event
+		var ev admission.Event
 		hs := newHarness(t, Config{
 			Limits: map[string]hotlimit.Policy{
 				"g":  hotlimit.FixedWindow{Limit: 5, Window: time.Minute},
@@ -189,7 +189,7 @@ func TestIdentitiesBadKeyFunc(t *testing.T) {
 			DefaultGroup: "all",
 			Key:          TokenKey("Authorization"),
 			Identities:   []IdentityLimit{{Limit: "id", Key: fn}},
-			Hook:         func(e Event) { ev = e },
+			Hook:         func(e admission.Event) { ev = e },
 		})
 		if w := hs.do("/", token); w.Code != http.StatusTooManyRequests || ev.Outcome != admission.OutcomeKeyDenied || !errors.Is(ev.Err, admission.ErrBadKeyFunc) {
 			t.Errorf("%s: %d %+v", name, w.Code, ev)

@@ -29,7 +29,7 @@ func TestTokenNeverReachesBackend(t *testing.T) {
 			return d, err
 		}), err
 	}
-	var events []Event
+	var events []admission.Event
 	hs := newHarness(t, Config{
 		Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}, "all": hotlimit.FixedWindow{Limit: 50, Window: time.Minute}},
 		Groups:       []Group{{Name: "g", Limit: "l"}},
@@ -37,7 +37,7 @@ func TestTokenNeverReachesBackend(t *testing.T) {
 		Global:       "all",
 		Key:          TokenKey("Authorization"),
 		Backend:      rec,
-		Hook:         func(e Event) { events = append(events, e) },
+		Hook:         func(e admission.Event) { events = append(events, e) },
 	})
 	hs.do("/", token)
 	hs.do("/", "  "+token+"  ") // normalised: the same key
@@ -149,8 +149,8 @@ func TestKeyExtractionFailure(t *testing.T) {
 	}
 
 	cfg.OnKeyError = admission.KeyErrorFallback
-	var ev Event
-	cfg.Hook = func(e Event) { ev = e }
+	var ev admission.Event
+	cfg.Hook = func(e admission.Event) { ev = e }
 	hs = newHarness(t, cfg)
 	if w := hs.do("/", ""); w.Code != http.StatusOK || !ev.Fallback {
 		t.Fatalf("fallback: %d %+v", w.Code, ev)
@@ -184,13 +184,13 @@ func TestBadKeyFunc(t *testing.T) {
 		"appends nothing": func(dst []byte, r *http.Request) ([]byte, error) { return dst, nil },
 		"nil":             func(dst []byte, r *http.Request) ([]byte, error) { return nil, nil },
 	} {
-		var ev Event
+		var ev admission.Event
 		hs := newHarness(t, Config{
 			Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
 			Groups:       []Group{{Name: "g", Limit: "l"}},
 			DefaultGroup: "g",
 			Key:          fn,
-			Hook:         func(e Event) { ev = e },
+			Hook:         func(e admission.Event) { ev = e },
 		})
 		if w := hs.do("/", ""); w.Code != http.StatusTooManyRequests || ev.Outcome != admission.OutcomeKeyDenied || !errors.Is(ev.Err, admission.ErrBadKeyFunc) {
 			t.Errorf("%s: %d %+v", name, w.Code, ev)

@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"context"
+	"github.com/hotlimit/hotlimit/admission"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -19,7 +20,7 @@ type tenantKey struct{}
 // the fallback to the client IP reports "ip", a key failure "", and a
 // admission.KeyFunc[*http.Request] that makes up kinds is capped at 32 distinct ones.
 func TestEventIdentityKind(t *testing.T) {
-	var last httplimit.Event
+	var last admission.Event
 	mk := func(key admission.KeyFunc[*http.Request], onKeyError admission.KeyErrorMode) http.Handler {
 		m, err := httplimit.New(httplimit.Config{
 			Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1000, Window: time.Hour}},
@@ -27,7 +28,7 @@ func TestEventIdentityKind(t *testing.T) {
 			DefaultGroup: "g",
 			Key:          key,
 			OnKeyError:   onKeyError,
-			Hook:         func(ev httplimit.Event) { last = ev },
+			Hook:         func(ev admission.Event) { last = ev },
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -36,7 +37,7 @@ func TestEventIdentityKind(t *testing.T) {
 		return m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	}
 	send := func(h http.Handler, r *http.Request) string {
-		last = httplimit.Event{IdentityKind: "unset"}
+		last = admission.Event{IdentityKind: "unset"}
 		h.ServeHTTP(httptest.NewRecorder(), r)
 		return last.IdentityKind
 	}

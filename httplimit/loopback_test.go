@@ -154,7 +154,7 @@ func TestNeverNotRetried(t *testing.T) {
 		},
 		DefaultGroup: "small",
 		Key:          TokenKey("Authorization"),
-		Hook: func(e Event) {
+		Hook: func(e admission.Event) {
 			mu.Lock()
 			seen[e.Group]++
 			mu.Unlock()

@@ -33,7 +33,7 @@ type Middleware struct {
 	reset      ResetMode
 	problem    bool
 	dryRun     bool
-	hook       func(Event)
+	hook       func(admission.Event)
 	deny       func(http.ResponseWriter, *http.Request, Denial)
 	version    string
 	now        func() time.Time
@@ -157,7 +157,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	gi := m.group(r)
 	g := &m.groups[gi]
 	res := m.pipe.Decide(r.Context(), r, gi, g.cost)
-	ev := eventOf(res)
+	ev := res.Event()
 	var violated []string
 	if res.Layers() > 0 && res.Outcome != admission.OutcomeErrorAllowed && res.Outcome != admission.OutcomeErrorDenied {
 		if !m.dryRun && m.headers != HeadersNone {
@@ -177,32 +177,13 @@ func deniedByLimit(o admission.Outcome) bool {
 	return o == admission.OutcomeDenied || o == admission.OutcomeDeniedNever
 }
 
-// eventOf describes res for the hook (without the request, group and
-// version, which finish adds).
-func eventOf(res *admission.Result) Event {
-	ev := Event{
-		Outcome:      res.Outcome,
-		Refusal:      res.Refusal,
-		IdentityHash: res.IdentityHash,
-		IdentityKind: res.IdentityKind,
-		Fallback:     res.Fallback,
-		Missing:      res.Missing,
-		Decision:     res.Decision,
-		Err:          res.Err,
-	}
-	if res.Layers() > 0 {
-		ev.Limit, ev.Algorithm = res.Limit()
-	}
-	return ev
-}
-
 // finish counts, reports, and either serves the request or refuses it.
 // violated names the limits a denied request exceeded, for the problem
 // details body.
-func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, next http.Handler, g *groupState, ev Event, violated []string) {
+func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, next http.Handler, g *groupState, ev admission.Event, violated []string) {
 	g.counts[ev.Outcome].Add(1)
 	if m.hook != nil {
-		ev.Request, ev.Group, ev.PolicyVersion = r, g.name, m.version
+		ev.Context, ev.Method, ev.PolicyVersion = r.Context(), r.Method, m.version
 		m.hook(ev)
 	}
 	if ev.Outcome.Passed() {
@@ -216,7 +197,7 @@ func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, next http.Ha
 		next.ServeHTTP(w, r)
 		return
 	}
-	den := denialOf(ev, violated)
+	den := denialOf(&ev, violated)
 	if den.RetryAfter > 0 {
 		w.Header()["Retry-After"] = []string{strconv.FormatInt(den.RetryAfter, 10)}
 	}

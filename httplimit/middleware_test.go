@@ -71,7 +71,7 @@ func TestDryRun(t *testing.T) {
 		DefaultGroup: "g",
 		Key:          TokenKey("Authorization"),
 		DryRun:       true,
-		Hook:         func(e Event) { outcomes = append(outcomes, e.Outcome) },
+		Hook:         func(e admission.Event) { outcomes = append(outcomes, e.Outcome) },
 	})
 	for range 4 {
 		w := hs.do("/", token)
@@ -94,14 +94,14 @@ func TestDryRun(t *testing.T) {
 }
 
 func TestHook(t *testing.T) {
-	var evs []Event
+	var evs []admission.Event
 	hs := newHarness(t, Config{
 		Limits:        map[string]hotlimit.Policy{"l": hotlimit.SlidingWindow{Limit: 1, Window: time.Minute}},
 		Groups:        []Group{{Name: "g", Limit: "l"}},
 		DefaultGroup:  "g",
 		Key:           TokenKey("Authorization"),
 		PolicyVersion: "2026-11-29.1",
-		Hook:          func(e Event) { evs = append(evs, e) },
+		Hook:          func(e admission.Event) { evs = append(evs, e) },
 	})
 	hs.do("/", token)
 	hs.do("/", token)
@@ -110,8 +110,8 @@ func TestHook(t *testing.T) {
 		t.Fatalf("%d events", len(evs))
 	}
 	e := evs[0]
-	if e.Group != "g" || e.Algorithm != "SlidingWindow" || e.Limit != "l" || e.PolicyVersion != "2026-11-29.1" ||
-		e.Outcome != admission.OutcomeAllowed || e.Decision.Remaining != 0 || e.Request == nil || e.IdentityHash == 0 {
+	if e.Group != "g" || e.GroupLimit != "l" || e.GroupAlgorithm != "SlidingWindow" || e.Algorithm != "SlidingWindow" || e.Limit != "l" || e.PolicyVersion != "2026-11-29.1" ||
+		e.Outcome != admission.OutcomeAllowed || e.Decision.Remaining != 0 || e.Context == nil || e.Method != "GET" || e.IdentityHash == 0 {
 		t.Errorf("event 0 = %+v", e)
 	}
 	if evs[1].Outcome != admission.OutcomeDenied || evs[1].Decision.Allowed || evs[1].IdentityHash != e.IdentityHash {
@@ -128,7 +128,7 @@ func TestBackendFailure(t *testing.T) {
 		return backendFunc(func(context.Context, []admission.Layer) (hotlimit.Decision, error) { return hotlimit.Decision{}, down }), nil
 	}
 	for _, mode := range []admission.FailMode{admission.FailClosed, admission.FailOpen} {
-		var ev Event
+		var ev admission.Event
 		hs := newHarness(t, Config{
 			Limits:         map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 2, Window: time.Minute}},
 			Groups:         []Group{{Name: "g", Limit: "l"}},
@@ -136,7 +136,7 @@ func TestBackendFailure(t *testing.T) {
 			Key:            TokenKey("Authorization"),
 			Backend:        failing,
 			OnBackendError: mode,
-			Hook:           func(e Event) { ev = e },
+			Hook:           func(e admission.Event) { ev = e },
 		})
 		w := hs.do("/", token)
 		if !errors.Is(ev.Err, down) {
@@ -227,7 +227,7 @@ func TestLeakyBucketDelay(t *testing.T) {
 // with a Delay. The handler is called at once every time, and the outcome
 // still tells what enforcement would have done.
 func TestDryRunNeverBlocks(t *testing.T) {
-	var ev Event
+	var ev admission.Event
 	base := func() Config {
 		return Config{
 			Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Minute}},
@@ -235,7 +235,7 @@ func TestDryRunNeverBlocks(t *testing.T) {
 			DefaultGroup: "g",
 			Key:          TokenKey("Authorization"),
 			DryRun:       true,
-			Hook:         func(e Event) { ev = e },
+			Hook:         func(e admission.Event) { ev = e },
 		}
 	}
 

@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"github.com/hotlimit/hotlimit/admission"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -20,7 +21,7 @@ import (
 // identity itself. A request with both passes.
 func TestMissingNamesLayer(t *testing.T) {
 	var mu sync.Mutex // the hook runs on the server's goroutines
-	var events []Event
+	var events []admission.Event
 	var denials []Denial
 	for _, custom := range []bool{false, true} {
 		cfg := Config{
@@ -32,7 +33,7 @@ func TestMissingNamesLayer(t *testing.T) {
 			DefaultGroup: "api",
 			Key:          TokenKey("Authorization"),
 			Identities:   []IdentityLimit{{Limit: "per-tenant", Key: TokenKey("X-Tenant")}},
-			Hook: func(ev Event) {
+			Hook: func(ev admission.Event) {
 				mu.Lock()
 				events = append(events, ev)
 				mu.Unlock()
@@ -76,7 +77,7 @@ func TestMissingNamesLayer(t *testing.T) {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			mu.Lock()
-			evs := append([]Event(nil), events...)
+			evs := append([]admission.Event(nil), events...)
 			var den Denial
 			if len(denials) > 0 {
 				den = denials[len(denials)-1]

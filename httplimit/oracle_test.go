@@ -76,7 +76,7 @@ type wrappedLocal struct{ *admission.Local }
 func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy, wrap bool, headers httplimit.HeaderMode, layerCost int64) {
 	clock := hotlimit.NewManualClock()
 	clock.Set(1000*time.Second + 250*time.Millisecond)
-	var last httplimit.Event // the hook's event of the latest request
+	var last admission.Event // the hook's event of the latest request
 	cfg := httplimit.Config{
 		Limits: map[string]hotlimit.Policy{"grp": gp, "glob": glp, "per-ip": ip},
 		Groups: []httplimit.Group{{Name: "api", Limit: "grp", CostFunc: func(r *http.Request) (int64, error) {
@@ -87,7 +87,7 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy, wrap bool, headers htt
 		Global:         "glob",
 		GlobalCost:     layerCost,
 		Identities:     []httplimit.IdentityLimit{{Limit: "per-ip", Key: httplimit.IPKey(nil), Cost: layerCost}},
-		Hook:           func(ev httplimit.Event) { last = ev },
+		Hook:           func(ev admission.Event) { last = ev },
 		Headers:        headers,
 		ProblemDetails: wrap,
 		Wait:           func(context.Context, time.Duration) error { return nil },

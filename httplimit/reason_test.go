@@ -3,6 +3,7 @@ package httplimit
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/hotlimit/hotlimit/admission"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -23,7 +24,7 @@ func TestEventReason(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var evs []Event
+		var evs []admission.Event
 		hs := newHarness(t, Config{
 			Limits: map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1, Window: time.Hour}},
 			Groups: []Group{
@@ -34,7 +35,7 @@ func TestEventReason(t *testing.T) {
 			DefaultGroup: "one",
 			Key:          TokenKey("Authorization"),
 			DryRun:       dry,
-			Hook:         func(e Event) { evs = append(evs, e); dl.Hook(e) },
+			Hook:         func(e admission.Event) { evs = append(evs, e); dl.Hook(e) },
 		})
 		hs.do("/one", token)
 		hs.do("/one", token)
@@ -51,7 +52,7 @@ func TestEventReason(t *testing.T) {
 			logged = append(logged, m["reason"].(string))
 		}
 		for i, e := range evs {
-			if got := e.Reason(); got != want[i] {
+			if got := Reason(&e); got != want[i] {
 				t.Errorf("dry run %v, request %d (%v): Reason %q, want %q", dry, i, e.Outcome, got, want[i])
 			}
 		}

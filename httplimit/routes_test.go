@@ -52,7 +52,7 @@ func TestExemptions(t *testing.T) {
 		DefaultGroup:     "api",
 		Key:              TokenKey("Authorization"),
 		ExemptIdentities: []string{tokenIdentity(t, "internal-batch")},
-		Hook:             func(e Event) { outs = append(outs, e.Outcome) },
+		Hook:             func(e admission.Event) { outs = append(outs, e.Outcome) },
 	})
 	for range 3 {
 		if w := hs.do("/healthz", ""); w.Code != http.StatusOK || w.Header().Get("RateLimit") != "" {

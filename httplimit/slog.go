@@ -44,15 +44,15 @@ type DenialLogOptions struct {
 // has the message "rate limit denial" (or "rate limiter unavailable" for
 // the backend failures) and these attributes:
 //
-//	id_hash         Event.IdentityHash as 16 hex digits: a seeded hash of the
+//	id_hash         admission.Event.IdentityHash as 16 hex digits: a seeded hash of the
 //	                client's identity, stable for the middleware's life and
 //	                meaningless outside it; absent when no key was extracted
-//	id_kind         Event.IdentityKind: "tok", "ip", a ContextKey kind
+//	id_kind         admission.Event.IdentityKind: "tok", "ip", a ContextKey kind
 //	id_fallback     true when the key is the client IP because Config.Key
 //	                failed (absent otherwise)
 //	group           the route group
 //	limit           the binding limit's name (absent without a decision)
-//	algorithm       its algorithm: "TokenBucket", "FixedWindow", ... (Event.Algorithm)
+//	algorithm       its algorithm: "TokenBucket", "FixedWindow", ... (admission.Event.Algorithm)
 //	policy_version  Config.PolicyVersion; absent when it is empty: set it
 //	                (a configuration hash, a deploy id) to know which
 //	                configuration decided
@@ -60,7 +60,7 @@ type DenialLogOptions struct {
 //	method          the request's method
 //	outcome         the Outcome: "denied", "denied_never", "key_denied", "cost_invalid",
 //	                "dry_run_denied", "error_denied", "error_allowed"
-//	reason          Event.Reason: "rate_limit_exceeded",
+//	reason          Reason(ev): "rate_limit_exceeded",
 //	                "rate_limit_cost_exceeds_limit", "rate_limit_cost_invalid",
 //	                "rate_limit_key_missing" or "rate_limiter_unavailable"
 //	decision        a group, when the backend decided: limit (capacity),
@@ -142,7 +142,7 @@ func logged(o admission.Outcome) bool {
 
 // Hook logs ev if it is a denial (see DenialLogger), within the budget.
 // Use it as Config.Hook, or call it from one.
-func (dl *DenialLogger) Hook(ev Event) {
+func (dl *DenialLogger) Hook(ev admission.Event) {
 	if !logged(ev.Outcome) {
 		return
 	}
@@ -151,12 +151,12 @@ func (dl *DenialLogger) Hook(ev Event) {
 		dl.pending.Store(true)
 		return
 	}
-	ctx := context.Background()
-	if ev.Request != nil {
-		ctx = ev.Request.Context()
+	ctx := ev.Context
+	if ctx == nil {
+		ctx = context.Background()
 	}
 	dl.flush(ctx)
-	dl.write(ctx, ev)
+	dl.write(ctx, &ev)
 }
 
 // Flush writes the summary of the lines suppressed since the last
@@ -185,9 +185,9 @@ func (dl *DenialLogger) flush(ctx context.Context) {
 }
 
 // write logs ev's line.
-func (dl *DenialLogger) write(ctx context.Context, ev Event) {
+func (dl *DenialLogger) write(ctx context.Context, ev *admission.Event) {
 	level, msg := slog.LevelInfo, "rate limit denial"
-	reason := ev.Reason()
+	reason := Reason(ev)
 	if ev.Outcome == admission.OutcomeErrorDenied || ev.Outcome == admission.OutcomeErrorAllowed {
 		level, msg = slog.LevelWarn, "rate limiter unavailable"
 	}
@@ -209,8 +209,8 @@ func (dl *DenialLogger) write(ctx context.Context, ev Event) {
 		attrs = append(attrs, slog.String("policy_version", ev.PolicyVersion))
 	}
 	attrs = append(attrs, slog.String("instance", dl.instance))
-	if ev.Request != nil {
-		attrs = append(attrs, slog.String("method", ev.Request.Method))
+	if ev.Method != "" {
+		attrs = append(attrs, slog.String("method", ev.Method))
 	}
 	attrs = append(attrs, slog.String("outcome", ev.Outcome.String()), slog.String("reason", reason))
 	if ev.Err == nil && ev.Limit != "" {

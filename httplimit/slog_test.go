@@ -231,8 +231,8 @@ func TestDenialLoggerConcurrent(t *testing.T) {
 	for range workers {
 		wg.Go(func() {
 			for j := range each {
-				dl.Hook(httplimit.Event{Group: "g", Outcome: admission.OutcomeDenied})
-				dl.Hook(httplimit.Event{Group: "g", Outcome: admission.OutcomeAllowed}) // never logged
+				dl.Hook(admission.Event{Group: "g", Outcome: admission.OutcomeDenied})
+				dl.Hook(admission.Event{Group: "g", Outcome: admission.OutcomeAllowed}) // never logged
 				if j%100 == 0 {
 					dl.Flush()
 				}
@@ -290,7 +290,7 @@ func TestDenialLoggerBadOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dl.Hook(httplimit.Event{Outcome: admission.OutcomeDenied}) // no Request: no panic
+	dl.Hook(admission.Event{Outcome: admission.OutcomeDenied}) // no Context: no panic
 }
 
 // TestDenialLoggerSuppressedAllocs: a suppressed line allocates nothing.
@@ -301,7 +301,7 @@ func TestDenialLoggerSuppressedAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := httplimit.Event{Group: "g", Outcome: admission.OutcomeDenied}
+	ev := admission.Event{Group: "g", Outcome: admission.OutcomeDenied}
 	dl.Hook(ev)
 	if n := testing.AllocsPerRun(100, func() { dl.Hook(ev) }); n != 0 {
 		t.Errorf("a suppressed line allocates %v times", n)

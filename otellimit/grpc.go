@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/hotlimit/hotlimit/admission"
-	"github.com/hotlimit/hotlimit/grpclimit"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -75,7 +74,7 @@ func NewGRPC(opts GRPCOptions) (*GRPC, error) {
 // Hook counts ev in hotlimit.grpc.calls. Use it as grpclimit.Config.Hook,
 // or call it from one. It allocates nothing once each combination of
 // attributes has been seen.
-func (g *GRPC) Hook(ev grpclimit.Event) {
+func (g *GRPC) Hook(ev admission.Event) {
 	ctx := ev.Context
 	if ctx == nil {
 		ctx = context.Background()

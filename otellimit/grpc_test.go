@@ -120,7 +120,7 @@ func TestGRPCHookAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := grpclimit.Event{Context: context.Background(), FullMethod: "/svc.A/Check", Group: "check",
+	ev := admission.Event{Context: context.Background(), Method: "/svc.A/Check", Group: "check",
 		Outcome: admission.OutcomeAllowed, IdentityKind: "tok", Limit: "l", Algorithm: "FixedWindow"}
 	if n := testing.AllocsPerRun(100, func() { obs.Hook(ev) }); n != 0 {
 		t.Errorf("Hook allocates %v per call", n)

@@ -3,14 +3,12 @@ package otellimit
 import (
 	"context"
 	"errors"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
-	"github.com/hotlimit/hotlimit/httplimit"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -64,7 +62,7 @@ type HTTPOptions struct {
 	// a tenant name taken from the request cannot grow the metric
 	// without bound; names are 1 to 64 printable ASCII bytes, others are
 	// "_OTHER" too.
-	Tenant     func(*http.Request) string
+	Tenant     func(ctx context.Context) string
 	MaxTenants int
 }
 
@@ -83,7 +81,7 @@ type HTTP struct {
 	remaining metric.Int64Histogram
 	kinds     *boundedSet
 	groups    *boundedSet
-	tenant    func(*http.Request) string
+	tenant    func(context.Context) string
 	tenants   *boundedSet
 
 	mu   sync.Mutex                          // serialises additions to sets
@@ -148,14 +146,14 @@ func NewHTTP(opts HTTPOptions) (*HTTP, error) {
 // SpansOff, adds a "hotlimit.decision" event to the request's span when
 // it is recording. Use it as httplimit.Config.Hook, or call it from one.
 // It allocates nothing once each combination of attributes has been seen.
-func (h *HTTP) Hook(ev httplimit.Event) {
-	ctx := context.Background()
-	if ev.Request != nil {
-		ctx = ev.Request.Context()
+func (h *HTTP) Hook(ev admission.Event) {
+	ctx := ev.Context
+	if ctx == nil {
+		ctx = context.Background()
 	}
-	k := reqKey{group: ev.Group, algorithm: ev.Algorithm, kind: eventKind(ev), limit: ev.Limit, outcome: ev.Outcome}
-	if h.tenant != nil && ev.Request != nil {
-		if t := h.tenant(ev.Request); t != "" {
+	k := reqKey{group: ev.Group, algorithm: ev.Algorithm, kind: ev.IdentityKind, limit: ev.Limit, outcome: ev.Outcome}
+	if h.tenant != nil {
+		if t := h.tenant(ctx); t != "" {
 			k.tenant = h.tenants.value(t)
 		}
 	}
@@ -168,9 +166,6 @@ func (h *HTTP) Hook(ev httplimit.Event) {
 		span.AddEvent("hotlimit.decision", a.event...)
 	}
 }
-
-// eventKind is the identity kind of ev, "" when there is none.
-func eventKind(ev httplimit.Event) string { return ev.IdentityKind }
 
 // attrs returns the options for k, building them the first time.
 func (h *HTTP) attrs(k reqKey) reqAttrs {
@@ -243,7 +238,7 @@ func (h *HTTP) Observe(ctx context.Context, ev *admission.Event) {
 		span.End()
 	}
 	res := ev.Result
-	first := h.observed(ev.Limit, ev.Algorithm)
+	first := h.observed(ev.GroupLimit, ev.GroupAlgorithm)
 	var opts []metric.RecordOption
 	switch res.Outcome {
 	case admission.OutcomeErrorAllowed, admission.OutcomeErrorDenied:
@@ -311,7 +306,7 @@ func newLimitAttrs(name, alg string) *limitAttrs {
 // group limit and its algorithm, its number of layers, its identity's
 // kind and its route group.
 func (h *HTTP) startAttrs(span trace.Span, ev *admission.Event) {
-	first := h.observed(ev.Limit, ev.Algorithm)
+	first := h.observed(ev.GroupLimit, ev.GroupAlgorithm)
 	kv := [5]attribute.KeyValue{
 		keyLimit.String(first.name),
 		keyAlgorithm.String(first.algorithm),

@@ -159,7 +159,7 @@ func TestHookConcurrent(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for i := range each {
-				obs.Hook(httplimit.Event{Group: fmt.Sprint("g", w%2), Outcome: outcomes[i%3], IdentityKind: "tok", Algorithm: "FixedWindow"})
+				obs.Hook(admission.Event{Group: fmt.Sprint("g", w%2), Outcome: outcomes[i%3], IdentityKind: "tok", Algorithm: "FixedWindow"})
 			}
 		})
 	}
@@ -185,14 +185,13 @@ type tenantCtx struct{}
 func TestTenant(t *testing.T) {
 	rg := newRig()
 	obs, err := NewHTTP(HTTPOptions{MeterProvider: rg.mp, TracerProvider: rg.tp, MaxTenants: 2,
-		Tenant: func(r *http.Request) string { s, _ := r.Context().Value(tenantCtx{}).(string); return s }})
+		Tenant: func(ctx context.Context) string { s, _ := ctx.Value(tenantCtx{}).(string); return s }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tenant := range []string{"acme", "acme", "globex", "initech", "", "bad name"} {
-		r := httptest.NewRequest("GET", "/", nil)
-		r = r.WithContext(context.WithValue(r.Context(), tenantCtx{}, tenant))
-		obs.Hook(httplimit.Event{Request: r, Group: "g", Outcome: admission.OutcomeDenied})
+		ctx := context.WithValue(context.Background(), tenantCtx{}, tenant)
+		obs.Hook(admission.Event{Context: ctx, Group: "g", Outcome: admission.OutcomeDenied})
 	}
 	compare(t, rg.collect(t), map[string]int64{
 		"hotlimit.http.requests{hotlimit.outcome=denied,hotlimit.route_group=g,hotlimit.tenant=acme}":   2,
@@ -216,5 +215,5 @@ func TestBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Hook(httplimit.Event{}) // no request, no group
+	h.Hook(admission.Event{}) // no request, no group
 }

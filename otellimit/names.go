@@ -32,7 +32,7 @@ const (
 	defaultMaxGroups = 256
 )
 
-// eventAlgorithm maps httplimit.Event.Algorithm to the attribute value.
+// eventAlgorithm maps admission.Event.Algorithm to the attribute value.
 func eventAlgorithm(s string) string {
 	switch s {
 	case "":

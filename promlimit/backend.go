@@ -112,7 +112,7 @@ func (bm *BackendMetrics) Begin(ctx context.Context, _ *admission.Event) context
 // decision made, the binding layer's Remaining under its limit.
 func (bm *BackendMetrics) Observe(_ context.Context, ev *admission.Event) {
 	res := ev.Result
-	first := bm.cached(ev.Limit)
+	first := bm.cached(ev.GroupLimit)
 	elapsed := ev.Duration.Seconds()
 	switch res.Outcome {
 	case admission.OutcomeErrorAllowed, admission.OutcomeErrorDenied:

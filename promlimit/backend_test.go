@@ -155,7 +155,7 @@ func TestObserverAllocs(t *testing.T) {
 func TestBackendMetricsRetain(t *testing.T) {
 	bm := NewBackendMetrics(BackendOptions{})
 	observe := func(limit string, o admission.Outcome) {
-		bm.Observe(context.Background(), &admission.Event{Result: &admission.Result{Outcome: o, Binding: -1}, Limit: limit, Duration: time.Microsecond})
+		bm.Observe(context.Background(), &admission.Event{Result: &admission.Result{Outcome: o, Binding: -1}, GroupLimit: limit, Duration: time.Microsecond})
 	}
 	for _, l := range []string{"kept", "kept", "dropped"} {
 		observe(l, admission.OutcomeAllowed)

@@ -41,7 +41,7 @@ import (
 // newHandler builds the API and its rate limit. hook, if not nil, sees
 // every decision (main passes a DenialLogger's with -log-denials); opts
 // are passed to every limiter (tests pass a ManualClock).
-func newHandler(hook func(httplimit.Event), opts ...hotlimit.Option) (http.Handler, *httplimit.Middleware, error) {
+func newHandler(hook func(admission.Event), opts ...hotlimit.Option) (http.Handler, *httplimit.Middleware, error) {
 	m, err := httplimit.New(httplimit.Config{
 		Limits: map[string]hotlimit.Policy{
 			// The expensive route: a burst of 3, then one every 10 s.
@@ -120,7 +120,7 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	var hook func(httplimit.Event)
+	var hook func(admission.Event)
 	if *logDenials {
 		dl, err := httplimit.NewDenialLogger(slog.New(slog.NewJSONHandler(os.Stderr, nil)), httplimit.DenialLogOptions{})
 		if err != nil {

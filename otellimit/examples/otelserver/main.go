@@ -76,7 +76,7 @@ func newServer(mp metric.MeterProvider, tp trace.TracerProvider, logw io.Writer,
 		Global:        "global",
 		Key:           httplimit.IPKey(nil),
 		PolicyVersion: "otel-example-1",
-		Hook: func(ev httplimit.Event) {
+		Hook: func(ev admission.Event) {
 			obs.Hook(ev)
 			denials.Hook(ev)
 		},
