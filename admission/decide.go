@@ -39,6 +39,13 @@ func (o Outcome) String() string {
 	return "outcome(" + strconv.Itoa(int(o)) + ")"
 }
 
+// GroupCounts are one group's request counts by Outcome, as a transport
+// counts them (httplimit's Middleware.Counts) and promlimit exports them.
+type GroupCounts struct {
+	Group  string
+	Counts [OutcomeCount]uint64 // indexed by Outcome
+}
+
 // Passed reports whether the request goes on to its handler: admitted,
 // exempt, let through by FailOpen or by DryRun.
 func (o Outcome) Passed() bool {

@@ -28,18 +28,11 @@ func Reason(e *admission.Event) string {
 	return ""
 }
 
-// GroupCounts are one group's request counts by Outcome, counted from
-// New on.
-type GroupCounts struct {
-	Group  string
-	Counts [admission.OutcomeCount]uint64 // indexed by admission.Outcome
-}
-
 // Counts returns every group's counts, in Config.Groups order. Each count
 // is read atomically; together they are not a snapshot of one instant.
 // Counting costs each request one atomic add on its group's counter.
-func (m *Middleware) Counts() []GroupCounts {
-	out := make([]GroupCounts, len(m.groups))
+func (m *Middleware) Counts() []admission.GroupCounts {
+	out := make([]admission.GroupCounts, len(m.groups))
 	for i := range m.groups {
 		g := &m.groups[i]
 		out[i].Group = g.name

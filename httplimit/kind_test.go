@@ -2,7 +2,6 @@ package httplimit_test
 
 import (
 	"context"
-	"github.com/hotlimit/hotlimit/admission"
 	"net/http"
 	"net/http/httptest"
 	"strconv"

@@ -3,11 +3,11 @@ package otellimit
 import (
 	"context"
 	"errors"
-	"github.com/hotlimit/hotlimit/admission"
+	"reflect"
 	"sort"
 
 	"github.com/hotlimit/hotlimit"
-	"github.com/hotlimit/hotlimit/httplimit"
+	"github.com/hotlimit/hotlimit/admission"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -77,11 +77,13 @@ func ObserveLimiters(mp metric.MeterProvider, limiters map[string]*hotlimit.Limi
 // clamp converts a counter to int64; a count of 2^63 is centuries away.
 func clamp(n uint64) int64 { return int64(min(n, 1<<63-1)) }
 
-// ObserveMiddleware is ObserveLimiters for the limiters of m's backend,
-// when it is an admission.Local, under their limit names. For another backend (redislimit's) it registers nothing
-// and returns a Registration whose Unregister does nothing.
-func ObserveMiddleware(mp metric.MeterProvider, m *httplimit.Middleware) (metric.Registration, error) {
-	if m == nil {
+// ObserveMiddleware is ObserveLimiters for the limiters of m's backend
+// (an httplimit.Middleware's, a grpclimit.Interceptor's), when it is an
+// admission.Local, under their limit names. For another backend
+// (redislimit's) it registers nothing and returns a Registration whose
+// Unregister does nothing.
+func ObserveMiddleware(mp metric.MeterProvider, m interface{ Backend() admission.Backend }) (metric.Registration, error) {
+	if v := reflect.ValueOf(m); m == nil || v.Kind() == reflect.Pointer && v.IsNil() {
 		return nil, errors.New("otellimit: ObserveMiddleware: nil Middleware")
 	}
 	local, ok := m.Backend().(*admission.Local)

@@ -52,11 +52,11 @@
 package promlimit
 
 import (
+	"reflect"
 	"sort"
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
-	"github.com/hotlimit/hotlimit/httplimit"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -66,10 +66,13 @@ type Options struct {
 	Namespace string
 	// Limiters are exported under their names (the "limit" label).
 	Limiters map[string]*hotlimit.Limiter
-	// Middleware, if set, has its Counts exported; if its backend is an
-	// *admission.Local, its limiters are exported too (unless Limiters
-	// already names them).
-	Middleware *httplimit.Middleware
+	// Middleware, if set (an *httplimit.Middleware), has its Counts
+	// exported; if its backend is an *admission.Local, its limiters are
+	// exported too (unless Limiters already names them).
+	Middleware interface {
+		Backend() admission.Backend
+		Counts() []admission.GroupCounts
+	}
 	// ConstLabels are added to every metric (for example the service).
 	ConstLabels prometheus.Labels
 }
@@ -79,7 +82,9 @@ type Options struct {
 type Collector struct {
 	names    []string // sorted limiter names
 	limiters []*hotlimit.Limiter
-	mw       *httplimit.Middleware
+	mw       interface {
+		Counts() []admission.GroupCounts
+	} // nil: none
 
 	decisions, refunds, keys, memory, swept, evicted, requests *prometheus.Desc
 }
@@ -96,6 +101,9 @@ func New(opts Options) *Collector {
 			all[name] = l
 		}
 	}
+	if isNil(opts.Middleware) {
+		opts.Middleware = nil
+	}
 	if opts.Middleware != nil {
 		if local, ok := opts.Middleware.Backend().(*admission.Local); ok {
 			for _, name := range local.Names() {
@@ -105,7 +113,10 @@ func New(opts Options) *Collector {
 			}
 		}
 	}
-	c := &Collector{mw: opts.Middleware}
+	c := &Collector{}
+	if opts.Middleware != nil {
+		c.mw = opts.Middleware
+	}
 	for name := range all {
 		c.names = append(c.names, name)
 	}
@@ -160,4 +171,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(n), g.Group, admission.Outcome(o).String())
 		}
 	}
+}
+
+// isNil reports whether v is nil or a nil pointer in an interface.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
