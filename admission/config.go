@@ -190,24 +190,8 @@ func New[R any](cfg Config[R]) (*Pipeline[R], error) {
 	if noun == "" {
 		noun = "request"
 	}
-	switch {
-	case cfg.Key == nil:
-		return nil, fmt.Errorf("%s: Config.Key is required", pfx)
-	case len(cfg.Groups) == 0:
-		return nil, fmt.Errorf("%s: Config.Groups is empty", pfx)
-	case len(cfg.Limits) == 0:
-		return nil, fmt.Errorf("%s: Config.Limits is empty", pfx)
-	case cfg.GlobalCost < 0:
-		return nil, fmt.Errorf("%s: Config.GlobalCost must be ≥ 0, got %d", pfx, cfg.GlobalCost)
-	case cfg.OnBackendError > FailOpen:
-		return nil, fmt.Errorf("%s: Config.OnBackendError %d is not a FailMode", pfx, cfg.OnBackendError)
-	case len(cfg.Identities) > MaxLayers-2:
-		return nil, fmt.Errorf("%s: Config.Identities has %d layers, at most %d", pfx, len(cfg.Identities), MaxLayers-2)
-	}
-	for i, o := range cfg.Observers {
-		if o == nil {
-			return nil, fmt.Errorf("%s: Config.Observers[%d] is nil", pfx, i)
-		}
+	if err := checkFields(pfx, &cfg); err != nil {
+		return nil, err
 	}
 	p := &Pipeline[R]{
 		key: cfg.Key, fallback: cfg.Fallback, globalCost: max(cfg.GlobalCost, 1),
@@ -226,24 +210,8 @@ func New[R any](cfg Config[R]) (*Pipeline[R], error) {
 			return nil, fmt.Errorf("%s: Config.Global %q is not in Config.Limits", pfx, cfg.Global)
 		}
 	}
-	used := map[string]bool{cfg.Global: true}
-	for _, g := range cfg.Groups {
-		used[g.Limit] = true
-	}
-	for i, id := range cfg.Identities {
-		li := limits[id.Limit]
-		switch {
-		case li == nil:
-			return nil, fmt.Errorf("%s: Config.Identities[%d]: Limit %q is not in Config.Limits", pfx, i, id.Limit)
-		case used[id.Limit]:
-			return nil, fmt.Errorf("%s: Config.Identities[%d]: Limit %q is used by another layer; an identity layer needs a limit of its own (its RateLimit item is named after it)", pfx, i, id.Limit)
-		case id.Key == nil:
-			return nil, fmt.Errorf("%s: Config.Identities[%d]: Key is required", pfx, i)
-		case id.Cost < 0:
-			return nil, fmt.Errorf("%s: Config.Identities[%d]: Cost must be ≥ 0, got %d", pfx, i, id.Cost)
-		}
-		used[id.Limit] = true
-		p.ids = append(p.ids, identityLayer[R]{limit: li, key: id.Key, fallback: id.Fallback, cost: max(id.Cost, 1)})
+	if err := p.buildIdentities(pfx, &cfg, limits); err != nil {
+		return nil, err
 	}
 	if err := p.buildGroups(pfx, cfg.Groups, limits); err != nil {
 		return nil, err
@@ -270,6 +238,56 @@ func New[R any](cfg Config[R]) (*Pipeline[R], error) {
 	}
 	p.results.New = func() any { return new(Result) }
 	return p, nil
+}
+
+// checkFields validates the fields of cfg that need no other, in the
+// order New reports them.
+func checkFields[R any](pfx string, cfg *Config[R]) error {
+	switch {
+	case cfg.Key == nil:
+		return fmt.Errorf("%s: Config.Key is required", pfx)
+	case len(cfg.Groups) == 0:
+		return fmt.Errorf("%s: Config.Groups is empty", pfx)
+	case len(cfg.Limits) == 0:
+		return fmt.Errorf("%s: Config.Limits is empty", pfx)
+	case cfg.GlobalCost < 0:
+		return fmt.Errorf("%s: Config.GlobalCost must be ≥ 0, got %d", pfx, cfg.GlobalCost)
+	case cfg.OnBackendError > FailOpen:
+		return fmt.Errorf("%s: Config.OnBackendError %d is not a FailMode", pfx, cfg.OnBackendError)
+	case len(cfg.Identities) > MaxLayers-2:
+		return fmt.Errorf("%s: Config.Identities has %d layers, at most %d", pfx, len(cfg.Identities), MaxLayers-2)
+	}
+	for i, o := range cfg.Observers {
+		if o == nil {
+			return fmt.Errorf("%s: Config.Observers[%d] is nil", pfx, i)
+		}
+	}
+	return nil
+}
+
+// buildIdentities checks cfg's identity layers against limits and the
+// other layers' limits, and sets p.ids.
+func (p *Pipeline[R]) buildIdentities(pfx string, cfg *Config[R], limits map[string]*limitInfo) error {
+	used := map[string]bool{cfg.Global: true}
+	for _, g := range cfg.Groups {
+		used[g.Limit] = true
+	}
+	for i, id := range cfg.Identities {
+		li := limits[id.Limit]
+		switch {
+		case li == nil:
+			return fmt.Errorf("%s: Config.Identities[%d]: Limit %q is not in Config.Limits", pfx, i, id.Limit)
+		case used[id.Limit]:
+			return fmt.Errorf("%s: Config.Identities[%d]: Limit %q is used by another layer; an identity layer needs a limit of its own (its RateLimit item is named after it)", pfx, i, id.Limit)
+		case id.Key == nil:
+			return fmt.Errorf("%s: Config.Identities[%d]: Key is required", pfx, i)
+		case id.Cost < 0:
+			return fmt.Errorf("%s: Config.Identities[%d]: Cost must be ≥ 0, got %d", pfx, i, id.Cost)
+		}
+		used[id.Limit] = true
+		p.ids = append(p.ids, identityLayer[R]{limit: li, key: id.Key, fallback: id.Fallback, cost: max(id.Cost, 1)})
+	}
+	return nil
 }
 
 // namedLimits checks every limit's name, in name order so that the first
