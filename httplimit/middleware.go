@@ -157,7 +157,14 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	gi := m.group(r)
 	g := &m.groups[gi]
 	res := m.pipe.Decide(r.Context(), r, gi, g.cost)
-	ev := res.Event()
+	// The hook's Event in full only for a hook: the answer needs four
+	// of its fields (a request without a hook would pay for the rest).
+	var ev admission.Event
+	if m.hook != nil {
+		ev = res.Event()
+	} else {
+		ev.Outcome, ev.Refusal, ev.Decision, ev.Missing = res.Outcome, res.Refusal, res.Decision, res.Missing
+	}
 	var violated []string
 	if res.Layers() > 0 && res.Outcome != admission.OutcomeErrorAllowed && res.Outcome != admission.OutcomeErrorDenied {
 		if !m.dryRun && m.headers != HeadersNone {
@@ -168,7 +175,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 	}
 	m.pipe.Release(res)
-	m.finish(w, r, next, g, ev, violated)
+	m.finish(w, r, next, g, &ev, violated)
 }
 
 // deniedByLimit reports whether o is a refusal by a limit: 429, or 403
@@ -180,11 +187,11 @@ func deniedByLimit(o admission.Outcome) bool {
 // finish counts, reports, and either serves the request or refuses it.
 // violated names the limits a denied request exceeded, for the problem
 // details body.
-func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, next http.Handler, g *groupState, ev admission.Event, violated []string) {
+func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, next http.Handler, g *groupState, ev *admission.Event, violated []string) {
 	g.counts[ev.Outcome].Add(1)
 	if m.hook != nil {
 		ev.Context, ev.Method, ev.PolicyVersion = r.Context(), r.Method, m.version
-		m.hook(ev)
+		m.hook(*ev)
 	}
 	if ev.Outcome.Passed() {
 		// A dry run does not shape either: it changes nothing for the
@@ -197,7 +204,7 @@ func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, next http.Ha
 		next.ServeHTTP(w, r)
 		return
 	}
-	den := denialOf(&ev, violated)
+	den := denialOf(ev, violated)
 	if den.RetryAfter > 0 {
 		w.Header()["Retry-After"] = []string{strconv.FormatInt(den.RetryAfter, 10)}
 	}
