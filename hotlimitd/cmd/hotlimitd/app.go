@@ -583,7 +583,9 @@ func (a *app) reload() {
 func (a *app) applyReload(cfg *config.Config) {
 	if err := a.apply(cfg); err != nil {
 		a.reloadFailed(err)
+		return
 	}
+	a.reloaded()
 }
 
 // apply makes cfg the running configuration: the backend takes the new
@@ -610,10 +612,15 @@ func (a *app) apply(cfg *config.Config) error {
 	a.bm.Retain(func(name string) bool { _, ok := limits[name]; return ok })
 	a.metrics.success(time.Now())
 	a.log.Info("configuration reloaded", "domains", strings.Join(cfg.Domains(), ","), "limits", len(cfg.Limits()))
+	return nil
+}
+
+// reloaded tells hooks.loaded that a configuration was applied, once all
+// that applying it does is done (with -xds, health SERVING too).
+func (a *app) reloaded() {
 	if a.loaded != nil {
 		a.loaded(nil)
 	}
-	return nil
 }
 
 // startXDS connects to the -xds control plane (the stream opens when run
@@ -668,6 +675,7 @@ func (a *app) applyXDS(cfg *config.Config) error {
 			a.health.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
 		}
 	}
+	a.reloaded()
 	return nil
 }
 
