@@ -228,8 +228,14 @@ func (e *envoy) logs() string {
 
 // envoyConfig returns examples/envoy.yaml with the ports of the
 // application and of hotlimitd replaced, the listener's and the admin's
-// left to the system (0), and failure_mode_deny set to deny. Each
-// replaced line must be in the file once.
+// left to the system (0), failure_mode_deny set to deny, and the rate
+// limit call's timeout raised from 1s to a minute. Each replaced line
+// must be in the file once. The timeout only bounds a hotlimitd that does
+// not answer: with 1s, an answer slower than that (the first call's
+// HTTP/2 connection, under -race on a loaded machine) made Envoy answer
+// 500 under failure_mode_deny, and TestEnvoy fail on the machine's load.
+// No check of TestEnvoy waits for it: a stopped hotlimitd refuses the
+// connection at once.
 func envoyConfig(t *testing.T, appPort, rlsPort int, deny bool) string {
 	t.Helper()
 	b, err := os.ReadFile(envoyExample)
@@ -243,6 +249,7 @@ func envoyConfig(t *testing.T, appPort, rlsPort int, deny bool) string {
 		{"port_value: 8000 }", fmt.Sprintf("port_value: %d }", appPort)},
 		{"port_value: 8081 }", fmt.Sprintf("port_value: %d }", rlsPort)},
 		{"failure_mode_deny: false", fmt.Sprintf("failure_mode_deny: %v", deny)},
+		{"timeout: 1s", "timeout: 60s"},
 	} {
 		if n := strings.Count(cfg, r[0]); n != 1 {
 			t.Fatalf("%s has %q %d times, want once", envoyExample, r[0], n)
