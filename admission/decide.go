@@ -308,11 +308,7 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 			return p.refused(res, OutcomeKeyDenied, err)
 		}
 	}
-	globalStart, globalEnd := 0, idEnd // the global layer's key in key
-	if p.local {
-		key, globalStart, groupEnd = p.localKeys(key, groupIdx, idEnd, groupEnd, &ends)
-		globalEnd = groupEnd
-	}
+	key, globalStart, globalEnd, groupEnd := p.backendKeys(key, groupIdx, idEnd, groupEnd, &ends)
 	all := string(key)               // the one allocation of the keys
 	layers := res.layers[:g.nlayers] // the group's, the global one, the identities'
 	layers[0] = Layer{Limit: g.limit.name, Key: all[:groupEnd], Cost: cost}
@@ -410,6 +406,18 @@ func (p *Pipeline[R]) identityLayers(res *Result, key []byte, r R, ends *[MaxLay
 		key, ends[i] = k, len(k)
 	}
 	return key, nil
+}
+
+// backendKeys returns the keys the backend gets from key, which holds a
+// request's keys in LayerKey's layout (see localKeys): key itself, or,
+// for a Local, its in-process keys. It also returns where the global
+// layer's key starts and ends in them, and where the group layer's ends.
+func (p *Pipeline[R]) backendKeys(key []byte, groupIdx, idEnd, groupEnd int, ends *[MaxLayers]int) (keys []byte, globalStart, globalEnd, groupKeyEnd int) {
+	if !p.local {
+		return key, 0, idEnd, groupEnd
+	}
+	key, globalStart, groupEnd = p.localKeys(key, groupIdx, idEnd, groupEnd, ends)
+	return key, globalStart, groupEnd, groupEnd
 }
 
 // localKeys appends to key, which holds a request's keys in LayerKey's
