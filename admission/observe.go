@@ -74,6 +74,11 @@ type Event struct {
 	// PolicyVersion is the transport's Config.PolicyVersion ("" in an
 	// Observer's Event).
 	PolicyVersion string
+	// Transport names the transport that decided the request: "http"
+	// (httplimit), "grpc" (grpclimit), or what another transport that
+	// completes the Event calls itself; "" in an Observer's Event. An
+	// observer that labels metrics by transport reads it.
+	Transport string
 	// Decision is the backend's decision (zero when there was none), and
 	// Err the key extraction, pricing or backend error, if any.
 	Decision hotlimit.Decision
@@ -89,7 +94,7 @@ type Event struct {
 }
 
 // Event returns the Event of res: what a transport hands its hook once
-// it adds Context, Method and PolicyVersion. Result is nil.
+// it adds Context, Method, PolicyVersion and Transport. Result is nil.
 func (res *Result) Event() Event {
 	ev := Event{
 		Group: res.group, Outcome: res.Outcome, Refusal: res.Refusal,

@@ -34,6 +34,9 @@ func (r *recorder) hook(ev admission.Event) {
 	if !ok || m != ev.Method {
 		r.t.Errorf("event of %s: its context's method is %q", ev.Method, m)
 	}
+	if ev.Transport != "grpc" {
+		r.t.Errorf("event of %s: Transport %q, want grpc", ev.Method, ev.Transport)
+	}
 	d := ev.Decision
 	retry := "-"
 	switch {

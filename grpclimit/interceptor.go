@@ -221,7 +221,7 @@ func (ic *Interceptor) report(ctx context.Context, method string, res *admission
 		return
 	}
 	ev := res.Event()
-	ev.Context, ev.Method = ctx, method
+	ev.Context, ev.Method, ev.Transport = ctx, method, "grpc"
 	if !res.BindingReported {
 		ev.Limit, ev.Algorithm = "", ""
 	}

@@ -190,7 +190,7 @@ func deniedByLimit(o admission.Outcome) bool {
 func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, next http.Handler, g *groupState, ev *admission.Event, violated []string) {
 	g.counts[ev.Outcome].Add(1)
 	if m.hook != nil {
-		ev.Context, ev.Method, ev.PolicyVersion = r.Context(), r.Method, m.version
+		ev.Context, ev.Method, ev.PolicyVersion, ev.Transport = r.Context(), r.Method, m.version, "http"
 		m.hook(*ev)
 	}
 	if ev.Outcome.Passed() {

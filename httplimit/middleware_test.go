@@ -111,7 +111,7 @@ func TestHook(t *testing.T) {
 	}
 	e := evs[0]
 	if e.Group != "g" || e.GroupLimit != "l" || e.GroupAlgorithm != "SlidingWindow" || e.Algorithm != "SlidingWindow" || e.Limit != "l" || e.PolicyVersion != "2026-11-29.1" ||
-		e.Outcome != admission.OutcomeAllowed || e.Decision.Remaining != 0 || e.Context == nil || e.Method != "GET" || e.IdentityHash == 0 {
+		e.Outcome != admission.OutcomeAllowed || e.Decision.Remaining != 0 || e.Context == nil || e.Method != "GET" || e.Transport != "http" || e.IdentityHash == 0 {
 		t.Errorf("event 0 = %+v", e)
 	}
 	if evs[1].Outcome != admission.OutcomeDenied || evs[1].Decision.Allowed || evs[1].IdentityHash != e.IdentityHash {
