@@ -169,7 +169,11 @@ type Server struct {
 // StartServer starts a redis-server on port (a free one if 0), without
 // persistence, and waits until it answers; it is killed when the test
 // ends. It skips the test where servers.sh is not running it, or
-// where redis-server is not installed.
+// where redis-server is not installed. The server that answers must be
+// the one it started (INFO's process_id): a free port can be taken by
+// another test's server before this one binds it, and this one then
+// exits while the other answers in its place. Such a port chosen here is
+// given up for another one; a port the caller gave fails the test.
 func StartServer(t testing.TB, port int, extra ...string) *Server {
 	t.Helper()
 	Addr(t) // the tests that start servers run where test.sh runs
@@ -177,9 +181,27 @@ func StartServer(t testing.TB, port int, extra ...string) *Server {
 	if err != nil {
 		t.Skip("redis-server not installed")
 	}
-	if port == 0 {
-		port = FreePort(t)
+	for range 5 {
+		p := port
+		if p == 0 {
+			p = FreePort(t)
+		}
+		if s := startOn(t, bin, p, extra); s != nil {
+			return s
+		}
+		if port != 0 {
+			t.Fatalf("redistest: port %d answers for another redis-server than the one started on it", port)
+		}
 	}
+	t.Fatal("redistest: 5 free ports in a row were taken by other redis-servers")
+	return nil
+}
+
+// startOn starts a redis-server on port and waits until a server answers
+// there: it returns the Server if that one is it, else kills it and
+// returns nil.
+func startOn(t testing.TB, bin string, port int, extra []string) *Server {
+	t.Helper()
 	args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"}, extra...)
 	cmd := exec.Command(bin, args...)
@@ -187,16 +209,26 @@ func StartServer(t testing.TB, port int, extra ...string) *Server {
 		t.Fatal(err)
 	}
 	s := &Server{Port: port, t: t, cmd: cmd, extra: extra}
-	t.Cleanup(s.Stop)
 	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
+	var info string
+	var err error
+	for {
+		if info, err = c.Info(context.Background(), "server").Result(); err == nil {
+			break
+		}
 		if time.Now().After(deadline) {
+			s.Stop()
 			t.Fatalf("redis-server on port %d did not answer", port)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	if !strings.Contains(info, "\nprocess_id:"+strconv.Itoa(cmd.Process.Pid)+"\r") {
+		s.Stop()
+		return nil
+	}
+	t.Cleanup(s.Stop)
 	return s
 }
 
