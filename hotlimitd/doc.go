@@ -170,5 +170,5 @@
 // refuses every hit refused it), the Decision, the backend's latency, the
 // binding descriptor's limit in Event.Limit and the domain in Event.Group;
 // no key and no descriptor value. promlimit.BackendMetrics and
-// otellimit.HTTP are such observers.
+// otellimit.Observer are such observers.
 package hotlimitd

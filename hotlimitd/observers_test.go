@@ -17,7 +17,7 @@ func TestOTelObserver(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(context.Background())
-	obs, err := otellimit.NewHTTP(otellimit.HTTPOptions{MeterProvider: mp})
+	obs, err := otellimit.New(otellimit.Options{MeterProvider: mp})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@ type Options struct {
 	// (fail closed) the RPC fails with codes.Unavailable.
 	FailOpen bool
 	// Observers see each enforced decision (promlimit.BackendMetrics,
-	// otellimit.HTTP): see Server.
+	// otellimit.Observer): see Server.
 	Observers []admission.Observer
 	// Tracer, when not nil, starts a span per ShouldRateLimit (see the
 	// package documentation); nil traces nothing, at no cost.

@@ -29,16 +29,17 @@ func (discard) Shutdown(context.Context) error                             { ret
 //	none        no hook
 //	slog        httplimit.DenialLogger as the hook (its budget spent, so
 //	            a denial is counted, not written: the flood case)
-//	otel-hook   HTTP.Hook: the request counter (and no span to add an
+//	otel-hook   Observer.Hook: the request counter (and no span to add an
 //	            event to)
-//	otel-metrics HTTP.Hook and HTTP.Backend with SpansOff: also the
-//	            backend's duration and remaining histograms
+//	otel-metrics Observer.Hook and the Observer in Config.Observers,
+//	            with SpansOff: also the backend's duration and remaining
+//	            histograms
 //	otel-spans  the same with SpansAll on an SDK TracerProvider that
 //	            samples every span and exports to nowhere, through a
 //	            batch processor
 //	parent/none, parent/otel-events
 //	            each request under a sampled span of its own (as otelhttp
-//	            starts one), without and with HTTP.Hook's event on it (the
+//	            starts one), without and with Observer.Hook's event on it (the
 //	            default SpanEvents): their difference is what the event
 //	            costs a sampled request
 //
@@ -77,7 +78,7 @@ func BenchmarkObservers(b *testing.B) {
 					case "parent/otel-events":
 						spans = SpanEvents
 					}
-					h, err := NewHTTP(HTTPOptions{MeterProvider: mp, TracerProvider: tp, Spans: spans})
+					h, err := New(Options{MeterProvider: mp, TracerProvider: tp, Spans: spans})
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -34,7 +34,7 @@ func (b tracingBackend) AllowStates(ctx context.Context, ls []admission.Layer, s
 // result and the capacity left.
 func TestDecideSpan(t *testing.T) {
 	rg := newRig()
-	obs, err := NewHTTP(HTTPOptions{MeterProvider: rg.mp, TracerProvider: rg.tp, Spans: SpansAll})
+	obs, err := New(Options{MeterProvider: rg.mp, TracerProvider: rg.tp, Spans: SpansAll})
 	if err != nil {
 		t.Fatal(err)
 	}

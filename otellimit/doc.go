@@ -7,13 +7,17 @@
 //	reg, err := otellimit.ObserveLimiters(mp, map[string]*hotlimit.Limiter{"jobs": jobs})
 //	defer reg.Unregister()
 //
-//	obs, err := otellimit.NewHTTP(otellimit.HTTPOptions{MeterProvider: mp, TracerProvider: tp})
+//	obs, err := otellimit.New(otellimit.Options{MeterProvider: mp, TracerProvider: tp})
 //	mw, err := httplimit.New(httplimit.Config{
 //		...
 //		Hook:      obs.Hook,                                // counts every request
 //		Observers: []admission.Observer{obs},               // times and traces every decision
 //	})
 //	reg, err := otellimit.ObserveMiddleware(mp, mw)         // the Local backend's limiters
+//
+// The same Observer, as a grpclimit interceptor's Config.Hook and one of
+// its Config.Observers, counts its calls and times its decisions: Hook
+// tells a request from a call by the Event's Transport.
 //
 // # Instruments
 //
@@ -36,16 +40,18 @@
 // adds one to hotlimit.limiter.refunds, so the admissions that stood are
 // decisions{hotlimit.decision=allowed} − refunds.
 //
-// Recorded by HTTP.Hook, once per request the middleware sees:
+// Recorded by Observer.Hook, once per request the middleware sees (an
+// Event whose Transport is "http", or "" for one built by hand):
 //
 //	hotlimit.http.requests  Int64Counter  {request}  hotlimit.route_group, hotlimit.outcome,
 //	                                                 hotlimit.algorithm, hotlimit.identity.kind,
-//	                                                 hotlimit.tenant (with HTTPOptions.Tenant)
+//	                                                 hotlimit.tenant (with Options.Tenant)
 //
 // The share of 429s of a route group is requests{hotlimit.outcome=denied
 // or key_denied} / requests, by hotlimit.route_group.
 //
-// Recorded by GRPC.Hook, once per call a grpclimit interceptor decides:
+// Recorded by Observer.Hook, once per call a grpclimit interceptor decides
+// (an Event whose Transport is "grpc"):
 //
 //	hotlimit.grpc.calls  Int64Counter  {call}  hotlimit.method_group, hotlimit.outcome,
 //	                                           hotlimit.algorithm, hotlimit.identity.kind
@@ -54,9 +60,10 @@
 // denied, denied_never, key_denied or error_denied} / calls, by
 // hotlimit.method_group.
 //
-// Recorded by HTTP.Observe, an admission.Observer handed to the middleware
-// (httplimit.Config.Observers) or the interceptor, once per decision the
-// backend makes (exempt requests and key failures never reach it):
+// Recorded by Observer.Observe, an admission.Observer handed to the
+// middleware (httplimit.Config.Observers) or the interceptor
+// (grpclimit.Config.Observers), once per decision the backend makes
+// (exempt requests and key failures never reach it):
 //
 //	hotlimit.backend.duration  Float64Histogram  s   hotlimit.limit, hotlimit.algorithm,
 //	                                                 hotlimit.backend.result, error.type
@@ -83,7 +90,7 @@
 //	                          call is never priced nor dry-run, so hotlimit.grpc.calls
 //	                          has no "cost_invalid" and no "dry_run_denied"
 //	hotlimit.method_group     a group name of grpclimit.Config.Groups: at most
-//	                          GRPCOptions.MaxMethodGroups distinct values, then "_OTHER"
+//	                          Options.MaxGroups distinct values, then "_OTHER"
 //	hotlimit.algorithm        "token_bucket", "leaky_bucket", "fixed_window",
 //	                          "sliding_window", "sliding_log"; absent when no limit decided
 //	hotlimit.identity.kind    the kind of identity the request was limited by: "tok"
@@ -91,7 +98,7 @@
 //	                          or a ContextKey kind (for gRPC: MetadataKey, PeerKey, a
 //	                          FuncKey kind); absent when no key was extracted.
 //	                          At most MaxIdentityKinds distinct kinds, then "_OTHER"
-//	hotlimit.tenant           what HTTPOptions.Tenant returns (a tenant or plan name, never a
+//	hotlimit.tenant           what Options.Tenant returns (a tenant or plan name, never a
 //	                          credential): at most MaxTenants distinct values, then "_OTHER"
 //	hotlimit.backend.result   "allowed", "denied" or "error"
 //	error.type                for a backend error: "timeout" (the context's deadline),
@@ -99,17 +106,17 @@
 //
 // # Traces
 //
-// HTTP.Hook adds an event "hotlimit.decision" to the request's span (the
-// one otelhttp starts, say), when it is recording, with the attributes of
-// hotlimit.http.requests and hotlimit.limit: what the middleware did
-// with the request, in its trace, at no cost for requests that are not
-// sampled.
+// Observer.Hook adds an event "hotlimit.decision" to an HTTP request's
+// span (the one otelhttp starts, say), when it is recording, with the
+// attributes of hotlimit.http.requests and hotlimit.limit: what the
+// middleware did with the request, in its trace, at no cost for requests
+// that are not sampled.
 //
-// With HTTPOptions.Spans set to SpansAll, the observer also starts a span
-// "hotlimit.decide" (SpanKindInternal) around each decision (HTTP.Begin
-// starts it before the backend is asked, HTTP.Observe ends it), a
-// child of the request's span, so a trace shows how much of a request the
-// limiter took; a backend that traces its own calls (a Redis client
+// With Options.Spans set to SpansAll, the observer also starts a span
+// "hotlimit.decide" (SpanKindInternal) around each decision
+// (Observer.Begin starts it before the backend is asked, Observer.Observe
+// ends it), a child of the request's span, so a trace shows how much of a
+// request the limiter took; a backend that traces its own calls (a Redis client
 // instrumented with OpenTelemetry) puts its round trip under it. The span
 // carries hotlimit.limit, hotlimit.algorithm, hotlimit.route_group,
 // hotlimit.identity.kind, hotlimit.layers (how many), and at the end
@@ -124,11 +131,12 @@
 // # gRPC and Redis
 //
 // grpclimit decides through the same pipeline (package admission) and
-// backends, with the same keys, so an HTTP observes it as it does a
+// backends, with the same keys, so an Observer observes it as it does a
 // middleware (grpclimit.Config.Observers): the backend's duration and
 // remaining capacity, and with SpansAll a "hotlimit.decide" span under
-// the call's span (otelgrpc's). GRPC.Hook,
-// as grpclimit.Config.Hook, counts the calls (it traces nothing).
+// the call's span (otelgrpc's). Observer.Hook, as grpclimit.Config.Hook,
+// counts the calls in hotlimit.grpc.calls (it adds no event to the
+// call's span).
 //
 // Redis turns redislimit's Hooks into metrics: each script call's round
 // trip by node, the failure policy's decisions, circuit breaker changes

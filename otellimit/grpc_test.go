@@ -30,7 +30,7 @@ func (failingBackend) Close() error { return nil }
 // "_OTHER" and no token or key in any attribute.
 func TestGRPCCalls(t *testing.T) {
 	rg := newRig()
-	obs, err := NewGRPC(GRPCOptions{MeterProvider: rg.mp, MaxIdentityKinds: 1})
+	obs, err := New(Options{MeterProvider: rg.mp, MaxIdentityKinds: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,11 +116,11 @@ func TestGRPCHookAllocs(t *testing.T) {
 		t.Skip("the race detector drops sync.Pool items: allocation counts vary")
 	}
 	rg := newRig()
-	obs, err := NewGRPC(GRPCOptions{MeterProvider: rg.mp})
+	obs, err := New(Options{MeterProvider: rg.mp})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := admission.Event{Context: context.Background(), Method: "/svc.A/Check", Group: "check",
+	ev := admission.Event{Context: context.Background(), Transport: "grpc", Method: "/svc.A/Check", Group: "check",
 		Outcome: admission.OutcomeAllowed, IdentityKind: "tok", Limit: "l", Algorithm: "FixedWindow"}
 	if n := testing.AllocsPerRun(100, func() { obs.Hook(ev) }); n != 0 {
 		t.Errorf("Hook allocates %v per call", n)

@@ -25,7 +25,7 @@ func TestSpanModes(t *testing.T) {
 		decides, events int
 	}{{SpanEvents, 0, 2}, {SpansAll, 2, 2}, {SpansOff, 0, 0}} {
 		rg := newRig()
-		obs, err := NewHTTP(HTTPOptions{MeterProvider: rg.mp, TracerProvider: rg.tp, Spans: c.mode})
+		obs, err := New(Options{MeterProvider: rg.mp, TracerProvider: rg.tp, Spans: c.mode})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func TestSpanModes(t *testing.T) {
 // backend that is not a Local.
 func TestBackendKeepsBinding(t *testing.T) {
 	rg := newRig()
-	obs, err := NewHTTP(HTTPOptions{MeterProvider: rg.mp, TracerProvider: rg.tp})
+	obs, err := New(Options{MeterProvider: rg.mp, TracerProvider: rg.tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func (plainBackend) Close() error { return nil }
 // (the attribute cache is built concurrently).
 func TestHookConcurrent(t *testing.T) {
 	rg := newRig()
-	obs, err := NewHTTP(HTTPOptions{MeterProvider: rg.mp, TracerProvider: rg.tp})
+	obs, err := New(Options{MeterProvider: rg.mp, TracerProvider: rg.tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,12 +179,12 @@ func TestHookConcurrent(t *testing.T) {
 
 type tenantCtx struct{}
 
-// TestTenant: HTTPOptions.Tenant labels the request counter, up to
+// TestTenant: Options.Tenant labels the request counter, up to
 // MaxTenants names, then "_OTHER"; a name that is not printable ASCII is
 // "_OTHER" too.
 func TestTenant(t *testing.T) {
 	rg := newRig()
-	obs, err := NewHTTP(HTTPOptions{MeterProvider: rg.mp, TracerProvider: rg.tp, MaxTenants: 2,
+	obs, err := New(Options{MeterProvider: rg.mp, TracerProvider: rg.tp, MaxTenants: 2,
 		Tenant: func(ctx context.Context) string { s, _ := ctx.Value(tenantCtx{}).(string); return s }})
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +211,7 @@ func TestBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg.Unregister()
-	h, err := NewHTTP(HTTPOptions{}) // the global providers
+	h, err := New(Options{}) // the global providers
 	if err != nil {
 		t.Fatal(err)
 	}

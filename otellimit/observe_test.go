@@ -24,7 +24,7 @@ func TestObserve(t *testing.T) {
 	rg := newRig()
 	clock := hotlimit.NewManualClock()
 	down := new(atomic.Bool)
-	obs, err := NewHTTP(HTTPOptions{MeterProvider: rg.mp, TracerProvider: rg.tp, Spans: SpansOff})
+	obs, err := New(Options{MeterProvider: rg.mp, TracerProvider: rg.tp, Spans: SpansOff})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestObserveGRPC(t *testing.T) {
 	rg := newRig()
 	clock := hotlimit.NewManualClock()
 	down := new(atomic.Bool)
-	obs, err := NewHTTP(HTTPOptions{MeterProvider: rg.mp, TracerProvider: rg.tp, Spans: SpansOff})
+	obs, err := New(Options{MeterProvider: rg.mp, TracerProvider: rg.tp, Spans: SpansOff})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -157,7 +157,7 @@ func TestScriptedSequence(t *testing.T) {
 	rg := newRig()
 	clock := hotlimit.NewManualClock()
 	downA, downB := new(atomic.Bool), new(atomic.Bool)
-	obsA, err := NewHTTP(HTTPOptions{MeterProvider: rg.mp, TracerProvider: rg.tp, Spans: SpansAll})
+	obsA, err := New(Options{MeterProvider: rg.mp, TracerProvider: rg.tp, Spans: SpansAll})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestScriptedSequence(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reg.Unregister()
-	obsB, err := NewHTTP(HTTPOptions{MeterProvider: rg.mp, TracerProvider: rg.tp, Spans: SpansAll})
+	obsB, err := New(Options{MeterProvider: rg.mp, TracerProvider: rg.tp, Spans: SpansAll})
 	if err != nil {
 		t.Fatal(err)
 	}

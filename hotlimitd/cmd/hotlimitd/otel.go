@@ -82,7 +82,7 @@ func startOTel(ctx context.Context) (admission.Observer, func(context.Context) e
 		return nil, nil, fmt.Errorf("OpenTelemetry exporter: %w", err)
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)))
-	obs, err := otellimit.NewHTTP(otellimit.HTTPOptions{MeterProvider: mp})
+	obs, err := otellimit.New(otellimit.Options{MeterProvider: mp})
 	if err != nil {
 		mp.Shutdown(ctx)
 		return nil, nil, err

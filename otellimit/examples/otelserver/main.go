@@ -53,7 +53,7 @@ type server struct {
 // newServer builds the API behind the middleware, observed through mp and
 // tp, logging denials to logw. opts are passed to every limiter.
 func newServer(mp metric.MeterProvider, tp trace.TracerProvider, logw io.Writer, opts ...hotlimit.Option) (*server, error) {
-	obs, err := otellimit.NewHTTP(otellimit.HTTPOptions{MeterProvider: mp, TracerProvider: tp, Spans: otellimit.SpansAll})
+	obs, err := otellimit.New(otellimit.Options{MeterProvider: mp, TracerProvider: tp, Spans: otellimit.SpansAll})
 	if err != nil {
 		return nil, err
 	}

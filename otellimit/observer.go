@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Spans selects what an HTTP observer traces.
+// Spans selects what an Observer traces.
 type Spans uint8
 
 const (
@@ -36,9 +36,9 @@ const (
 	SpansOff
 )
 
-// HTTPOptions configure an HTTP observer. The zero value uses the global
+// Options configure an Observer. The zero value uses the global
 // providers.
-type HTTPOptions struct {
+type Options struct {
 	// MeterProvider and TracerProvider receive the instruments and the
 	// spans; nil means otel.GetMeterProvider() and
 	// otel.GetTracerProvider().
@@ -47,12 +47,14 @@ type HTTPOptions struct {
 	// Spans selects the tracing; see Spans.
 	Spans Spans
 	// MaxIdentityKinds bounds the distinct values of
-	// hotlimit.identity.kind, and MaxRouteGroups those of
-	// hotlimit.route_group on spans (the metrics take groups from the
-	// middleware's configuration); further values are "_OTHER". Zero:
-	// 16 and 256.
+	// hotlimit.identity.kind, and MaxGroups those of
+	// hotlimit.method_group and of hotlimit.route_group on spans
+	// (hotlimit.http.requests takes route groups from the middleware's
+	// configuration); further values are "_OTHER". Zero: 16 and 256. An
+	// Observer that serves a middleware and an interceptor bounds their
+	// identity kinds together.
 	MaxIdentityKinds int
-	MaxRouteGroups   int
+	MaxGroups        int
 	// Tenant, if set, names the tenant of a request (or its plan, or any
 	// other grouping of clients) for the attribute hotlimit.tenant of
 	// hotlimit.http.requests, so that the share of 429s can be read per
@@ -66,45 +68,54 @@ type HTTPOptions struct {
 	MaxTenants int
 }
 
-// HTTP observes an httplimit.Middleware through OpenTelemetry: Hook
-// counts each request the middleware sees, and Observe (as one of the
-// middleware's Config.Observers) times each decision of its backend; the
-// backend that Backend wraps does the same and can trace each decision
-// too (SpansAll). It is safe for concurrent use;
-// create it with NewHTTP. Use one HTTP per middleware: two middlewares
-// with the same group names would count into the same series.
-type HTTP struct {
+// Observer observes an httplimit.Middleware or a grpclimit.Interceptor
+// (or one of each) through OpenTelemetry. Hook, as the transport's
+// Config.Hook, counts each request or call it decides, in
+// hotlimit.http.requests or hotlimit.grpc.calls as the Event's
+// Transport says; the Observer itself, one of the transport's
+// Config.Observers, times each decision of its backend (Observe) and
+// with SpansAll traces it (Begin). It is safe for concurrent use; create
+// it with New. Use one Observer per middleware and one per interceptor
+// at most: two middlewares (or two interceptors) with the same group
+// names would count into the same series.
+type Observer struct {
 	tracer    trace.Tracer
 	spans     Spans
-	requests  metric.Int64Counter
+	requests  metric.Int64Counter // hotlimit.http.requests
+	calls     metric.Int64Counter // hotlimit.grpc.calls
 	duration  metric.Float64Histogram
 	remaining metric.Int64Histogram
 	kinds     *boundedSet
-	groups    *boundedSet
+	groups    *boundedSet // hotlimit.route_group on spans
+	methods   *boundedSet // hotlimit.method_group
 	tenant    func(context.Context) string
 	tenants   *boundedSet
 
-	mu   sync.Mutex                          // serialises additions to sets
-	sets atomic.Pointer[map[reqKey]reqAttrs] // copy on write
+	mu   sync.Mutex                            // serialises additions to sets
+	sets atomic.Pointer[map[hookKey]hookAttrs] // copy on write
 
 	byLimit sync.Map // limitAlg → *limitAttrs, for Observe
 }
 
-// reqKey is what the attributes of one request count depend on.
-type reqKey struct {
+var _ admission.Observer = (*Observer)(nil)
+
+// hookKey is what the attributes of one count of Hook depend on: a gRPC
+// call's (grpc set) have no limit and no tenant.
+type hookKey struct {
+	grpc                                  bool
 	group, algorithm, kind, limit, tenant string
 	outcome                               admission.Outcome
 }
 
-// reqAttrs are the precomputed options of one attribute combination.
-type reqAttrs struct {
+// hookAttrs are the precomputed options of one attribute combination.
+type hookAttrs struct {
 	add   []metric.AddOption
-	event []trace.EventOption // the metric's attributes and hotlimit.limit
+	event []trace.EventOption // an HTTP request's: the metric's attributes and hotlimit.limit
 }
 
-// NewHTTP returns an HTTP observer. It returns an error if an instrument
-// cannot be created.
-func NewHTTP(opts HTTPOptions) (*HTTP, error) {
+// New returns an Observer. It returns an error if an instrument cannot
+// be created.
+func New(opts Options) (*Observer, error) {
 	mp, tp := opts.MeterProvider, opts.TracerProvider
 	if mp == nil {
 		mp = otel.GetMeterProvider()
@@ -115,51 +126,64 @@ func NewHTTP(opts HTTPOptions) (*HTTP, error) {
 	if opts.MaxIdentityKinds <= 0 {
 		opts.MaxIdentityKinds = defaultMaxKinds
 	}
-	if opts.MaxRouteGroups <= 0 {
-		opts.MaxRouteGroups = defaultMaxGroups
+	if opts.MaxGroups <= 0 {
+		opts.MaxGroups = defaultMaxGroups
 	}
 	if opts.MaxTenants <= 0 {
 		opts.MaxTenants = 100
 	}
 	m := mp.Meter(scope)
-	h := &HTTP{tracer: tp.Tracer(scope), spans: opts.Spans,
-		kinds: newBoundedSet(opts.MaxIdentityKinds), groups: newBoundedSet(opts.MaxRouteGroups),
-		tenant: opts.Tenant, tenants: newBoundedSetOf(opts.MaxTenants, validName)}
-	var err1, err2, err3 error
-	h.requests, err1 = m.Int64Counter("hotlimit.http.requests", metric.WithUnit("{request}"),
+	o := &Observer{tracer: tp.Tracer(scope), spans: opts.Spans,
+		kinds: newBoundedSet(opts.MaxIdentityKinds), groups: newBoundedSet(opts.MaxGroups),
+		methods: newBoundedSetOf(opts.MaxGroups, validName),
+		tenant:  opts.Tenant, tenants: newBoundedSetOf(opts.MaxTenants, validName)}
+	var err1, err2, err3, err4 error
+	o.requests, err1 = m.Int64Counter("hotlimit.http.requests", metric.WithUnit("{request}"),
 		metric.WithDescription("Requests the rate-limit middleware saw, by route group, outcome, algorithm of the binding limit and identity kind."))
-	h.duration, err2 = m.Float64Histogram("hotlimit.backend.duration", metric.WithUnit("s"),
+	o.calls, err4 = m.Int64Counter("hotlimit.grpc.calls", metric.WithUnit("{call}"),
+		metric.WithDescription("gRPC calls the rate-limit interceptor decided, by method group, outcome, algorithm of the binding limit and identity kind."))
+	o.duration, err2 = m.Float64Histogram("hotlimit.backend.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time the rate-limit backend took to decide (a Redis round trip included)."),
 		metric.WithExplicitBucketBoundaries(1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1))
-	h.remaining, err3 = m.Int64Histogram("hotlimit.backend.remaining", metric.WithUnit("{unit}"),
+	o.remaining, err3 = m.Int64Histogram("hotlimit.backend.remaining", metric.WithUnit("{unit}"),
 		metric.WithDescription("Capacity left in the binding limit after each decision (Decision.Remaining)."),
 		metric.WithExplicitBucketBoundaries(0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 100000, 1000000))
-	if err := errors.Join(err1, err2, err3); err != nil {
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return nil, err
 	}
-	empty := map[reqKey]reqAttrs{}
-	h.sets.Store(&empty)
-	return h, nil
+	empty := map[hookKey]hookAttrs{}
+	o.sets.Store(&empty)
+	return o, nil
 }
 
-// Hook counts ev in hotlimit.http.requests and, unless Spans is
-// SpansOff, adds a "hotlimit.decision" event to the request's span when
-// it is recording. Use it as httplimit.Config.Hook, or call it from one.
-// It allocates nothing once each combination of attributes has been seen.
-func (h *HTTP) Hook(ev admission.Event) {
+// Hook counts ev by its Transport. A gRPC call's ("grpc", set by
+// grpclimit) goes to hotlimit.grpc.calls, and is not traced. Any other
+// Event, an HTTP request's ("http", set by httplimit) or one built
+// without a Transport, is a request: Hook counts it in
+// hotlimit.http.requests and, unless Spans is SpansOff, adds a
+// "hotlimit.decision" event to the request's span when it is recording.
+// Use it as httplimit.Config.Hook or grpclimit.Config.Hook, or call it
+// from one. It allocates nothing once each combination of attributes has
+// been seen.
+func (o *Observer) Hook(ev admission.Event) {
 	ctx := ev.Context
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	k := reqKey{group: ev.Group, algorithm: ev.Algorithm, kind: ev.IdentityKind, limit: ev.Limit, outcome: ev.Outcome}
-	if h.tenant != nil {
-		if t := h.tenant(ctx); t != "" {
-			k.tenant = h.tenants.value(t)
+	if ev.Transport == "grpc" {
+		k := hookKey{grpc: true, group: ev.Group, algorithm: ev.Algorithm, kind: ev.IdentityKind, outcome: ev.Outcome}
+		o.calls.Add(ctx, 1, o.attrs(k).add...)
+		return
+	}
+	k := hookKey{group: ev.Group, algorithm: ev.Algorithm, kind: ev.IdentityKind, limit: ev.Limit, outcome: ev.Outcome}
+	if o.tenant != nil {
+		if t := o.tenant(ctx); t != "" {
+			k.tenant = o.tenants.value(t)
 		}
 	}
-	a := h.attrs(k)
-	h.requests.Add(ctx, 1, a.add...)
-	if h.spans == SpansOff {
+	a := o.attrs(k)
+	o.requests.Add(ctx, 1, a.add...)
+	if o.spans == SpansOff {
 		return
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
@@ -168,77 +192,81 @@ func (h *HTTP) Hook(ev admission.Event) {
 }
 
 // attrs returns the options for k, building them the first time.
-func (h *HTTP) attrs(k reqKey) reqAttrs {
-	if a, ok := (*h.sets.Load())[k]; ok {
+func (o *Observer) attrs(k hookKey) hookAttrs {
+	if a, ok := (*o.sets.Load())[k]; ok {
 		return a
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	old := *h.sets.Load()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	old := *o.sets.Load()
 	if a, ok := old[k]; ok {
 		return a
 	}
-	kv := []attribute.KeyValue{keyGroup.String(k.group), keyOutcome.String(k.outcome.String())}
+	group := keyGroup.String(k.group)
+	if k.grpc {
+		group = keyMethodGroup.String(o.methods.value(k.group))
+	}
+	kv := []attribute.KeyValue{group, keyOutcome.String(k.outcome.String())}
 	if alg := eventAlgorithm(k.algorithm); alg != "" {
 		kv = append(kv, keyAlgorithm.String(alg))
 	}
 	if k.kind != "" {
-		kv = append(kv, keyKind.String(h.kinds.value(k.kind)))
+		kv = append(kv, keyKind.String(o.kinds.value(k.kind)))
 	}
 	if k.tenant != "" {
 		kv = append(kv, keyTenant.String(k.tenant))
 	}
-	a := reqAttrs{
-		add:   []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))},
-		event: []trace.EventOption{trace.WithAttributes(append(kv[:len(kv):len(kv)], keyLimit.String(k.limit))...)},
+	a := hookAttrs{add: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))}}
+	if !k.grpc {
+		a.event = []trace.EventOption{trace.WithAttributes(append(kv[:len(kv):len(kv)], keyLimit.String(k.limit))...)}
 	}
-	m := make(map[reqKey]reqAttrs, len(old)+1)
+	m := make(map[hookKey]hookAttrs, len(old)+1)
 	for k, v := range old {
 		m[k] = v
 	}
 	k.group, k.algorithm, k.kind, k.limit = strings.Clone(k.group), strings.Clone(k.algorithm), strings.Clone(k.kind), strings.Clone(k.limit)
 	k.tenant = strings.Clone(k.tenant)
 	m[k] = a
-	h.sets.Store(&m)
+	o.sets.Store(&m)
 	return a
 }
 
 // decideSpan is the key under which Begin puts the "hotlimit.decide" span
-// it started in the context, for Observe to end it: one per HTTP, so
+// it started in the context, for Observe to end it: one per Observer, so
 // that two observers never end each other's.
-type decideSpan struct{ h *HTTP }
+type decideSpan struct{ o *Observer }
 
 // Begin implements admission.Observer: with SpansAll, it starts a
 // "hotlimit.decide" span (a child of the request's), which encloses the
 // backend's own work (a Redis call's span, say) and which Observe ends
 // with the decision. Otherwise it returns ctx.
-func (h *HTTP) Begin(ctx context.Context, ev *admission.Event) context.Context {
-	if h.spans != SpansAll {
+func (o *Observer) Begin(ctx context.Context, ev *admission.Event) context.Context {
+	if o.spans != SpansAll {
 		return ctx
 	}
-	ctx, span := h.tracer.Start(ctx, "hotlimit.decide", trace.WithSpanKind(trace.SpanKindInternal))
+	ctx, span := o.tracer.Start(ctx, "hotlimit.decide", trace.WithSpanKind(trace.SpanKindInternal))
 	if span.IsRecording() {
-		h.startAttrs(span, ev)
+		o.startAttrs(span, ev)
 	}
-	return context.WithValue(ctx, decideSpan{h}, span)
+	return context.WithValue(ctx, decideSpan{o}, span)
 }
 
 // Observe implements admission.Observer: it records each decision of the
 // backend of a middleware (or interceptor) it observes
 // (hotlimit.backend.duration and hotlimit.backend.remaining): pass the
-// HTTP in httplimit.Config.Observers (or grpclimit.Config.Observers).
+// Observer in httplimit.Config.Observers (or grpclimit.Config.Observers).
 // With SpansAll it ends the span Begin started, with the decision's
 // result. Without spans it allocates nothing once each limit has been
 // seen.
-func (h *HTTP) Observe(ctx context.Context, ev *admission.Event) {
-	if span, ok := ctx.Value(decideSpan{h}).(trace.Span); ok {
+func (o *Observer) Observe(ctx context.Context, ev *admission.Event) {
+	if span, ok := ctx.Value(decideSpan{o}).(trace.Span); ok {
 		if span.IsRecording() {
 			endAttrs(span, ev.Result.Decision, ev.Result.Err)
 		}
 		span.End()
 	}
 	res := ev.Result
-	first := h.observed(ev.GroupLimit, ev.GroupAlgorithm)
+	first := o.observed(ev.GroupLimit, ev.GroupAlgorithm)
 	var opts []metric.RecordOption
 	switch res.Outcome {
 	case admission.OutcomeErrorAllowed, admission.OutcomeErrorDenied:
@@ -250,29 +278,29 @@ func (h *HTTP) Observe(ctx context.Context, ev *admission.Event) {
 		default:
 			opts = first.failed
 		}
-		h.duration.Record(ctx, ev.Duration.Seconds(), opts...)
+		o.duration.Record(ctx, ev.Duration.Seconds(), opts...)
 		return
 	case admission.OutcomeAllowed:
 		opts = first.allowed
 	default:
 		opts = first.denied
 	}
-	h.duration.Record(ctx, ev.Duration.Seconds(), opts...)
+	o.duration.Record(ctx, ev.Duration.Seconds(), opts...)
 	bound := first
 	if res.BindingReported {
-		bound = h.observed(res.Limit())
+		bound = o.observed(res.Limit())
 	}
-	h.remaining.Record(ctx, res.Decision.Remaining, bound.rem...)
+	o.remaining.Record(ctx, res.Decision.Remaining, bound.rem...)
 }
 
 // observed returns the attributes of limit, whose algorithm is alg (a
 // policy type's name), building them the first time the pair is seen.
-func (h *HTTP) observed(limit, alg string) *limitAttrs {
+func (o *Observer) observed(limit, alg string) *limitAttrs {
 	k := limitAlg{limit, alg}
-	if la, ok := h.byLimit.Load(k); ok {
+	if la, ok := o.byLimit.Load(k); ok {
 		return la.(*limitAttrs)
 	}
-	la, _ := h.byLimit.LoadOrStore(limitAlg{strings.Clone(limit), alg}, newLimitAttrs(limit, eventAlgorithm(alg)))
+	la, _ := o.byLimit.LoadOrStore(limitAlg{strings.Clone(limit), alg}, newLimitAttrs(limit, eventAlgorithm(alg)))
 	return la.(*limitAttrs)
 }
 
@@ -305,8 +333,8 @@ func newLimitAttrs(name, alg string) *limitAttrs {
 // startAttrs sets a decision span's first attributes: the request's
 // group limit and its algorithm, its number of layers, its identity's
 // kind and its route group.
-func (h *HTTP) startAttrs(span trace.Span, ev *admission.Event) {
-	first := h.observed(ev.GroupLimit, ev.GroupAlgorithm)
+func (o *Observer) startAttrs(span trace.Span, ev *admission.Event) {
+	first := o.observed(ev.GroupLimit, ev.GroupAlgorithm)
 	kv := [5]attribute.KeyValue{
 		keyLimit.String(first.name),
 		keyAlgorithm.String(first.algorithm),
@@ -314,11 +342,11 @@ func (h *HTTP) startAttrs(span trace.Span, ev *admission.Event) {
 	}
 	n := 3
 	if kind := ev.Result.IdentityKind; kind != "" {
-		kv[n] = keyKind.String(h.kinds.value(kind))
+		kv[n] = keyKind.String(o.kinds.value(kind))
 		n++
 	}
 	if ev.Group != "" {
-		kv[n] = keyGroup.String(h.groups.value(ev.Group))
+		kv[n] = keyGroup.String(o.groups.value(ev.Group))
 		n++
 	}
 	span.SetAttributes(kv[:n]...)
