@@ -170,34 +170,9 @@ func appendLocalGroup(dst []byte, i int) []byte {
 // zero), and false for any other identity, so that an identity it
 // accepts is the only one with that address.
 func parseIPv4(id []byte) ([4]byte, bool) {
-	var a [4]byte
 	if len(id) < len("ip:0.0.0.0") || len(id) > len("ip:255.255.255.255") || string(id[:3]) != "ip:" {
-		return a, false
+		return [4]byte{}, false
 	}
-	// One pass over the bytes: n is the part being read, start where it
-	// began; a part ends at a dot or at the end.
-	part, n, start := 0, uint(0), 3
-	for i := 3; i < len(id); i++ {
-		c := id[i]
-		if d := uint(c) - '0'; d <= 9 {
-			n = n*10 + d
-			continue
-		}
-		if c != '.' || !ipv4Part(id[start:i], n) || part == 3 {
-			return a, false
-		}
-		a[part], part, n, start = byte(n), part+1, 0, i+1
-	}
-	if part != 3 || !ipv4Part(id[start:], n) {
-		return a, false
-	}
-	a[3] = byte(n)
-	return a, true
-}
-
-// ipv4Part reports whether digits, of value n, are a part of an IPv4
-// address as netip writes it: at least one digit, no leading zero, at
-// most 255 (so at most 3 digits).
-func ipv4Part(digits []byte, n uint) bool {
-	return len(digits) > 0 && n <= 255 && (digits[0] != '0' || len(digits) == 1)
+	a, n, ok := ident.IPv4(id[3:])
+	return a, ok && n == len(id)-3
 }

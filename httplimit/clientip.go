@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
 // ClientPrefix returns the address of the client of r, grouped by c's
@@ -47,31 +48,12 @@ func appendClientIP(c *admission.ClientIP, dst []byte, r *http.Request) ([]byte,
 // address, and AppendIP writes host: appendClientIP's fast path relies on
 // it.
 func peerIPv4(s string) (host string, a [4]byte, ok bool) {
-	field, n, digits := 0, uint(0), 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if d := uint(c - '0'); d <= 9 {
-			if n == 0 && digits > 0 || n > 25 {
-				return "", a, false // a leading zero (which netip refuses), or above 255
-			}
-			n, digits = n*10+d, digits+1
-			continue
-		}
-		if digits == 0 || n > 255 {
-			return "", a, false
-		}
-		if c == '.' && field < 3 {
-			a[field], field, n, digits = byte(n), field+1, 0, 0
-			continue
-		}
-		if c != ':' || field != 3 {
-			return "", a, false
-		}
-		a[3] = byte(n)
-		port := s[i+1:]
-		return s[:i], a, len(port) >= 1 && len(port) <= 5 && allDigits(port)
+	a, n, ok := ident.IPv4(s)
+	if !ok || n >= len(s) || s[n] != ':' {
+		return "", a, false
 	}
-	return "", a, false
+	port := s[n+1:]
+	return s[:n], a, len(port) >= 1 && len(port) <= 5 && allDigits(port)
 }
 
 // allDigits reports whether s holds decimal digits only.
