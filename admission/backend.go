@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"unsafe"
 
 	"github.com/hotlimit/hotlimit"
@@ -50,7 +49,7 @@ type Backend interface {
 // it: the limit by its name in Config.Limits, not by a limiter (as
 // hotlimit.Layer and redislimit.Layer name theirs), so that a Backend
 // may keep its limits anywhere. The key is built by the pipeline (see
-// LayerKey).
+// Pipeline.LayerKey).
 type Layer struct {
 	Limit string // the name of a limit the backend was built with
 	Key   string // the request's key under that limit
@@ -99,13 +98,8 @@ func NewLocal(limits map[string]hotlimit.Policy, opts ...hotlimit.Option) (*Loca
 	return b, nil
 }
 
-// Names returns the names of the backend's limits, sorted.
-func (b *Local) Names() []string { return slices.Clone(b.names) }
-
-// Limiter returns the limiter behind a named limit, or nil.
-func (b *Local) Limiter(name string) *hotlimit.Limiter { return b.limiter(name) }
-
-// Classes returns the limits as a hotlimit.Classes.
+// Classes returns the limits as a hotlimit.Classes: Classes().Class(name)
+// is the limiter behind a named limit, Classes().Names() their names.
 func (b *Local) Classes() *hotlimit.Classes { return b.classes }
 
 // scanLimits is the most limits Local finds a layer's limiter among by

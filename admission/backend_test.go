@@ -30,7 +30,7 @@ func TestLayerState(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer b.Close()
-		lim := b.Limiter("l")
+		lim := b.Classes().Class("l")
 		states := make([]hotlimit.LayerState, 1)
 		for step := range 300 {
 			clock.Advance(time.Duration(rng.Int64N(int64(2 * time.Second))))

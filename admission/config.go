@@ -28,10 +28,10 @@ import (
 // An identity is a short kind, a colon, and a value that cannot contain
 // ":route:": the pipeline composes it with the group into keys such as
 // "rl:v1:tenant:acme:route:search", and the format must keep one identity
-// from forging another's key. AppendToken, AppendIP and AppendID write
-// the kinds both transports share, normalised and escaped accordingly
-// (IDs never hold a colon, IP addresses are printed by net/netip); write
-// your own the same way.
+// from forging another's key. The transports' key functions write "tok:"
+// and "ip:" identities, and AppendID an application's own kind,
+// normalised and escaped accordingly (IDs never hold a colon, IP
+// addresses are printed by net/netip); write your own with AppendID.
 type KeyFunc[R any] func(dst []byte, r R) ([]byte, error)
 
 // Group configures a group of a Pipeline: requests that cost the same and
@@ -481,7 +481,8 @@ func (p *Pipeline[R]) Reset(ctx context.Context, identity string) error {
 // layer in the named group, or, for group "", for its global and
 // identity layers: for a Local backend the in-process layout's (see
 // keys.go: shorter, and meaningless outside the pipeline), for any other
-// the package's LayerKey. It returns "" for a group the pipeline does
+// "rl:v1:" + identity + ":route:" + group ("rl:v1:" + identity for
+// group ""). It returns "" for a group the pipeline does
 // not have. Use it to inspect or refund a client's state in the backend.
 func (p *Pipeline[R]) LayerKey(identity, group string) string {
 	if group == "" {
@@ -502,7 +503,7 @@ func (p *Pipeline[R]) layerKey(identity string, i int) string {
 		if i >= 0 {
 			name = p.groups[i].name
 		}
-		return LayerKey(identity, name)
+		return ident.LayerKey(identity, name)
 	}
 	var key []byte
 	if i >= 0 {

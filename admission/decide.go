@@ -409,7 +409,7 @@ func (p *Pipeline[R]) identityLayers(res *Result, key []byte, r R, ends *[MaxLay
 }
 
 // backendKeys returns the keys the backend gets from key, which holds a
-// request's keys in LayerKey's layout (see localKeys): key itself, or,
+// request's keys in ident.LayerKey's layout (see localKeys): key itself, or,
 // for a Local, its in-process keys. It also returns where the global
 // layer's key starts and ends in them, and where the group layer's ends.
 func (p *Pipeline[R]) backendKeys(key []byte, groupIdx, idEnd, groupEnd int, ends *[MaxLayers]int) (keys []byte, globalStart, globalEnd, groupKeyEnd int) {

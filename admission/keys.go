@@ -1,73 +1,26 @@
 package admission
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
-	"net/netip"
-	"strconv"
 	"strings"
 
 	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
-// keyPrefix begins every key a Pipeline builds. The "v1" is the key
-// format's version: a change of format changes it, so that old and new
-// keys never mix in a shared store.
-const keyPrefix = "rl:v1:"
-
-// LayerKey returns the key a Pipeline limits identity by in group group
-// in a shared store (every backend but Local, see below):
-// "rl:v1:" + identity + ":route:" + group, or, for group "", the key of
-// the layers keyed by the identity alone (the global layer, an
-// identity's layer): "rl:v1:" + identity. Use it to inspect or refund a
-// client's state in such a backend; Pipeline.LayerKey gives the key of
-// the pipeline's own backend, Local's included.
-func LayerKey(identity, group string) string {
-	if group == "" {
-		return keyPrefix + identity
-	}
-	return keyPrefix + identity + ":route:" + group
-}
+// keyPrefix begins every key a Pipeline builds (see ident.KeyPrefix).
+const keyPrefix = ident.KeyPrefix
 
 // An identity is a short kind, a colon, and a value that cannot contain
 // ":route:": "tok:9f86d081884c7d659a2feaa0c55ad015", "ip:192.0.2.1",
-// "tenant:acme". The functions below write the kinds the transports share
+// "tenant:acme". The transports' key functions write "tok:" and "ip:"
 // alike, so that one client limited over HTTP and over gRPC through one
-// backend gets the same keys.
-
-// AppendToken appends the identity of an API token: "tok:" and the first
-// 128 bits of its SHA-256, in hex (trim it first). The raw token never
-// enters a key: an API token has enough entropy that its plain SHA-256
-// cannot be inverted, and a plain hash gives the same key on every
-// instance sharing a backend. It hashes from dst's spare capacity, so it
-// allocates nothing when dst has room for the token.
-func AppendToken(dst []byte, tok string) []byte {
-	n := len(dst)
-	tmp := append(dst, tok...)
-	sum := sha256.Sum256(tmp[n:])
-	clear(tmp[n:])
-	dst = append(tmp[:n], "tok:"...)
-	return hex.AppendEncode(dst, sum[:16])
-}
+// backend gets the same keys; AppendID writes an application's own kind.
 
 // TokenIdentity returns the identity of token, trimmed of surrounding
-// white space, as AppendToken writes it.
+// white space, as the transports' token key functions write it:
+// "tok:" and the first 128 bits of its SHA-256, in hex.
 func TokenIdentity(token string) string {
-	return string(AppendToken(nil, strings.TrimSpace(token)))
-}
-
-// AppendIP appends the identity of a client address or prefix: "ip:" and
-// the address, with "/bits" when it is grouped ("ip:192.0.2.1",
-// "ip:2001:db8:1:2::/64").
-func AppendIP(dst []byte, p netip.Prefix) []byte {
-	dst = append(dst, "ip:"...)
-	dst = p.Addr().AppendTo(dst)
-	if p.Bits() != p.Addr().BitLen() {
-		dst = append(dst, '/')
-		dst = strconv.AppendInt(dst, int64(p.Bits()), 10)
-	}
-	return dst
+	return string(ident.AppendToken(nil, strings.TrimSpace(token)))
 }
 
 // Everyone is the key function of a layer shared by every client: it
@@ -92,7 +45,7 @@ const everyone = "all:*"
 
 // ValidKind reports whether kind may name an application identity
 // (AppendID): lower-case letters and digits, and not "ip", "tok" or
-// "all", which AppendIP, AppendToken and Everyone write: two identities
+// "all", which the transports' IP and token keys and Everyone write: two identities
 // of different clients must never be equal.
 func ValidKind(kind string) bool {
 	if kind == "" || kind == "ip" || kind == "tok" || kind == "all" {
@@ -119,11 +72,11 @@ func AppendID(dst []byte, kind, id string) []byte {
 }
 
 // The keys a Pipeline gives a Local backend, whose limiters live in this
-// process and nowhere else, are shorter than LayerKey's, so that the key
+// process and nowhere else, are shorter than a shared store's (ident.LayerKey), so that the key
 // of an IPv4 client's group layer fits in the 15 bytes hotlimit stores in
 // a slot (a key that fits is compared and hashed in two words, not read
 // from the slot's arena). Every other backend (Redis, leases, a wrapper)
-// gets LayerKey's keys: a shared store's keys keep their version prefix
+// gets ident.LayerKey's keys: a shared store's keys keep their version prefix
 // and their group's name, and never change with this layout. The
 // in-process layout, of an identity I as a Key function wrote it:
 //
@@ -166,7 +119,7 @@ func appendLocalGroup(dst []byte, i int) []byte {
 }
 
 // parseIPv4 returns the address of an identity "ip:" + a.b.c.d exactly
-// as AppendIP writes an IPv4 address (each part 0 to 255, no leading
+// as ident.AppendIP writes an IPv4 address (each part 0 to 255, no leading
 // zero), and false for any other identity, so that an identity it
 // accepts is the only one with that address.
 func parseIPv4(id []byte) ([4]byte, bool) {

@@ -156,7 +156,7 @@ func TestLocalManyLimits(t *testing.T) {
 		if err := b.Reset(ctx, name, "k"); err != nil {
 			t.Fatal(err)
 		}
-		if d := b.Limiter(name).Check("k", 0); d.Remaining != d.Limit {
+		if d := b.Classes().Class(name).Check("k", 0); d.Remaining != d.Limit {
 			t.Fatalf("%s after Reset: %+v", name, d)
 		}
 	}

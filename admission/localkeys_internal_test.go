@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"github.com/hotlimit/hotlimit/internal/ident"
 	"math/rand/v2"
 	"net/netip"
 	"strings"
@@ -67,7 +68,7 @@ func TestParseIPv4(t *testing.T) {
 		for i := range a {
 			a[i] = byte(rng.IntN(256))
 		}
-		id := AppendIP(nil, netip.PrefixFrom(netip.AddrFrom4(a), 32))
+		id := ident.AppendIP(nil, netip.PrefixFrom(netip.AddrFrom4(a), 32))
 		if got, ok := parseIPv4(id); !ok || got != a {
 			t.Fatalf("%q: %v %v, want %v", id, got, ok, a)
 		}
@@ -139,23 +140,23 @@ func TestLocalKeysFit(t *testing.T) {
 			t.Fatalf("group %s: %v %v", g, res.Outcome, res.Err)
 		}
 		p.Release(res)
-		if r := local.Limiter("l").Check(k, 0).Remaining; r != 9 {
+		if r := local.Classes().Class("l").Check(k, 0).Remaining; r != 9 {
 			t.Fatalf("group %s: the group layer's key %q has %d left, want 9", g, k, r)
 		}
 	}
-	if r := local.Limiter("all").Check(p.LayerKey(id, ""), 0).Remaining; r != 8 {
+	if r := local.Classes().Class("all").Check(p.LayerKey(id, ""), 0).Remaining; r != 8 {
 		t.Fatalf("global key: %d left, want 8", r)
 	}
-	if r := local.Limiter("id").Check(p.LayerKey("tenant:acme", ""), 0).Remaining; r != 8 {
+	if r := local.Classes().Class("id").Check(p.LayerKey("tenant:acme", ""), 0).Remaining; r != 8 {
 		t.Fatalf("identity layer's key: %d left, want 8", r)
 	}
-	if local.Limiter("l").Len() != 2 || local.Limiter("all").Len() != 1 || local.Limiter("id").Len() != 1 {
-		t.Fatalf("keys held: %d %d %d, want 2 1 1", local.Limiter("l").Len(), local.Limiter("all").Len(), local.Limiter("id").Len())
+	if local.Classes().Class("l").Len() != 2 || local.Classes().Class("all").Len() != 1 || local.Classes().Class("id").Len() != 1 {
+		t.Fatalf("keys held: %d %d %d, want 2 1 1", local.Classes().Class("l").Len(), local.Classes().Class("all").Len(), local.Classes().Class("id").Len())
 	}
 	if err := p.Reset(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
-	if r := local.Limiter("l").Check(p.LayerKey(id, "g199"), 0).Remaining; r != 10 {
+	if r := local.Classes().Class("l").Check(p.LayerKey(id, "g199"), 0).Remaining; r != 10 {
 		t.Fatalf("after Reset: %d left, want 10", r)
 	}
 	// Any other backend: LayerKey's keys.
@@ -168,16 +169,16 @@ func TestLocalKeysFit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if k := q.LayerKey(id, "g1"); k != LayerKey(id, "g1") || k != "rl:v1:"+id+":route:g1" {
+	if k := q.LayerKey(id, "g1"); k != ident.LayerKey(id, "g1") || k != "rl:v1:"+id+":route:g1" {
 		t.Fatalf("another backend's key %q, want LayerKey's", k)
 	}
 	res := q.Decide(context.Background(), id, 1, 1)
 	q.Release(res)
 	inner := q.Backend().(byName).Local
-	if r := inner.Limiter("l").Check("rl:v1:"+id+":route:g1", 0).Remaining; r != 9 {
+	if r := inner.Classes().Class("l").Check("rl:v1:"+id+":route:g1", 0).Remaining; r != 9 {
 		t.Fatalf("another backend: the shared key has %d left, want 9", r)
 	}
-	if r := inner.Limiter("all").Check("rl:v1:"+id, 0).Remaining; r != 9 {
+	if r := inner.Classes().Class("all").Check("rl:v1:"+id, 0).Remaining; r != 9 {
 		t.Fatalf("another backend: the shared global key has %d left, want 9", r)
 	}
 	if p.LayerKey(id, "nope") != "" {

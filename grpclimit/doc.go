@@ -34,7 +34,7 @@
 // Config.Identities adds layers keyed by identities of their own (the
 // peer next to the token, a tenant), in the same all-or-nothing decision.
 //
-// Keys have httplimit's format (admission.LayerKey in a shared store,
+// Keys have httplimit's format (the rl:v1: layout in a shared store,
 // Interceptor.LayerKey gives the interceptor's own), and the interceptor
 // decides through package admission's Pipeline, the decision httplimit's
 // middleware shares, and its Backend (admission.Backend, which httplimit

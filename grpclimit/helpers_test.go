@@ -106,7 +106,7 @@ func newIC(t testing.TB, clock hotlimit.Clock, cfg grpclimit.Config) *grpclimit.
 // limiter returns the limiter of a named limit in ic's Local backend.
 func limiter(t testing.TB, ic *grpclimit.Interceptor, name string) *hotlimit.Limiter {
 	t.Helper()
-	l := ic.Backend().(*admission.Local).Limiter(name)
+	l := ic.Backend().(*admission.Local).Classes().Class(name)
 	if l == nil {
 		t.Fatalf("no limit %q", name)
 	}

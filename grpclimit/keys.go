@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/internal/ident"
 	"github.com/hotlimit/hotlimit/internal/wire"
 )
 
@@ -57,7 +58,7 @@ func MetadataKey(name string) admission.KeyFunc[context.Context] {
 		if !ok {
 			return dst, ErrNoKey
 		}
-		return admission.AppendToken(dst, tok), nil
+		return ident.AppendToken(dst, tok), nil
 	}
 }
 
@@ -105,7 +106,7 @@ func PeerKey(c *admission.ClientIP) admission.KeyFunc[context.Context] {
 		if err != nil {
 			return dst, err
 		}
-		return admission.AppendIP(dst, p), nil
+		return ident.AppendIP(dst, p), nil
 	}
 }
 

@@ -22,7 +22,7 @@ func (ic *Interceptor) Reset(ctx context.Context, identity string) error {
 // LayerKey returns the key the interceptor limits identity by in method
 // group group, or, for group "", the key of the global layer and of the
 // Config.Identities layers, in its backend: for a shared store (Redis,
-// leases) admission.LayerKey's, for the in-process admission.Local a
+// leases) the rl:v1: layout's, for the in-process admission.Local a
 // shorter form (admission.Pipeline.LayerKey). Use it to inspect a
 // client's state in the backend. It returns "" for a group the
 // interceptor does not have.

@@ -188,8 +188,8 @@ func BenchmarkIPv4Decision(b *testing.B) {
 	r.RemoteAddr = ip + ":41234"
 	local := m.Backend().(*admission.Local)
 	layers := []hotlimit.Layer{
-		{Limiter: local.Limiter("search"), Key: m.LayerKey("ip:"+ip, "search"), Cost: 1},
-		{Limiter: local.Limiter("global"), Key: m.LayerKey("ip:"+ip, ""), Cost: 1},
+		{Limiter: local.Classes().Class("search"), Key: m.LayerKey("ip:"+ip, "search"), Cost: 1},
+		{Limiter: local.Classes().Class("global"), Key: m.LayerKey("ip:"+ip, ""), Cost: 1},
 	}
 	states := make([]hotlimit.LayerState, len(layers))
 	b.Run("AllowLayersState", func(b *testing.B) {
@@ -221,7 +221,7 @@ func BenchmarkIPv4Decision(b *testing.B) {
 			h.ServeHTTP(w, r)
 		}
 	})
-	if n := local.Limiter("search").Len(); n != 1 {
+	if n := local.Classes().Class("search").Len(); n != 1 {
 		b.Fatalf("the search limiter holds %d keys, want 1 (the middleware's and the core's layers are one key)", n)
 	}
 }

@@ -25,7 +25,7 @@ func ClientPrefix(r *http.Request, c *admission.ClientIP) (netip.Prefix, error) 
 }
 
 // appendClientIP appends the identity of r's client IP prefix, as
-// admission.AppendIP(dst, ClientPrefix(r, c)) writes it.
+// ident.AppendIP(dst, ClientPrefix(r, c)) writes it.
 func appendClientIP(c *admission.ClientIP, dst []byte, r *http.Request) ([]byte, error) {
 	// The common case, an IPv4 peer ungrouped and not a trusted proxy,
 	// writes RemoteAddr's host as it is: about 900 instructions less than
@@ -37,7 +37,7 @@ func appendClientIP(c *admission.ClientIP, dst []byte, r *http.Request) ([]byte,
 	if err != nil {
 		return dst, err
 	}
-	return admission.AppendIP(dst, p), nil // no zone: ClientIP strips zones
+	return ident.AppendIP(dst, p), nil // no zone: ClientIP strips zones
 }
 
 // peerIPv4 returns the host of a RemoteAddr of the form "a.b.c.d:port"

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
 func reqFrom(remote string, header string, lines ...string) *http.Request {
@@ -176,7 +177,7 @@ func FuzzIPKeyPlainIPv4(f *testing.F) {
 			p, werr := ClientPrefix(r, c)
 			want := []byte("x")
 			if werr == nil {
-				want = admission.AppendIP(want, p)
+				want = ident.AppendIP(want, p)
 			}
 			if (err != nil) != (werr != nil) || string(got) != string(want) {
 				t.Fatalf("ClientIP %+v, RemoteAddr %q: key %q, %v; want %q, %v", c, remote, got, err, want, werr)

@@ -51,7 +51,7 @@ func TestCostFunc(t *testing.T) {
 	}
 	id := tokenIdentity(t, token)
 	left := func(limit, group string) int64 {
-		return hs.local(t).Limiter(limit).Check(hs.m.LayerKey(id, group), 0).Remaining
+		return hs.local(t).Classes().Class(limit).Check(hs.m.LayerKey(id, group), 0).Remaining
 	}
 	for _, tc := range []struct {
 		path, cost string

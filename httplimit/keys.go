@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/internal/ident"
 	"github.com/hotlimit/hotlimit/internal/wire"
 )
 
@@ -87,7 +88,7 @@ func tokenKey(header string, secret []byte) admission.KeyFunc[*http.Request] {
 			return dst, ErrNoKey
 		}
 		if secret == nil {
-			return admission.AppendToken(dst, tok), nil
+			return ident.AppendToken(dst, tok), nil
 		}
 		sum := hmacSum(secret, tok)
 		dst = append(dst, "tok:"...)
@@ -148,7 +149,7 @@ func hmacSum(secret []byte, tok string) (sum [sha256.Size]byte) {
 // LayerKey returns the key the middleware limits identity by in route
 // group group, or, for group "", the key of the global layer and of the
 // Config.Identities layers, in its backend: for a shared store (Redis,
-// leases) admission.LayerKey's, "rl:v1:" + identity + ":route:" + group
+// leases) the rl:v1: layout's, "rl:v1:" + identity + ":route:" + group
 // and "rl:v1:" + identity; for the in-process admission.Local a shorter
 // form (Pipeline.LayerKey). Use it to inspect or refund a client's state
 // in the backend. It returns "" for a group the middleware does not have.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
 func TestTokenNeverReachesBackend(t *testing.T) {
@@ -43,8 +44,8 @@ func TestTokenNeverReachesBackend(t *testing.T) {
 	hs.do("/", "  "+token+"  ") // normalised: the same key
 	id := tokenIdentity(t, token)
 	want := []string{"rl:v1:" + id + ":route:g", "rl:v1:" + id, "rl:v1:" + id + ":route:g", "rl:v1:" + id}
-	if admission.LayerKey(id, "g") != want[0] || admission.LayerKey(id, "") != want[1] {
-		t.Fatalf("LayerKey = %q, %q", admission.LayerKey(id, "g"), admission.LayerKey(id, ""))
+	if ident.LayerKey(id, "g") != want[0] || ident.LayerKey(id, "") != want[1] {
+		t.Fatalf("LayerKey = %q, %q", ident.LayerKey(id, "g"), ident.LayerKey(id, ""))
 	}
 	if hs.m.LayerKey(id, "g") != want[0] || hs.m.LayerKey(id, "") != want[1] {
 		t.Fatalf("Middleware.LayerKey = %q, %q with a backend not Local", hs.m.LayerKey(id, "g"), hs.m.LayerKey(id, ""))
@@ -163,7 +164,7 @@ func TestKeyExtractionFailure(t *testing.T) {
 	if w := hs.do("/", token); w.Code != http.StatusOK {
 		t.Fatalf("token after fallback: %d", w.Code)
 	}
-	if d := hs.local(t).Limiter("l").AllowN(hs.m.LayerKey("ip:192.0.2.10", "g"), 0); d.Remaining != 0 {
+	if d := hs.local(t).Classes().Class("l").AllowN(hs.m.LayerKey("ip:192.0.2.10", "g"), 0); d.Remaining != 0 {
 		t.Fatalf("IP key Remaining = %d, want 0", d.Remaining)
 	}
 	// No IP either: denied, never let through.

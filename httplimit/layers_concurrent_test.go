@@ -112,7 +112,7 @@ func TestConcurrentLayersFields(t *testing.T) {
 						t.Fatalf("%s: admitted responses' r %v: more than capacity %d minus the admissions before", name, got, pi.Limit)
 					}
 				}
-				if left := local.Limiter(name).Check(key, 0).Remaining; left != pi.Limit-int64(len(got)) {
+				if left := local.Classes().Class(name).Check(key, 0).Remaining; left != pi.Limit-int64(len(got)) {
 					t.Fatalf("%s: %d left after %d admissions of capacity %d (r %v)", name, left, len(got), pi.Limit, got)
 				}
 			}

@@ -54,7 +54,7 @@ func TestGlobalAllOrNothing(t *testing.T) {
 		t.Errorf("RateLimit-Policy = %q", got)
 	}
 	key := hs.m.LayerKey(tokenIdentity(t, token), "a")
-	if d := hs.local(t).Limiter("a").AllowN(key, 0); d.Remaining != 10 {
+	if d := hs.local(t).Classes().Class("a").AllowN(key, 0); d.Remaining != 10 {
 		t.Fatalf("group a Remaining = %d after a global denial, want 10 (nothing consumed)", d.Remaining)
 	}
 	// Another token has its own global quota.

@@ -45,7 +45,7 @@ func TestRetryAfterNeverEarly(t *testing.T) {
 			cost int64
 		}{"grp": {hs.m.LayerKey(id, "g"), cost}, "all": {hs.m.LayerKey(id, ""), 1}}
 		remaining := func(name string) int64 {
-			return hs.local(t).Limiter(name).Check(layer[name].key, 0).Remaining
+			return hs.local(t).Classes().Class(name).Check(layer[name].key, 0).Remaining
 		}
 		hs.clock.Advance(time.Duration(rng.Int64N(int64(10 * time.Second))))
 		for step := range 40 {

@@ -42,11 +42,11 @@ func TestReset(t *testing.T) {
 	lim := hs.local(t)
 	id := tokenIdentity(t, token)
 	for _, c := range []struct{ limit, key string }{{"l", hs.m.LayerKey(id, "a")}, {"l", hs.m.LayerKey(id, "b")}, {"all", hs.m.LayerKey(id, "")}} {
-		if d := lim.Limiter(c.limit).AllowN(c.key, 0); d.Remaining != d.Limit {
+		if d := lim.Classes().Class(c.limit).AllowN(c.key, 0); d.Remaining != d.Limit {
 			t.Errorf("%s %s: Remaining %d after Reset, want %d", c.limit, c.key, d.Remaining, d.Limit)
 		}
 	}
-	if d := lim.Limiter("all").AllowN(hs.m.LayerKey(tokenIdentity(t, "other-client"), ""), 0); d.Remaining != 2 {
+	if d := lim.Classes().Class("all").AllowN(hs.m.LayerKey(tokenIdentity(t, "other-client"), ""), 0); d.Remaining != 2 {
 		t.Errorf("another client's global layer: Remaining %d, want 2 (untouched)", d.Remaining)
 	}
 	if w := hs.do("/a", token); w.Code != http.StatusOK {

@@ -91,8 +91,8 @@ func ObserveMiddleware(mp metric.MeterProvider, m interface{ Backend() admission
 		return noRegistration{}, nil
 	}
 	lims := map[string]*hotlimit.Limiter{}
-	for _, name := range local.Names() {
-		lims[name] = local.Limiter(name)
+	for _, name := range local.Classes().Names() {
+		lims[name] = local.Classes().Class(name)
 	}
 	return ObserveLimiters(mp, lims)
 }

@@ -191,8 +191,8 @@ func TestScriptedSequence(t *testing.T) {
 	}
 	defer a.Close()
 	lims := map[string]*hotlimit.Limiter{}
-	for _, name := range localA.Names() {
-		lims[name] = localA.Limiter(name)
+	for _, name := range localA.Classes().Names() {
+		lims[name] = localA.Classes().Class(name)
 	}
 	reg, err := ObserveLimiters(rg.mp, lims)
 	if err != nil {
@@ -280,7 +280,7 @@ func TestScriptedSequence(t *testing.T) {
 		"hotlimit.limiter.evicted{hotlimit.limit=global}":                             0,
 	}
 	for _, name := range []string{"search", "cheap", "global"} {
-		want["hotlimit.limiter.memory.usage{hotlimit.limit="+name+"}"] = int64(localA.Limiter(name).MemStats().Total)
+		want["hotlimit.limiter.memory.usage{hotlimit.limit="+name+"}"] = int64(localA.Classes().Class(name).MemStats().Total)
 	}
 	got := rg.collect(t)
 	compare(t, got, want)

@@ -76,8 +76,8 @@ func TestBackendMetrics(t *testing.T) {
 	send() // backend down: let through
 	reg := prometheus.NewPedanticRegistry()
 	lims := map[string]*hotlimit.Limiter{}
-	for _, name := range local.Names() {
-		lims[name] = local.Limiter(name) // the Collector sees a Local backend's only when it is the backend
+	for _, name := range local.Classes().Names() {
+		lims[name] = local.Classes().Class(name) // the Collector sees a Local backend's only when it is the backend
 	}
 	reg.MustRegister(bm, New(Options{Middleware: m, Limiters: lims}))
 	mfs, err := reg.Gather()

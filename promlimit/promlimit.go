@@ -106,9 +106,9 @@ func New(opts Options) *Collector {
 	}
 	if opts.Middleware != nil {
 		if local, ok := opts.Middleware.Backend().(*admission.Local); ok {
-			for _, name := range local.Names() {
+			for _, name := range local.Classes().Names() {
 				if _, dup := all[name]; !dup {
-					all[name] = local.Limiter(name)
+					all[name] = local.Classes().Class(name)
 				}
 			}
 		}

@@ -129,7 +129,7 @@ hotlimit_limiter_swept_total{limit="search",service="api"} 0
 	// The memory gauge is each limiter's MemStats().Total (its value
 	// depends on the platform's word size).
 	local := m.Backend().(*admission.Local)
-	mems := map[string]*hotlimit.Limiter{"jobs": extra, "search": local.Limiter("search"), "cheap": local.Limiter("cheap")}
+	mems := map[string]*hotlimit.Limiter{"jobs": extra, "search": local.Classes().Class("search"), "cheap": local.Classes().Class("cheap")}
 	mfs, err := gather(c)
 	if err != nil {
 		t.Fatal(err)
