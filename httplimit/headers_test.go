@@ -216,7 +216,9 @@ func TestBindingSameCapacity(t *testing.T) {
 		// One request's worth already spent in the global window, by the
 		// key the middleware gives the global layer.
 		global := hs.m.LayerKey(tokenIdentity(t, token), "")
-		hs.m.Backend().(*admission.Local).Classes().Class("all").AllowN(global, 1)
+		hs.m.Backend().(interface {
+			Classes() *hotlimit.Classes
+		}).Classes().Class("all").AllowN(global, 1)
 		w := hs.do("/", token)
 		if w.Code != http.StatusOK {
 			t.Fatalf("reporting=%v: %d", reporting, w.Code)
