@@ -420,7 +420,7 @@ func (p *Pipeline[R]) backendKeys(key []byte, groupIdx, idEnd, groupEnd int, end
 	return key, globalStart, groupEnd, groupEnd
 }
 
-// localKeys appends to key, which holds a request's keys in LayerKey's
+// localKeys appends to key, which holds a request's keys in ident.LayerKey's
 // layout (its group layer's, whose identity ends at idEnd and which ends
 // at groupEnd, then each identity layer's, ending at ends[i]), the same
 // keys in the in-process layout (keys.go), and returns them alone, with
