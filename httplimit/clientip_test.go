@@ -151,7 +151,7 @@ func TestClientIPSharedNotWritten(t *testing.T) {
 }
 
 // FuzzIPKeyPlainIPv4 checks appendClientIP's IPv4 fast path against the slow
-// one (ClientPrefix, then admission.AppendIP): the same key or the same error
+// one (ClientPrefix, then ident.AppendIP): the same key or the same error
 // for any RemoteAddr, under every kind of ClientIP, including an
 // unvalidated one whose IPv4Bits is out of range.
 func FuzzIPKeyPlainIPv4(f *testing.F) {
