@@ -80,7 +80,7 @@ func AppendID(dst []byte, kind, id string) []byte {
 // and their group's name, and never change with this layout. The
 // in-process layout, of an identity I as a Key function wrote it:
 //
-//   - the identity, id(I): for "ip:" and an IPv4 address as AppendIP
+//   - the identity, id(I): for "ip:" and an IPv4 address as ident.AppendIP
 //     writes it (dotted decimal, no leading zero, no prefix length), the
 //     byte 0x01 and the address's 4 bytes; for an identity whose first
 //     byte is 0x03 or less, 0x02 and the identity; else the identity
