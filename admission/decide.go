@@ -299,8 +299,10 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 		}
 	}
 	res.Cost = cost
-	key = append(key, ":route:"...)
-	key = append(key, g.name...)
+	if !p.local { // a Local's group key is localKeys', from the identity alone
+		key = append(key, ":route:"...)
+		key = append(key, g.name...)
+	}
 	groupEnd := len(key)
 	var ends [MaxLayers]int // where each identity layer's key ends in key
 	if len(p.ids) > 0 {
@@ -422,7 +424,8 @@ func (p *Pipeline[R]) backendKeys(key []byte, groupIdx, idEnd, groupEnd int, end
 
 // localKeys appends to key, which holds a request's keys in ident.LayerKey's
 // layout (its group layer's, whose identity ends at idEnd and which ends
-// at groupEnd, then each identity layer's, ending at ends[i]), the same
+// at groupEnd, without its ":route:" suffix, which Decide leaves out for
+// a Local, then each identity layer's, ending at ends[i]), the same
 // keys in the in-process layout (keys.go), and returns them alone, with
 // where the group's tag ends (where the identity's own key begins) and
 // where the group layer's key ends; ends are moved to them.
