@@ -432,20 +432,6 @@ func (p *Pipeline[R]) checkCosts(pfx, noun string, groups []Group[R]) error {
 	return nil
 }
 
-// Capacity returns the capacity of the named limit as Config.Limits
-// describes it (what a cost may be at most), and false for a name it
-// does not hold.
-func (p *Pipeline[R]) Capacity(limit string) (int64, bool) {
-	for i := range p.groups {
-		for _, li := range p.groups[i].infos {
-			if li.name == limit {
-				return li.Limit, true
-			}
-		}
-	}
-	return 0, false
-}
-
 // Backend returns the backend the pipeline decides through.
 func (p *Pipeline[R]) Backend() Backend { return p.backend }
 

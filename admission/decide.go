@@ -151,13 +151,6 @@ func (res *Result) Item(i int) Item {
 	return it
 }
 
-// State returns layer i's item name and its own Remaining and Window
-// after the decision, as Item does, without the rest (i < Layers(), and
-// States() true).
-func (res *Result) State(i int) (name string, remaining int64, window time.Duration) {
-	return res.names[i], res.states[i].Decision.Remaining, res.states[i].Next
-}
-
 // States reports whether the backend reported every layer's own state.
 func (res *Result) States() bool { return res.nstates > 0 }
 
@@ -174,25 +167,6 @@ func (res *Result) Limit() (name, algorithm string) {
 		alg = res.states[i].Policy.Algorithm
 	}
 	return res.infos[i].name, alg.String()
-}
-
-// Violated returns the item names of the layers that refused the
-// request: those whose state has fewer units than the request costs
-// there, or, when the backend reported no states, the binding layer.
-func (res *Result) Violated() []string {
-	if res.nlayers == 0 || res.Binding < 0 {
-		return nil
-	}
-	var out []string
-	for i := range res.nstates {
-		if res.states[i].Decision.Remaining < res.layers[i].Cost {
-			out = append(out, res.names[i])
-		}
-	}
-	if len(out) == 0 {
-		out = append(out, res.names[res.Binding])
-	}
-	return out
 }
 
 // livePolicies is a RateLimit-Policy value and the policies it describes.

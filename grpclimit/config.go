@@ -299,19 +299,20 @@ func (ic *Interceptor) buildGroups(cfg Config) error {
 			}
 		}
 	}
-	return ic.checkCosts()
+	return ic.checkCosts(cfg.Limits)
 }
 
 // checkCosts refuses a Costs entry above its group's limit's capacity:
 // every call of the method would be refused for good. (The pipeline
 // checks Cost and GlobalCost.)
-func (ic *Interceptor) checkCosts() error {
+func (ic *Interceptor) checkCosts(limits map[string]hotlimit.Policy) error {
 	for i := range ic.groups {
 		g := &ic.groups[i]
 		if g.exempt || len(g.costs) == 0 {
 			continue
 		}
-		capacity, _ := ic.pipe.Capacity(g.limit)
+		pi, _ := hotlimit.Describe(limits[g.limit]) // described without error by New already
+		capacity := pi.Limit
 		for _, m := range sortedKeys(g.costs) {
 			if c := g.costs[m]; c > capacity {
 				return fmt.Errorf("grpclimit: group %q: Costs[%q] %d is above limit %q's capacity %d: no call of it could ever pass", g.name, m, c, g.limit, capacity)

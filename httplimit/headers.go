@@ -82,8 +82,8 @@ func (m *Middleware) writeHeaders(h http.Header, gi int, res *admission.Result) 
 				if i > 0 {
 					b = append(b, ", "...)
 				}
-				name, r, window := res.State(i)
-				b = wire.AppendItem(b, name, r, window)
+				it := res.Item(i)
+				b = wire.AppendItem(b, it.Name, it.Remaining, it.Window)
 			}
 		} else {
 			// The backend reported the binding layer's Decision only: its

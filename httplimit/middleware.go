@@ -171,7 +171,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			m.writeHeaders(w.Header(), gi, res)
 		}
 		if deniedByLimit(res.Outcome) && (m.problem || m.deny != nil) {
-			violated = res.Violated()
+			violated = violatedLayers(res)
 		}
 	}
 	m.pipe.Release(res)
@@ -216,4 +216,23 @@ func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, next http.Ha
 	default:
 		writeDenial(w, den)
 	}
+}
+
+// violatedLayers returns the item names of the layers that refused res's
+// request: those whose own state has fewer units than the request costs
+// there, or, when the backend reported no states, the binding layer.
+func violatedLayers(res *admission.Result) []string {
+	if res.Layers() == 0 || res.Binding < 0 {
+		return nil
+	}
+	var out []string
+	for i := range res.Layers() {
+		if it := res.Item(i); it.Known && it.Remaining < it.Cost {
+			out = append(out, it.Name)
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, res.Item(res.Binding).Name)
+	}
+	return out
 }
