@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// ErrNoClientIP is returned by ClientIP.Addr and ClientIP.Prefix, and by
+// ErrNoClientIP is returned by ClientIP.Prefix, and by
 // the transports' client-IP key functions, when the request's peer is not
 // an IP address, as on a Unix socket, an in-memory listener or a
 // hand-built request.
@@ -127,14 +127,10 @@ func (c *ClientIP) Validate() error {
 	return nil
 }
 
-// Addr returns the address of the client of a request whose
+// addr returns the address of the client of a request whose
 // connection's peer is peer (normalised, not yet grouped), and
-// ErrNoClientIP when peer holds no address. header returns the lines of
-// a forwarding header of the request, in the order received, by its
-// name as HTTP spells it ("X-Forwarded-For" or "Forwarded"; gRPC
-// metadata holds them in lower case); it is called only when peer is a
-// trusted proxy, and may be nil when c trusts none.
-func (c *ClientIP) Addr(peer netip.AddrPort, header func(name string) []string) (netip.Addr, error) {
+// ErrNoClientIP when peer holds no address.
+func (c *ClientIP) addr(peer netip.AddrPort, header func(name string) []string) (netip.Addr, error) {
 	a, ok := normalize(peer.Addr())
 	if !ok {
 		return netip.Addr{}, ErrNoClientIP
@@ -175,10 +171,17 @@ func (c *ClientIP) walk(peer netip.Addr, lines []string, parse func(string) (net
 	return last
 }
 
-// Prefix returns the client's address (see Addr) grouped by IPv6Bits or
-// IPv4Bits. A nil c takes the peer only, IPv6 grouped by /64.
+// Prefix returns the address of the client of a request whose
+// connection's peer is peer, normalised and grouped by IPv6Bits or
+// IPv4Bits (with IPv6Bits 128 and IPv4Bits 32, the address itself), and
+// ErrNoClientIP when peer holds no address. header returns the lines of
+// a forwarding header of the request, in the order received, by its
+// name as HTTP spells it ("X-Forwarded-For" or "Forwarded"; gRPC
+// metadata holds them in lower case); it is called only when peer is a
+// trusted proxy, and may be nil when c trusts none. A nil c takes the
+// peer only, IPv6 grouped by /64.
 func (c *ClientIP) Prefix(peer netip.AddrPort, header func(name string) []string) (netip.Prefix, error) {
-	a, err := c.Addr(peer, header)
+	a, err := c.addr(peer, header)
 	if err != nil {
 		return netip.Prefix{}, err
 	}

@@ -40,7 +40,8 @@ func TestNewClientIPErrors(t *testing.T) {
 // never matter: the result is always the peer address's grouping. Behind
 // a trusted proxy reading X-Forwarded-For, the address is the peer or one
 // of the header's comma-separated elements (never one the parser made
-// up), and if it is not the peer the peer is trusted.
+// up), and if it is not the peer the peer is trusted. Grouped by 128 and
+// 32 bits, the prefix is the address itself.
 func FuzzClientIP(f *testing.F) {
 	f.Add("192.0.2.1:80", "203.0.113.5, 10.0.0.1", "for=198.51.100.1")
 	f.Add("[2001:db8::1%eth0]:443", "::ffff:1.2.3.4", `for="[2001:db8::2]:80"`)
@@ -50,6 +51,7 @@ func FuzzClientIP(f *testing.F) {
 	none := &ClientIP{}
 	xff := &ClientIP{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
 	fwd := &ClientIP{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, Header: Forwarded}
+	xffFull := &ClientIP{TrustedProxies: xff.TrustedProxies, IPv6Bits: 128, IPv4Bits: 32}
 	f.Fuzz(func(t *testing.T, remote, xffVal, fwdVal string) {
 		header := func(name string) []string {
 			switch name {
@@ -81,10 +83,13 @@ func FuzzClientIP(f *testing.F) {
 		if !peerOK {
 			return
 		}
-		if a, _ := fwd.Addr(ap, header); a != peer && !fwd.trusted(peer) {
+		if a, _ := fwd.addr(ap, header); a != peer && !fwd.trusted(peer) {
 			t.Fatalf("untrusted peer %v, but Forwarded gave Addr = %v", peer, a)
 		}
-		a, _ := xff.Addr(ap, header)
+		a, _ := xff.addr(ap, header)
+		if p, err := xffFull.Prefix(ap, header); err != nil || p.Addr() != a || p.Bits() != a.BitLen() {
+			t.Fatalf("IPv6Bits 128, IPv4Bits 32: Prefix = %v, %v, want the address %v itself", p, err, a)
+		}
 		if a == peer {
 			return
 		}
