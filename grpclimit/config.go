@@ -203,6 +203,11 @@ func New(cfg Config) (*Interceptor, error) {
 	case cfg.OnBackendError > admission.FailOpen:
 		return nil, fmt.Errorf("grpclimit: Config.OnBackendError %d is not a FailMode", cfg.OnBackendError)
 	}
+	if cfg.ClientIP != nil {
+		if err := cfg.ClientIP.Validate(); err != nil { // normalises it in place
+			return nil, fmt.Errorf("grpclimit: Config.%w", err)
+		}
+	}
 	layerMD := !cfg.NoMetadata && len(cfg.Identities) > 0
 	pc, err := pipelineConfig(cfg, layerMD)
 	if err != nil {

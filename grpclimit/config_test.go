@@ -63,6 +63,10 @@ func TestConfigErrors(t *testing.T) {
 		{`Config.Backend: no`, func(c *grpclimit.Config) {
 			c.Backend = func(map[string]hotlimit.Policy) (admission.Backend, error) { return nil, errors.New("no") }
 		}},
+		{`Config.ClientIP.IPv6Bits must be in [0, 128], got 300`, func(c *grpclimit.Config) {
+			c.ClientIP = &admission.ClientIP{IPv6Bits: 300}
+		}},
+		{`Config.ClientIP.Header 5 is not`, func(c *grpclimit.Config) { c.ClientIP = &admission.ClientIP{Header: 5} }},
 		{`nil Backend`, func(c *grpclimit.Config) {
 			c.Backend = func(map[string]hotlimit.Policy) (admission.Backend, error) { return nil, nil }
 		}},

@@ -103,6 +103,30 @@ func TestPeerKeyTrustedProxies(t *testing.T) {
 	}
 }
 
+// New normalises a hand-built Config.ClientIP as httplimit.New does: a
+// trusted proxy written IPv4-mapped (::ffff:127.0.0.0/104, which is
+// 127.0.0.0/8) trusts the loopback peer, so the call is charged to the
+// forwarded client, not to the proxy.
+func TestNewNormalisesClientIP(t *testing.T) {
+	cfg := grpclimit.Config{
+		Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 10, Window: time.Minute}},
+		Groups:       []grpclimit.Group{{Name: "g", Limit: "l"}},
+		DefaultGroup: "g",
+		ClientIP:     &admission.ClientIP{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("::ffff:127.0.0.0/104")}},
+	}
+	ic := newIC(t, hotlimit.NewManualClock(), cfg)
+	c := serve(t, "tcp4", grpcOpts(ic)...)
+	if _, err := call(metadata.AppendToOutgoingContext(testCtx(t), "x-forwarded-for", "198.51.100.7"), c); err != nil {
+		t.Fatal(err)
+	}
+	if r := remaining(t, ic, "l", ic.LayerKey("ip:198.51.100.7", "g")); r != 9 {
+		t.Errorf("forwarded client: Remaining %d, want 9 (charged once)", r)
+	}
+	if r := remaining(t, ic, "l", ic.LayerKey("ip:127.0.0.1", "g")); r != 10 {
+		t.Errorf("the trusted proxy was charged: Remaining %d", r)
+	}
+}
+
 // The HTTP and the gRPC paths find the same client: for one peer and
 // one set of forwarding lines (as an X-Forwarded-For or a Forwarded
 // header, and the same lines as the metadata entry of that name),
