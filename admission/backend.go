@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"github.com/hotlimit/hotlimit"
@@ -73,6 +74,9 @@ type Local struct {
 	classes *hotlimit.Classes
 	names   []string            // the limits' names, sorted
 	lims    []*hotlimit.Limiter // their limiters, in the same order
+
+	groupsMu sync.Mutex
+	groups   map[string]uint64 // groupNumber's numbers, by group name
 }
 
 var _ Backend = (*Local)(nil)
@@ -96,6 +100,26 @@ func NewLocal(limits map[string]hotlimit.Policy, opts ...hotlimit.Option) (*Loca
 		b.lims = append(b.lims, c.Class(name))
 	}
 	return b, nil
+}
+
+// groupNumber returns the number that names group name in this backend's
+// in-process keys (keys.go). It is one number per name for every Pipeline
+// that shares the backend, so that a middleware's route group and an
+// interceptor's method group of one name share their keys, and so their
+// quota, as through any other backend, and groups of distinct names never
+// do. A Pipeline asks once per group, in New.
+func (b *Local) groupNumber(name string) uint64 {
+	b.groupsMu.Lock()
+	defer b.groupsMu.Unlock()
+	n, ok := b.groups[name]
+	if !ok {
+		if b.groups == nil {
+			b.groups = make(map[string]uint64)
+		}
+		n = uint64(len(b.groups))
+		b.groups[name] = n
+	}
+	return n
 }
 
 // Classes returns the limits as a hotlimit.Classes: Classes().Class(name)

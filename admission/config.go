@@ -132,8 +132,9 @@ type Config[R any] struct {
 // with Close.
 type Pipeline[R any] struct {
 	backend    Backend
-	local      bool // backend is a Local: keys in the in-process layout (keys.go)
-	states     bool // ask the backend for the layers' states
+	local      bool     // backend is a Local: keys in the in-process layout (keys.go)
+	localGroup []uint64 // for a Local: its number of each group (Local.groupNumber)
+	states     bool     // ask the backend for the layers' states
 	groups     []group[R]
 	key        KeyFunc[R]
 	fallback   KeyFunc[R]
@@ -407,7 +408,13 @@ func (p *Pipeline[R]) buildBackend(pfx string, factory BackendFactory, limits ma
 		return fmt.Errorf("%s: Config.Backend returned a nil Backend", pfx)
 	}
 	p.backend = b
-	_, p.local = b.(*Local)
+	if l, ok := b.(*Local); ok {
+		p.local = true
+		p.localGroup = make([]uint64, len(p.groups))
+		for i := range p.groups {
+			p.localGroup[i] = l.groupNumber(p.groups[i].name)
+		}
+	}
 	return nil
 }
 
@@ -493,7 +500,7 @@ func (p *Pipeline[R]) layerKey(identity string, i int) string {
 	}
 	var key []byte
 	if i >= 0 {
-		key = appendLocalGroup(key, i)
+		key = appendLocalGroup(key, p.localGroup[i])
 	}
 	return string(appendLocalID(key, []byte(identity)))
 }

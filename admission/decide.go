@@ -405,7 +405,7 @@ func (p *Pipeline[R]) backendKeys(key []byte, groupIdx, idEnd, groupEnd int, end
 // where the group layer's key ends; ends are moved to them.
 func (p *Pipeline[R]) localKeys(key []byte, groupIdx, idEnd, groupEnd int, ends *[MaxLayers]int) (keys []byte, tagEnd, groupKeyEnd int) {
 	base := len(key)
-	key = appendLocalGroup(key, groupIdx)
+	key = appendLocalGroup(key, p.localGroup[groupIdx])
 	tagEnd = len(key) - base
 	key = appendLocalID(key, key[len(keyPrefix):idEnd])
 	groupKeyEnd = len(key) - base

@@ -85,19 +85,22 @@ func AppendID(dst []byte, kind, id string) []byte {
 //     byte 0x01 and the address's 4 bytes; for an identity whose first
 //     byte is 0x03 or less, 0x02 and the identity; else the identity
 //     itself;
-//   - a group's layer: the byte 0x03, the group's index in Config.Groups
-//     as a uvarint, then id(I);
+//   - a group's layer: the byte 0x03, the number the Local gives the
+//     group's name as a uvarint, then id(I). The Local numbers names in
+//     the order Pipelines first bring them, one number per name for every
+//     Pipeline that shares it: a route group and a method group of one
+//     name, through one Local, share their keys as through any backend;
 //   - the global layer and an identity layer: id(I).
 //
 // id is one to one (its three forms start with 0x01, 0x02 and a byte
 // above 0x03, and the first two decode back to I), and a group's key
-// starts with 0x03, which no id does, and then an index whose uvarint
+// starts with 0x03, which no id does, and then a number whose uvarint
 // ends where id begins: two distinct (group or none, identity) never get
 // one key, nor do the keys of one request's layers that share a limit.
 const (
 	tagIPv4    = 0x01 // id(I) of an IPv4 client: 4 bytes follow
 	tagEscaped = 0x02 // id(I) of an identity starting with a tag byte: I follows
-	tagGroup   = 0x03 // a group layer's key: the group's index, then id(I)
+	tagGroup   = 0x03 // a group layer's key: the Local's number of its name, then id(I)
 )
 
 // appendLocalID appends id(identity), the in-process form of identity.
@@ -111,11 +114,12 @@ func appendLocalID(dst, identity []byte) []byte {
 	return append(dst, identity...)
 }
 
-// appendLocalGroup appends the start of group index i's layer key in the
-// in-process layout: tagGroup and i as a uvarint.
-func appendLocalGroup(dst []byte, i int) []byte {
+// appendLocalGroup appends the start of the layer key of the group the
+// backend numbers n (Local.groupNumber) in the in-process layout: tagGroup
+// and n as a uvarint.
+func appendLocalGroup(dst []byte, n uint64) []byte {
 	dst = append(dst, tagGroup)
-	return binary.AppendUvarint(dst, uint64(i))
+	return binary.AppendUvarint(dst, n)
 }
 
 // parseIPv4 returns the address of an identity "ip:" + a.b.c.d exactly
