@@ -159,8 +159,8 @@ func (res *Result) States() bool { return res.nstates > 0 }
 // the algorithm being that of the policy the decision was made under.
 func (res *Result) Limit() (name, algorithm string) {
 	i := res.Binding
-	if i < 0 || i >= res.nlayers {
-		return "", ""
+	if !res.BindingReported || i < 0 || i >= res.nlayers {
+		return "", "" // Binding is the pipeline's guess, not the backend's word
 	}
 	alg := res.infos[i].Algorithm
 	if i < res.nstates && res.states[i].Policy.Algorithm != 0 {

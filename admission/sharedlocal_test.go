@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -64,5 +65,50 @@ func TestSharedLocalGroupsByName(t *testing.T) {
 	}
 	if got := decide(b, 0); got != OutcomeAllowed {
 		t.Errorf("b's other request: %v, want allowed (a quota of its own)", got)
+	}
+}
+
+// unbound is a Local whose AllowStates does not say which layer bound.
+type unbound struct{ *Local }
+
+func (b unbound) AllowStates(ctx context.Context, layers []Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
+	d, _, err := b.Local.AllowStates(ctx, layers, states)
+	return d, -1, err
+}
+
+// TestLimitUnreported: when the backend does not report the binding
+// layer, Result.Limit and the Event every hook and observer gets name no
+// limit (the pipeline's guess is not the decision's), as Limit's doc says.
+func TestLimitUnreported(t *testing.T) {
+	limits := map[string]hotlimit.Policy{
+		"a": hotlimit.FixedWindow{Limit: 1, Window: time.Hour},
+		"b": hotlimit.FixedWindow{Limit: 1, Window: time.Hour},
+	}
+	p, err := New(Config[testReq]{
+		Limits: limits,
+		Groups: []Group[testReq]{{Name: "g", Limit: "a"}},
+		Global: "b",
+		Key:    func(dst []byte, r testReq) ([]byte, error) { return AppendID(dst, "user", r.tok), nil },
+		Backend: func(limits map[string]hotlimit.Policy) (Backend, error) {
+			l, err := NewLocal(limits, hotlimit.WithClock(hotlimit.NewManualClock()), hotlimit.WithSweepInterval(0))
+			return unbound{l}, err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for i := range 2 {
+		res := p.Decide(t.Context(), testReq{tok: "u"}, 0, 1)
+		if res.BindingReported {
+			t.Fatalf("request %d: BindingReported through a backend that reports none", i)
+		}
+		if name, alg := res.Limit(); name != "" || alg != "" {
+			t.Errorf("request %d (%v): Limit() = %q, %q, want none", i, res.Outcome, name, alg)
+		}
+		if ev := res.Event(); ev.Limit != "" || ev.Algorithm != "" {
+			t.Errorf("request %d (%v): Event.Limit, Algorithm = %q, %q, want none", i, res.Outcome, ev.Limit, ev.Algorithm)
+		}
+		p.Release(res)
 	}
 }
