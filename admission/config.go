@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -120,7 +121,8 @@ type Config[R any] struct {
 	// Identify fills Result.IdentityHash and Result.IdentityKind.
 	Identify bool
 	// Observers see every decision the backend made or failed to make.
-	// None may be nil; New keeps its own copy of the slice.
+	// None may be nil, nor a nil pointer of an Observer type; New keeps
+	// its own copy of the slice.
 	Observers []Observer
 }
 
@@ -261,6 +263,9 @@ func checkFields[R any](pfx string, cfg *Config[R]) error {
 	for i, o := range cfg.Observers {
 		if o == nil {
 			return fmt.Errorf("%s: Config.Observers[%d] is nil", pfx, i)
+		}
+		if isNil(o) {
+			return fmt.Errorf("%s: Config.Observers[%d] is a nil %T", pfx, i, o)
 		}
 	}
 	return nil
@@ -407,8 +412,12 @@ func (p *Pipeline[R]) buildBackend(pfx string, factory BackendFactory, limits ma
 	if b == nil {
 		return fmt.Errorf("%s: Config.Backend returned a nil Backend", pfx)
 	}
+	l, local := b.(*Local)
+	if (local && l == nil) || (!local && isNil(b)) {
+		return fmt.Errorf("%s: Config.Backend returned a nil %T as its Backend", pfx, b)
+	}
 	p.backend = b
-	if l, ok := b.(*Local); ok {
+	if local {
 		p.local = true
 		p.localGroup = make([]uint64, len(p.groups))
 		for i := range p.groups {
@@ -416,6 +425,17 @@ func (p *Pipeline[R]) buildBackend(pfx string, factory BackendFactory, limits ma
 		}
 	}
 	return nil
+}
+
+// isNil reports whether v, a non-nil interface value, holds a nil
+// pointer, func, map or channel: a typed nil, whose methods would panic
+// on the first request. New alone calls it; the hot path never does.
+func isNil(v any) bool {
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Chan, reflect.UnsafePointer:
+		return r.IsNil()
+	}
+	return false
 }
 
 // checkCosts refuses a fixed cost above its limit's capacity (the largest

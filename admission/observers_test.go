@@ -2,6 +2,7 @@ package admission_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,24 @@ func TestObserverBegin(t *testing.T) {
 	}
 }
 
+// TestTypedNilBackend: a BackendFactory returning a nil pointer of a
+// Backend type (a Local or another) with no error is a configuration
+// error naming the type, not a panic on the first request.
+func TestTypedNilBackend(t *testing.T) {
+	for _, b := range []admission.Backend{(*admission.Local)(nil), (*ctxBackend)(nil)} {
+		cfg := observersConfig(nil)
+		cfg.Backend = func(map[string]hotlimit.Policy) (admission.Backend, error) { return b, nil }
+		p, err := admission.New(cfg)
+		if err == nil {
+			p.Close()
+			t.Fatalf("New accepted a %T Backend", b)
+		}
+		if want := fmt.Sprintf("admission: Config.Backend returned a nil %T", b); !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q, want it to contain %q", err, want)
+		}
+	}
+}
+
 func observersConfig(obs []admission.Observer) admission.Config[string] {
 	return admission.Config[string]{
 		Limits:    map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}},
@@ -99,11 +118,12 @@ func observersConfig(obs []admission.Observer) admission.Config[string] {
 	}
 }
 
-// TestObserversChecked: a nil Observer is a configuration error, not a
-// panic on the first request; and the pipeline keeps its own copy of
-// Config.Observers, so a caller reusing its slice changes nothing.
+// TestObserversChecked: a nil Observer, or a nil pointer of an Observer
+// type, is a configuration error, not a panic on the first request; and
+// the pipeline keeps its own copy of Config.Observers, so a caller
+// reusing its slice changes nothing.
 func TestObserversChecked(t *testing.T) {
-	for _, obs := range [][]admission.Observer{{nil}, {&countingObserver{}, nil}} {
+	for _, obs := range [][]admission.Observer{{nil}, {&countingObserver{}, nil}, {(*countingObserver)(nil)}} {
 		p, err := admission.New(observersConfig(obs))
 		if err == nil {
 			p.Close()
