@@ -65,10 +65,10 @@ func MetadataKey(name string) admission.KeyFunc[context.Context] {
 // FuncKey returns a key function that limits by the ID f returns for a call:
 // a user or tenant that an earlier interceptor authenticated and put in
 // the context, for example. kind names it in the key ("user", "tenant";
-// lower-case letters and digits only, and not "ip" or "tok", which
-// PeerKey and MetadataKey use: otherwise every call fails with an error,
-// since two key functions must never write the same identity for
-// different clients). f returns ok = false when the call has no such ID
+// lower-case letters and digits only, and not "ip", "tok" or "all", which
+// PeerKey, MetadataKey and admission.Everyone use: otherwise every call
+// fails with an error, since two key functions must never write the same
+// identity for different clients). f returns ok = false when the call has no such ID
 // (ErrNoKey).
 //
 // The ID is trimmed of surrounding white space and otherwise compared
@@ -80,7 +80,7 @@ func FuncKey(kind string, f func(ctx context.Context) (id string, ok bool)) admi
 	kindOK := admission.ValidKind(kind) && f != nil
 	return func(dst []byte, ctx context.Context) ([]byte, error) {
 		if !kindOK {
-			return dst, errors.New("grpclimit: FuncKey: kind " + strconv.Quote(kind) + " must be lower-case letters and digits, and not \"ip\" or \"tok\", and f must not be nil")
+			return dst, errors.New("grpclimit: FuncKey: kind " + strconv.Quote(kind) + " must be lower-case letters and digits, and not \"ip\", \"tok\" or \"all\", and f must not be nil")
 		}
 		id, ok := f(ctx)
 		if !ok {

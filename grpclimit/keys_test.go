@@ -293,10 +293,12 @@ func TestFuncKey(t *testing.T) {
 	if got, err := k([]byte("rl:v1:"), blank); !errors.Is(err, grpclimit.ErrNoKey) {
 		t.Errorf("blank ID after a prefix: %q, %v, want ErrNoKey", got, err)
 	}
-	for _, kind := range []string{"", "ip", "tok", "User", "a:b"} {
+	for _, kind := range []string{"", "ip", "tok", "all", "User", "a:b"} {
 		_, err := grpclimit.FuncKey(kind, user)(nil, context.Background())
 		if err == nil || errors.Is(err, grpclimit.ErrNoKey) {
 			t.Errorf("kind %q: err %v, want a configuration error", kind, err)
+		} else if want := `, and not "ip", "tok" or "all", `; !strings.Contains(err.Error(), want) {
+			t.Errorf("kind %q: error %q does not name every refused kind (%q)", kind, err, want)
 		}
 	}
 	if _, err := grpclimit.FuncKey("user", nil)(nil, context.Background()); err == nil || errors.Is(err, grpclimit.ErrNoKey) {

@@ -99,10 +99,10 @@ func tokenKey(header string, secret []byte) admission.KeyFunc[*http.Request] {
 // ContextKey returns a key function that limits by an identity the
 // application has authenticated and stored in the request's context
 // under ctxKey as a string: a user ID, a tenant. kind names it in the key
-// ("user", "tenant"; lower-case letters and digits only, and not "ip" or
-// "tok", which IPKey and TokenKey use, or every call fails with an error:
-// two key functions must never produce the same key for different
-// identities).
+// ("user", "tenant"; lower-case letters and digits only, and not "ip",
+// "tok" or "all", which IPKey, TokenKey and admission.Everyone use, or
+// every call fails with an error: two key functions must never produce
+// the same key for different identities).
 //
 // The value is trimmed of surrounding white space and otherwise compared
 // exactly (IDs are often case-sensitive; fold case in the application if
@@ -115,7 +115,7 @@ func ContextKey(kind string, ctxKey any) admission.KeyFunc[*http.Request] {
 	kindOK := admission.ValidKind(kind)
 	return func(dst []byte, r *http.Request) ([]byte, error) {
 		if !kindOK {
-			return dst, errors.New("httplimit: ContextKey: kind " + strconv.Quote(kind) + " must be lower-case letters and digits, and not \"ip\" or \"tok\"")
+			return dst, errors.New("httplimit: ContextKey: kind " + strconv.Quote(kind) + " must be lower-case letters and digits, and not \"ip\", \"tok\" or \"all\"")
 		}
 		id, _ := r.Context().Value(ctxKey).(string)
 		k := admission.AppendID(dst, kind, id)

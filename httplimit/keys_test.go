@@ -94,9 +94,10 @@ func TestKeyFuncs(t *testing.T) {
 		{"blank id", ContextKey("tenant", ctxKey{}), withID(" \t "), ""},
 		{"non-string id", ContextKey("tenant", ctxKey{}), withID(42), ""},
 		{"bad kind", ContextKey("Ten:ant", ctxKey{}), withID("acme"), ""},
-		// "ip" and "tok" would let a context value impersonate IPKey's or TokenKey's keys.
+		// "ip", "tok" and "all" would let a context value impersonate IPKey's, TokenKey's or admission.Everyone's keys.
 		{"reserved kind ip", ContextKey("ip", ctxKey{}), withID("192.0.2.1"), ""},
 		{"reserved kind tok", ContextKey("tok", ctxKey{}), withID("0123"), ""},
+		{"reserved kind all", ContextKey("all", ctxKey{}), withID("x"), ""},
 		{"hmac without a secret", TokenKeyHMAC("Authorization", nil), hdr("Authorization", "Bearer abc"), ""},
 		{"ip", IPKey(nil), reqFrom("[2001:db8:1:2::9]:1", ""), "ip:2001:db8:1:2::/64"},
 		{"ip v4", IPKey(nil), reqFrom("192.0.2.1:1", ""), "ip:192.0.2.1"},
@@ -113,6 +114,13 @@ func TestKeyFuncs(t *testing.T) {
 			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
 		case strings.Contains(string(got), ":route:"):
 			t.Errorf("%s: identity %q contains the route separator", tt.name, got)
+		}
+	}
+	// The error names every kind admission.ValidKind refuses.
+	for _, kind := range []string{"ip", "tok", "all", "Ten:ant"} {
+		_, err := ContextKey(kind, ctxKey{})(nil, withID("acme"))
+		if want := `, and not "ip", "tok" or "all"`; err == nil || !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("kind %q: error %v, want it to end %q", kind, err, want)
 		}
 	}
 	// After a prefix, as the pipeline calls them.
