@@ -179,10 +179,7 @@ func (ic *Interceptor) decide(ctx context.Context, method string) (metadata.MD, 
 		return nil, 0, refusal(codes.Unavailable, "grpclimit: rate limiter unavailable", ReasonUnavailable)
 	}
 	d := res.Decision
-	name := "" // unknown for a backend that does not report the binding layer
-	if res.BindingReported {
-		name, _ = res.Limit()
-	}
+	name, _ := res.Limit() // "" for a backend that does not report the binding layer
 	var md metadata.MD
 	if ic.metadata {
 		md = ic.quotaMD(res, gi, name)
@@ -222,9 +219,6 @@ func (ic *Interceptor) report(ctx context.Context, method string, res *admission
 	}
 	ev := res.Event()
 	ev.Context, ev.Method, ev.Transport = ctx, method, "grpc"
-	if !res.BindingReported {
-		ev.Limit, ev.Algorithm = "", ""
-	}
 	ic.hook(ev)
 }
 

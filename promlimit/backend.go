@@ -124,7 +124,7 @@ func (bm *BackendMetrics) Observe(_ context.Context, ev *admission.Event) {
 		first.denied.Observe(elapsed)
 	}
 	bound := first
-	if name, _ := res.Limit(); name != "" && res.BindingReported {
+	if name, _ := res.Limit(); name != "" { // "" unless the backend reported it
 		bound = bm.cached(name)
 	}
 	bound.remaining.Observe(float64(res.Decision.Remaining))
