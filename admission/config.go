@@ -30,9 +30,10 @@ import (
 // ":route:": the pipeline composes it with the group into keys such as
 // "rl:v1:tenant:acme:route:search", and the format must keep one identity
 // from forging another's key. The transports' key functions write "tok:"
-// and "ip:" identities, and AppendID an application's own kind,
-// normalised and escaped accordingly (IDs never hold a colon, IP
-// addresses are printed by net/netip); write your own with AppendID.
+// and "ip:" identities, and httplimit.ContextKey and grpclimit.FuncKey an
+// application's own kind, normalised and escaped accordingly (IDs never
+// hold a colon, IP addresses are printed by net/netip); a key function of
+// your own must keep to that format.
 type KeyFunc[R any] func(dst []byte, r R) ([]byte, error)
 
 // Group configures a group of a Pipeline: requests that cost the same and

@@ -6,7 +6,8 @@
 // A Pipeline decides a request in its group: it extracts the request's
 // identity with a KeyFunc (httplimit's and grpclimit's key functions write
 // the identities both transports share, so one client gets one key over
-// both; AppendID writes an application's own),
+// both; httplimit.ContextKey and grpclimit.FuncKey write an
+// application's own),
 // builds one layer per limit the request is checked against (its group's,
 // keyed rl:v1:<identity>:route:<group> in a shared store; a global one,
 // rl:v1:<identity>; and one per IdentityLayer, keyed by an identity of

@@ -21,8 +21,10 @@ func Example() {
 		Noun:   "job",
 		Limits: map[string]hotlimit.Policy{"submit": hotlimit.FixedWindow{Limit: 2, Window: time.Minute}},
 		Groups: []admission.Group[job]{{Name: "submit", Limit: "submit"}},
+		// The identity is kind:value (see KeyFunc). Tenant names here are
+		// issued by the service, letters only, so they are written as is.
 		Key: func(dst []byte, j job) ([]byte, error) {
-			return admission.AppendID(dst, "tenant", j.tenant), nil
+			return append(append(dst, "tenant:"...), j.tenant...), nil
 		},
 		// A manual clock keeps the example inside one window; omit it.
 		Backend: admission.LocalBackend(hotlimit.WithClock(hotlimit.NewManualClock())),

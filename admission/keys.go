@@ -14,7 +14,8 @@ const keyPrefix = ident.KeyPrefix
 // ":route:": "tok:9f86d081884c7d659a2feaa0c55ad015", "ip:192.0.2.1",
 // "tenant:acme". The transports' key functions write "tok:" and "ip:"
 // alike, so that one client limited over HTTP and over gRPC through one
-// backend gets the same keys; AppendID writes an application's own kind.
+// backend gets the same keys; httplimit.ContextKey and grpclimit.FuncKey
+// write an application's own kind.
 
 // TokenIdentity returns the identity of token, trimmed of surrounding
 // white space, as the transports' token key functions write it:
@@ -39,37 +40,10 @@ func Everyone[R any](dst []byte, _ R) ([]byte, error) {
 	return append(dst, everyone...), nil
 }
 
-// everyone is the identity Everyone writes: kind "all", which ValidKind
-// refuses, and a value no AppendID writes.
+// everyone is the identity Everyone writes: kind "all", which no
+// application kind may be (httplimit.ContextKey and grpclimit.FuncKey
+// refuse it), and a value no application ID is written as.
 const everyone = "all:*"
-
-// ValidKind reports whether kind may name an application identity
-// (AppendID): lower-case letters and digits, and not "ip", "tok" or
-// "all", which the transports' IP and token keys and Everyone write: two identities
-// of different clients must never be equal.
-func ValidKind(kind string) bool {
-	if kind == "" || kind == "ip" || kind == "tok" || kind == "all" {
-		return false
-	}
-	for i := 0; i < len(kind); i++ {
-		if c := kind[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
-}
-
-// AppendID appends the identity kind:id of an ID the application
-// authenticated (a user, a tenant). id is trimmed of surrounding white
-// space; made only of letters, digits and "._@+-", up to 128 bytes, it is
-// used as is, so it reads well in logs; any other is replaced by "~" and
-// the hex of its SHA-256's first 128 bits, so that no ID can contain a
-// key's separators. The caller checks kind with ValidKind.
-func AppendID(dst []byte, kind, id string) []byte {
-	dst = append(dst, kind...)
-	dst = append(dst, ':')
-	return ident.AppendID(dst, strings.TrimSpace(id))
-}
 
 // The keys a Pipeline gives a Local backend, whose limiters live in this
 // process and nowhere else, are shorter than a shared store's (ident.LayerKey), so that the key

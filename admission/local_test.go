@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
 // testReq is a request of the pipeline tests: a token, a tenant and a
@@ -47,11 +48,11 @@ func testPipeline(t *testing.T, states bool, factory BackendFactory) *Pipeline[t
 			{Name: "read", Limit: "tok"},
 			{Name: "search", Limit: "search", Price: func(r testReq) (int64, error) { return r.cost, nil }},
 		},
-		Key:    func(dst []byte, r testReq) ([]byte, error) { return AppendID(dst, "user", r.tok), nil },
+		Key:    func(dst []byte, r testReq) ([]byte, error) { return ident.AppendKindID(dst, "user", r.tok), nil },
 		Global: "tok",
 		Identities: []IdentityLayer[testReq]{
-			{Limit: "tenant", Key: func(dst []byte, r testReq) ([]byte, error) { return AppendID(dst, "tenant", r.tenant), nil }, Cost: 2},
-			{Limit: "ip", Key: func(dst []byte, r testReq) ([]byte, error) { return AppendID(dst, "net", "one"), nil }},
+			{Limit: "tenant", Key: func(dst []byte, r testReq) ([]byte, error) { return ident.AppendKindID(dst, "tenant", r.tenant), nil }, Cost: 2},
+			{Limit: "ip", Key: func(dst []byte, r testReq) ([]byte, error) { return ident.AppendKindID(dst, "net", "one"), nil }},
 		},
 		Backend: factory,
 		States:  states,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
 type countingObserver struct{ n int }
@@ -112,7 +113,7 @@ func observersConfig(obs []admission.Observer) admission.Config[string] {
 	return admission.Config[string]{
 		Limits:    map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}},
 		Groups:    []admission.Group[string]{{Name: "g", Limit: "l"}},
-		Key:       func(dst []byte, r string) ([]byte, error) { return admission.AppendID(dst, "usr", r), nil },
+		Key:       func(dst []byte, r string) ([]byte, error) { return ident.AppendKindID(dst, "usr", r), nil },
 		Backend:   admission.LocalBackend(hotlimit.WithClock(hotlimit.NewManualClock()), hotlimit.WithSweepInterval(0)),
 		Observers: obs,
 	}

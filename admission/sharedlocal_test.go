@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
 // TestSharedLocalGroupsByName: through one Local that two Pipelines
@@ -24,7 +25,7 @@ func TestSharedLocalGroupsByName(t *testing.T) {
 	pipeline := func(groups ...string) *Pipeline[testReq] {
 		cfg := Config[testReq]{
 			Limits:  limits,
-			Key:     func(dst []byte, r testReq) ([]byte, error) { return AppendID(dst, "user", r.tok), nil },
+			Key:     func(dst []byte, r testReq) ([]byte, error) { return ident.AppendKindID(dst, "user", r.tok), nil },
 			Backend: shared,
 		}
 		for _, g := range groups {
@@ -88,7 +89,7 @@ func TestLimitUnreported(t *testing.T) {
 		Limits: limits,
 		Groups: []Group[testReq]{{Name: "g", Limit: "a"}},
 		Global: "b",
-		Key:    func(dst []byte, r testReq) ([]byte, error) { return AppendID(dst, "user", r.tok), nil },
+		Key:    func(dst []byte, r testReq) ([]byte, error) { return ident.AppendKindID(dst, "user", r.tok), nil },
 		Backend: func(limits map[string]hotlimit.Policy) (Backend, error) {
 			l, err := NewLocal(limits, hotlimit.WithClock(hotlimit.NewManualClock()), hotlimit.WithSweepInterval(0))
 			return unbound{l}, err

@@ -77,7 +77,7 @@ func MetadataKey(name string) admission.KeyFunc[context.Context] {
 // replaced by "~" and the hex of its SHA-256's first 128 bits, so that no
 // ID can contain the key's separators.
 func FuncKey(kind string, f func(ctx context.Context) (id string, ok bool)) admission.KeyFunc[context.Context] {
-	kindOK := admission.ValidKind(kind) && f != nil
+	kindOK := ident.ValidKind(kind) && f != nil
 	return func(dst []byte, ctx context.Context) ([]byte, error) {
 		if !kindOK {
 			return dst, errors.New("grpclimit: FuncKey: kind " + strconv.Quote(kind) + " must be lower-case letters and digits, and not \"ip\", \"tok\" or \"all\", and f must not be nil")
@@ -86,7 +86,7 @@ func FuncKey(kind string, f func(ctx context.Context) (id string, ok bool)) admi
 		if !ok {
 			return dst, ErrNoKey
 		}
-		k := admission.AppendID(dst, kind, id)
+		k := ident.AppendKindID(dst, kind, id)
 		if len(k) == len(dst)+len(kind)+1 { // "kind:": id was blank
 			return dst, ErrNoKey
 		}

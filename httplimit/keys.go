@@ -112,13 +112,13 @@ func tokenKey(header string, secret []byte) admission.KeyFunc[*http.Request] {
 // value can contain the key's separators. A missing, non-string or empty
 // value is ErrNoKey.
 func ContextKey(kind string, ctxKey any) admission.KeyFunc[*http.Request] {
-	kindOK := admission.ValidKind(kind)
+	kindOK := ident.ValidKind(kind)
 	return func(dst []byte, r *http.Request) ([]byte, error) {
 		if !kindOK {
 			return dst, errors.New("httplimit: ContextKey: kind " + strconv.Quote(kind) + " must be lower-case letters and digits, and not \"ip\", \"tok\" or \"all\"")
 		}
 		id, _ := r.Context().Value(ctxKey).(string)
-		k := admission.AppendID(dst, kind, id)
+		k := ident.AppendKindID(dst, kind, id)
 		if len(k) == len(dst)+len(kind)+1 { // "kind:": id was blank
 			return dst, ErrNoKey
 		}

@@ -116,7 +116,7 @@ func TestKeyFuncs(t *testing.T) {
 			t.Errorf("%s: identity %q contains the route separator", tt.name, got)
 		}
 	}
-	// The error names every kind admission.ValidKind refuses.
+	// The error names every kind ident.ValidKind refuses.
 	for _, kind := range []string{"ip", "tok", "all", "Ten:ant"} {
 		_, err := ContextKey(kind, ctxKey{})(nil, withID("acme"))
 		if want := `, and not "ip", "tok" or "all"`; err == nil || !strings.HasSuffix(err.Error(), want) {

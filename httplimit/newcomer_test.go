@@ -9,14 +9,15 @@ import (
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/httplimit"
+	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
 // TestEveryoneKindReserved: no ContextKey can write Everyone's identity
 // (kind "all"), so no client's own layer shares the server-wide budget.
 // ExampleConfig_everyone checks the shared budget itself.
 func TestEveryoneKindReserved(t *testing.T) {
-	if admission.ValidKind("all") {
-		t.Error(`ValidKind("all"): a ContextKey of kind "all" could write Everyone's identity`)
+	if ident.ValidKind("all") {
+		t.Error(`ident.ValidKind("all"): a ContextKey of kind "all" could write Everyone's identity`)
 	}
 	id, err := admission.Everyone[*http.Request](nil, nil)
 	if err != nil || string(id) != "all:*" {

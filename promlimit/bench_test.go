@@ -7,6 +7,7 @@ import (
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
 // BenchmarkBackendMetrics measures what BackendMetrics adds to one
@@ -19,7 +20,7 @@ func BenchmarkBackendMetrics(b *testing.B) {
 			cfg := admission.Config[string]{
 				Limits:  map[string]hotlimit.Policy{"l": hotlimit.TokenBucket{Rate: hotlimit.Rate{N: 1, Per: time.Nanosecond}, Burst: 1 << 20}},
 				Groups:  []admission.Group[string]{{Name: "g", Limit: "l"}},
-				Key:     func(dst []byte, id string) ([]byte, error) { return admission.AppendID(dst, "usr", id), nil },
+				Key:     func(dst []byte, id string) ([]byte, error) { return ident.AppendKindID(dst, "usr", id), nil },
 				Backend: admission.LocalBackend(hotlimit.WithSweepInterval(0)),
 			}
 			if name == "measured" {

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -41,6 +42,35 @@ func AppendID(dst []byte, id string) []byte {
 	sum := sha256.Sum256([]byte(id))
 	dst = append(dst, '~')
 	return hex.AppendEncode(dst, sum[:16])
+}
+
+// ValidKind reports whether kind may name an application identity
+// (AppendKindID): lower-case letters and digits, and not "ip", "tok" or
+// "all", which the transports' IP and token keys and admission.Everyone
+// write: two identities of different clients must never be equal.
+func ValidKind(kind string) bool {
+	if kind == "" || kind == "ip" || kind == "tok" || kind == "all" {
+		return false
+	}
+	for i := 0; i < len(kind); i++ {
+		if c := kind[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// AppendKindID appends the identity kind:id of an ID the application
+// authenticated (a user, a tenant), as httplimit.ContextKey and
+// grpclimit.FuncKey write it. id is trimmed of surrounding white space;
+// made only of letters, digits and "._@+-", up to 128 bytes, it is used as
+// is, so it reads well in logs; any other is replaced by "~" and the hex
+// of its SHA-256's first 128 bits, so that no ID can contain a key's
+// separators (AppendID). The caller checks kind with ValidKind.
+func AppendKindID(dst []byte, kind, id string) []byte {
+	dst = append(dst, kind...)
+	dst = append(dst, ':')
+	return AppendID(dst, strings.TrimSpace(id))
 }
 
 // plainID reports the bytes an ID used as is may hold: letters, digits
