@@ -108,9 +108,16 @@ type Config[R any] struct {
 	ExemptIdentities []string
 	// Backend builds the backend from Limits. nil: LocalBackend().
 	Backend BackendFactory
-	// OnBackendError is what to do when the backend cannot decide.
-	// Default FailClosed.
-	OnBackendError FailMode
+	// FailOpen lets a request through (OutcomeErrorAllowed), without
+	// rate-limit fields or metadata, when the backend cannot decide
+	// (AllowStates returns an error: a shared store down, a timeout).
+	// false, the default, fails closed: the request is refused
+	// (OutcomeErrorDenied), without rate-limit fields or metadata. The
+	// limit protects something, and when it cannot be checked the safe
+	// answer is not to do the work. The transports answer that refusal as
+	// unavailability (HTTP 503, gRPC Unavailable), not as a quota used
+	// up: the client did nothing wrong and has no quota to wait for.
+	FailOpen bool
 	// DryRun decides and counts every request but lets it through:
 	// OutcomeDryRunDenied for what would have been refused, also without
 	// a key or a price; OutcomeErrorAllowed on a backend failure.
@@ -199,7 +206,7 @@ func New[R any](cfg Config[R]) (*Pipeline[R], error) {
 	}
 	p := &Pipeline[R]{
 		key: cfg.Key, fallback: cfg.Fallback, globalCost: max(cfg.GlobalCost, 1),
-		failOpen: cfg.OnBackendError == FailOpen, dryRun: cfg.DryRun, identify: cfg.Identify, states: cfg.States,
+		failOpen: cfg.FailOpen, dryRun: cfg.DryRun, identify: cfg.Identify, states: cfg.States,
 		seed: maphash.MakeSeed(),
 	}
 	if len(cfg.Observers) > 0 {
@@ -256,8 +263,6 @@ func checkFields[R any](pfx string, cfg *Config[R]) error {
 		return fmt.Errorf("%s: Config.Limits is empty", pfx)
 	case cfg.GlobalCost < 0:
 		return fmt.Errorf("%s: Config.GlobalCost must be ≥ 0, got %d", pfx, cfg.GlobalCost)
-	case cfg.OnBackendError > FailOpen:
-		return fmt.Errorf("%s: Config.OnBackendError %d is not a FailMode", pfx, cfg.OnBackendError)
 	case len(cfg.Identities) > MaxLayers-2:
 		return fmt.Errorf("%s: Config.Identities has %d layers, at most %d", pfx, len(cfg.Identities), MaxLayers-2)
 	}

@@ -21,7 +21,7 @@ const (
 	OutcomeDeniedNever                 // the backend denied it for good: RetryAfter is hotlimit.Never
 	OutcomeExempt                      // an exempt group or identity: not limited
 	OutcomeKeyDenied                   // no key could be extracted: refused
-	OutcomeErrorAllowed                // the backend failed, and FailOpen (or DryRun) let it through
+	OutcomeErrorAllowed                // the backend failed, and Config.FailOpen (or DryRun) let it through
 	OutcomeErrorDenied                 // the backend failed: refused
 	OutcomeCostInvalid                 // the group's Price failed or priced it below 0: refused
 	OutcomeDryRunDenied                // DryRun let through what would have been refused
@@ -47,7 +47,7 @@ type GroupCounts struct {
 }
 
 // Passed reports whether the request goes on to its handler: admitted,
-// exempt, let through by FailOpen or by DryRun.
+// exempt, let through by Config.FailOpen or by DryRun.
 func (o Outcome) Passed() bool {
 	return o == OutcomeAllowed || o == OutcomeExempt || o == OutcomeErrorAllowed || o == OutcomeDryRunDenied
 }

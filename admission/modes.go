@@ -13,20 +13,3 @@ const (
 	// that fails, the request is refused as with KeyErrorDeny.
 	KeyErrorFallback
 )
-
-// FailMode is what a Pipeline does when its Backend cannot decide (Allow
-// returns an error: a shared store down, a timeout).
-type FailMode uint8
-
-const (
-	// FailClosed refuses the request (OutcomeErrorDenied), without
-	// rate-limit fields or metadata. It is the default: the limit
-	// protects something, and when it cannot be checked the safe answer
-	// is not to do the work. The transports answer it as unavailability
-	// (HTTP 503, gRPC Unavailable), not as a quota used up: the client
-	// did nothing wrong and has no quota to wait for.
-	FailClosed FailMode = iota
-	// FailOpen lets the request through (OutcomeErrorAllowed), without
-	// rate-limit fields or metadata.
-	FailOpen
-)

@@ -83,13 +83,13 @@ type Config struct {
 	// (PeerKey(ClientIP)), under the same layers, and if even that fails
 	// refuses it as admission.KeyErrorDeny does.
 	OnKeyError admission.KeyErrorMode
-	// OnBackendError is what to do when the backend fails.
-	// admission.FailClosed (the default) refuses the call with
-	// codes.Unavailable and no rate-limit metadata: Unavailable, not
-	// ResourceExhausted, because the client has no quota to wait for and
-	// did nothing wrong; gRPC clients retry Unavailable with backoff.
-	// admission.FailOpen lets it through without rate-limit metadata.
-	OnBackendError admission.FailMode
+	// FailOpen lets a call through without rate-limit metadata when the
+	// backend fails. false, the default, fails closed: the call is
+	// refused with codes.Unavailable and no rate-limit metadata:
+	// Unavailable, not ResourceExhausted, because the client has no quota
+	// to wait for and did nothing wrong; gRPC clients retry Unavailable
+	// with backoff.
+	FailOpen bool
 	// OnError, if set, is called synchronously with the error when Key
 	// fails (before any fallback) or the backend fails, for logging: the
 	// client is told only the outcome, never the error's text. It must
@@ -200,8 +200,6 @@ func New(cfg Config) (*Interceptor, error) {
 		return nil, errors.New("grpclimit: Config.Groups is empty")
 	case cfg.OnKeyError > admission.KeyErrorFallback:
 		return nil, fmt.Errorf("grpclimit: Config.OnKeyError %d is not a KeyErrorMode", cfg.OnKeyError)
-	case cfg.OnBackendError > admission.FailOpen:
-		return nil, fmt.Errorf("grpclimit: Config.OnBackendError %d is not a FailMode", cfg.OnBackendError)
 	}
 	if cfg.ClientIP != nil {
 		if err := cfg.ClientIP.Validate(); err != nil { // normalises it in place
@@ -240,18 +238,18 @@ func New(cfg Config) (*Interceptor, error) {
 // pipelineConfig is the pipeline's Config of cfg.
 func pipelineConfig(cfg Config, layerMD bool) (admission.Config[context.Context], error) {
 	pc := admission.Config[context.Context]{
-		Prefix:         "grpclimit",
-		Noun:           "call",
-		Limits:         cfg.Limits,
-		Groups:         make([]admission.Group[context.Context], len(cfg.Groups)),
-		Key:            cfg.Key,
-		Global:         cfg.Global,
-		GlobalCost:     cfg.GlobalCost,
-		Backend:        cfg.Backend,
-		OnBackendError: cfg.OnBackendError,
-		States:         layerMD,
-		Identify:       cfg.Hook != nil || len(cfg.Observers) > 0,
-		Observers:      cfg.Observers,
+		Prefix:     "grpclimit",
+		Noun:       "call",
+		Limits:     cfg.Limits,
+		Groups:     make([]admission.Group[context.Context], len(cfg.Groups)),
+		Key:        cfg.Key,
+		Global:     cfg.Global,
+		GlobalCost: cfg.GlobalCost,
+		Backend:    cfg.Backend,
+		FailOpen:   cfg.FailOpen,
+		States:     layerMD,
+		Identify:   cfg.Hook != nil || len(cfg.Observers) > 0,
+		Observers:  cfg.Observers,
 	}
 	if pc.Key == nil {
 		pc.Key = PeerKey(cfg.ClientIP)

@@ -63,8 +63,8 @@
 //
 // When the key cannot be extracted, Config.OnKeyError decides: refuse
 // (the default) or fall back to the peer's IP. Nothing is let through
-// unlimited except by configuration: an Exempt group, or FailOpen when
-// the backend fails.
+// unlimited except by configuration: an Exempt group, or Config.FailOpen
+// when the backend fails.
 //
 // # Statuses
 //
@@ -89,7 +89,7 @@
 //     its limit's name, as the ratelimit metadata names the layers (the
 //     group's limit when Config.Key found none, an IdentityLimit's when
 //     its Key found none), never the identity or the credential.
-//   - Backend failure (FailClosed, the default): codes.Unavailable,
+//   - Backend failure (without Config.FailOpen, the default): codes.Unavailable,
 //     reason RATE_LIMITER_UNAVAILABLE, no rate-limit metadata.
 //
 // A LeakyBucket admits with a Delay: the interceptor waits it out

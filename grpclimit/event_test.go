@@ -108,15 +108,15 @@ func TestHookEvents(t *testing.T) {
 	list(c, ctx)
 
 	// Backend failures.
-	for _, mode := range []admission.FailMode{admission.FailOpen, admission.FailClosed} {
+	for _, failOpen := range []bool{true, false} {
 		c = serveIC(t, newIC(t, nil, grpclimit.Config{
-			Limits:         limits,
-			Groups:         []grpclimit.Group{{Name: "g", Limit: "l"}},
-			DefaultGroup:   "g",
-			Key:            grpclimit.MetadataKey("authorization"),
-			OnBackendError: mode,
-			Backend:        func(map[string]hotlimit.Policy) (admission.Backend, error) { return failing{}, nil },
-			Hook:           rec.hook,
+			Limits:       limits,
+			Groups:       []grpclimit.Group{{Name: "g", Limit: "l"}},
+			DefaultGroup: "g",
+			Key:          grpclimit.MetadataKey("authorization"),
+			FailOpen:     failOpen,
+			Backend:      func(map[string]hotlimit.Policy) (admission.Backend, error) { return failing{}, nil },
+			Hook:         rec.hook,
 		}))
 		check(c, bearer(ctx, "a"))
 	}

@@ -54,7 +54,7 @@ const (
 	// name in MDLayers), never by the identity: the group's limit when
 	// Config.Key found none, an IdentityLimit's when its Key found none.
 	ReasonKeyMissing = "RATE_LIMIT_KEY_MISSING"
-	// ReasonUnavailable: the backend failed (admission.FailClosed), with
+	// ReasonUnavailable: the backend failed (without Config.FailOpen), with
 	// codes.Unavailable.
 	ReasonUnavailable = "RATE_LIMITER_UNAVAILABLE"
 )

@@ -381,10 +381,10 @@ func (failing) Reset(context.Context, string, string) error { return errStoreDow
 
 func (failing) Close() error { return nil }
 
-// A backend failure is Unavailable under FailClosed (the default) and
-// lets the call through under FailOpen; neither sends quota metadata.
+// A backend failure is Unavailable when failing closed (the default) and
+// lets the call through with Config.FailOpen; neither sends quota metadata.
 func TestBackendError(t *testing.T) {
-	for _, mode := range []admission.FailMode{admission.FailClosed, admission.FailOpen} {
+	for _, failOpen := range []bool{false, true} {
 		var (
 			mu     sync.Mutex
 			logged []error
@@ -395,30 +395,30 @@ func TestBackendError(t *testing.T) {
 				defer mu.Unlock()
 				logged = append(logged, err)
 			},
-			Limits:         map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}},
-			Groups:         []grpclimit.Group{{Name: "g", Limit: "l"}},
-			DefaultGroup:   "g",
-			Key:            grpclimit.MetadataKey("authorization"),
-			OnBackendError: mode,
-			Backend:        func(map[string]hotlimit.Policy) (admission.Backend, error) { return failing{}, nil },
+			Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}},
+			Groups:       []grpclimit.Group{{Name: "g", Limit: "l"}},
+			DefaultGroup: "g",
+			Key:          grpclimit.MetadataKey("authorization"),
+			FailOpen:     failOpen,
+			Backend:      func(map[string]hotlimit.Policy) (admission.Backend, error) { return failing{}, nil },
 		})
 		md, err := call(bearer(testCtx(t), "x"), serveIC(t, ic))
 		mu.Lock()
 		if len(logged) != 1 || logged[0].Error() != "store down" {
-			t.Errorf("mode %d: OnError saw %v", mode, logged)
+			t.Errorf("FailOpen %v: OnError saw %v", failOpen, logged)
 		}
 		mu.Unlock()
 		if len(md.Get(grpclimit.MDLimit)) != 0 {
-			t.Errorf("mode %d: metadata %v", mode, md)
+			t.Errorf("FailOpen %v: metadata %v", failOpen, md)
 		}
-		if mode == admission.FailOpen {
+		if failOpen {
 			if err != nil {
 				t.Errorf("FailOpen: %v", err)
 			}
 			continue
 		}
 		if d := detailsOf(t, err); d.code != codes.Unavailable || d.reason() != grpclimit.ReasonUnavailable || d.retry != nil {
-			t.Errorf("FailClosed: code %v reason %q retry %v", d.code, d.reason(), d.retry)
+			t.Errorf("fail closed: code %v reason %q retry %v", d.code, d.reason(), d.retry)
 		}
 	}
 }

@@ -106,15 +106,13 @@ type Config struct {
 	// instead (ClientIP), under the same layers; if even the IP cannot
 	// be found, it is denied as with admission.KeyErrorDeny.
 	OnKeyError admission.KeyErrorMode
-	// OnBackendError is what to do when the backend cannot decide (a
-	// shared store down, a timeout). admission.FailClosed (the default)
-	// answers 503 Service Unavailable with
+	// FailOpen lets a request through without rate-limit headers when the
+	// backend cannot decide (a shared store down, a timeout). false, the
+	// default, fails closed: 503 Service Unavailable with
 	// {"error":"rate_limiter_unavailable"} and no rate-limit headers: a
 	// 503, not a 429, because the client did nothing wrong and has no
 	// quota to wait for; a 429 with invented headers would be a lie.
-	// admission.FailOpen lets the request through without rate-limit
-	// headers.
-	OnBackendError admission.FailMode
+	FailOpen bool
 	// Headers selects the rate-limit header fields. Default HeadersIETF.
 	Headers HeaderMode
 	// Reset selects the form of X-RateLimit-Reset. Default ResetSeconds.
@@ -130,8 +128,8 @@ type Config struct {
 	// request through at once and writes no rate-limit headers: a limit
 	// can be dark-launched and watched before it is enforced. It
 	// overrides OnKeyError's denial and a CostFunc's failure
-	// (OutcomeDryRunDenied, admission.Event.Err set) and OnBackendError's
-	// admission.FailClosed (OutcomeErrorAllowed), and waits out no LeakyBucket
+	// (OutcomeDryRunDenied, admission.Event.Err set) and the 503 of a
+	// backend failure without FailOpen (OutcomeErrorAllowed), and waits out no LeakyBucket
 	// Delay.
 	DryRun bool
 	// Hook, if set, is called synchronously once per request, before the
@@ -195,8 +193,6 @@ func (cfg *Config) checkFields() error {
 		return errors.New("httplimit: Config.Groups is empty")
 	case cfg.OnKeyError > admission.KeyErrorFallback:
 		return fmt.Errorf("httplimit: Config.OnKeyError %d is not a KeyErrorMode", cfg.OnKeyError)
-	case cfg.OnBackendError > admission.FailOpen:
-		return fmt.Errorf("httplimit: Config.OnBackendError %d is not a FailMode", cfg.OnBackendError)
 	case cfg.Headers > HeadersNone:
 		return fmt.Errorf("httplimit: Config.Headers %d is not a HeaderMode", cfg.Headers)
 	case cfg.Reset > ResetEpoch:

@@ -14,7 +14,7 @@ type Denial struct {
 	// Status is the status the default responder would write: 429 for a
 	// request that may pass later, 403 for one that never can (its cost
 	// is above a limit's capacity), 400 when its CostFunc failed, 503 for
-	// a backend failure under admission.FailClosed.
+	// a backend failure (without Config.FailOpen).
 	Status int
 	// Reason is "rate_limit_exceeded", "rate_limit_cost_exceeds_limit",
 	// "rate_limit_cost_invalid", "rate_limit_key_missing" or

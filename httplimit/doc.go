@@ -62,7 +62,8 @@
 // When the key cannot be extracted, Config.OnKeyError decides: deny (the
 // default) or fall back to the client IP. Nothing is ever let through
 // unlimited, except through configuration: an Exempt group, an identity
-// in Config.ExemptIdentities, FailOpen when the backend fails, or DryRun.
+// in Config.ExemptIdentities, Config.FailOpen when the backend fails, or
+// DryRun.
 //
 // # Client IP
 //
@@ -200,9 +201,9 @@
 // Middleware.Counts returns per-group counts by admission.Outcome (one atomic add
 // per request), which promlimit exports to Prometheus.
 //
-// When the backend cannot decide (a shared store is down),
-// Config.OnBackendError applies: FailClosed (the default) answers 503
-// Service Unavailable, FailOpen lets the request through.
+// When the backend cannot decide (a shared store is down), the middleware
+// fails closed by default and answers 503 Service Unavailable;
+// Config.FailOpen lets the request through.
 //
 // Middleware.Reset unblocks a client: an operator's act that returns
 // every layer of an identity to a fresh state, through Backend.Reset.

@@ -58,7 +58,7 @@ func New(cfg Config) (*Middleware, error) {
 		GlobalCost:       cfg.GlobalCost,
 		ExemptIdentities: cfg.ExemptIdentities,
 		Backend:          cfg.Backend,
-		OnBackendError:   cfg.OnBackendError,
+		FailOpen:         cfg.FailOpen,
 		DryRun:           cfg.DryRun,
 		States:           m.problem || !m.dryRun && (m.headers == HeadersIETF || m.headers == HeadersBoth),
 		Identify:         m.hook != nil || len(cfg.Observers) > 0,

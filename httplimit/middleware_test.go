@@ -127,25 +127,25 @@ func TestBackendFailure(t *testing.T) {
 	failing := func(map[string]hotlimit.Policy) (admission.Backend, error) {
 		return backendFunc(func(context.Context, []admission.Layer) (hotlimit.Decision, error) { return hotlimit.Decision{}, down }), nil
 	}
-	for _, mode := range []admission.FailMode{admission.FailClosed, admission.FailOpen} {
+	for _, failOpen := range []bool{false, true} {
 		var ev admission.Event
 		hs := newHarness(t, Config{
-			Limits:         map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 2, Window: time.Minute}},
-			Groups:         []Group{{Name: "g", Limit: "l"}},
-			DefaultGroup:   "g",
-			Key:            TokenKey("Authorization"),
-			Backend:        failing,
-			OnBackendError: mode,
-			Hook:           func(e admission.Event) { ev = e },
+			Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 2, Window: time.Minute}},
+			Groups:       []Group{{Name: "g", Limit: "l"}},
+			DefaultGroup: "g",
+			Key:          TokenKey("Authorization"),
+			Backend:      failing,
+			FailOpen:     failOpen,
+			Hook:         func(e admission.Event) { ev = e },
 		})
 		w := hs.do("/", token)
 		if !errors.Is(ev.Err, down) {
-			t.Errorf("mode %d: hook Err = %v", mode, ev.Err)
+			t.Errorf("FailOpen %v: hook Err = %v", failOpen, ev.Err)
 		}
 		if w.Header().Get("RateLimit") != "" || w.Header().Get("Retry-After") != "" {
-			t.Errorf("mode %d: rate-limit headers on a backend failure: %v", mode, w.Header())
+			t.Errorf("FailOpen %v: rate-limit headers on a backend failure: %v", failOpen, w.Header())
 		}
-		if mode == admission.FailClosed {
+		if !failOpen {
 			if w.Code != http.StatusServiceUnavailable || hs.calls != 0 || ev.Outcome != admission.OutcomeErrorDenied ||
 				strings.TrimSpace(w.Body.String()) != `{"error":"rate_limiter_unavailable"}` {
 				t.Errorf("fail-closed: %d calls=%d outcome=%v body=%s", w.Code, hs.calls, ev.Outcome, w.Body)
@@ -223,7 +223,7 @@ func TestLeakyBucketDelay(t *testing.T) {
 
 // TestDryRunNeverBlocks: a dark-launched limit changes nothing for the
 // client, whatever happens: no key (under admission.KeyErrorDeny), a backend that
-// fails (under admission.FailClosed), or a LeakyBucket that would shape the request
+// fails (failing closed, the default), or a LeakyBucket that would shape the request
 // with a Delay. The handler is called at once every time, and the outcome
 // still tells what enforcement would have done.
 func TestDryRunNeverBlocks(t *testing.T) {
@@ -252,7 +252,7 @@ func TestDryRunNeverBlocks(t *testing.T) {
 	cfg.Backend = func(map[string]hotlimit.Policy) (admission.Backend, error) {
 		return backendFunc(func(context.Context, []admission.Layer) (hotlimit.Decision, error) { return hotlimit.Decision{}, down }), nil
 	}
-	hs = newHarness(t, cfg) // admission.FailClosed, the default
+	hs = newHarness(t, cfg) // failing closed, the default
 	if w := hs.do("/", token); w.Code != http.StatusOK || hs.calls != 1 {
 		t.Errorf("dry run, backend down: %d, calls=%d; want the handler called", w.Code, hs.calls)
 	}

@@ -126,7 +126,7 @@ func TestDenialLogger(t *testing.T) {
 	rig.send(slogToken) // denied
 	rig.send("")        // no key
 	rig.down.Store(true)
-	rig.send(slogToken) // backend down, FailClosed
+	rig.send(slogToken) // backend down, failing closed
 	ls := rig.lines(t)
 	if len(ls) != 3 {
 		t.Fatalf("%d lines, want 3: %v", len(ls), ls)

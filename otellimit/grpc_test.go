@@ -81,9 +81,9 @@ func TestGRPCCalls(t *testing.T) {
 	call(u, tok, "/svc.A/Big")                    // denied for good
 	call(u, tok, "/svc.A/Health")                 // exempt
 	call(u, context.Background(), "/svc.A/Check") // no key
-	call(build(grpclimit.Config{OnBackendError: admission.FailOpen,
+	call(build(grpclimit.Config{FailOpen: true,
 		Backend: func(map[string]hotlimit.Policy) (admission.Backend, error) { return failingBackend{}, nil }}).Unary(), tok, "/svc.B/X")
-	call(build(grpclimit.Config{OnBackendError: admission.FailClosed,
+	call(build(grpclimit.Config{
 		Backend: func(map[string]hotlimit.Policy) (admission.Backend, error) { return failingBackend{}, nil }}).Unary(), tok, "/svc.B/X")
 	call(build(grpclimit.Config{Key: grpclimit.FuncKey("usr", func(context.Context) (string, bool) { return "u1", true })}).Unary(), tok, "/svc.B/X")
 

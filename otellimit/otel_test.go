@@ -150,7 +150,7 @@ func send(rg *rig, h http.Handler, path, tok string) {
 
 // TestScriptedSequence drives two middlewares through every outcome
 // (allowed, denied by the group and by the global layer, dry run, key
-// failure, exempt, backend failure under FailClosed and under dry run)
+// failure, exempt, backend failure failing closed and under dry run)
 // and checks every instrument's exact counts, every span and event, and
 // that no attribute holds a token, its hash or a key.
 func TestScriptedSequence(t *testing.T) {

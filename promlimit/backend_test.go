@@ -51,13 +51,13 @@ func TestBackendMetrics(t *testing.T) {
 			"search": hotlimit.FixedWindow{Limit: 3, Window: time.Hour},
 			"global": hotlimit.FixedWindow{Limit: 2, Window: time.Hour},
 		},
-		Groups:         []httplimit.Group{{Name: "search", Limit: "search"}},
-		DefaultGroup:   "search",
-		Global:         "global",
-		Key:            httplimit.TokenKey("Authorization"),
-		OnBackendError: admission.FailOpen,
-		Backend:        factory,
-		Observers:      observers,
+		Groups:       []httplimit.Group{{Name: "search", Limit: "search"}},
+		DefaultGroup: "search",
+		Global:       "global",
+		Key:          httplimit.TokenKey("Authorization"),
+		FailOpen:     true,
+		Backend:      factory,
+		Observers:    observers,
 	})
 	if err != nil {
 		t.Fatal(err)
