@@ -144,6 +144,7 @@ type Pipeline[R any] struct {
 	backend    Backend
 	local      bool     // backend is a Local: keys in the in-process layout (keys.go)
 	localGroup []uint64 // for a Local: its number of each group (Local.groupNumber)
+	idPrefix   string   // what precedes an identity layer's identity in its key: "rl:v1:", or a Local's tagText
 	states     bool     // ask the backend for the layers' states
 	groups     []group[R]
 	key        KeyFunc[R]
@@ -181,6 +182,11 @@ type group[R any] struct {
 	policy  []string     // the RateLimit-Policy value of Config.Limits
 	live    atomic.Pointer[livePolicies]
 	nlayers int // layers of a request of the group
+	// The group layer's key is head, the identity, suffix; the identity
+	// as its keys hold it starts at idFrom, the global layer's key at
+	// globalFrom (keyLayout sets them for the backend's layout).
+	head, suffix       string
+	idFrom, globalFrom int
 }
 
 // identityLayer is an IdentityLayer, checked.
@@ -227,14 +233,17 @@ func New[R any](cfg Config[R]) (*Pipeline[R], error) {
 	if err := p.buildGroups(pfx, cfg.Groups, limits); err != nil {
 		return nil, err
 	}
+	if err := p.buildBackend(pfx, cfg.Backend, cfg.Limits); err != nil {
+		return nil, err
+	}
 	if len(cfg.ExemptIdentities) > 0 {
 		p.exempt = make(map[string]struct{}, len(cfg.ExemptIdentities))
 		for _, id := range cfg.ExemptIdentities {
+			if p.local { // as Decide finds the identity in its keys
+				id = string(appendLocalID(nil, []byte(id)))
+			}
 			p.exempt[id] = struct{}{}
 		}
-	}
-	if err := p.buildBackend(pfx, cfg.Backend, cfg.Limits); err != nil {
-		return nil, err
 	}
 	// Describe the policies the backend accepted, so that an invalid one
 	// is reported by the backend, as such.
@@ -430,7 +439,27 @@ func (p *Pipeline[R]) buildBackend(pfx string, factory BackendFactory, limits ma
 			p.localGroup[i] = l.groupNumber(p.groups[i].name)
 		}
 	}
+	p.keyLayout()
 	return nil
+}
+
+// keyLayout sets what Decide writes around the identities in the keys of
+// the backend's layout: ident.LayerKey's for a shared store, the
+// in-process one for a Local (keys.go).
+func (p *Pipeline[R]) keyLayout() {
+	p.idPrefix = ident.KeyPrefix
+	if p.local {
+		p.idPrefix = string(rune(tagText))
+	}
+	for i := range p.groups {
+		g := &p.groups[i]
+		if !p.local {
+			g.head, g.suffix, g.idFrom, g.globalFrom = ident.KeyPrefix, ":route:"+g.name, len(ident.KeyPrefix), 0
+			continue
+		}
+		head := localHead(p.localGroup[i])
+		g.head, g.suffix, g.idFrom, g.globalFrom = string(append(head, tagText)), "", len(head), len(head)
+	}
 }
 
 // isNil reports whether v, a non-nil interface value, holds a nil
@@ -526,7 +555,7 @@ func (p *Pipeline[R]) layerKey(identity string, i int) string {
 	}
 	var key []byte
 	if i >= 0 {
-		key = appendLocalGroup(key, p.localGroup[i])
+		key = localHead(p.localGroup[i])
 	}
 	return string(appendLocalID(key, []byte(identity)))
 }

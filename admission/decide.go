@@ -237,15 +237,19 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 		return res
 	}
 	res.names, res.infos = g.names, g.infos
-	key, err := p.key(append(res.buf[:0], keyPrefix...), r)
-	if err == nil && !hasIdentity(key) {
+	// The keys are written in the backend's layout, chosen at New (see
+	// keys.go): g.head, the identity and g.suffix make the group layer's
+	// key; the identity's own key (the global layer's) starts at
+	// g.idFrom; each identity layer's is p.idPrefix and its identity.
+	key, err := p.key(append(res.buf[:0], g.head...), r)
+	if err == nil && !hasHead(key, g.head) {
 		err = ErrBadKeyFunc
 	}
 	res.KeyErr = err
 	if err != nil && p.fallback != nil {
 		res.Fallback = true
-		key, err = p.fallback(append(res.buf[:0], keyPrefix...), r)
-		if err == nil && !hasIdentity(key) {
+		key, err = p.fallback(append(res.buf[:0], g.head...), r)
+		if err == nil && !hasHead(key, g.head) {
 			err = ErrBadKeyFunc
 		}
 	}
@@ -253,16 +257,13 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 		res.Missing = g.names[0]
 		return p.refused(res, OutcomeKeyDenied, err)
 	}
-	idEnd := len(key)
-	id := key[len(keyPrefix):idEnd]
-	if p.identify {
-		res.IdentityHash, res.IdentityKind = maphash.Bytes(p.seed, id), p.kinds.Of(id)
+	if p.local {
+		key = localize(key, g.idFrom)
 	}
-	if p.exempt != nil {
-		if _, ok := p.exempt[string(id)]; ok {
-			res.Outcome = OutcomeExempt
-			return res
-		}
+	idEnd := len(key)
+	if (p.identify || p.exempt != nil) && p.identifies(res, key[g.idFrom:idEnd]) {
+		res.Outcome = OutcomeExempt
+		return res
 	}
 	if g.price != nil {
 		if cost, err = g.price(r); err == nil && cost < 0 {
@@ -273,10 +274,7 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 		}
 	}
 	res.Cost = cost
-	if !p.local { // a Local's group key is localKeys', from the identity alone
-		key = append(key, ":route:"...)
-		key = append(key, g.name...)
-	}
+	key = append(key, g.suffix...)
 	groupEnd := len(key)
 	var ends [MaxLayers]int // where each identity layer's key ends in key
 	if len(p.ids) > 0 {
@@ -284,13 +282,12 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 			return p.refused(res, OutcomeKeyDenied, err)
 		}
 	}
-	key, globalStart, globalEnd, groupEnd := p.backendKeys(key, groupIdx, idEnd, groupEnd, &ends)
 	all := string(key)               // the one allocation of the keys
 	layers := res.layers[:g.nlayers] // the group's, the global one, the identities'
 	layers[0] = Layer{Limit: g.limit.name, Key: all[:groupEnd], Cost: cost}
 	n := 1
 	if p.global != nil {
-		layers[1] = Layer{Limit: p.global.name, Key: all[globalStart:globalEnd], Cost: p.globalCost}
+		layers[1] = Layer{Limit: p.global.name, Key: all[g.globalFrom:idEnd], Cost: p.globalCost}
 		n = 2
 	}
 	start := groupEnd
@@ -353,16 +350,16 @@ func outcomeOf(d hotlimit.Decision, dryRun bool) (o, refusal Outcome) {
 	return refusal, refusal
 }
 
-// identityLayers appends each identity layer's key (the prefix and its
-// identity) to key, recording where each ends in ends, and sets
-// res.KeyErr (unless set), res.Fallback and, on a failure, res.Missing.
-// It returns the first error no fallback answered.
+// identityLayers appends each identity layer's key (p.idPrefix and its
+// identity, in the backend's layout) to key, recording where each ends
+// in ends, and sets res.KeyErr (unless set), res.Fallback and, on a
+// failure, res.Missing. It returns the first error no fallback answered.
 func (p *Pipeline[R]) identityLayers(res *Result, key []byte, r R, ends *[MaxLayers]int) ([]byte, error) {
 	for i := range p.ids {
 		start := len(key)
 		il := &p.ids[i]
-		k, err := il.key(append(key, keyPrefix...), r)
-		if err == nil && !appended(k, key[:start]) {
+		k, err := il.key(append(key, p.idPrefix...), r)
+		if err == nil && !p.appended(k, key[:start]) {
 			err = ErrBadKeyFunc
 		}
 		if err != nil && res.KeyErr == nil {
@@ -370,8 +367,8 @@ func (p *Pipeline[R]) identityLayers(res *Result, key []byte, r R, ends *[MaxLay
 		}
 		if err != nil && il.fallback != nil {
 			res.Fallback = true
-			k, err = il.fallback(append(key[:start], keyPrefix...), r)
-			if err == nil && !appended(k, key[:start]) {
+			k, err = il.fallback(append(key[:start], p.idPrefix...), r)
+			if err == nil && !p.appended(k, key[:start]) {
 				err = ErrBadKeyFunc
 			}
 		}
@@ -379,55 +376,50 @@ func (p *Pipeline[R]) identityLayers(res *Result, key []byte, r R, ends *[MaxLay
 			res.Missing = res.names[len(res.names)-len(p.ids)+i] // the group's, the global one, the identities'
 			return key, err
 		}
+		if p.local {
+			k = localize(k, start)
+		}
 		key, ends[i] = k, len(k)
 	}
 	return key, nil
 }
 
-// backendKeys returns the keys the backend gets from key, which holds a
-// request's keys in ident.LayerKey's layout (see localKeys): key itself, or,
-// for a Local, its in-process keys. It also returns where the global
-// layer's key starts and ends in them, and where the group layer's ends.
-func (p *Pipeline[R]) backendKeys(key []byte, groupIdx, idEnd, groupEnd int, ends *[MaxLayers]int) (keys []byte, globalStart, globalEnd, groupKeyEnd int) {
-	if !p.local {
-		return key, 0, idEnd, groupEnd
+// identifies sets res.IdentityHash and res.IdentityKind from id, the
+// request's identity as its keys hold it (the text after "rl:v1:", or a
+// Local's in-process form: keys.go), when the pipeline identifies
+// requests, and reports whether id is exempt (p.exempt holds the exempt
+// identities in the same form).
+func (p *Pipeline[R]) identifies(res *Result, id []byte) bool {
+	if p.identify {
+		res.IdentityHash = maphash.Bytes(p.seed, id)
+		switch {
+		case !p.local:
+			res.IdentityKind = p.kinds.Of(id)
+		case id[0] == tagIPv4:
+			res.IdentityKind = p.kinds.Of(ipKind)
+		default:
+			res.IdentityKind = p.kinds.Of(id[1:])
+		}
 	}
-	key, globalStart, groupEnd = p.localKeys(key, groupIdx, idEnd, groupEnd, ends)
-	return key, globalStart, groupEnd, groupEnd
+	_, ok := p.exempt[string(id)]
+	return ok
 }
 
-// localKeys appends to key, which holds a request's keys in ident.LayerKey's
-// layout (its group layer's, whose identity ends at idEnd and which ends
-// at groupEnd, without its ":route:" suffix, which Decide leaves out for
-// a Local, then each identity layer's, ending at ends[i]), the same
-// keys in the in-process layout (keys.go), and returns them alone, with
-// where the group's tag ends (where the identity's own key begins) and
-// where the group layer's key ends; ends are moved to them.
-func (p *Pipeline[R]) localKeys(key []byte, groupIdx, idEnd, groupEnd int, ends *[MaxLayers]int) (keys []byte, tagEnd, groupKeyEnd int) {
-	base := len(key)
-	key = appendLocalGroup(key, p.localGroup[groupIdx])
-	tagEnd = len(key) - base
-	key = appendLocalID(key, key[len(keyPrefix):idEnd])
-	groupKeyEnd = len(key) - base
-	start := groupEnd
-	for i := range p.ids {
-		key = appendLocalID(key, key[start+len(keyPrefix):ends[i]])
-		start, ends[i] = ends[i], len(key)-base
-	}
-	return key[base:], tagEnd, groupKeyEnd
-}
+// ipKind is what Kinds.Of reads the kind of a Local's compact IPv4
+// identity from.
+var ipKind = []byte("ip:")
 
-// hasIdentity reports whether a key under construction holds an identity
-// after its prefix.
-func hasIdentity(key []byte) bool {
-	return len(key) > len(keyPrefix) && string(key[:len(keyPrefix)]) == keyPrefix
+// hasHead reports whether a key under construction holds an identity
+// after head, what Decide wrote before it.
+func hasHead(key []byte, head string) bool {
+	return len(key) > len(head) && string(key[:len(head)]) == head
 }
 
 // appended reports whether k, what a KeyFunc returned for dst = prev +
-// keyPrefix, is prev followed by the prefix and an identity: a KeyFunc
+// p.idPrefix, is prev followed by the prefix and an identity: a KeyFunc
 // that ignored dst must not replace the keys built before it.
-func appended(k, prev []byte) bool {
-	return len(k) > len(prev) && string(k[:len(prev)]) == string(prev) && hasIdentity(k[len(prev):])
+func (p *Pipeline[R]) appended(k, prev []byte) bool {
+	return len(k) > len(prev) && string(k[:len(prev)]) == string(prev) && hasHead(k[len(prev):], p.idPrefix)
 }
 
 // refused completes res for a request refused before the backend was

@@ -7,9 +7,6 @@ import (
 	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
-// keyPrefix begins every key a Pipeline builds (see ident.KeyPrefix).
-const keyPrefix = ident.KeyPrefix
-
 // An identity is a short kind, a colon, and a value that cannot contain
 // ":route:": "tok:9f86d081884c7d659a2feaa0c55ad015", "ip:192.0.2.1",
 // "tenant:acme". The transports' key functions write "tok:" and "ip:"
@@ -46,19 +43,19 @@ func Everyone[R any](dst []byte, _ R) ([]byte, error) {
 const everyone = "all:*"
 
 // The keys a Pipeline gives a Local backend, whose limiters live in this
-// process and nowhere else, are shorter than a shared store's (ident.LayerKey), so that the key
-// of an IPv4 client's group layer fits in the 15 bytes hotlimit stores in
-// a slot (a key that fits is compared and hashed in two words, not read
-// from the slot's arena). Every other backend (Redis, leases, a wrapper)
-// gets ident.LayerKey's keys: a shared store's keys keep their version prefix
-// and their group's name, and never change with this layout. The
-// in-process layout, of an identity I as a Key function wrote it:
+// process and nowhere else, are shorter than a shared store's
+// (ident.LayerKey), so that the key of an IPv4 client's group layer fits
+// in the 15 bytes hotlimit stores in a slot (a key that fits is compared
+// and hashed in two words, not read from the slot's arena). Every other
+// backend (Redis, leases, a wrapper) gets ident.LayerKey's keys: a shared
+// store's keys keep their version prefix and their group's name, and
+// never change with this layout. The in-process layout, of an identity I
+// as a Key function wrote it:
 //
 //   - the identity, id(I): for "ip:" and an IPv4 address as ident.AppendIP
 //     writes it (dotted decimal, no leading zero, no prefix length), the
-//     byte 0x01 and the address's 4 bytes; for an identity whose first
-//     byte is 0x03 or less, 0x02 and the identity; else the identity
-//     itself;
+//     byte 0x01 and the address's 4 bytes; for any other identity, the
+//     byte 0x02 and the identity;
 //   - a group's layer: the byte 0x03, the number the Local gives the
 //     group's name as a uvarint, then id(I). The Local numbers names in
 //     the order Pipelines first bring them, one number per name for every
@@ -66,34 +63,46 @@ const everyone = "all:*"
 //     name, through one Local, share their keys as through any backend;
 //   - the global layer and an identity layer: id(I).
 //
-// id is one to one (its three forms start with 0x01, 0x02 and a byte
-// above 0x03, and the first two decode back to I), and a group's key
-// starts with 0x03, which no id does, and then a number whose uvarint
-// ends where id begins: two distinct (group or none, identity) never get
-// one key, nor do the keys of one request's layers that share a limit.
+// id is one to one (its two forms start with 0x01 and 0x02, and decode
+// back to I), and a group's key starts with 0x03, which no id does, and
+// then a number whose uvarint ends where id begins: two distinct (group
+// or none, identity) never get one key, nor do the keys of one request's
+// layers that share a limit.
+//
+// Decide writes these keys in place: a Key function is handed dst ending
+// in the group's 0x03 and number and the 0x02 of id, or in the 0x02 of an
+// identity layer's id, and appends I; localize then turns an IPv4 client's
+// text into its 5 bytes. The group key, the global one (its id(I)) and
+// the identity layers' then lie in one buffer, one string.
 const (
-	tagIPv4    = 0x01 // id(I) of an IPv4 client: 4 bytes follow
-	tagEscaped = 0x02 // id(I) of an identity starting with a tag byte: I follows
-	tagGroup   = 0x03 // a group layer's key: the Local's number of its name, then id(I)
+	tagIPv4  = 0x01 // id(I) of an IPv4 client: 4 bytes follow
+	tagText  = 0x02 // id(I) of any other identity: I follows
+	tagGroup = 0x03 // a group layer's key: the Local's number of its name, then id(I)
 )
 
 // appendLocalID appends id(identity), the in-process form of identity.
 func appendLocalID(dst, identity []byte) []byte {
-	if a, ok := parseIPv4(identity); ok {
-		return append(dst, tagIPv4, a[0], a[1], a[2], a[3])
-	}
-	if len(identity) > 0 && identity[0] <= tagGroup {
-		dst = append(dst, tagEscaped)
-	}
-	return append(dst, identity...)
+	at := len(dst)
+	return localize(append(append(dst, tagText), identity...), at)
 }
 
-// appendLocalGroup appends the start of the layer key of the group the
-// backend numbers n (Local.groupNumber) in the in-process layout: tagGroup
-// and n as a uvarint.
-func appendLocalGroup(dst []byte, n uint64) []byte {
-	dst = append(dst, tagGroup)
-	return binary.AppendUvarint(dst, n)
+// localize turns id(I) at key[at:], the byte tagText and I (the rest of
+// key), into its in-process form: for an IPv4 client, tagIPv4 and the
+// address's 4 bytes; any other id is already in it.
+func localize(key []byte, at int) []byte {
+	if a, ok := parseIPv4(key[at+1:]); ok {
+		key[at] = tagIPv4
+		return append(key[:at+1], a[0], a[1], a[2], a[3])
+	}
+	return key
+}
+
+// localHead returns what precedes id(I) in the group layer's key of the
+// group the backend numbers n (Local.groupNumber), in the in-process
+// layout: tagGroup and n as a uvarint; then, where Decide hands a Key
+// function dst, the tagText of id(I).
+func localHead(n uint64) []byte {
+	return binary.AppendUvarint([]byte{tagGroup}, n)
 }
 
 // parseIPv4 returns the address of an identity "ip:" + a.b.c.d exactly

@@ -18,7 +18,7 @@ import (
 func localKey(identity string, g int) string {
 	var key []byte
 	if g >= 0 {
-		key = appendLocalGroup(key, uint64(g))
+		key = localHead(uint64(g))
 	}
 	return string(appendLocalID(key, []byte(identity)))
 }

@@ -47,3 +47,23 @@ func TestIPv4Parts(t *testing.T) {
 		}
 	}
 }
+
+var sinkIPv4 [4]byte
+
+// BenchmarkIPv4 parses the address of an IPv4 peer, as text and as bytes.
+func BenchmarkIPv4(b *testing.B) {
+	s := "203.0.113.255:41234"
+	bs := []byte("203.0.113.255")
+	b.Run("string", func(b *testing.B) {
+		for b.Loop() {
+			a, _, _ := IPv4(s)
+			sinkIPv4 = a
+		}
+	})
+	b.Run("bytes", func(b *testing.B) {
+		for b.Loop() {
+			a, _, _ := IPv4(bs)
+			sinkIPv4 = a
+		}
+	})
+}

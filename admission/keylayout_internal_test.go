@@ -1,0 +1,167 @@
+package admission
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/internal/ident"
+)
+
+// oracleLocalID is id(I) of keys.go's in-process layout, written apart
+// from the code under test: netip decides what a canonical IPv4 client
+// is.
+func oracleLocalID(identity string) string {
+	if v, ok := cutPrefix(identity, "ip:"); ok {
+		if a, err := netip.ParseAddr(v); err == nil && a.Is4() && a.String() == v {
+			b := a.As4()
+			return "\x01" + string(b[:])
+		}
+	}
+	return "\x02" + identity
+}
+
+func cutPrefix(s, p string) (string, bool) {
+	if len(s) >= len(p) && s[:len(p)] == p {
+		return s[len(p):], true
+	}
+	return s, false
+}
+
+// recorder is a Backend that is not a Local: it admits every request and
+// records the layers' keys, as a shared store would receive them.
+type recorder struct{ keys []string }
+
+func (b *recorder) AllowStates(_ context.Context, layers []Layer, _ []hotlimit.LayerState) (hotlimit.Decision, int, error) {
+	for _, ly := range layers {
+		b.keys = append(b.keys, ly.Limit+"="+ly.Key)
+	}
+	return hotlimit.Decision{Allowed: true, Limit: 10, Remaining: 9}, 0, nil
+}
+func (b *recorder) Reset(context.Context, string, string) error { return nil }
+func (b *recorder) Close() error                                 { return nil }
+
+// layoutIdentities are keyIdentities and the identity layers' own.
+var layoutLimits = map[string]hotlimit.Policy{
+	"g":  hotlimit.FixedWindow{Limit: 1000, Window: time.Hour},
+	"id": hotlimit.FixedWindow{Limit: 1000, Window: time.Hour},
+}
+
+// layoutPipeline limits by identity r[0] in group "a" or "b" (whose
+// limit is also the global one's, so that a group key and a global key
+// share one limiter), with an identity layer keyed by r[1], through
+// backend (nil: a Local).
+func layoutPipeline(t *testing.T, backend Backend, exempt ...string) *Pipeline[[2]string] {
+	t.Helper()
+	cfg := Config[[2]string]{
+		Limits: layoutLimits,
+		Groups: []Group[[2]string]{{Name: "a", Limit: "g"}, {Name: "b", Limit: "g"}},
+		Global: "g",
+		Key:    func(dst []byte, r [2]string) ([]byte, error) { return append(dst, r[0]...), nil },
+		Identities: []IdentityLayer[[2]string]{{Limit: "id", Key: func(dst []byte, r [2]string) ([]byte, error) {
+			return append(dst, r[1]...), nil
+		}}},
+		ExemptIdentities: exempt,
+		Identify:         true,
+	}
+	if backend != nil {
+		cfg.Backend = func(map[string]hotlimit.Policy) (Backend, error) { return backend, nil }
+	}
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// TestKeyLayouts: Decide writes each layout's keys in place. Through a
+// Local, every identity of keyIdentities, in either group, gets the keys
+// of keys.go's layout (checked against oracleLocalID and LayerKey), the
+// Local holds one key per (group or none, identity) (so no two share
+// one, the group's and the global key in one limiter included), and an
+// identity layer's key is its identity's id; through any other backend
+// the keys are ident.LayerKey's, byte for byte.
+func TestKeyLayouts(t *testing.T) {
+	p := layoutPipeline(t, nil)
+	local := p.Backend().(*Local)
+	rec := &recorder{}
+	q := layoutPipeline(t, rec)
+	ctx := context.Background()
+	for i, id := range keyIdentities {
+		other := keyIdentities[(i+7)%len(keyIdentities)]
+		for g, name := range []string{"a", "b"} {
+			res := p.Decide(ctx, [2]string{id, other}, g, 1)
+			if res.Outcome != OutcomeAllowed {
+				t.Fatalf("%q in %s: %v %v", id, name, res.Outcome, res.Err)
+			}
+			want := []string{"\x03" + string(rune(local.groupNumber(name))) + oracleLocalID(id), oracleLocalID(id), oracleLocalID(other)}
+			for j, k := range want {
+				if got := res.layers[j].Key; got != k {
+					t.Fatalf("%q in %s: layer %d key %q, want %q", id, name, j, got, k)
+				}
+			}
+			if want[0] != p.LayerKey(id, name) || want[1] != p.LayerKey(id, "") || want[2] != p.LayerKey(other, "") {
+				t.Fatalf("%q in %s: LayerKey gives %q %q %q, Decide %q", id, name, p.LayerKey(id, name), p.LayerKey(id, ""), p.LayerKey(other, ""), want)
+			}
+			p.Release(res)
+
+			rec.keys = rec.keys[:0]
+			res = q.Decide(ctx, [2]string{id, other}, g, 1)
+			q.Release(res)
+			shared := []string{"g=" + ident.LayerKey(id, name), "g=" + ident.LayerKey(id, ""), "id=" + ident.LayerKey(other, "")}
+			if len(rec.keys) != 3 || rec.keys[0] != shared[0] || rec.keys[1] != shared[1] || rec.keys[2] != shared[2] {
+				t.Fatalf("%q in %s: a shared store got %q, want %q", id, name, rec.keys, shared)
+			}
+		}
+	}
+	// Each identity: its key in groups a and b and its global key, in
+	// one limiter; the identity layer's limiter: one key per identity.
+	if n, want := local.Classes().Class("g").Len(), 3*len(keyIdentities); n != want {
+		t.Errorf("limit g holds %d keys, want %d: two (group or none, identity) share one", n, want)
+	}
+	if n := local.Classes().Class("id").Len(); n != len(keyIdentities) {
+		t.Errorf("limit id holds %d keys, want %d", n, len(keyIdentities))
+	}
+}
+
+// TestKeyLayoutsIdentify: through a Local and through a shared store,
+// ExemptIdentities exempt the same identities (an IPv4 client's
+// canonical text, not its other spellings), and every identity has the
+// same IdentityKind; within a pipeline, IdentityHash tells every two
+// identities apart and is the same for one identity in either group.
+func TestKeyLayoutsIdentify(t *testing.T) {
+	exempt := []string{"ip:192.0.2.1", "tok:9f86d081884c7d659a2feaa0c55ad015", "\x01\x01\x02\x03\x04"}
+	local := layoutPipeline(t, nil, exempt...)
+	shared := layoutPipeline(t, &recorder{}, exempt...)
+	isExempt := map[string]bool{}
+	for _, e := range exempt {
+		isExempt[e] = true
+	}
+	ctx := context.Background()
+	for name, p := range map[string]*Pipeline[[2]string]{"local": local, "shared": shared} {
+		hashes := map[uint64]string{}
+		for _, id := range keyIdentities {
+			for g := range 2 {
+				res := p.Decide(ctx, [2]string{id, "x:y"}, g, 1)
+				if got := res.Outcome == OutcomeExempt; got != isExempt[id] {
+					t.Errorf("%s: %q exempt %v, want %v", name, id, got, isExempt[id])
+				}
+				want := shared.kinds.Of([]byte(id))
+				if res.IdentityKind != want {
+					t.Errorf("%s: %q kind %q, want %q", name, id, res.IdentityKind, want)
+				}
+				if prev, ok := hashes[res.IdentityHash]; ok && prev != id {
+					t.Errorf("%s: %q and %q have one IdentityHash", name, prev, id)
+				}
+				hashes[res.IdentityHash] = id
+				p.Release(res)
+			}
+		}
+		if len(hashes) != len(keyIdentities) {
+			t.Errorf("%s: %d hashes for %d identities", name, len(hashes), len(keyIdentities))
+		}
+	}
+}
