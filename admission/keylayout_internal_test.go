@@ -41,7 +41,7 @@ func (b *recorder) AllowStates(_ context.Context, layers []Layer, _ []hotlimit.L
 	return hotlimit.Decision{Allowed: true, Limit: 10, Remaining: 9}, 0, nil
 }
 func (b *recorder) Reset(context.Context, string, string) error { return nil }
-func (b *recorder) Close() error                                 { return nil }
+func (b *recorder) Close() error                                { return nil }
 
 // layoutIdentities are keyIdentities and the identity layers' own.
 var layoutLimits = map[string]hotlimit.Policy{
