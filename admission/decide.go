@@ -241,18 +241,7 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 	// keys.go): g.head, the identity and g.suffix make the group layer's
 	// key; the identity's own key (the global layer's) starts at
 	// g.idFrom; each identity layer's is p.idPrefix and its identity.
-	key, err := p.key(append(res.buf[:0], g.head...), r)
-	if err == nil && !hasHead(key, g.head) {
-		err = ErrBadKeyFunc
-	}
-	res.KeyErr = err
-	if err != nil && p.fallback != nil {
-		res.Fallback = true
-		key, err = p.fallback(append(res.buf[:0], g.head...), r)
-		if err == nil && !hasHead(key, g.head) {
-			err = ErrBadKeyFunc
-		}
-	}
+	key, err := p.groupKey(res, r, g.head)
 	if err != nil {
 		res.Missing = g.names[0]
 		return p.refused(res, OutcomeKeyDenied, err)
@@ -348,6 +337,24 @@ func outcomeOf(d hotlimit.Decision, dryRun bool) (o, refusal Outcome) {
 		return OutcomeDryRunDenied, refusal
 	}
 	return refusal, refusal
+}
+
+// groupKey returns head and the request's identity, from Config.Key or,
+// when it fails, its Fallback, and sets res.KeyErr and res.Fallback.
+func (p *Pipeline[R]) groupKey(res *Result, r R, head string) ([]byte, error) {
+	key, err := p.key(append(res.buf[:0], head...), r)
+	if err == nil && !hasHead(key, head) {
+		err = ErrBadKeyFunc
+	}
+	res.KeyErr = err
+	if err != nil && p.fallback != nil {
+		res.Fallback = true
+		key, err = p.fallback(append(res.buf[:0], head...), r)
+		if err == nil && !hasHead(key, head) {
+			err = ErrBadKeyFunc
+		}
+	}
+	return key, err
 }
 
 // identityLayers appends each identity layer's key (p.idPrefix and its
