@@ -20,8 +20,9 @@ import (
 // A KeyFunc appends to dst the identity request r is limited by, such as
 // "tok:9f86d081884c7d659a2feaa0c55ad015" or "ip:2001:db8:1:2::/64", and
 // returns the extended slice, or an error when r carries no such
-// identity; the transport then applies its OnKeyError, never letting the
-// request through unlimited. R is what a transport hands its key
+// identity; the transport then refuses the request, or limits it by a
+// fallback key (its Config.FallbackToIP), never letting it through
+// unlimited. R is what a transport hands its key
 // functions: an *http.Request for httplimit, the call's context.Context
 // for grpclimit; both take this one type, so a key function is written
 // once for each.

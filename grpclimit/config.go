@@ -73,16 +73,15 @@ type Config struct {
 	Identities []IdentityLimit
 	// ClientIP finds the client address (behind trusted proxies, see
 	// admission.NewClientIP) for a nil Key or IdentityLimit.Key and for
-	// admission.KeyErrorFallback. nil: the peer address only.
+	// FallbackToIP. nil: the peer address only.
 	ClientIP *admission.ClientIP
-	// OnKeyError is what to do when Key fails. admission.KeyErrorDeny
-	// (the default) refuses the call with codes.ResourceExhausted and an
+	// FallbackToIP limits a call whose identity Key cannot extract by its
+	// client IP instead (PeerKey(ClientIP)), under the same layers, and if
+	// even that fails refuses it as without it. false, the default,
+	// refuses the call with codes.ResourceExhausted and an
 	// errdetails.ErrorInfo of reason "RATE_LIMIT_KEY_MISSING", without
-	// RetryInfo (the call can never pass as it is);
-	// admission.KeyErrorFallback limits it by its client IP instead
-	// (PeerKey(ClientIP)), under the same layers, and if even that fails
-	// refuses it as admission.KeyErrorDeny does.
-	OnKeyError admission.KeyErrorMode
+	// RetryInfo (the call can never pass as it is).
+	FallbackToIP bool
 	// FailOpen lets a call through without rate-limit metadata when the
 	// backend fails. false, the default, fails closed: the call is
 	// refused with codes.Unavailable and no rate-limit metadata:
@@ -142,10 +141,9 @@ type IdentityLimit struct {
 	// Cost is what one call costs there; 0 means 1. New refuses a Cost
 	// above the limit's capacity.
 	Cost int64
-	// OnKeyError is what to do when Key finds no identity: admission.KeyErrorDeny
-	// (the default) refuses the call, admission.KeyErrorFallback keys the
-	// layer by the peer's address instead.
-	OnKeyError admission.KeyErrorMode
+	// FallbackToIP keys the layer by the client IP (Config.ClientIP) when
+	// Key finds no identity; false, the default, refuses the call.
+	FallbackToIP bool
 }
 
 // waitTimer is the default Config.Wait.
@@ -198,8 +196,6 @@ func New(cfg Config) (*Interceptor, error) {
 	switch {
 	case len(cfg.Groups) == 0:
 		return nil, errors.New("grpclimit: Config.Groups is empty")
-	case cfg.OnKeyError > admission.KeyErrorFallback:
-		return nil, fmt.Errorf("grpclimit: Config.OnKeyError %d is not a KeyErrorMode", cfg.OnKeyError)
 	}
 	if cfg.ClientIP != nil {
 		if err := cfg.ClientIP.Validate(); err != nil { // normalises it in place
@@ -254,21 +250,18 @@ func pipelineConfig(cfg Config, layerMD bool) (admission.Config[context.Context]
 	if pc.Key == nil {
 		pc.Key = PeerKey(cfg.ClientIP)
 	}
-	if cfg.OnKeyError == admission.KeyErrorFallback {
+	if cfg.FallbackToIP {
 		pc.Fallback = PeerKey(cfg.ClientIP)
 	}
 	for i, g := range cfg.Groups {
 		pc.Groups[i] = admission.Group[context.Context]{Name: g.Name, Limit: g.Limit, Cost: g.Cost, Exempt: g.Exempt}
 	}
-	for i, il := range cfg.Identities {
-		if il.OnKeyError > admission.KeyErrorFallback {
-			return pc, fmt.Errorf("grpclimit: Config.Identities[%d]: OnKeyError %d is not a KeyErrorMode", i, il.OnKeyError)
-		}
+	for _, il := range cfg.Identities {
 		layer := admission.IdentityLayer[context.Context]{Limit: il.Limit, Key: il.Key, Cost: il.Cost}
 		if layer.Key == nil {
 			layer.Key = PeerKey(cfg.ClientIP)
 		}
-		if il.OnKeyError == admission.KeyErrorFallback {
+		if il.FallbackToIP {
 			layer.Fallback = PeerKey(cfg.ClientIP)
 		}
 		pc.Identities = append(pc.Identities, layer)

@@ -33,7 +33,6 @@ func TestConfigErrors(t *testing.T) {
 	}{
 		{"Config.Groups is empty", func(c *grpclimit.Config) { c.Groups = nil }},
 		{"Config.Limits is empty", func(c *grpclimit.Config) { c.Limits = nil }},
-		{"OnKeyError 7", func(c *grpclimit.Config) { c.OnKeyError = 7 }},
 		{"GlobalCost must be ≥ 0, got -1", func(c *grpclimit.Config) { c.GlobalCost = -1 }},
 		{`Config.Limits: name "a b"`, func(c *grpclimit.Config) { c.Limits["a b"] = c.Limits["l"] }},
 		{`Config.Global "nope"`, func(c *grpclimit.Config) { c.Global = "nope" }},

@@ -61,8 +61,8 @@
 // the context by an authentication interceptor); a key function of your
 // own (an admission.KeyFunc) can do anything else.
 //
-// When the key cannot be extracted, Config.OnKeyError decides: refuse
-// (the default) or fall back to the peer's IP. Nothing is let through
+// When the key cannot be extracted, the call is refused (the default) or,
+// with Config.FallbackToIP, limited by the peer's IP. Nothing is let through
 // unlimited except by configuration: an Exempt group, or Config.FailOpen
 // when the backend fails.
 //
@@ -83,7 +83,7 @@
 //     codes.ResourceExhausted, reason RATE_LIMIT_NEVER, a QuotaFailure,
 //     and no RetryInfo. A client must retry a ResourceExhausted status
 //     only when it carries a RetryInfo.
-//   - No key (KeyErrorDeny): codes.ResourceExhausted, reason
+//   - No key (without Config.FallbackToIP): codes.ResourceExhausted, reason
 //     RATE_LIMIT_KEY_MISSING, no RetryInfo; the ErrorInfo's metadata
 //     entry "missing" names the layer whose identity the call lacks, by
 //     its limit's name, as the ratelimit metadata names the layers (the

@@ -80,7 +80,7 @@ func TestHookEvents(t *testing.T) {
 		DefaultGroup: "check",
 		Global:       "t",
 		Key:          grpclimit.MetadataKey("authorization"),
-		OnKeyError:   admission.KeyErrorFallback,
+		FallbackToIP: true,
 		Hook:         rec.hook,
 	})
 	if err := ic.Backend().(*admission.Local).Classes().SetPolicy("l", hotlimit.FixedWindow{Limit: 2, Window: time.Minute}); err != nil {
@@ -93,7 +93,7 @@ func TestHookEvents(t *testing.T) {
 	list(c, bearer(ctx, "a"))
 	check(c, ctx)
 
-	// An exempt group, and a key failure with KeyErrorDeny.
+	// An exempt group, and a key failure without FallbackToIP.
 	c = serveIC(t, newIC(t, clock, grpclimit.Config{
 		Limits: limits,
 		Groups: []grpclimit.Group{

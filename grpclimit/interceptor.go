@@ -48,7 +48,8 @@ const (
 	// ReasonNever: the call can never pass (its cost exceeds the limit's
 	// capacity); there is no RetryInfo, and retrying is pointless.
 	ReasonNever = "RATE_LIMIT_NEVER"
-	// ReasonKeyMissing: no key could be extracted (admission.KeyErrorDeny). The
+	// ReasonKeyMissing: no key could be extracted (and no
+	// Config.FallbackToIP). The
 	// ErrorInfo's metadata entry "missing" names the layer whose
 	// identity the call lacks, by its limit's name (the layer's item
 	// name in MDLayers), never by the identity: the group's limit when

@@ -319,8 +319,8 @@ func TestStreamInterceptor(t *testing.T) {
 	}
 }
 
-// Without a key: KeyErrorDeny refuses with RATE_LIMIT_KEY_MISSING and no
-// RetryInfo; KeyErrorFallbackPeer limits by the peer's IP instead.
+// Without a key: the default refuses with RATE_LIMIT_KEY_MISSING and no
+// RetryInfo; FallbackToIP limits by the peer's IP instead.
 func TestKeyError(t *testing.T) {
 	clock := hotlimit.NewManualClock()
 	cfg := grpclimit.Config{
@@ -357,7 +357,7 @@ func TestKeyError(t *testing.T) {
 		t.Errorf("key failure has quota metadata %v", md)
 	}
 
-	cfg.OnKeyError = admission.KeyErrorFallback
+	cfg.FallbackToIP = true
 	ic := newIC(t, clock, cfg)
 	c = serveIC(t, ic)
 	if _, err := call(ctx, c); err != nil {
@@ -365,6 +365,29 @@ func TestKeyError(t *testing.T) {
 	}
 	if r := remaining(t, ic, "l", ic.LayerKey("ip:127.0.0.1", "g")); r != 4 {
 		t.Errorf("peer key after one call: Remaining %d, want 4", r)
+	}
+
+	// An IdentityLimit's FallbackToIP keys its own layer by the peer's IP
+	// when its Key finds no identity; without it the call is refused.
+	for _, fallback := range []bool{false, true} {
+		cfg := cfg
+		cfg.FallbackToIP = false
+		cfg.Limits = map[string]hotlimit.Policy{"l": cfg.Limits["l"], "t": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}}
+		cfg.Identities = []grpclimit.IdentityLimit{{Limit: "t", Key: grpclimit.MetadataKey("x-tenant"), FallbackToIP: fallback}}
+		ic := newIC(t, clock, cfg)
+		_, err := call(bearer(ctx, "tok"), serveIC(t, ic))
+		if !fallback {
+			if d := detailsOf(t, err); d.code != codes.ResourceExhausted || d.reason() != grpclimit.ReasonKeyMissing {
+				t.Errorf("identity without a key: code %v reason %q", d.code, d.reason())
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("identity layer's fallback to the peer: %v", err)
+		}
+		if r := remaining(t, ic, "t", ic.LayerKey("ip:127.0.0.1", "")); r != 4 {
+			t.Errorf("identity layer's peer key after one call: Remaining %d, want 4", r)
+		}
 	}
 }
 

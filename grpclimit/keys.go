@@ -28,8 +28,8 @@ var ErrNoKey = errors.New("grpclimit: call has no rate-limit key")
 // (google.golang.org/grpc/peer), the incoming metadata and the full
 // method name (grpc.Method), or fails (wrapping ErrNoKey or
 // admission.ErrNoClientIP) when the call carries no such identity; the
-// interceptor then applies Config.OnKeyError, never letting the call
-// through unlimited. Identities have the format httplimit's have (see
+// interceptor then falls back to the client IP (Config.FallbackToIP) or
+// refuses the call, never letting it through unlimited. Identities have the format httplimit's have (see
 // admission.KeyFunc), so one client gets one key over both; a
 // hand-written key function must normalise and escape the same way, or
 // one client could forge another's key. FuncKey does it for any function

@@ -502,7 +502,7 @@ func TestBlackBoxResetDryRunExempt(t *testing.T) {
 			},
 			DefaultGroup:     "b",
 			Key:              httplimit.TokenKey("Authorization"),
-			OnKeyError:       admission.KeyErrorFallback,
+			FallbackToIP:     true,
 			ExemptIdentities: []string{httplimit.TokenIdentity("vip")},
 			DryRun:           dry,
 			Hook:             func(ev admission.Event) { events = append(events, ev.Outcome) },

@@ -93,19 +93,18 @@ type Config struct {
 	ExemptIdentities []string
 	// ClientIP finds the client address (behind trusted proxies, see
 	// admission.NewClientIP) for a nil Key or IdentityLimit.Key and for
-	// admission.KeyErrorFallback. nil: the peer address only.
+	// FallbackToIP. nil: the peer address only.
 	ClientIP *admission.ClientIP
-	// OnKeyError is what to do when Key fails. admission.KeyErrorDeny
-	// (the default) answers 429 without Retry-After (the request can
-	// never pass as it is) and the body
+	// FallbackToIP limits a request whose identity Key cannot extract by
+	// its client IP instead (IPKey(ClientIP)), under the same layers; if
+	// even the IP cannot be found, the request is refused as without it.
+	// false, the default, refuses it: 429 without Retry-After (the
+	// request can never pass as it is) and the body
 	// {"error":"rate_limit_key_missing","missing":"per-tenant"}, where
 	// missing names the layer whose identity the request lacks by its
 	// RateLimit item name (the group's limit when Key found none, an
 	// IdentityLimit's when its Key found none), never the identity.
-	// admission.KeyErrorFallback limits the request by its client IP
-	// instead (ClientIP), under the same layers; if even the IP cannot
-	// be found, it is denied as with admission.KeyErrorDeny.
-	OnKeyError admission.KeyErrorMode
+	FallbackToIP bool
 	// FailOpen lets a request through without rate-limit headers when the
 	// backend cannot decide (a shared store down, a timeout). false, the
 	// default, fails closed: 503 Service Unavailable with
@@ -127,7 +126,7 @@ type Config struct {
 	// the hook, with OutcomeDryRunDenied for a denial) but lets every
 	// request through at once and writes no rate-limit headers: a limit
 	// can be dark-launched and watched before it is enforced. It
-	// overrides OnKeyError's denial and a CostFunc's failure
+	// overrides the denial of a request without a key and a CostFunc's failure
 	// (OutcomeDryRunDenied, admission.Event.Err set) and the 503 of a
 	// backend failure without FailOpen (OutcomeErrorAllowed), and waits out no LeakyBucket
 	// Delay.
@@ -178,10 +177,9 @@ type IdentityLimit struct {
 	// Cost is what one request costs there; 0 means 1. New refuses a
 	// Cost above the limit's capacity.
 	Cost int64
-	// OnKeyError is what to do when Key finds no identity: admission.KeyErrorDeny
-	// (the default) refuses the request, admission.KeyErrorFallback keys the
-	// layer by the client IP (Config.ClientIP) instead.
-	OnKeyError admission.KeyErrorMode
+	// FallbackToIP keys the layer by the client IP (Config.ClientIP) when
+	// Key finds no identity; false, the default, refuses the request.
+	FallbackToIP bool
 }
 
 // checkFields validates the fields that need no other field, in the
@@ -191,8 +189,6 @@ func (cfg *Config) checkFields() error {
 	switch {
 	case len(cfg.Groups) == 0:
 		return errors.New("httplimit: Config.Groups is empty")
-	case cfg.OnKeyError > admission.KeyErrorFallback:
-		return fmt.Errorf("httplimit: Config.OnKeyError %d is not a KeyErrorMode", cfg.OnKeyError)
 	case cfg.Headers > HeadersNone:
 		return fmt.Errorf("httplimit: Config.Headers %d is not a HeaderMode", cfg.Headers)
 	case cfg.Reset > ResetEpoch:

@@ -59,8 +59,8 @@
 // is normalised (trimmed, Bearer scheme stripped, addresses unmapped and
 // grouped) and escaped so that no client can forge another's key.
 //
-// When the key cannot be extracted, Config.OnKeyError decides: deny (the
-// default) or fall back to the client IP. Nothing is ever let through
+// When the key cannot be extracted, the request is denied (the default)
+// or, with Config.FallbackToIP, limited by its client IP. Nothing is ever let through
 // unlimited, except through configuration: an Exempt group, an identity
 // in Config.ExemptIdentities, Config.FailOpen when the backend fails, or
 // DryRun.
@@ -91,7 +91,7 @@
 // application/problem+json body of the draft's "quota-exceeded" type
 // (QuotaExceededType) whose "violated-policies" lists the limits the
 // request exceeded. A request without an identity a layer needs (no
-// token, no tenant: KeyErrorDeny) gets 429, no Retry-After and
+// token, no tenant, and no Config.FallbackToIP) gets 429, no Retry-After and
 // {"error":"rate_limit_key_missing","missing":"per-tenant"}: missing
 // names that layer by its RateLimit item name, as the RateLimit fields
 // and "violated-policies" name layers, never by the identity

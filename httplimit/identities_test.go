@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -144,7 +145,6 @@ func TestIdentitiesConfigErrors(t *testing.T) {
 		{`Identities[0]: Limit "g" is used by another layer`, func(c *Config) { c.Identities[0].Limit = "g" }},
 		{`Identities[0]: Limit "x" is not in Config.Limits`, func(c *Config) { c.Identities[0].Limit = "x" }},
 		{`Identities[0]: Cost 4 is above limit "ip"'s capacity 3`, func(c *Config) { c.Identities[0].Cost = 4 }},
-		{`Identities[0]: OnKeyError 5`, func(c *Config) { c.Identities[0].OnKeyError = 5 }},
 		{`Config.Identities has 7 layers, at most 6`, func(c *Config) {
 			for i := range 6 {
 				name := "x" + string(rune('0'+i))
@@ -193,6 +193,52 @@ func TestIdentitiesBadKeyFunc(t *testing.T) {
 		})
 		if w := hs.do("/", token); w.Code != http.StatusTooManyRequests || ev.Outcome != admission.OutcomeKeyDenied || !errors.Is(ev.Err, admission.ErrBadKeyFunc) {
 			t.Errorf("%s: %d %+v", name, w.Code, ev)
+		}
+	}
+}
+
+// TestIdentityFallbackToIP: an IdentityLimit with FallbackToIP keys its
+// layer by the client IP when its Key finds no identity (one quota per IP,
+// Event.Fallback set); without it the request is refused, naming the
+// layer.
+func TestIdentityFallbackToIP(t *testing.T) {
+	for _, fallback := range []bool{false, true} {
+		var ev admission.Event
+		hs := newHarness(t, Config{
+			Limits: map[string]hotlimit.Policy{
+				"per-token":  hotlimit.FixedWindow{Limit: 10, Window: time.Minute},
+				"per-tenant": hotlimit.FixedWindow{Limit: 2, Window: time.Minute},
+			},
+			Groups:       []Group{{Name: "all", Limit: "per-token"}},
+			DefaultGroup: "all",
+			Key:          TokenKey("Authorization"),
+			Identities:   []IdentityLimit{{Limit: "per-tenant", Key: TokenKey("X-Tenant"), FallbackToIP: fallback}},
+			Hook:         func(e admission.Event) { ev = e },
+		})
+		from := func(ip string) int {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = ip + ":5555"
+			r.Header.Set("Authorization", "Bearer "+token) // no X-Tenant
+			w := httptest.NewRecorder()
+			hs.h.ServeHTTP(w, r)
+			return w.Code
+		}
+		if !fallback {
+			if code := from("192.0.2.1"); code != http.StatusTooManyRequests || ev.Outcome != admission.OutcomeKeyDenied || ev.Missing != "per-tenant" {
+				t.Errorf("without FallbackToIP: %d %v missing %q, want 429 key_denied missing per-tenant", code, ev.Outcome, ev.Missing)
+			}
+			continue
+		}
+		var got []int
+		for _, ip := range []string{"192.0.2.1", "192.0.2.1", "192.0.2.1", "192.0.2.2"} {
+			got = append(got, from(ip))
+			if !ev.Fallback {
+				t.Errorf("request %d: Event.Fallback false", len(got))
+			}
+		}
+		// Two per IP: the third from .1 is refused, .2 has its own quota.
+		if want := []int{200, 200, 429, 200}; !slices.Equal(got, want) {
+			t.Errorf("FallbackToIP: statuses %v, want %v", got, want)
 		}
 	}
 }

@@ -24,7 +24,7 @@ var ErrNoKey = errors.New("httplimit: request has no rate-limit key")
 // "tok:9f86d081884c7d659a2feaa0c55ad015" or "ip:2001:db8:1:2::/64", or
 // fails (wrapping ErrNoKey or admission.ErrNoClientIP) when the request
 // carries no such identity; the middleware then applies
-// Config.OnKeyError, never letting the request through unlimited. They
+// Config.FallbackToIP or refuses it, never letting it through unlimited. They
 // normalise and escape so that one identity cannot forge another's key
 // (IDs never hold a colon, IP addresses are printed by net/netip); write
 // your own the same way (see admission.KeyFunc).

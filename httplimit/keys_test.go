@@ -157,7 +157,7 @@ func TestKeyExtractionFailure(t *testing.T) {
 		t.Fatalf("counts = %v", c)
 	}
 
-	cfg.OnKeyError = admission.KeyErrorFallback
+	cfg.FallbackToIP = true
 	var ev admission.Event
 	cfg.Hook = func(e admission.Event) { ev = e }
 	hs = newHarness(t, cfg)

@@ -20,13 +20,13 @@ type tenantKey struct{}
 // admission.KeyFunc[*http.Request] that makes up kinds is capped at 32 distinct ones.
 func TestEventIdentityKind(t *testing.T) {
 	var last admission.Event
-	mk := func(key admission.KeyFunc[*http.Request], onKeyError admission.KeyErrorMode) http.Handler {
+	mk := func(key admission.KeyFunc[*http.Request], fallbackToIP bool) http.Handler {
 		m, err := httplimit.New(httplimit.Config{
 			Limits:       map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 1000, Window: time.Hour}},
 			Groups:       []httplimit.Group{{Name: "g", Limit: "l"}},
 			DefaultGroup: "g",
 			Key:          key,
-			OnKeyError:   onKeyError,
+			FallbackToIP: fallbackToIP,
 			Hook:         func(ev admission.Event) { last = ev },
 		})
 		if err != nil {
@@ -50,22 +50,22 @@ func TestEventIdentityKind(t *testing.T) {
 		}
 		return r
 	}
-	tok := mk(httplimit.TokenKey("Authorization"), admission.KeyErrorDeny)
+	tok := mk(httplimit.TokenKey("Authorization"), false)
 	if k := send(tok, req("secret", "")); k != "tok" {
 		t.Errorf("TokenKey: kind %q, want tok", k)
 	}
 	if k := send(tok, req("", "")); k != "" {
 		t.Errorf("key failure: kind %q, want empty", k)
 	}
-	fb := mk(httplimit.TokenKey("Authorization"), admission.KeyErrorFallback)
+	fb := mk(httplimit.TokenKey("Authorization"), true)
 	if k := send(fb, req("", "")); k != "ip" {
 		t.Errorf("fallback to the client IP: kind %q, want ip", k)
 	}
-	ip := mk(httplimit.IPKey(nil), admission.KeyErrorDeny)
+	ip := mk(httplimit.IPKey(nil), false)
 	if k := send(ip, req("", "")); k != "ip" {
 		t.Errorf("IPKey: kind %q, want ip", k)
 	}
-	ctx := mk(httplimit.ContextKey("tenant", tenantKey{}), admission.KeyErrorDeny)
+	ctx := mk(httplimit.ContextKey("tenant", tenantKey{}), false)
 	if k := send(ctx, req("", "acme")); k != "tenant" {
 		t.Errorf("ContextKey: kind %q, want tenant", k)
 	}
@@ -74,7 +74,7 @@ func TestEventIdentityKind(t *testing.T) {
 	wild := mk(func(dst []byte, r *http.Request) ([]byte, error) {
 		n++
 		return append(dst, "k"+strconv.Itoa(n)+":v"...), nil
-	}, admission.KeyErrorDeny)
+	}, false)
 	for i := 1; i <= 40; i++ {
 		want := "k" + strconv.Itoa(i)
 		if i > 32 {

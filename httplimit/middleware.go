@@ -2,7 +2,6 @@ package httplimit
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -64,7 +63,7 @@ func New(cfg Config) (*Middleware, error) {
 		Identify:         m.hook != nil || len(cfg.Observers) > 0,
 		Observers:        cfg.Observers,
 	}
-	if cfg.OnKeyError == admission.KeyErrorFallback {
+	if cfg.FallbackToIP {
 		pc.Fallback = IPKey(cfg.ClientIP)
 	}
 	for i, g := range cfg.Groups {
@@ -73,12 +72,9 @@ func New(cfg Config) (*Middleware, error) {
 			pc.Groups[i].Price = m.groups[i].price
 		}
 	}
-	for i, il := range cfg.Identities {
-		if il.OnKeyError > admission.KeyErrorFallback {
-			return nil, fmt.Errorf("httplimit: Config.Identities[%d]: OnKeyError %d is not a KeyErrorMode", i, il.OnKeyError)
-		}
+	for _, il := range cfg.Identities {
 		layer := admission.IdentityLayer[*http.Request]{Limit: il.Limit, Key: il.Key, Cost: il.Cost}
-		if il.OnKeyError == admission.KeyErrorFallback {
+		if il.FallbackToIP {
 			layer.Fallback = IPKey(cfg.ClientIP)
 		}
 		pc.Identities = append(pc.Identities, layer)

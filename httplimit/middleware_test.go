@@ -222,7 +222,7 @@ func TestLeakyBucketDelay(t *testing.T) {
 }
 
 // TestDryRunNeverBlocks: a dark-launched limit changes nothing for the
-// client, whatever happens: no key (under admission.KeyErrorDeny), a backend that
+// client, whatever happens: no key (without FallbackToIP), a backend that
 // fails (failing closed, the default), or a LeakyBucket that would shape the request
 // with a Delay. The handler is called at once every time, and the outcome
 // still tells what enforcement would have done.

@@ -29,7 +29,7 @@ func ByIP(rate hotlimit.Rate) (*Middleware, error) { return By(PerIP(rate)) }
 // ByToken is ByIP keyed by the API token a request presents in the named
 // header (see TokenKey: the Bearer credential for "Authorization"), in a
 // limit named "per-token". A request without a token is limited by its
-// client IP instead (admission.KeyErrorFallback), under the same rate. It is
+// client IP instead (Config.FallbackToIP), under the same rate. It is
 // shorthand for By(PerToken(header, rate)).
 //
 // An invalid header name (empty, or not an HTTP token) is an error: no
@@ -45,11 +45,11 @@ func ByToken(header string, rate hotlimit.Rate) (*Middleware, error) {
 // by, and a rate counted by a sliding window. PerIP and PerToken make
 // them.
 type PerIdentityLimit struct {
-	name       string
-	key        admission.KeyFunc[*http.Request]
-	onKeyError admission.KeyErrorMode
-	rate       hotlimit.Rate
-	err        error
+	name         string
+	key          admission.KeyFunc[*http.Request]
+	fallbackToIP bool
+	rate         hotlimit.Rate
+	err          error
 }
 
 // PerIP is the limit of ByIP: rate per client IP (the peer address), in
@@ -62,7 +62,7 @@ func PerIP(rate hotlimit.Rate) PerIdentityLimit {
 // header, in a limit named "per-token"; a request without a token is
 // limited by its client IP under it.
 func PerToken(header string, rate hotlimit.Rate) PerIdentityLimit {
-	return PerIdentityLimit{name: "per-token", key: TokenKey(header), onKeyError: admission.KeyErrorFallback, rate: rate,
+	return PerIdentityLimit{name: "per-token", key: TokenKey(header), fallbackToIP: true, rate: rate,
 		err: checkHeaderName(header)} // TokenKey would find no token, and every request would fall back to its IP
 }
 
@@ -89,7 +89,7 @@ func PerToken(header string, rate hotlimit.Rate) PerIdentityLimit {
 //	})
 //
 // with, for PerToken(header, rate), a limit "per-token" in place of
-// "per-ip", Key TokenKey(header) and OnKeyError admission.KeyErrorFallback; each
+// "per-ip", Key TokenKey(header) and FallbackToIP true; each
 // further limit is an IdentityLimit of Config.Identities.
 func By(limits ...PerIdentityLimit) (*Middleware, error) {
 	if len(limits) == 0 {
@@ -100,7 +100,7 @@ func By(limits ...PerIdentityLimit) (*Middleware, error) {
 		Groups:       []Group{{Name: "all", Limit: limits[0].name}},
 		DefaultGroup: "all",
 		Key:          limits[0].key,
-		OnKeyError:   limits[0].onKeyError,
+		FallbackToIP: limits[0].fallbackToIP,
 	}
 	for i, l := range limits {
 		if l.err != nil {
@@ -114,7 +114,7 @@ func By(limits ...PerIdentityLimit) (*Middleware, error) {
 		}
 		cfg.Limits[l.name] = hotlimit.SlidingWindow{Limit: l.rate.N, Window: l.rate.Per}
 		if i > 0 {
-			cfg.Identities = append(cfg.Identities, IdentityLimit{Limit: l.name, Key: l.key, OnKeyError: l.onKeyError})
+			cfg.Identities = append(cfg.Identities, IdentityLimit{Limit: l.name, Key: l.key, FallbackToIP: l.fallbackToIP})
 		}
 	}
 	return New(cfg)

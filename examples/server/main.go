@@ -59,7 +59,7 @@ func newHandler(hook func(admission.Event), opts ...hotlimit.Option) (http.Handl
 		DefaultGroup:  "cheap",
 		Global:        "global",
 		Key:           httplimit.TokenKey("Authorization"),
-		OnKeyError:    admission.KeyErrorFallback,
+		FallbackToIP:  true,
 		Headers:       httplimit.HeadersIETF,
 		PolicyVersion: "example-1",
 		Hook:          hook,
