@@ -155,14 +155,14 @@ func (b *Local) limiter(name string) *hotlimit.Limiter {
 
 // AllowStates implements Backend with hotlimit.AllowLayersState, which
 // computes no state for a nil states: each layer's state is
-// that of its own decision. It allocates nothing for up to MaxLayers
+// that of its own decision. It allocates nothing for up to 8
 // layers on keys the limiters hold. A states of another length than
 // layers gets the states of the layers it has room for, and Remaining −1
 // (unknown) past the last layer.
 func (b *Local) AllowStates(_ context.Context, layers []Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
-	var buf [MaxLayers]hotlimit.Layer
+	var buf [maxLayers]hotlimit.Layer
 	ls := buf[:0]
-	if len(layers) > MaxLayers {
+	if len(layers) > maxLayers {
 		ls = make([]hotlimit.Layer, 0, len(layers))
 	}
 	for i := range layers {

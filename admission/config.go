@@ -77,9 +77,10 @@ type IdentityLayer[R any] struct {
 	Cost int64
 }
 
-// MaxLayers is the most layers a Pipeline checks a request against: its
-// group's, the global one and up to MaxLayers−2 identity layers.
-const MaxLayers = 8
+// maxLayers is the most layers a Pipeline checks a request against: its
+// group's, the global one and up to maxLayers−2 identity layers (see
+// Config.Identities).
+const maxLayers = 8
 
 // Config configures a Pipeline. Limits, Groups and Key are required.
 type Config[R any] struct {
@@ -102,7 +103,9 @@ type Config[R any] struct {
 	// on top of its group's, at GlobalCost (0 means 1).
 	Global     string
 	GlobalCost int64
-	// Identities are further layers, each keyed by its own identity.
+	// Identities are further layers, each keyed by its own identity: at
+	// most 6, so that a request is checked against at most 8 layers (its
+	// group's, the global one and these).
 	Identities []IdentityLayer[R]
 	// ExemptIdentities lists identities (as Key writes them) that are
 	// never limited (OutcomeExempt).
@@ -273,8 +276,8 @@ func checkFields[R any](pfx string, cfg *Config[R]) error {
 		return fmt.Errorf("%s: Config.Limits is empty", pfx)
 	case cfg.GlobalCost < 0:
 		return fmt.Errorf("%s: Config.GlobalCost must be ≥ 0, got %d", pfx, cfg.GlobalCost)
-	case len(cfg.Identities) > MaxLayers-2:
-		return fmt.Errorf("%s: Config.Identities has %d layers, at most %d", pfx, len(cfg.Identities), MaxLayers-2)
+	case len(cfg.Identities) > maxLayers-2:
+		return fmt.Errorf("%s: Config.Identities has %d layers, at most %d", pfx, len(cfg.Identities), maxLayers-2)
 	}
 	for i, o := range cfg.Observers {
 		if o == nil {

@@ -25,15 +25,15 @@ const (
 	OutcomeErrorDenied                 // the backend failed: refused
 	OutcomeCostInvalid                 // the group's Price failed or priced it below 0: refused
 	OutcomeDryRunDenied                // DryRun let through what would have been refused
-	OutcomeCount                       // the number of outcomes
+	outcomeCount                       // the number of outcomes: len(GroupCounts{}.Counts)
 )
 
-var outcomeNames = [OutcomeCount]string{"allowed", "denied", "denied_never", "exempt", "key_denied", "error_allowed", "error_denied", "cost_invalid", "dry_run_denied"}
+var outcomeNames = [outcomeCount]string{"allowed", "denied", "denied_never", "exempt", "key_denied", "error_allowed", "error_denied", "cost_invalid", "dry_run_denied"}
 
 // String returns the outcome's snake_case name, as metrics and logs
 // label it.
 func (o Outcome) String() string {
-	if o < OutcomeCount {
+	if o < outcomeCount {
 		return outcomeNames[o]
 	}
 	return "outcome(" + strconv.Itoa(int(o)) + ")"
@@ -41,9 +41,11 @@ func (o Outcome) String() string {
 
 // GroupCounts are one group's request counts by Outcome, as a transport
 // counts them (httplimit's Middleware.Counts) and promlimit exports them.
+// Counts has one element per Outcome, indexed by it: its length,
+// len(GroupCounts{}.Counts), a constant, is the number of outcomes.
 type GroupCounts struct {
 	Group  string
-	Counts [OutcomeCount]uint64 // indexed by Outcome
+	Counts [outcomeCount]uint64 // indexed by Outcome
 }
 
 // Passed reports whether the request goes on to its handler: admitted,
@@ -94,8 +96,8 @@ type Result struct {
 	Cost int64
 
 	buf     [maxKeyBuf]byte
-	layers  [MaxLayers]Layer
-	states  [MaxLayers]hotlimit.LayerState // what the backend reported of each layer
+	layers  [maxLayers]Layer
+	states  [maxLayers]hotlimit.LayerState // what the backend reported of each layer
 	nlayers int                            // layers decided; 0 when no backend was asked
 	nstates int                            // states the backend reported: nlayers or 0
 	built   int                            // layers whose keys were written: cleared by Release
@@ -265,7 +267,7 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 	res.Cost = cost
 	key = append(key, g.suffix...)
 	groupEnd := len(key)
-	var ends [MaxLayers]int // where each identity layer's key ends in key
+	var ends [maxLayers]int // where each identity layer's key ends in key
 	if len(p.ids) > 0 {
 		if key, err = p.identityLayers(res, key, r, &ends); err != nil {
 			return p.refused(res, OutcomeKeyDenied, err)
@@ -361,7 +363,7 @@ func (p *Pipeline[R]) groupKey(res *Result, r R, head string) ([]byte, error) {
 // identity, in the backend's layout) to key, recording where each ends
 // in ends, and sets res.KeyErr (unless set), res.Fallback and, on a
 // failure, res.Missing. It returns the first error no fallback answered.
-func (p *Pipeline[R]) identityLayers(res *Result, key []byte, r R, ends *[MaxLayers]int) ([]byte, error) {
+func (p *Pipeline[R]) identityLayers(res *Result, key []byte, r R, ends *[maxLayers]int) ([]byte, error) {
 	for i := range p.ids {
 		start := len(key)
 		il := &p.ids[i]

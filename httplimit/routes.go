@@ -15,8 +15,11 @@ type groupState struct {
 	name     string
 	cost     int64
 	costFunc func(*http.Request) (int64, error) // nil: cost
-	counts   [admission.OutcomeCount]atomic.Uint64
+	counts   [outcomes]atomic.Uint64
 }
+
+// outcomes is the number of admission.Outcome values.
+const outcomes = admission.Outcome(len(admission.GroupCounts{}.Counts))
 
 // newGroups sets m.groups from groups, before the pipeline is built
 // (each CostFunc is priced through its groupState).

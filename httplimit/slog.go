@@ -94,7 +94,7 @@ type DenialLogger struct {
 	log        *slog.Logger
 	instance   string
 	budget     *hotlimit.Limiter // one key: the lines allowed now
-	suppressed [admission.OutcomeCount]atomic.Uint64
+	suppressed [outcomes]atomic.Uint64
 	pending    atomic.Bool // some suppressed count may be non-zero
 }
 
@@ -169,8 +169,8 @@ func (dl *DenialLogger) flush(ctx context.Context) {
 	}
 	dl.pending.Store(false)
 	var total uint64
-	attrs := make([]slog.Attr, 1, 2+admission.OutcomeCount)
-	for o := range admission.OutcomeCount {
+	attrs := make([]slog.Attr, 1, 2+outcomes)
+	for o := range outcomes {
 		if n := dl.suppressed[o].Swap(0); n > 0 {
 			total += n
 			attrs = append(attrs, slog.Uint64(o.String(), n))

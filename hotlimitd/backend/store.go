@@ -379,7 +379,7 @@ func (s *Store) AllowStates(ctx context.Context, layers []admission.Layer, state
 	if g.local != nil {
 		return g.allowLocal(s.added.Load().local, layers, states)
 	}
-	var buf [admission.MaxLayers]redislimit.Layer
+	var buf [stackLayers]redislimit.Layer
 	ls, err := resolve(buf[:0], g.remote, s.added.Load().remote, layers, func(l *redislimit.Limiter, ly admission.Layer) redislimit.Layer {
 		return redislimit.Layer{Limiter: l, Key: ly.Key, Cost: ly.Cost}
 	})
@@ -417,6 +417,11 @@ func patient(ctx context.Context) (context.Context, func()) {
 	}
 }
 
+// stackLayers is the layers a decision resolves without allocating: the
+// most an admission.Pipeline gives a backend (its group's, the global one
+// and six identity layers); more go to the heap.
+const stackLayers = 8
+
 // resolve appends to dst, for each of layers, the layer mk makes of it
 // on its limit's limiter in lims, else in added (AddLimit's), or returns
 // an error wrapping admission.ErrUnknownLimit for a limit neither holds.
@@ -436,7 +441,7 @@ func resolve[L, T any](dst []T, lims, added map[string]*L, layers []admission.La
 
 // allowLocal is AllowStates on a Local set.
 func (g *set) allowLocal(added map[string]*hotlimit.Limiter, layers []admission.Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
-	var buf [admission.MaxLayers]hotlimit.Layer
+	var buf [stackLayers]hotlimit.Layer
 	ls, err := resolve(buf[:0], g.local, added, layers, func(l *hotlimit.Limiter, ly admission.Layer) hotlimit.Layer {
 		return hotlimit.Layer{Limiter: l, Key: ly.Key, Cost: ly.Cost}
 	})
