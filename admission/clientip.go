@@ -14,15 +14,11 @@ import (
 // hand-built request.
 var ErrNoClientIP = errors.New("admission: request has no client IP address")
 
-// ForwardedHeader selects the header a ClientIP reads behind trusted
-// proxies.
-type ForwardedHeader uint8
-
+// The forwarding headers a ClientIP reads (ClientIP.Header), as HTTP
+// spells them.
 const (
-	// XForwardedFor reads X-Forwarded-For (the default).
-	XForwardedFor ForwardedHeader = iota
-	// Forwarded reads the "for" parameter of RFC 7239 Forwarded.
-	Forwarded
+	xForwardedFor = "X-Forwarded-For"
+	forwarded     = "Forwarded" // RFC 7239
 )
 
 // ClientIP finds the address a request came from, in a form that cannot
@@ -57,8 +53,11 @@ type ClientIP struct {
 	// TrustedProxies are the ranges of proxies whose forwarding header is
 	// believed. Empty: only the peer address counts.
 	TrustedProxies []netip.Prefix
-	// Header is the forwarding header read behind trusted proxies.
-	Header ForwardedHeader
+	// Header names the forwarding header read behind trusted proxies,
+	// in any letter case: "X-Forwarded-For" (or "", the default) or
+	// "Forwarded" (its RFC 7239 "for" parameters). Validate refuses any
+	// other name.
+	Header string
 	// IPv6Bits is the prefix length IPv6 clients are grouped by, in
 	// [1, 128]; 0 means 64.
 	IPv6Bits int
@@ -68,10 +67,12 @@ type ClientIP struct {
 }
 
 // NewClientIP returns a ClientIP trusting the given proxy ranges, each a
-// CIDR ("10.0.0.0/8", "2001:db8::/32") or a single address. It returns an
-// error naming the entry that does not parse, or a prefix length out of
-// range.
-func NewClientIP(trusted []string, header ForwardedHeader, ipv6Bits, ipv4Bits int) (*ClientIP, error) {
+// CIDR ("10.0.0.0/8", "2001:db8::/32") or a single address, that reads
+// the forwarding header named header ("X-Forwarded-For", "" for it, or
+// "Forwarded"; see ClientIP.Header). It returns an error naming the entry
+// that does not parse, a header it does not read, or a prefix length out
+// of range.
+func NewClientIP(trusted []string, header string, ipv6Bits, ipv4Bits int) (*ClientIP, error) {
 	c := &ClientIP{Header: header, IPv6Bits: ipv6Bits, IPv4Bits: ipv4Bits}
 	for _, s := range trusted {
 		s = strings.TrimSpace(s)
@@ -106,8 +107,8 @@ func (c *ClientIP) Validate() error {
 	if c.IPv4Bits < 0 || c.IPv4Bits > 32 {
 		return fmt.Errorf("ClientIP.IPv4Bits must be in [0, 32], got %d", c.IPv4Bits)
 	}
-	if c.Header != XForwardedFor && c.Header != Forwarded {
-		return fmt.Errorf("ClientIP.Header %d is not XForwardedFor or Forwarded", c.Header)
+	if c.Header != "" && !strings.EqualFold(c.Header, xForwardedFor) && !strings.EqualFold(c.Header, forwarded) {
+		return fmt.Errorf("ClientIP.Header %q is not %q or %q", c.Header, xForwardedFor, forwarded)
 	}
 	for i, p := range c.TrustedProxies {
 		if !p.IsValid() {
@@ -138,9 +139,9 @@ func (c *ClientIP) addr(peer netip.AddrPort, header func(name string) []string) 
 	if c == nil || len(c.TrustedProxies) == 0 || !c.trusted(a) {
 		return a, nil
 	}
-	name, parse := "X-Forwarded-For", parseNode
-	if c.Header == Forwarded {
-		name, parse = "Forwarded", parseForwardedHop
+	name, parse := xForwardedFor, parseNode
+	if strings.EqualFold(c.Header, forwarded) {
+		name, parse = forwarded, parseForwardedHop
 	}
 	return c.walk(a, header(name), parse), nil
 }

@@ -9,21 +9,22 @@ import (
 func TestNewClientIPErrors(t *testing.T) {
 	for _, tt := range []struct {
 		trusted []string
-		h       ForwardedHeader
+		h       string
 		v6, v4  int
 	}{
-		{[]string{"10.0.0.0/33"}, XForwardedFor, 0, 0},
-		{[]string{"nonsense"}, XForwardedFor, 0, 0},
-		{nil, XForwardedFor, 129, 0},
-		{nil, XForwardedFor, 0, 33},
-		{nil, XForwardedFor, -1, 0},
-		{nil, ForwardedHeader(7), 0, 0},
+		{[]string{"10.0.0.0/33"}, "X-Forwarded-For", 0, 0},
+		{[]string{"nonsense"}, "X-Forwarded-For", 0, 0},
+		{nil, "X-Forwarded-For", 129, 0},
+		{nil, "X-Forwarded-For", 0, 33},
+		{nil, "X-Forwarded-For", -1, 0},
+		{nil, "X-Real-IP", 0, 0},
+		{nil, "Forwarded-For", 0, 0},
 	} {
 		if _, err := NewClientIP(tt.trusted, tt.h, tt.v6, tt.v4); err == nil {
-			t.Errorf("NewClientIP(%v, %d, %d, %d): no error", tt.trusted, tt.h, tt.v6, tt.v4)
+			t.Errorf("NewClientIP(%v, %q, %d, %d): no error", tt.trusted, tt.h, tt.v6, tt.v4)
 		}
 	}
-	c, err := NewClientIP([]string{" 10.0.0.1 ", "::ffff:10.9.0.0/112"}, XForwardedFor, 0, 0)
+	c, err := NewClientIP([]string{" 10.0.0.1 ", "::ffff:10.9.0.0/112"}, "", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,6 +32,27 @@ func TestNewClientIPErrors(t *testing.T) {
 	for i, p := range c.TrustedProxies {
 		if p != want[i] {
 			t.Errorf("TrustedProxies[%d] = %v, want %v", i, p, want[i])
+		}
+	}
+}
+
+// TestClientIPHeaderCase: Header names a header in any letter case, as
+// HTTP does: "forwarded" reads RFC 7239 Forwarded, "x-forwarded-for" and
+// "" X-Forwarded-For.
+func TestClientIPHeaderCase(t *testing.T) {
+	lines := map[string][]string{"X-Forwarded-For": {"198.51.100.1"}, "Forwarded": {"for=203.0.113.9"}}
+	header := func(name string) []string { return lines[name] }
+	peer := netip.MustParseAddrPort("10.0.0.1:80")
+	for h, want := range map[string]string{
+		"": "198.51.100.1/32", "X-Forwarded-For": "198.51.100.1/32", "x-forwarded-for": "198.51.100.1/32",
+		"Forwarded": "203.0.113.9/32", "forwarded": "203.0.113.9/32", "FORWARDED": "203.0.113.9/32",
+	} {
+		c, err := NewClientIP([]string{"10.0.0.0/8"}, h, 0, 0)
+		if err != nil {
+			t.Fatalf("NewClientIP(Header %q): %v", h, err)
+		}
+		if p, err := c.Prefix(peer, header); err != nil || p.String() != want {
+			t.Errorf("Header %q: Prefix = %v, %v, want %s", h, p, err, want)
 		}
 	}
 }
@@ -50,7 +72,7 @@ func FuzzClientIP(f *testing.F) {
 	f.Add("10.0.0.1:1", "[::1]:99999", `for=";for=1.2.3.4`)
 	none := &ClientIP{}
 	xff := &ClientIP{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
-	fwd := &ClientIP{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, Header: Forwarded}
+	fwd := &ClientIP{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, Header: "Forwarded"}
 	xffFull := &ClientIP{TrustedProxies: xff.TrustedProxies, IPv6Bits: 128, IPv4Bits: 32}
 	f.Fuzz(func(t *testing.T, remote, xffVal, fwdVal string) {
 		header := func(name string) []string {

@@ -64,7 +64,9 @@ func TestConfigErrors(t *testing.T) {
 		{`Config.ClientIP.IPv6Bits must be in [0, 128], got 300`, func(c *grpclimit.Config) {
 			c.ClientIP = &admission.ClientIP{IPv6Bits: 300}
 		}},
-		{`Config.ClientIP.Header 5 is not`, func(c *grpclimit.Config) { c.ClientIP = &admission.ClientIP{Header: 5} }},
+		{`Config.ClientIP.Header "X-Real-IP" is not "X-Forwarded-For" or "Forwarded"`, func(c *grpclimit.Config) {
+			c.ClientIP = &admission.ClientIP{Header: "X-Real-IP"}
+		}},
 		{`nil Backend`, func(c *grpclimit.Config) {
 			c.Backend = func(map[string]hotlimit.Policy) (admission.Backend, error) { return nil, nil }
 		}},

@@ -114,8 +114,8 @@ func PeerKey(c *admission.ClientIP) admission.KeyFunc[context.Context] {
 // grouped by c's IPv4Bits and IPv6Bits, under exactly httplimit's rules:
 // it is admission.ClientIP.Prefix of the connection's peer
 // (peer.FromContext) and, only when c trusts the peer as a proxy, of the
-// "x-forwarded-for" metadata entries (or "forwarded" with c.Header =
-// admission.Forwarded), which proxies such as Envoy write on the gRPC
+// "x-forwarded-for" metadata entries (or "forwarded" with c.Header
+// "Forwarded"), which proxies such as Envoy write on the gRPC
 // requests they forward. A client that sends its own x-forwarded-for
 // directly is not a trusted peer: its entry is ignored. nil c means the
 // peer only, IPv6 grouped by /64. It returns admission.ErrNoClientIP

@@ -25,7 +25,7 @@ import (
 // hop. Each case checks the key the call was charged to and that the
 // decoy key (the address the client wanted to be) was not.
 func TestPeerKeyTrustedProxies(t *testing.T) {
-	mustCIP := func(trusted []string, h admission.ForwardedHeader) *admission.ClientIP {
+	mustCIP := func(trusted []string, h string) *admission.ClientIP {
 		c, err := admission.NewClientIP(trusted, h, 0, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -43,23 +43,23 @@ func TestPeerKeyTrustedProxies(t *testing.T) {
 	}{
 		{"no trusted proxies: XFF ignored", "tcp4", nil,
 			[]string{"x-forwarded-for", "203.0.113.9"}, "ip:127.0.0.1", "ip:203.0.113.9"},
-		{"untrusted peer: XFF ignored", "tcp4", mustCIP([]string{"10.0.0.0/8"}, admission.XForwardedFor),
+		{"untrusted peer: XFF ignored", "tcp4", mustCIP([]string{"10.0.0.0/8"}, "X-Forwarded-For"),
 			[]string{"x-forwarded-for", "203.0.113.9"}, "ip:127.0.0.1", "ip:203.0.113.9"},
-		{"untrusted peer: Forwarded ignored", "tcp4", mustCIP([]string{"10.0.0.0/8"}, admission.Forwarded),
+		{"untrusted peer: Forwarded ignored", "tcp4", mustCIP([]string{"10.0.0.0/8"}, "Forwarded"),
 			[]string{"forwarded", "for=203.0.113.9"}, "ip:127.0.0.1", "ip:203.0.113.9"},
-		{"trusted peer: XFF hop", "tcp4", mustCIP(loop, admission.XForwardedFor),
+		{"trusted peer: XFF hop", "tcp4", mustCIP(loop, "X-Forwarded-For"),
 			[]string{"x-forwarded-for", "203.0.113.9"}, "ip:203.0.113.9", "ip:127.0.0.1"},
-		{"trusted peer: spoofed left hop ignored", "tcp4", mustCIP(loop, admission.XForwardedFor),
+		{"trusted peer: spoofed left hop ignored", "tcp4", mustCIP(loop, "X-Forwarded-For"),
 			[]string{"x-forwarded-for", "198.51.100.1, 203.0.113.9"}, "ip:203.0.113.9", "ip:198.51.100.1"},
-		{"walk past trusted hops", "tcp4", mustCIP([]string{"127.0.0.0/8", "10.0.0.0/8"}, admission.XForwardedFor),
+		{"walk past trusted hops", "tcp4", mustCIP([]string{"127.0.0.0/8", "10.0.0.0/8"}, "X-Forwarded-For"),
 			[]string{"x-forwarded-for", "203.0.113.9, 10.1.2.3"}, "ip:203.0.113.9", "ip:10.1.2.3"},
-		{"entries walked last one first", "tcp4", mustCIP(loop, admission.XForwardedFor),
+		{"entries walked last one first", "tcp4", mustCIP(loop, "X-Forwarded-For"),
 			[]string{"x-forwarded-for", "198.51.100.1", "x-forwarded-for", "203.0.113.9"}, "ip:203.0.113.9", "ip:198.51.100.1"},
-		{"garbage hop: the proxy is the client", "tcp4", mustCIP(loop, admission.XForwardedFor),
+		{"garbage hop: the proxy is the client", "tcp4", mustCIP(loop, "X-Forwarded-For"),
 			[]string{"x-forwarded-for", "198.51.100.1, garbage"}, "ip:127.0.0.1", "ip:198.51.100.1"},
-		{"Forwarded mode reads forwarded, not XFF", "tcp4", mustCIP(loop, admission.Forwarded),
+		{"Forwarded mode reads forwarded, not XFF", "tcp4", mustCIP(loop, "Forwarded"),
 			[]string{"forwarded", "for=203.0.113.10", "x-forwarded-for", "198.51.100.1"}, "ip:203.0.113.10", "ip:198.51.100.1"},
-		{"IPv6 client grouped by /64", "tcp4", mustCIP(loop, admission.XForwardedFor),
+		{"IPv6 client grouped by /64", "tcp4", mustCIP(loop, "X-Forwarded-For"),
 			[]string{"x-forwarded-for", "2001:db8:1:2:3:4:5:6"}, "ip:2001:db8:1:2::/64", "ip:127.0.0.1"},
 		{"IPv6 peer, XFF ignored", "tcp6", nil,
 			[]string{"x-forwarded-for", "203.0.113.9"}, "ip:::/64", "ip:203.0.113.9"},
@@ -136,7 +136,7 @@ func TestNewNormalisesClientIP(t *testing.T) {
 // header mode, grouping or not. A peer that is not an IP is
 // ErrNoClientIP.
 func TestClientPrefixMatchesHTTP(t *testing.T) {
-	mk := func(trusted []string, h admission.ForwardedHeader, v6, v4 int) *admission.ClientIP {
+	mk := func(trusted []string, h string, v6, v4 int) *admission.ClientIP {
 		c, err := admission.NewClientIP(trusted, h, v6, v4)
 		if err != nil {
 			t.Fatal(err)
@@ -146,12 +146,12 @@ func TestClientPrefixMatchesHTTP(t *testing.T) {
 	trusted := []string{"192.0.2.0/24", "2001:db8:ffff::/48"}
 	clients := []*admission.ClientIP{
 		nil,
-		mk(nil, admission.XForwardedFor, 0, 0),
-		mk(trusted, admission.XForwardedFor, 0, 0),
-		mk(trusted, admission.XForwardedFor, 48, 24),
-		mk(trusted, admission.Forwarded, 0, 0),
-		mk(trusted, admission.Forwarded, 56, 16),
-		mk([]string{"10.0.0.0/8"}, admission.XForwardedFor, 0, 0),
+		mk(nil, "X-Forwarded-For", 0, 0),
+		mk(trusted, "X-Forwarded-For", 0, 0),
+		mk(trusted, "X-Forwarded-For", 48, 24),
+		mk(trusted, "Forwarded", 0, 0),
+		mk(trusted, "Forwarded", 56, 16),
+		mk([]string{"10.0.0.0/8"}, "X-Forwarded-For", 0, 0),
 	}
 	peers := []string{"192.0.2.7:443", "198.51.100.3:443", "[::ffff:192.0.2.7]:443", "[2001:db8:ffff::9]:443", "[2001:db8::5]:443", "[fe80::1%eth0]:80"}
 	forwarded := [][]string{

@@ -293,11 +293,11 @@ func TestBlackBoxHugeCosts(t *testing.T) {
 // TestBlackBoxClientIPSpoofing: the identity IPKey gives requests with
 // forged, odd and malformed forwarding headers.
 func TestBlackBoxClientIPSpoofing(t *testing.T) {
-	xff, err := admission.NewClientIP([]string{"10.0.0.0/8", "2001:db8:ffff::/48"}, admission.XForwardedFor, 0, 0)
+	xff, err := admission.NewClientIP([]string{"10.0.0.0/8", "2001:db8:ffff::/48"}, "X-Forwarded-For", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fwd, err := admission.NewClientIP([]string{"10.0.0.0/8", "::ffff:172.16.0.0/108"}, admission.Forwarded, 0, 0)
+	fwd, err := admission.NewClientIP([]string{"10.0.0.0/8", "::ffff:172.16.0.0/108"}, "Forwarded", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

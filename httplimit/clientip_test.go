@@ -23,7 +23,7 @@ func reqFrom(remote string, header string, lines ...string) *http.Request {
 	return r
 }
 
-func mustClientIP(t testing.TB, trusted []string, h admission.ForwardedHeader, v6, v4 int) *admission.ClientIP {
+func mustClientIP(t testing.TB, trusted []string, h string, v6, v4 int) *admission.ClientIP {
 	t.Helper()
 	c, err := admission.NewClientIP(trusted, h, v6, v4)
 	if err != nil {
@@ -35,9 +35,9 @@ func mustClientIP(t testing.TB, trusted []string, h admission.ForwardedHeader, v
 func TestClientIP(t *testing.T) {
 	none := &admission.ClientIP{}
 	proxies := []string{"10.0.0.0/8", "2001:db8:ffff::/48", "::ffff:172.16.0.0/108"}
-	xff := mustClientIP(t, proxies, admission.XForwardedFor, 0, 0)
-	fwd := mustClientIP(t, proxies, admission.Forwarded, 0, 0)
-	v6bits := mustClientIP(t, nil, admission.XForwardedFor, 48, 24)
+	xff := mustClientIP(t, proxies, "X-Forwarded-For", 0, 0)
+	fwd := mustClientIP(t, proxies, "Forwarded", 0, 0)
+	v6bits := mustClientIP(t, nil, "X-Forwarded-For", 48, 24)
 	const XFF, FWD = "X-Forwarded-For", "Forwarded"
 	tests := []struct {
 		name   string
@@ -109,7 +109,7 @@ func TestClientIP(t *testing.T) {
 }
 
 func TestClientIPNoPeer(t *testing.T) {
-	c := mustClientIP(t, []string{"10.0.0.0/8"}, admission.XForwardedFor, 0, 0)
+	c := mustClientIP(t, []string{"10.0.0.0/8"}, "X-Forwarded-For", 0, 0)
 	for _, remote := range []string{"", "@", "not-an-ip:80", "[::1"} {
 		_, err := ClientPrefix(reqFrom(remote, "X-Forwarded-For", "198.51.100.1"), c)
 		if !errors.Is(err, admission.ErrNoClientIP) {
@@ -122,7 +122,7 @@ func TestClientIPNoPeer(t *testing.T) {
 // serving requests) may be handed to New for another middleware; New
 // checks it but must not write to it, or the two race (go test -race).
 func TestClientIPSharedNotWritten(t *testing.T) {
-	c := mustClientIP(t, []string{"10.0.0.0/8", "::ffff:172.16.0.0/108"}, admission.XForwardedFor, 0, 0)
+	c := mustClientIP(t, []string{"10.0.0.0/8", "::ffff:172.16.0.0/108"}, "X-Forwarded-For", 0, 0)
 	key := IPKey(c)
 	done := make(chan struct{})
 	go func() {

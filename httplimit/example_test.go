@@ -148,7 +148,7 @@ func ExampleConfig_everyone() {
 // proxy at 10.0.0.1 names in X-Forwarded-For, each with a quota of its
 // own. The clock option By has no room for goes in Backend.
 func ExampleBy_behindProxy() {
-	proxy, err := admission.NewClientIP([]string{"10.0.0.0/8"}, admission.XForwardedFor, 0, 0)
+	proxy, err := admission.NewClientIP([]string{"10.0.0.0/8"}, "X-Forwarded-For", 0, 0)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -34,7 +34,7 @@ func TestEveryoneKindReserved(t *testing.T) {
 // proxy each get their own quota of 1, in the group's layer and in the
 // identity layer.
 func TestClientIPGivenOnce(t *testing.T) {
-	c, err := admission.NewClientIP([]string{"10.0.0.0/8"}, admission.XForwardedFor, 0, 0)
+	c, err := admission.NewClientIP([]string{"10.0.0.0/8"}, "X-Forwarded-For", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
