@@ -80,14 +80,14 @@ const maxBatch = 64
 //go:embed batch.lua
 var batchTail string
 
-// batchScript is the common start (luasrc.Start), then script.lua's
-// decision as a function, then batch.lua, which calls it once per
-// decision of a batch.
-var batchScript = newScript(luasrc.Start + decideFunc + "local inline = false\n" + batchTail)
+// batchScript is the common start (luasrc.Start), then windows.lua's
+// fixed windows and script.lua's decision as a function, then batch.lua,
+// which calls one of them once per decision of a batch.
+var batchScript = newScript(luasrc.Start + windowsSource + decideFunc + "local inline = false\n" + batchTail)
 
 // clusterBatchScript is batchScript for a node of a Redis Cluster, each
 // decision's keys in ARGV (inline): see above.
-var clusterBatchScript = newScript("#!lua flags=allow-cross-slot-keys\n" + luasrc.Start + decideFunc + "local inline = true\n" + batchTail)
+var clusterBatchScript = newScript("#!lua flags=allow-cross-slot-keys\n" + luasrc.Start + windowsSource + decideFunc + "local inline = true\n" + batchTail)
 
 var decideFunc = "local function decide(KEYS, ARGV)\n" + decideSource + "\nend\n"
 

@@ -24,24 +24,25 @@ local out, ki, ai = {}, 1, 3
 for c = 1, tonumber(ARGV[2]) do
   local n, flag = tonumber(ARGV[ai]), ARGV[ai + 1]
   ai = ai + 2
-  local ks, as = {}, { "" }
-  if inline then
-    for i = 1, n do
-      ks[i] = ARGV[ai]
-      ai = ai + 1
-    end
-  else
-    for i = 1, n do
-      ks[i] = KEYS[ki]
-      ki = ki + 1
-    end
+  local ko, ao = ki - 1, ai - 1 -- the decision's keys and layers: K[ko + i], ARGV[ao + ...]
+  local K = KEYS
+  if inline then K, ko, ao = ARGV, ai - 1, ai - 1 + n end
+  -- Fixed windows first (windows.lua), on the arguments where they are;
+  -- any other call (or one it leaves) as script.lua's decide, on tables
+  -- of its own.
+  local ok, r = true, nil
+  if ARGV[ao + 1] == "2" then ok, r = pcall(fixedWindows, K, ko, ARGV, ao, n, flag == "1") end
+  if ok and r == nil then
+    local ks, as = {}, { "" }
+    for i = 1, n do ks[i] = K[ko + i] end
+    for i = 1, 5 * n do as[i + 1] = ARGV[ao + i] end
+    as[5 * n + 2] = flag
+    skipWindows = true
+    ok, r = pcall(decide, ks, as)
+    skipWindows = false
   end
-  for i = 1, 5 * n do
-    as[i + 1] = ARGV[ai]
-    ai = ai + 1
-  end
-  as[5 * n + 2] = flag
-  local ok, r = pcall(decide, ks, as)
+  if inline then ai = ai + n else ki = ki + n end
+  ai = ai + 5 * n
   if ok then
     out[c] = r
   elseif type(r) == "table" and r.err then

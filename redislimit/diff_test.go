@@ -144,8 +144,13 @@ func TestDifferentialLayers(t *testing.T) {
 	ctx := context.Background()
 	// Seeds 6 to 8 draw buckets only: the script's fast path for layers
 	// of buckets on distinct keys; seeds 9 to 11 fixed windows only, its
-	// fast path for those.
-	for seed := range 12 {
+	// fast path for those (windows.lua: every window and limit is in the
+	// packed range); seeds 12 to 15 fixed windows in and out of that range
+	// (a Limit of 2^20, a window whose index passes 2^32) with costs up to
+	// and past the limit. The clock only moves forward here: see
+	// TestWindowsClockSetBack and the package doc ("The server's clock")
+	// for a clock set back.
+	for seed := range 16 {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(seed), 7))
 			clock := hotlimit.NewManualClock()
@@ -159,7 +164,14 @@ func TestDifferentialLayers(t *testing.T) {
 				newPair(t, c, clock, "sl", prefix, hotlimit.SlidingLog{Limit: 5, Window: 2 * time.Second}),
 			}
 			windows := seed >= 9
+			edges := seed >= 12
 			switch {
+			case edges:
+				ps = []pair{ps[1],
+					newPair(t, c, clock, "fwmax", prefix, hotlimit.FixedWindow{Limit: 1<<20 - 1, Window: time.Second}),
+					newPair(t, c, clock, "fwbig", prefix, hotlimit.FixedWindow{Limit: 1 << 20, Window: 3 * time.Second}),
+					newPair(t, c, clock, "fwshort", prefix, hotlimit.FixedWindow{Limit: 4, Window: 250 * time.Millisecond}),
+					newPair(t, c, clock, "fw3", prefix, hotlimit.FixedWindow{Limit: 1, Window: 5 * time.Second})}
 			case windows:
 				ps = []pair{ps[1],
 					newPair(t, c, clock, "fw2", prefix, hotlimit.FixedWindow{Limit: 3, Window: 700 * time.Millisecond}),
@@ -179,8 +191,13 @@ func TestDifferentialLayers(t *testing.T) {
 					p := ps[rng.IntN(len(ps))]
 					key := keys[rng.IntN(len(keys))]
 					cost := rng.Int64N(4)
-					if rng.IntN(25) == 0 {
+					switch r := rng.IntN(25); {
+					case r == 0:
 						cost = -1
+					case r == 1 && edges:
+						cost = p.remote.spec.limit + rng.Int64N(2) // the whole limit, or above it
+					case r == 2 && edges:
+						cost = p.remote.spec.limit - rng.Int64N(3)
 					}
 					local = append(local, hotlimit.Layer{Limiter: p.local, Key: key, Cost: cost})
 					remote = append(remote, Layer{Limiter: p.remote, Key: key, Cost: cost})

@@ -120,6 +120,50 @@
 // silent fail-open. Names and prefixes must not contain a brace, so two
 // limiters never share a Redis key, whatever keys they are given.
 //
+// # State in Redis
+//
+// A key's state is one Redis string, with a TTL of the time until it is
+// fresh again: a bucket's theoretical arrival time in µs, a sliding
+// window's "k p q" (its window index, the previous and the current
+// window's counts), a sliding log's instants. A fixed window of a Limit
+// below 2^20 stores its window index k and its count q packed in one
+// integer, −((k+1)·2^21 + q), while k+2 ≤ 2^32 (k is the server's time
+// over the window: windows of a second or more until the year 2106, of
+// half a second until 2038): a decision counts its cost in each layer with one
+// DECRBY, sets the TTL once (at its window's first admission), and takes
+// the cost back with INCRBY (or deletes a key it created) when a layer
+// denies, so a denial leaves every key as it was. That is about half of
+// redis-server's CPU per decision of the string it replaced (the
+// redisbench module's BenchmarkWindows, 1 and 3 layers under 32 and 64
+// callers). A fixed window of a larger Limit or a shorter window stores
+// "k 0 q", as every fixed window did before the packed state. Every
+// script reads both, so a key that an earlier version wrote is read as it
+// says (and packed at its next admission); an earlier version reads a
+// packed state as no state, so while instances of both versions share a
+// Redis (a rolling upgrade) a fixed window may admit up to its Limit more
+// per key and window. A key holding another Redis type fails its
+// decision with Redis's error (WRONGTYPE), having changed nothing.
+//
+// # The server's clock
+//
+// Decisions follow the server's clock (TIME). When it goes back (a
+// failover to a replica whose clock is behind, a clock stepped back), a
+// key whose state is from a later instant than the reading is decided as
+// hotlimit decides a stale reading (docs/semantics.md, "Stale readings"):
+// no time has passed, a bucket at its TAT, a window at the start of the
+// window its state is in (whatever its counts: RetryAfter and ResetAfter
+// then run the whole window), the sliding log at its newest instant; its
+// counts still count, so a clock set back never admits more. The script
+// cannot know how much time really passed, so its ResetAfter then differs
+// from that of a hotlimit.Limiter whose own monotonic clock did not go
+// back (a whole window of 2s where the in-process limiter, 1,481 ms into
+// that window, says 519ms). A key without a state (never written, expired,
+// deleted, or only ever denied: a denial writes nothing) is decided at the
+// reading, however old. hotlimit.AllowLayers consumes the layers before
+// the one that denies and then gives them back, which leaves each a state
+// of no units in the reading's window; redislimit writes nothing, so after
+// a clock set back below that window the two can decide differently.
+//
 // # Failure policy
 //
 // Redis can be down, slow or unreachable; the limiter then cannot decide,

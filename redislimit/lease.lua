@@ -1,7 +1,9 @@
 -- lease: take units from, or give units back to, a key's shared token
 -- bucket or fixed window, atomically. The state is the one redislimit's
 -- decision script keeps: kind 1 the theoretical arrival time (µs, decimal),
--- kind 2 "k 0 q" (window index, unused, units counted in window k).
+-- kind 2 the window index k and the units counted in window k, packed or
+-- as the string "k 0 q" (redislimit/internal/luasrc/start.lua's
+-- windowState and windowValue).
 --
 -- KEYS[1]  the key's state.
 -- KEYS[2]  the key's incarnation (redislimit/internal/luasrc/incarnation.lua,
@@ -61,22 +63,18 @@ end
 
 -- kind 2: the fixed window.
 local k, e = divmod(now, A)
-local sk, q = 0, 0
-local v = redis.call("GET", key)
-if v then
-  local a, _, c = string.match(v, "^(%d+) (%d+) (%d+)$")
-  if a then sk, q = tonumber(a), tonumber(c) end
-end
+local sk, _, q = windowState(redis.call("GET", key))
+if not sk then sk, q = 0, 0 end
 if sk > k then k, e = sk, 0 end -- a stale reading: no time has passed
 if op == "give" then
   if sk ~= y or k ~= y then return { 0 } end
   q = math.max(q - x, 0)
-  redis.call("SET", key, string.format("%.0f 0 %.0f", k, q), "PX", ttlMs(A - e))
+  redis.call("SET", key, windowValue(k, q, limit), "PX", ttlMs(A - e))
   return { 1 }
 end
 if sk ~= k then q = 0 end
 local g = math.min(y, limit - q)
 if g < x then return { 0, A - e } end
 local ms = ttlMs(A - e)
-redis.call("SET", key, string.format("%.0f 0 %.0f", k, q + g), "PX", ms)
+redis.call("SET", key, windowValue(k, q + g, limit), "PX", ms)
 return { g, k, A - e, incarnation(incKey, ms) }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -135,12 +136,27 @@ func windowCount(t testing.TB, c *redis.Client, l *Limiter, key string, k int64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sk, p, q int64
-	if _, err := fmt.Sscanf(v, "%d %d %d", &sk, &p, &q); err != nil {
-		t.Fatalf("state %q: %v", v, err)
+	sk, _, q, ok := windowState(v)
+	if !ok {
+		t.Fatalf("state %q: no window state", v)
 	}
 	if sk != k {
 		return 0
 	}
 	return q
+}
+
+// windowState reads a window state as start.lua's windowState does: the
+// packed integer -((k+1)·2^21 + q) or the string "k p q".
+func windowState(v string) (k, p, q int64, ok bool) {
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n >= 0 || -n>>21 < 1 {
+			return 0, 0, 0, false
+		}
+		return -n>>21 - 1, 0, -n & (1<<21 - 1), true
+	}
+	if _, err := fmt.Sscanf(v, "%d %d %d", &k, &p, &q); err != nil {
+		return 0, 0, 0, false
+	}
+	return k, p, q, true
 }

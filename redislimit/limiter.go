@@ -27,15 +27,17 @@ func newScript(src string) *luaScript { return &luaScript{redis.NewScript(src), 
 
 var (
 	// Each script is luasrc.Start, then its own file (ops.lua after
-	// luasrc.Incarnation).
+	// luasrc.Incarnation, script.lua after windows.lua).
 	//go:embed script.lua
 	decideSource string
+	//go:embed windows.lua
+	windowsSource string
 	//go:embed ops.lua
 	opsSource string
 	//go:embed permits.lua
 	permitSource string
 
-	decideScript = newScript(luasrc.Start + decideSource)                   // decisions, one or more layers
+	decideScript = newScript(luasrc.Start + windowsSource + decideSource)   // decisions, one or more layers
 	opsScript    = newScript(luasrc.Start + luasrc.Incarnation + opsSource) // Wait's reservation, Admission.Refund, Reset
 	permitScript = newScript(luasrc.Start + permitSource)                   // the concurrency limit's permits
 )

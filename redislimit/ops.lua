@@ -175,6 +175,7 @@ if current(redis.call("GET", incKey)) ~= inc then return { 0 } end
 local v = redis.call("GET", key)
 if not v then return { 0 } end
 if kind == 4 then
+  if string.byte(v, 1) == 45 then return { 0 } end -- "-": a packed window state, no log
   -- Drop up to c of the newest admitted units logged no later than the
   -- admission's instant that still count.
   local last, ts, cs, j = 0, {}, {}, 0
@@ -214,9 +215,8 @@ end
 -- Windows: c off the count of the admission's window k while the state is
 -- in it; for the sliding window, c off the previous count in the window
 -- after it; nothing later.
-local k, p, q = string.match(v, "^(%d+) (%d+) (%d+)$")
+local k, p, q = windowState(v)
 if not k then return { 0 } end
-k, p, q = tonumber(k), tonumber(p), tonumber(q)
 if k == mark and q > 0 then
   q = math.max(0, q - c)
 elseif k == mark + 1 and kind == 3 and p > 0 then
@@ -226,6 +226,8 @@ else
 end
 if p == 0 and q == 0 then
   remove(key, incKey) -- fresh: removed, as a give-back that leaves a bucket full
+elseif kind == 2 then
+  redis.call("SET", key, windowValue(k, q, limit), "KEEPTTL")
 else
   redis.call("SET", key, string.format("%.0f %.0f %.0f", k, p, q), "KEEPTTL")
 end

@@ -24,7 +24,9 @@
 -- State: kind 1 stores the theoretical arrival time (µs) as a decimal
 -- string; kinds 2 and 3 store "k p q": the window index k = floor(t/W),
 -- the previous window's count p (always 0 for kind 2) and the current
--- window's count q; kind 4 stores "last t1 c1 t2 c2 ...": the latest
+-- window's count q, except that kind 2 stores k and q packed in one
+-- integer when it can (internal/luasrc/start.lua's windowState and
+-- windowValue, which read both; windows.lua decides on it); kind 4 stores "last t1 c1 t2 c2 ...": the latest
 -- instant it was written at, then each admitted instant that may still
 -- count, oldest first, with how many units were admitted at it. A missing
 -- key is a fresh state. Every write sets a TTL
@@ -46,6 +48,12 @@
 -- (see batch.go).
 local wantNext = ARGV[2 + 5 * #KEYS] == "1"
 local incKey = ARGV[3 + 5 * #KEYS] -- nil unless an admission is recorded
+
+-- The common call: fixed windows (windows.lua), one DECRBY per layer.
+if ARGV[2] == "2" and not incKey and not skipWindows then
+  local r = fixedWindows(KEYS, 0, ARGV, 1, #KEYS, wantNext)
+  if r then return r end
+end
 
 -- Fast path: a single token-bucket layer, the common call. It is step
 -- and the write below for that case, written out without closures or
@@ -185,8 +193,9 @@ if ARGV[2] == "1" and not incKey then
   end
 end
 
--- Fast path for layers that are all fixed windows on distinct keys
--- (envoyproxy/ratelimit's one algorithm, and hotlimitd's default): the
+-- Fast path for layers that are all fixed windows on distinct keys that
+-- fixedWindows (windows.lua) leaves (a Limit or window index out of its
+-- range, or a key of the string layout): the
 -- general path's view, windowStep, windowReset, windowRetry and nextOf
 -- for kind 2 (no previous window's weight) written out over flat arrays,
 -- without creating its closures and state tables per decision (decide
@@ -211,18 +220,12 @@ if ARGV[2] == "2" and not incKey then
       local w, lim, c = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4])
       local k, e = divmod(now, w)
       local p, q = 0, 0
-      local v = redis.call("GET", KEYS[i])
-      if v then
-        local sk, sp, sq = string.match(v, "^(%d+) (%d+) (%d+)$")
-        if sk then
-          sk, sp, sq = tonumber(sk), tonumber(sp), tonumber(sq)
-          if sp ~= 0 or sq ~= 0 then
-            if sk > k then
-              k, e, p, q = sk, 0, sp, sq -- a stale reading
-            elseif sk == k then
-              p, q = sp, sq
-            end
-          end
+      local sk, sp, sq = windowState(redis.call("GET", KEYS[i]))
+      if sk then -- a state records its window whatever its counts, as hotlimit's word
+        if sk > k then
+          k, e, p, q = sk, 0, sp, sq -- a stale reading
+        elseif sk == k then
+          p, q = sp, sq
         end
       end
       local cur, curReset = math.max(0, lim - q), 0
@@ -265,7 +268,7 @@ if ARGV[2] == "2" and not incKey then
     for i = 1, n do
       if C[i] > 0 then
         local k, w = K[i], W[i]
-        redis.call("SET", KEYS[i], string.format("%.0f %.0f %.0f", k, P[i], Q[i] + C[i]), "PX", ttlMs(k * w + E[i] + RESET[i] - now))
+        redis.call("SET", KEYS[i], windowValue(k, Q[i] + C[i], LIM[i]), "PX", ttlMs(k * w + E[i] + RESET[i] - now))
       end
       out[#out + 1] = REM[i]
       out[#out + 1] = RESET[i]
@@ -327,7 +330,7 @@ local function load(i)
   end
   if kind[i] == 4 then
     local st = { last = 0, ts = {}, cs = {} }
-    if v then
+    if v and string.byte(v, 1) ~= 45 then -- "-": a packed window state, no log
       local j = 0
       for num in string.gmatch(v, "%d+") do
         if j == 0 then
@@ -342,10 +345,9 @@ local function load(i)
     end
     return st
   end
-  if not v then return { k = 0, p = 0, q = 0 } end
-  local k, p, q = string.match(v, "^(%d+) (%d+) (%d+)$")
+  local k, p, q = windowState(v)
   if not k then return { k = 0, p = 0, q = 0 } end
-  return { k = tonumber(k), p = tonumber(p), q = tonumber(q) }
+  return { k = k, p = p, q = q }
 end
 
 -- Token bucket (GCRA) ---------------------------------------------------
@@ -376,7 +378,7 @@ end
 local function view(i, st)
   local W = A[i]
   local k, e = divmod(now, W)
-  if st.p == 0 and st.q == 0 then return k, e, 0, 0 end
+  -- A state records its window whatever its counts (no state: k = 0).
   if st.k > k then return st.k, 0, st.p, st.q end -- a stale reading
   local d = k - st.k
   if d == 0 then return k, e, st.p, st.q end
@@ -547,6 +549,8 @@ for i = 1, n do
         parts[#parts + 1] = string.format("%.0f %.0f", st.ts[j], st.cs[j])
       end
       redis.call("SET", key, table.concat(parts, " "), "PX", ms)
+    elseif kind[i] == 2 then
+      redis.call("SET", key, windowValue(st.k, st.q, LIMIT[i]), "PX", ms)
     else
       redis.call("SET", key, string.format("%.0f %.0f %.0f", st.k, st.p, st.q), "PX", ms)
     end

@@ -44,3 +44,38 @@ end
 local function ttlMs(us)
   return ceildiv(us, 1000) + ttlExtra
 end
+
+-- Window states (kinds 2 and 3; see redislimit's script.lua). A fixed
+-- window's state of a Limit up to maxPacked, in a window whose index k
+-- has k <= maxPackedIndex, is packed: the integer -((k + 1)·packedBase + q),
+-- which redislimit's windows.lua counts in with one DECRBY (negative, so
+-- that no bucket's TAT reads as one). Every other window state is the
+-- string "k p q" (p, the previous window's count, is 0 for a fixed
+-- window), as every state was before the packed one: both are read.
+local packedBase, maxPacked, maxPackedIndex = 2097152, 1048575, 4294967294 -- 2^21, 2^20-1, 2^32-2
+
+-- windowState returns the window index, p and q that v (a GET's reply)
+-- holds, or nil for no window state (absent, or of another kind).
+local function windowState(v)
+  if not v then return nil end
+  local n = tonumber(v)
+  if n then
+    if n >= 0 then return nil end
+    local m = -n
+    local k1 = math.floor(m / packedBase)
+    if k1 < 1 then return nil end
+    return k1 - 1, 0, m - k1 * packedBase
+  end
+  local k, p, q = string.match(v, "^(%d+) (%d+) (%d+)$")
+  if not k then return nil end
+  return tonumber(k), tonumber(p), tonumber(q)
+end
+
+-- windowValue returns the value that stores a fixed window's state: count
+-- q (at most limit) in window k, packed when it can be.
+local function windowValue(k, q, limit)
+  if limit <= maxPacked and k <= maxPackedIndex then
+    return string.format("%.0f", -((k + 1) * packedBase + q))
+  end
+  return string.format("%.0f 0 %.0f", k, q)
+end

@@ -1,0 +1,176 @@
+-- redislimit: the fixed windows' fast path, one DECRBY per layer.
+--
+-- fixedWindows(K, ko, A, ao, n, wantNext) decides a call of n layers that
+-- are all fixed windows (kind 2) on distinct keys, each of a Limit of at
+-- most maxPacked and in a window whose index k has k + 2 <= 2^32 (see
+-- the packed state below): layer i's key is K[ko + i] and its five
+-- arguments (script.lua's kind, W, tau, limit, cost) are A[ao + 5(i-1) + 1
+-- .. ao + 5i]. It returns script.lua's reply, or nil, having changed
+-- nothing, for a call it does not decide: a layer of another kind, two
+-- layers on one key, a limit or a window index out of range, or a key
+-- holding a state of the string layout ("k p q", written for a window of
+-- another range, or by an earlier version): script.lua's general path
+-- then decides it (and writes the packed state when it can). A key
+-- holding another type raises that error, having changed nothing.
+--
+-- The packed state (start.lua's windowState and windowValue) is the
+-- integer -((k + 1)·2^21 + q): the window index k and its count q in one
+-- number, negative so that no bucket's TAT reads as one. A layer's cost c
+-- goes on with DECRBY, whose reply is the state after it; a request over a
+-- layer's limit, or denied by another layer, is undone with INCRBY (or a
+-- DEL of a key that was absent), so that nothing of a denial stays.
+-- Every DECRBY of a decision is made before any other write, so an error
+-- of a later layer's key undoes the earlier ones first. A window's first
+-- admission (the key absent, or holding an earlier window) SETs the
+-- state with the TTL of the window's end; later ones in that window keep
+-- it. With q <= Limit and c <= Limit < 2^20, q + c stays below 2^21: the
+-- count never carries into the index, and every value stays below 2^53,
+-- exact in Lua's doubles.
+--
+-- The decisions are script.lua's kind 2 ones, a stale reading included (a
+-- state from a later window than now: decided at the start of that
+-- window, e = 0, as hotlimit's window does).
+
+-- skipWindows: batch.lua sets it around a decision fixedWindows left to
+-- script.lua's general path, so that script.lua does not try it again.
+local skipWindows = false
+
+-- Per window length (its argument string) at now: the window index, the
+-- elapsed time into it, the TTL (ms) until its end, or false when k is
+-- out of the packed range. A batch decides at one instant, so each length
+-- is divided once per script call.
+local winK, winE, winT = {}, {}, {}
+
+-- fwS: per layer, reused from call to call: 8 values each (see below).
+local fwS = {}
+
+-- undoWindows undoes the DECRBYs of layers 1..m (fwS holds each one's
+-- cost, and whether its key was absent before).
+local function undoWindows(K, ko, A, ao, m)
+  for i = 1, m do
+    local s = 8 * (i - 1)
+    local c = fwS[s + 5]
+    if c > 0 and c <= fwS[s + 4] then
+      if fwS[s + 8] then
+        redis.call("DEL", K[ko + i])
+      else
+        redis.call("INCRBY", K[ko + i], A[ao + 5 * i])
+      end
+    end
+  end
+end
+
+local function fixedWindows(K, ko, A, ao, n, wantNext)
+  -- Check and read the arguments; nothing is written before all pass.
+  for i = 1, n do
+    local o = ao + 5 * (i - 1)
+    if A[o + 1] ~= "2" then return nil end
+    local key = K[ko + i]
+    for j = 1, i - 1 do
+      if K[ko + j] == key then return nil end
+    end
+    local ws = A[o + 2]
+    local k = winK[ws]
+    if k == nil then
+      local w = tonumber(ws)
+      local e
+      k, e = divmod(now, w)
+      if k > maxPackedIndex then k = false end
+      winK[ws], winE[ws], winT[ws] = k, e, ttlMs(w - e)
+    end
+    local lim = tonumber(A[o + 4])
+    if not k or lim > maxPacked then return nil end
+    -- fwS per layer: W, k, e, limit, cost, then the count q before the
+    -- call, the window's first admission (SET), the key absent (DEL).
+    local s = 8 * (i - 1)
+    fwS[s + 1], fwS[s + 2], fwS[s + 3], fwS[s + 4], fwS[s + 5] = tonumber(ws), k, winE[ws], lim, tonumber(A[o + 5])
+  end
+  -- Decide each layer on its state: DECRBY for a cost that can be
+  -- admitted, else a read.
+  local deny = 0
+  for i = 1, n do
+    local s = 8 * (i - 1)
+    local key, k, lim, c = K[ko + i], fwS[s + 2], fwS[s + 4], fwS[s + 5]
+    local q, first, absent = 0, false, false
+    if c > 0 and c <= lim then
+      local r = redis.pcall("DECRBY", key, A[ao + 5 * i])
+      if type(r) == "table" then
+        undoWindows(K, ko, A, ao, i - 1)
+        if string.find(r.err, "not an integer", 1, true) then return nil end -- the string layout
+        error(r)
+      end
+      local m = -r
+      local sk = math.floor(m / packedBase) - 1
+      if sk < 0 then
+        -- No state (DEL undoes it), or a value of no packed window (a
+        -- bucket's TAT: INCRBY undoes it): fresh.
+        first, absent = true, m == c
+      elseif sk == k then
+        q = m - (sk + 1) * packedBase - c
+      elseif sk > k then
+        -- A stale reading: decided at the start of the state's window.
+        fwS[s + 2], fwS[s + 3] = sk, 0
+        q = m - (sk + 1) * packedBase - c
+      else
+        first = true -- an earlier window's state: fresh
+      end
+      if q + c > lim then deny = deny > 0 and deny or i end
+    else
+      local v = redis.pcall("GET", key)
+      if type(v) == "table" then
+        undoWindows(K, ko, A, ao, i - 1)
+        error(v)
+      end
+      local sk, _, sq = windowState(v)
+      if sk and sk >= k then
+        if sk > k then fwS[s + 2], fwS[s + 3] = sk, 0 end
+        q = sq
+      end
+      if c ~= 0 then deny = deny > 0 and deny or i end
+    end
+    fwS[s + 6], fwS[s + 7], fwS[s + 8] = q, first, absent
+  end
+  if deny > 0 then
+    undoWindows(K, ko, A, ao, n)
+    -- Every layer reported on its state as it was.
+    local out = { 0, deny }
+    for i = 1, n do
+      local s = 8 * (i - 1)
+      local w, e, lim, c, q = fwS[s + 1], fwS[s + 3], fwS[s + 4], fwS[s + 5], fwS[s + 6]
+      local rem, reset, ok, retry = math.max(0, lim - q), 0, 1, 0
+      if q > 0 then reset = w - e end
+      if c < 0 or c > lim then
+        ok, retry = 0, -1
+      elseif q + c > lim then
+        ok, retry = 0, w - e
+      end
+      out[#out + 1] = ok
+      out[#out + 1] = rem
+      out[#out + 1] = retry
+      out[#out + 1] = reset
+      if wantNext then
+        if rem >= lim then out[#out + 1] = 0 else out[#out + 1] = w - e end
+      end
+    end
+    return out
+  end
+  local out = { 1 }
+  for i = 1, n do
+    local s = 8 * (i - 1)
+    local w, k, e, lim, c, q = fwS[s + 1], fwS[s + 2], fwS[s + 3], fwS[s + 4], fwS[s + 5], fwS[s + 6]
+    if fwS[s + 7] then
+      -- The window's first admission: its state, kept until the window's
+      -- end (a Lua number goes to Redis exactly, as %.17g).
+      redis.call("SET", K[ko + i], -((k + 1) * packedBase + c), "PX", winT[A[ao + 5 * (i - 1) + 2]])
+    end
+    q = q + c
+    local rem, reset = math.max(0, lim - q), 0
+    if q > 0 then reset = w - e end
+    out[#out + 1] = rem
+    out[#out + 1] = reset
+    if wantNext then
+      if rem >= lim then out[#out + 1] = 0 else out[#out + 1] = w - e end
+    end
+  end
+  return out
+end
