@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/internal/wire"
@@ -273,7 +274,7 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 			return p.refused(res, OutcomeKeyDenied, err)
 		}
 	}
-	all := string(key)               // the one allocation of the keys
+	all := p.keyString(key)
 	layers := res.layers[:g.nlayers] // the group's, the global one, the identities'
 	layers[0] = Layer{Limit: g.limit.name, Key: all[:groupEnd], Cost: cost}
 	n := 1
@@ -339,6 +340,19 @@ func outcomeOf(d hotlimit.Decision, dryRun bool) (o, refusal Outcome) {
 		return OutcomeDryRunDenied, refusal
 	}
 	return refusal, refusal
+}
+
+// keyString returns the request's keys as a string: a copy, the one
+// allocation of a decision, for a backend that may keep them; for a
+// Local, a view of res.buf, which hotlimit copies from (as it does the
+// bytes of AllowBytes) into its slots or arena and keeps nothing of. The
+// view lives in res.layers until Release clears them, before res.buf is
+// written again.
+func (p *Pipeline[R]) keyString(key []byte) string {
+	if p.local {
+		return unsafe.String(unsafe.SliceData(key), len(key))
+	}
+	return string(key)
 }
 
 // groupKey returns head and the request's identity, from Config.Key or,

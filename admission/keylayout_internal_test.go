@@ -125,6 +125,41 @@ func TestKeyLayouts(t *testing.T) {
 	if n := local.Classes().Class("id").Len(); n != len(keyIdentities) {
 		t.Errorf("limit id holds %d keys, want %d", n, len(keyIdentities))
 	}
+	// Decide hands a Local views of its Result's buffer, reused by every
+	// request after: the Local must hold each key's own bytes.
+	for _, id := range keyIdentities {
+		for k, want := range map[string]int64{p.LayerKey(id, "a"): 999, p.LayerKey(id, "b"): 999, p.LayerKey(id, ""): 998} {
+			if r := local.Classes().Class("g").Check(k, 0).Remaining; r != want {
+				t.Fatalf("%q: key %q has %d left, want %d", id, k, r, want)
+			}
+		}
+	}
+}
+
+// keeper is a Backend that keeps the keys it is given, as a store may.
+type keeper struct{ recorder }
+
+func (b *keeper) AllowStates(ctx context.Context, layers []Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
+	for _, ly := range layers {
+		b.keys = append(b.keys, ly.Key)
+	}
+	return hotlimit.Decision{Allowed: true, Limit: 10, Remaining: 9}, 0, nil
+}
+
+// TestKeysKept: a backend other than a Local may keep the keys it was
+// given: they do not change with the requests decided after.
+func TestKeysKept(t *testing.T) {
+	b := &keeper{}
+	p := layoutPipeline(t, b)
+	for _, id := range keyIdentities {
+		res := p.Decide(context.Background(), [2]string{id, "x:y"}, 0, 1)
+		p.Release(res)
+	}
+	for i, id := range keyIdentities {
+		if got, want := b.keys[3*i], ident.LayerKey(id, "a"); got != want {
+			t.Fatalf("kept key %d: %q, want %q", i, got, want)
+		}
+	}
 }
 
 // TestKeyLayoutsIdentify: through a Local and through a shared store,

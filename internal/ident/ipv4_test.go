@@ -1,6 +1,7 @@
 package ident
 
 import (
+	"math/rand/v2"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -66,4 +67,74 @@ func BenchmarkIPv4(b *testing.B) {
 			sinkIPv4 = a
 		}
 	})
+}
+
+// TestIPv4Random: IPv4 reads what the loop it unrolled (ipv4Digits)
+// reads, on random strings of digits, dots and other bytes
+// of every length up to 20, and on every string netip writes an address
+// as followed by such bytes.
+func TestIPv4Random(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const alphabet = "0123456789012345....:x"
+	check := func(b []byte) {
+		a, n, ok := IPv4(b)
+		wa, wn, wok := ipv4Digits(b)
+		if ok != wok || ok && (a != wa || n != wn) {
+			t.Fatalf("%q: %v %d %v, want %v %d %v", b, a, n, ok, wa, wn, wok)
+		}
+		if sa, sn, sok := IPv4(string(b)); sok != ok || ok && (sa != a || sn != n) {
+			t.Fatalf("%q as a string: %v %d %v, as bytes %v %d %v", b, sa, sn, sok, a, n, ok)
+		}
+	}
+	for range 500000 {
+		b := make([]byte, rng.IntN(21))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		check(b)
+		var x [4]byte
+		for i := range x {
+			x[i] = byte(rng.IntN(256))
+		}
+		b = netip.AddrFrom4(x).AppendTo(nil)
+		for range rng.IntN(4) {
+			b = append(b, alphabet[rng.IntN(len(alphabet))])
+		}
+		check(b)
+	}
+}
+
+// ipv4Digits is the parser IPv4 replaced, a part at a time, digit by
+// digit: the oracle of TestIPv4Random.
+func ipv4Digits(s []byte) (a [4]byte, n int, ok bool) {
+	for part := range 4 {
+		if part > 0 {
+			if n >= len(s) || s[n] != '.' {
+				return a, 0, false
+			}
+			n++
+		}
+		if n >= len(s) {
+			return a, 0, false
+		}
+		v := uint(s[n]) - '0'
+		if v > 9 {
+			return a, 0, false
+		}
+		n++
+		if v != 0 {
+			for end := n + 2; n < end && n < len(s); n++ {
+				d := uint(s[n]) - '0'
+				if d > 9 {
+					break
+				}
+				v = v*10 + d
+			}
+			if v > 255 {
+				return a, 0, false
+			}
+		}
+		a[part] = byte(v)
+	}
+	return a, n, true
 }
