@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"net/netip"
 	"reflect"
 	"slices"
 	"sort"
@@ -66,7 +67,8 @@ type IdentityLayer[R any] struct {
 	// Limit names its policy in Config.Limits. The RateLimit item of the
 	// layer is named after it, so no other layer may use it.
 	Limit string
-	// Key extracts the identity the layer limits by.
+	// Key extracts the identity the layer limits by; nil: the client
+	// address, Config.ClientAddr's.
 	Key KeyFunc[R]
 	// Fallback, if set, extracts an identity when Key fails (the client
 	// IP, say); nil: a request Key finds no identity in is refused
@@ -94,8 +96,18 @@ type Config[R any] struct {
 	// its index.
 	Groups []Group[R]
 	// Key extracts the identity a request is limited by in its group's
-	// layer and the global one.
+	// layer and the global one; nil: the client address, ClientAddr's.
 	Key KeyFunc[R]
+	// ClientAddr, if set, finds the address of the client a request came
+	// from, grouped, as ClientIP.Prefix returns it: a nil Key, or an
+	// identity layer's nil Key, limits by it, under the identity the
+	// transports' client-IP key functions write ("ip:192.0.2.1",
+	// "ip:2001:db8:1:2::/64"). The pipeline writes that identity's text
+	// only into a shared store's keys: a Local's keys hold an IPv4
+	// client's 4 bytes, taken from the address, where a KeyFunc's text
+	// would be parsed back (see keys.go). Its error is a key function's.
+	// Key or ClientAddr is required.
+	ClientAddr func(R) (netip.Prefix, error)
 	// Fallback, if set, extracts an identity when Key fails; nil: such a
 	// request is refused (OutcomeKeyDenied).
 	Fallback KeyFunc[R]
@@ -151,8 +163,9 @@ type Pipeline[R any] struct {
 	idPrefix   string   // what precedes an identity layer's identity in its key: "rl:v1:", or a Local's tagText
 	states     bool     // ask the backend for the layers' states
 	groups     []group[R]
-	key        KeyFunc[R]
+	key        KeyFunc[R] // nil: addr's
 	fallback   KeyFunc[R]
+	addr       func(R) (netip.Prefix, error)
 	global     *limitInfo
 	globalCost int64
 	ids        []identityLayer[R]
@@ -196,7 +209,7 @@ type group[R any] struct {
 // identityLayer is an IdentityLayer, checked.
 type identityLayer[R any] struct {
 	limit    *limitInfo
-	key      KeyFunc[R]
+	key      KeyFunc[R] // nil: Pipeline.addr's
 	fallback KeyFunc[R]
 	cost     int64
 }
@@ -215,7 +228,7 @@ func New[R any](cfg Config[R]) (*Pipeline[R], error) {
 		return nil, err
 	}
 	p := &Pipeline[R]{
-		key: cfg.Key, fallback: cfg.Fallback, globalCost: max(cfg.GlobalCost, 1),
+		key: cfg.Key, fallback: cfg.Fallback, addr: cfg.ClientAddr, globalCost: max(cfg.GlobalCost, 1),
 		failOpen: cfg.FailOpen, dryRun: cfg.DryRun, identify: cfg.Identify, states: cfg.States,
 		seed: maphash.MakeSeed(),
 	}
@@ -268,7 +281,7 @@ func New[R any](cfg Config[R]) (*Pipeline[R], error) {
 // order New reports them.
 func checkFields[R any](pfx string, cfg *Config[R]) error {
 	switch {
-	case cfg.Key == nil:
+	case cfg.Key == nil && cfg.ClientAddr == nil:
 		return fmt.Errorf("%s: Config.Key is required", pfx)
 	case len(cfg.Groups) == 0:
 		return fmt.Errorf("%s: Config.Groups is empty", pfx)
@@ -304,7 +317,7 @@ func (p *Pipeline[R]) buildIdentities(pfx string, cfg *Config[R], limits map[str
 			return fmt.Errorf("%s: Config.Identities[%d]: Limit %q is not in Config.Limits", pfx, i, id.Limit)
 		case used[id.Limit]:
 			return fmt.Errorf("%s: Config.Identities[%d]: Limit %q is used by another layer; an identity layer needs a limit of its own (its RateLimit item is named after it)", pfx, i, id.Limit)
-		case id.Key == nil:
+		case id.Key == nil && cfg.ClientAddr == nil:
 			return fmt.Errorf("%s: Config.Identities[%d]: Key is required", pfx, i)
 		case id.Cost < 0:
 			return fmt.Errorf("%s: Config.Identities[%d]: Cost must be ≥ 0, got %d", pfx, i, id.Cost)

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/hotlimit/hotlimit"
+	"github.com/hotlimit/hotlimit/internal/ident"
 	"github.com/hotlimit/hotlimit/internal/wire"
 )
 
@@ -249,9 +250,6 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 		res.Missing = g.names[0]
 		return p.refused(res, OutcomeKeyDenied, err)
 	}
-	if p.local {
-		key = localize(key, g.idFrom)
-	}
 	idEnd := len(key)
 	if (p.identify || p.exempt != nil) && p.identifies(res, key[g.idFrom:idEnd]) {
 		res.Outcome = OutcomeExempt
@@ -358,17 +356,11 @@ func (p *Pipeline[R]) keyString(key []byte) string {
 // groupKey returns head and the request's identity, from Config.Key or,
 // when it fails, its Fallback, and sets res.KeyErr and res.Fallback.
 func (p *Pipeline[R]) groupKey(res *Result, r R, head string) ([]byte, error) {
-	key, err := p.key(append(res.buf[:0], head...), r)
-	if err == nil && !hasHead(key, head) {
-		err = ErrBadKeyFunc
-	}
+	key, err := p.appendKey(p.key, res.buf[:0], head, r)
 	res.KeyErr = err
 	if err != nil && p.fallback != nil {
 		res.Fallback = true
-		key, err = p.fallback(append(res.buf[:0], head...), r)
-		if err == nil && !hasHead(key, head) {
-			err = ErrBadKeyFunc
-		}
+		key, err = p.appendKey(p.fallback, res.buf[:0], head, r)
 	}
 	return key, err
 }
@@ -379,32 +371,83 @@ func (p *Pipeline[R]) groupKey(res *Result, r R, head string) ([]byte, error) {
 // failure, res.Missing. It returns the first error no fallback answered.
 func (p *Pipeline[R]) identityLayers(res *Result, key []byte, r R, ends *[maxLayers]int) ([]byte, error) {
 	for i := range p.ids {
-		start := len(key)
 		il := &p.ids[i]
-		k, err := il.key(append(key, p.idPrefix...), r)
-		if err == nil && !p.appended(k, key[:start]) {
-			err = ErrBadKeyFunc
-		}
+		k, err := p.appendKey(il.key, key, p.idPrefix, r)
 		if err != nil && res.KeyErr == nil {
 			res.KeyErr = err
 		}
 		if err != nil && il.fallback != nil {
 			res.Fallback = true
-			k, err = il.fallback(append(key[:start], p.idPrefix...), r)
-			if err == nil && !p.appended(k, key[:start]) {
-				err = ErrBadKeyFunc
-			}
+			k, err = p.appendKey(il.fallback, key, p.idPrefix, r)
 		}
 		if err != nil {
 			res.Missing = res.names[len(res.names)-len(p.ids)+i] // the group's, the global one, the identities'
 			return key, err
 		}
-		if p.local {
-			k = localize(k, start)
-		}
 		key, ends[i] = k, len(k)
 	}
 	return key, nil
+}
+
+// appendKey appends to prev head and the identity key writes of r (for
+// a nil key, the client address p.addr finds), in the backend's layout:
+// for a Local, an IPv4 client's as its 5 bytes (keys.go). It refuses
+// what a KeyFunc returned that is not prev, head and an identity:
+// a KeyFunc that ignored dst must not replace the keys built before it.
+func (p *Pipeline[R]) appendKey(key KeyFunc[R], prev []byte, head string, r R) ([]byte, error) {
+	if key == nil {
+		return p.appendAddr(prev, head, r)
+	}
+	k, err := key(append(prev, head...), r)
+	if err != nil {
+		return prev, err
+	}
+	if !appended(k, prev, head) {
+		return prev, ErrBadKeyFunc
+	}
+	if p.local {
+		k = localize(k, len(prev)+len(head)-1)
+	}
+	return k, nil
+}
+
+// appended reports whether k, what a KeyFunc returned for dst = prev +
+// head, is prev, head and an identity.
+func appended(k, prev []byte, head string) bool {
+	n := len(prev) + len(head)
+	if len(k) <= n {
+		return false
+	}
+	// prev: its own bytes, unless k is another slice (a shared array's
+	// bytes are prev's: so compared, they were equal too)
+	if len(prev) > 0 && unsafe.SliceData(k) != unsafe.SliceData(prev) && string(k[:len(prev)]) != string(prev) {
+		return false
+	}
+	for i := 0; i < len(head); i++ { // a few bytes: cheaper than a call to compare them
+		if k[len(prev)+i] != head[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// appendAddr appends to prev head and the identity of the client address
+// p.addr finds for r: for a Local, an ungrouped IPv4 client's as tagIPv4
+// and its 4 bytes, in place of head's tagText, with no text between;
+// else its text, as ident.AppendIP writes it.
+func (p *Pipeline[R]) appendAddr(prev []byte, head string, r R) ([]byte, error) {
+	pfx, err := p.addr(r)
+	if err == nil && !pfx.IsValid() {
+		err = ErrNoClientIP
+	}
+	if err != nil {
+		return prev, err
+	}
+	if a := pfx.Addr(); p.local && a.Is4() && pfx.Bits() == 32 {
+		b := a.As4()
+		return append(append(prev, head[:len(head)-1]...), tagIPv4, b[0], b[1], b[2], b[3]), nil
+	}
+	return ident.AppendIP(append(prev, head...), pfx), nil
 }
 
 // identifies sets res.IdentityHash and res.IdentityKind from id, the
@@ -431,19 +474,6 @@ func (p *Pipeline[R]) identifies(res *Result, id []byte) bool {
 // ipKind is what Kinds.Of reads the kind of a Local's compact IPv4
 // identity from.
 var ipKind = []byte("ip:")
-
-// hasHead reports whether a key under construction holds an identity
-// after head, what Decide wrote before it.
-func hasHead(key []byte, head string) bool {
-	return len(key) > len(head) && string(key[:len(head)]) == head
-}
-
-// appended reports whether k, what a KeyFunc returned for dst = prev +
-// p.idPrefix, is prev followed by the prefix and an identity: a KeyFunc
-// that ignored dst must not replace the keys built before it.
-func (p *Pipeline[R]) appended(k, prev []byte) bool {
-	return len(k) > len(prev) && string(k[:len(prev)]) == string(prev) && hasHead(k[len(prev):], p.idPrefix)
-}
 
 // refused completes res for a request refused before the backend was
 // asked, as DryRun has it: let through, as OutcomeDryRunDenied.

@@ -21,7 +21,7 @@
 // The Backend is the in-process Local (hotlimit limiters, one per named
 // limit) or a shared store such as redislimit's. A Local gets the same
 // keys in a shorter layout of its own, without the version prefix and
-// with the group named by its index, so that an IPv4 client's keys fit
+// with the group named by a number, so that an IPv4 client's keys fit
 // the 15 bytes a hotlimit slot holds inline (keys.go describes it;
 // Pipeline.LayerKey gives a pipeline's keys); every other backend gets
 // the layout above, byte for byte. An Observer sees every

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"testing"
 	"time"
@@ -197,6 +198,151 @@ func TestKeyLayoutsIdentify(t *testing.T) {
 		}
 		if len(hashes) != len(keyIdentities) {
 			t.Errorf("%s: %d hashes for %d identities", name, len(hashes), len(keyIdentities))
+		}
+	}
+}
+
+// addrPipeline limits group "a" (and the global layer) by r.Key's
+// identity, or, with addr, by the client address of r.Addr, and an
+// identity layer likewise, through backend (nil: a Local).
+func addrPipeline(t *testing.T, backend Backend, addr bool, exempt ...string) *Pipeline[addrReq] {
+	t.Helper()
+	cfg := Config[addrReq]{
+		Limits:           layoutLimits,
+		Groups:           []Group[addrReq]{{Name: "a", Limit: "g"}},
+		Global:           "g",
+		Identities:       []IdentityLayer[addrReq]{{Limit: "id"}},
+		ExemptIdentities: exempt,
+		Identify:         true,
+	}
+	if addr {
+		cfg.ClientAddr = func(r addrReq) (netip.Prefix, error) { return r.pfx, r.err }
+	} else { // the transports' key functions before ClientAddr: the text
+		text := func(dst []byte, r addrReq) ([]byte, error) {
+			if r.err != nil {
+				return dst, r.err
+			}
+			return ident.AppendIP(dst, r.pfx), nil
+		}
+		cfg.Key, cfg.Identities[0].Key = text, text
+	}
+	if backend != nil {
+		cfg.Backend = func(map[string]hotlimit.Policy) (Backend, error) { return backend, nil }
+	}
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+type addrReq struct {
+	pfx netip.Prefix
+	err error
+}
+
+// TestClientAddr: a pipeline that limits by Config.ClientAddr (nil Key
+// and identity Key) gives every layer the keys a KeyFunc writing the
+// address's text gets (ident.AppendIP), through a Local (where an IPv4
+// client's keys hold its 4 bytes, written with no text between) and
+// through a shared store, byte for byte, with the same exemptions and
+// kinds; ClientAddr's error refuses as a key function's does, and so
+// does an invalid prefix (ErrNoClientIP).
+func TestClientAddr(t *testing.T) {
+	prefixes := []string{"192.0.2.1/32", "255.255.255.255/32", "0.0.0.0/32", "192.0.2.0/24", "10.0.0.0/8",
+		"2001:db8:1:2::/64", "2001:db8::1/128", "::ffff:192.0.2.1/128", "::/0"}
+	exempt := []string{"ip:192.0.2.1", "ip:2001:db8:1:2::/64"}
+	ctx := context.Background()
+	for _, shared := range []bool{false, true} {
+		var ba, bt Backend
+		if shared {
+			ba, bt = &recorder{}, &recorder{}
+		}
+		byAddr, byText := addrPipeline(t, ba, true, exempt...), addrPipeline(t, bt, false, exempt...)
+		for _, s := range prefixes {
+			r := addrReq{pfx: netip.MustParsePrefix(s)}
+			ra, rt := byAddr.Decide(ctx, r, 0, 1), byText.Decide(ctx, r, 0, 1)
+			if ra.Outcome != rt.Outcome || ra.IdentityKind != rt.IdentityKind || ra.IdentityKind != "ip" {
+				t.Errorf("shared %v, %s: %v %q, by text %v %q", shared, s, ra.Outcome, ra.IdentityKind, rt.Outcome, rt.IdentityKind)
+			}
+			for i := range ra.Layers() {
+				if ra.layers[i].Key != rt.layers[i].Key {
+					t.Errorf("shared %v, %s: layer %d key %q, by text %q", shared, s, i, ra.layers[i].Key, rt.layers[i].Key)
+				}
+			}
+			if ra.Outcome == OutcomeAllowed && !shared && r.pfx.Addr().Is4() && r.pfx.Bits() == 32 && len(ra.layers[1].Key) != 5 {
+				t.Errorf("%s: global key %q, want the 5 bytes of an IPv4 client", s, ra.layers[1].Key)
+			}
+			byAddr.Release(ra)
+			byText.Release(rt)
+		}
+		errBad := errors.New("no address")
+		for _, r := range []addrReq{{err: errBad}, {}} {
+			res := byAddr.Decide(ctx, r, 0, 1)
+			want := r.err
+			if want == nil {
+				want = ErrNoClientIP
+			}
+			if res.Outcome != OutcomeKeyDenied || res.Err != want || res.KeyErr != want {
+				t.Errorf("shared %v, %+v: %v %v %v, want key denied with %v", shared, r, res.Outcome, res.Err, res.KeyErr, want)
+			}
+			byAddr.Release(res)
+		}
+	}
+}
+
+// TestBadKeyFuncLayouts: through a Local and through a shared store, a
+// KeyFunc (Config.Key's or an identity layer's) that returns a slice of
+// its own, however long, a copy of its dst changed, or writes over the
+// start of its dst, refuses
+// the request with ErrBadKeyFunc.
+func TestBadKeyFuncLayouts(t *testing.T) {
+	bad := map[string]KeyFunc[[2]string]{
+		"own slice": func(dst []byte, r [2]string) ([]byte, error) { return []byte("user:someone-else"), nil },
+		"copies dst, changed": func(dst []byte, r [2]string) ([]byte, error) {
+			k := append([]byte(nil), dst...)
+			k[0] ^= 0x40 // the group key's first byte, or the head's
+			return append(k, "user:x"...), nil
+		},
+		"overwrites dst": func(dst []byte, r [2]string) ([]byte, error) {
+			k := append(dst, "user:x"...)
+			k[len(dst)-1] ^= 0x40
+			return k, nil
+		},
+	}
+	good := func(dst []byte, r [2]string) ([]byte, error) { return append(dst, "user:x"...), nil }
+	for _, backend := range []Backend{nil, &recorder{}} {
+		for name, fn := range bad {
+			for layer := range 2 {
+				cfg := Config[[2]string]{
+					Limits:     layoutLimits,
+					Groups:     []Group[[2]string]{{Name: "a", Limit: "g"}},
+					Key:        good,
+					Identities: []IdentityLayer[[2]string]{{Limit: "id", Key: good}},
+				}
+				if layer == 0 {
+					cfg.Key = fn
+				} else {
+					cfg.Identities[0].Key = fn
+				}
+				if backend != nil {
+					b := backend
+					cfg.Backend = func(map[string]hotlimit.Policy) (Backend, error) { return b, nil }
+				}
+				p, err := New(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res := p.Decide(context.Background(), [2]string{}, 0, 1)
+				if res.Outcome != OutcomeKeyDenied || res.Err != ErrBadKeyFunc {
+					t.Errorf("backend %T, %s in layer %d: %v %v, want ErrBadKeyFunc", backend, name, layer, res.Outcome, res.Err)
+				}
+				p.Release(res)
+				if backend == nil {
+					p.Close()
+				}
+			}
 		}
 	}
 }

@@ -136,8 +136,9 @@ func (headerStream) SetTrailer(md metadata.MD) error { return nil }
 
 // BenchmarkUnaryInterceptor times the interceptor alone, called directly
 // with a handler that does nothing, beside that handler alone: the key (a
-// SHA-256 of the token, or the peer address), two layers, and the
-// metadata, handed to a transport stream that drops it.
+// SHA-256 of the token, or the peer address: PeerKey's, or a nil Key's),
+// two layers, and the metadata, handed to a transport stream that drops
+// it.
 func BenchmarkUnaryInterceptor(b *testing.B) {
 	addr := net.TCPAddrFromAddrPort(netip.MustParseAddrPort("192.0.2.1:4242"))
 	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: addr})
@@ -153,11 +154,14 @@ func BenchmarkUnaryInterceptor(b *testing.B) {
 			}
 		}
 	})
-	for _, name := range []string{"token", "peer"} {
+	for _, name := range []string{"token", "peer", "peer-nil-key"} {
 		b.Run(name, func(b *testing.B) {
 			cfg := benchConfig()
-			if name == "peer" {
+			switch name {
+			case "peer":
 				cfg.Key = grpclimit.PeerKey(nil)
+			case "peer-nil-key":
+				cfg.Key = nil // the peer address, taken by the pipeline itself
 			}
 			u := newIC(b, nil, cfg).Unary()
 			b.ReportAllocs()

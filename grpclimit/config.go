@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sort"
 	"strings"
 	"time"
@@ -53,7 +54,11 @@ type Config struct {
 	DefaultGroup string
 	// Key extracts the identity a call is limited by. nil: the client IP
 	// that ClientIP finds (PeerKey(ClientIP)), so that behind a proxy the
-	// ClientIP is given once, here, for the key and every fallback.
+	// ClientIP is given once, here, for the key and every fallback. A nil
+	// Key gives the keys PeerKey(ClientIP) gives, for less: the pipeline
+	// takes the address itself, and the in-process backend's keys hold
+	// an IPv4 client's 4 bytes with no text written and parsed back (the
+	// same for a nil IdentityLimit.Key).
 	Key admission.KeyFunc[context.Context]
 	// Global, if set, names a limit applied to every call's identity on
 	// top of its group's, all or nothing: a call the global layer denies
@@ -247,9 +252,11 @@ func pipelineConfig(cfg Config, layerMD bool) (admission.Config[context.Context]
 		Identify:   cfg.Hook != nil || len(cfg.Observers) > 0,
 		Observers:  cfg.Observers,
 	}
-	if pc.Key == nil {
-		pc.Key = PeerKey(cfg.ClientIP)
-	}
+	// A nil Key or IdentityLimit.Key limits by the peer's address: the
+	// pipeline's own (ClientAddr), PeerKey's identity, whose text a
+	// Local's keys need not hold.
+	c := cfg.ClientIP
+	pc.ClientAddr = func(ctx context.Context) (netip.Prefix, error) { return ClientPrefix(ctx, c) }
 	if cfg.FallbackToIP {
 		pc.Fallback = PeerKey(cfg.ClientIP)
 	}
@@ -258,9 +265,6 @@ func pipelineConfig(cfg Config, layerMD bool) (admission.Config[context.Context]
 	}
 	for _, il := range cfg.Identities {
 		layer := admission.IdentityLayer[context.Context]{Limit: il.Limit, Key: il.Key, Cost: il.Cost}
-		if layer.Key == nil {
-			layer.Key = PeerKey(cfg.ClientIP)
-		}
 		if il.FallbackToIP {
 			layer.Fallback = PeerKey(cfg.ClientIP)
 		}

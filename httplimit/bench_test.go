@@ -163,13 +163,17 @@ func BenchmarkIdentities(b *testing.B) {
 // and the global one, their limiters, the keys the middleware gives
 // them, states asked): AllowLayersState is the core's part; Decide is
 // the pipeline's whole decision (the key from the peer address, the
-// layers' keys, the backend call, the Result); Middleware is a request
-// through the handler (routing and the IETF headers too). Every request
-// is admitted. Compare their instruction counts (perf stat) rather than
-// their times on a shared machine; the figures are in
+// layers' keys, the backend call, the Result) with the middleware's
+// default key, the client IP (a nil Config.Key); DecideIPKey the same
+// with Key IPKey(nil), a KeyFunc, whose identity's text the pipeline
+// parses back for the in-process keys; Middleware is a request through
+// the handler (routing and the IETF headers too). Every request is
+// admitted. Compare their instruction counts (callgrind:
+// https://github.com/hotlimit/hotlimit/blob/main/bench/instr.sh) rather
+// than their times on a shared machine; the figures are in
 // https://github.com/hotlimit/hotlimit/blob/main/bench/RESULTS.md.
 func BenchmarkIPv4Decision(b *testing.B) {
-	m, err := New(Config{
+	cfg := Config{
 		Limits: map[string]hotlimit.Policy{
 			"search": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(100_000_000), Burst: 1_000_000},
 			"global": hotlimit.TokenBucket{Rate: hotlimit.PerSecond(100_000_000), Burst: 1_000_000},
@@ -177,12 +181,18 @@ func BenchmarkIPv4Decision(b *testing.B) {
 		Groups:       []Group{{Name: "search", Patterns: []string{"/search", "/v1/search"}, Limit: "search"}},
 		DefaultGroup: "search",
 		Global:       "global",
-		Key:          IPKey(nil),
-	})
+	}
+	m, err := New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer m.Close()
+	cfg.Key = IPKey(nil)
+	mk, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer mk.Close()
 	const ip = "203.0.113.255"
 	r := httptest.NewRequest("GET", "/v1/search", nil)
 	r.RemoteAddr = ip + ":41234"
@@ -198,17 +208,21 @@ func BenchmarkIPv4Decision(b *testing.B) {
 			hotlimit.AllowLayersState(states, layers...)
 		}
 	})
-	b.Run("Decide", func(b *testing.B) {
-		ctx := context.Background()
-		b.ReportAllocs()
-		for b.Loop() {
-			res := m.pipe.Decide(ctx, r, 0, 1)
-			if res.Outcome != admission.OutcomeAllowed {
-				b.Fatal(res.Outcome, res.Err)
+	decide := func(m *Middleware) func(b *testing.B) {
+		return func(b *testing.B) {
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				res := m.pipe.Decide(ctx, r, 0, 1)
+				if res.Outcome != admission.OutcomeAllowed {
+					b.Fatal(res.Outcome, res.Err)
+				}
+				m.pipe.Release(res)
 			}
-			m.pipe.Release(res)
 		}
-	})
+	}
+	b.Run("Decide", decide(m))
+	b.Run("DecideIPKey", decide(mk))
 	b.Run("Middleware", func(b *testing.B) {
 		h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 		w := &nopWriter{h: make(http.Header)}
@@ -223,5 +237,8 @@ func BenchmarkIPv4Decision(b *testing.B) {
 	})
 	if n := local.Classes().Class("search").Len(); n != 1 {
 		b.Fatalf("the search limiter holds %d keys, want 1 (the middleware's and the core's layers are one key)", n)
+	}
+	if k := mk.LayerKey("ip:"+ip, "search"); k != layers[0].Key {
+		b.Fatalf("IPKey's group key %q, the default key's %q", k, layers[0].Key)
 	}
 }

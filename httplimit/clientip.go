@@ -40,6 +40,14 @@ func appendClientIP(c *admission.ClientIP, dst []byte, r *http.Request) ([]byte,
 	return ident.AppendIP(dst, p), nil // no zone: ClientIP strips zones
 }
 
+// clientPrefix is ClientPrefix(r, c), with appendClientIP's fast path.
+func clientPrefix(c *admission.ClientIP, r *http.Request) (netip.Prefix, error) {
+	if _, a, ok := peerIPv4(r.RemoteAddr); ok && plain4(c, a) {
+		return netip.PrefixFrom(netip.AddrFrom4(a), 32), nil
+	}
+	return ClientPrefix(r, c)
+}
+
 // peerIPv4 returns the host of a RemoteAddr of the form "a.b.c.d:port"
 // written as netip.Addr.String writes an IPv4 address (four decimal
 // fields, each at most 255, without leading zeros), with a port of 1 to 5

@@ -69,7 +69,11 @@ type Config struct {
 	// Key extracts the identity a request is limited by. nil: the
 	// client IP that ClientIP finds (IPKey(ClientIP)), so that behind a
 	// proxy the ClientIP is given once, here, for the key and for
-	// every fallback.
+	// every fallback. A nil Key gives the keys IPKey(ClientIP) gives,
+	// for less: the pipeline takes the address itself, and the
+	// in-process backend's keys hold an IPv4 client's 4 bytes with no
+	// text written and parsed back (the same for a nil
+	// IdentityLimit.Key).
 	Key admission.KeyFunc[*http.Request]
 	// Global, if set, names a limit applied to every request's identity
 	// on top of its group's, all or nothing: a request the global layer

@@ -32,7 +32,7 @@
 // the key format's version, a change of format changes it, so old and
 // new keys never mix there. The in-process admission.Local gets the same
 // keys in a shorter form, without the version and with the group named
-// by its index, so that an IPv4 client's fit the 15 bytes a hotlimit
+// by a number, so that an IPv4 client's fit the 15 bytes a hotlimit
 // slot holds inline; Middleware.LayerKey gives the middleware's keys. The decision itself is package
 // admission's Pipeline, which grpclimit shares; the middleware adds route
 // groups and HTTP answers. By(PerIP(rate), PerToken(header, rate)) is the

@@ -3,6 +3,7 @@ package httplimit
 import (
 	"context"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -79,14 +80,11 @@ func New(cfg Config) (*Middleware, error) {
 		}
 		pc.Identities = append(pc.Identities, layer)
 	}
-	if pc.Key == nil {
-		pc.Key = IPKey(cfg.ClientIP)
-	}
-	for i := range pc.Identities {
-		if pc.Identities[i].Key == nil {
-			pc.Identities[i].Key = IPKey(cfg.ClientIP)
-		}
-	}
+	// A nil Key or IdentityLimit.Key limits by the client IP: the
+	// pipeline's own (ClientAddr), IPKey's identity, whose text a Local's
+	// keys need not hold.
+	c := cfg.ClientIP
+	pc.ClientAddr = func(r *http.Request) (netip.Prefix, error) { return clientPrefix(c, r) }
 	p, err := admission.New(pc)
 	if err != nil {
 		return nil, err

@@ -13,7 +13,8 @@ import (
 // (hotlimit.SlidingWindow{Limit: rate.N, Window: rate.Per}), on every
 // route alike, with the default headers and responses. It is shorthand
 // for By(PerIP(rate)): New with a Config of one limit named "per-ip", one
-// group named "all", and Key IPKey(nil).
+// group named "all", and a nil Key (the client IP, as IPKey(nil) keys
+// it, taken by the pipeline itself).
 //
 // The client IP is the connection's peer address: behind a reverse proxy
 // every client would share the proxy's quota. There, write By's Config
@@ -46,7 +47,7 @@ func ByToken(header string, rate hotlimit.Rate) (*Middleware, error) {
 // them.
 type PerIdentityLimit struct {
 	name         string
-	key          admission.KeyFunc[*http.Request]
+	key          admission.KeyFunc[*http.Request] // nil: the client IP (Config.Key's nil)
 	fallbackToIP bool
 	rate         hotlimit.Rate
 	err          error
@@ -55,7 +56,7 @@ type PerIdentityLimit struct {
 // PerIP is the limit of ByIP: rate per client IP (the peer address), in
 // a limit named "per-ip".
 func PerIP(rate hotlimit.Rate) PerIdentityLimit {
-	return PerIdentityLimit{name: "per-ip", key: IPKey(nil), rate: rate}
+	return PerIdentityLimit{name: "per-ip", rate: rate}
 }
 
 // PerToken is the limit of ByToken: rate per API token in the named
@@ -106,7 +107,7 @@ func By(limits ...PerIdentityLimit) (*Middleware, error) {
 		if l.err != nil {
 			return nil, l.err
 		}
-		if l.key == nil {
+		if l.name == "" {
 			return nil, fmt.Errorf("httplimit: By: limit %d is the zero PerIdentityLimit (use PerIP or PerToken)", i)
 		}
 		if _, dup := cfg.Limits[l.name]; dup {
