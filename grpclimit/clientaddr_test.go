@@ -35,7 +35,7 @@ func (b *keptKeys) Close() error                                { return nil }
 // IP, the same outcomes, the same keys in a shared store byte for byte,
 // and in a Local the keys LayerKey gives PeerKey's identity.
 func TestNilKeyIsPeerKey(t *testing.T) {
-	trusting, err := admission.NewClientIP([]string{"10.0.0.0/8"}, admission.XForwardedFor, 48, 24)
+	trusting, err := admission.NewClientIP([]string{"10.0.0.0/8"}, "", 48, 24)
 	if err != nil {
 		t.Fatal(err)
 	}

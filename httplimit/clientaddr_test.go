@@ -31,7 +31,7 @@ func (b *keptKeys) Close() error                                { return nil }
 // keys in a shared store byte for byte, and in a Local the keys
 // LayerKey gives IPKey's identity.
 func TestNilKeyIsIPKey(t *testing.T) {
-	trusting, err := admission.NewClientIP([]string{"10.0.0.0/8"}, admission.XForwardedFor, 48, 24)
+	trusting, err := admission.NewClientIP([]string{"10.0.0.0/8"}, "", 48, 24)
 	if err != nil {
 		t.Fatal(err)
 	}
