@@ -129,9 +129,11 @@ type Item struct {
 	// Cost is what the request costs in the layer.
 	Cost int64
 	// Remaining and Window are the layer's own state after the decision:
-	// hotlimit.LayerState's Decision.Remaining and Next; Known is false when the backend did not report
-	// the layers' states, and then only the binding layer's Remaining,
-	// the Decision's, is known.
+	// hotlimit.LayerState's Decision.Remaining and Next. Known is true
+	// for every layer or for none: false when the backend did not report
+	// every layer's state (Config.States unset, or a layer it could not
+	// tell), and then only the binding layer's Remaining, the Decision's,
+	// is known.
 	Remaining int64
 	Window    time.Duration
 	Known     bool
@@ -154,9 +156,6 @@ func (res *Result) Item(i int) Item {
 	}
 	return it
 }
-
-// States reports whether the backend reported every layer's own state.
-func (res *Result) States() bool { return res.nstates > 0 }
 
 // Limit returns the binding layer's limit name and its algorithm ("" when
 // there was no decision or the backend does not say which layer bound),

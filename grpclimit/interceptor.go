@@ -246,7 +246,7 @@ func (ic *Interceptor) quotaMD(res *admission.Result, gi int, name string) metad
 	for i := range n {
 		md[keys[i]] = all[i : i+1 : i+1]
 	}
-	if ic.layerMD && res.States() {
+	if ic.layerMD && res.Layers() > 0 && res.Item(0).Known { // every layer's state reported
 		md[MDPolicy] = ic.pipe.PolicyValue(res, gi)
 		var b []byte
 		for i := range res.Layers() {

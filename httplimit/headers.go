@@ -68,7 +68,7 @@ func retryAfterSeconds(d hotlimit.Decision) int64 {
 }
 
 // writeHeaders sets the rate-limit fields of a decided request of group
-// gi on h, all from its decision res. The RateLimit-Policy value
+// gi (res.Layers() > 0) on h, all from its decision res. The RateLimit-Policy value
 // describes the policies the request was decided under; it is shared by
 // every response decided under the same ones (a handler may replace it or
 // append to it, which copies, but must not write into its elements).
@@ -77,12 +77,11 @@ func (m *Middleware) writeHeaders(h http.Header, gi int, res *admission.Result) 
 	if m.headers == HeadersIETF || m.headers == HeadersBoth {
 		var buf [160]byte
 		b := buf[:0]
-		if res.States() {
-			for i := range res.Layers() {
-				if i > 0 {
-					b = append(b, ", "...)
-				}
-				it := res.Item(i)
+		if it := res.Item(0); it.Known { // the backend reported every layer's state
+			b = wire.AppendItem(b, it.Name, it.Remaining, it.Window)
+			for i := 1; i < res.Layers(); i++ {
+				it = res.Item(i)
+				b = append(b, ", "...)
 				b = wire.AppendItem(b, it.Name, it.Remaining, it.Window)
 			}
 		} else {
