@@ -103,6 +103,7 @@ type Result struct {
 	nlayers int                            // layers decided; 0 when no backend was asked
 	nstates int                            // states the backend reported: nlayers or 0
 	built   int                            // layers whose keys were written: cleared by Release
+	ownKeys bool                           // their keys are views of buf (Pipeline.keyString): nothing to clear
 	ev      Event                          // what the observers are handed: here, so it does not escape per request
 	group   string                         // the request's group
 	glimit  *limitInfo                     // its layer's limit; nil for an exempt group
@@ -180,8 +181,10 @@ type livePolicies struct {
 
 // Release hands res back to p. res must not be used afterwards.
 func (p *Pipeline[R]) Release(res *Result) {
-	clear(res.layers[:res.built]) // keep no key alive in the pool (states hold no pointers)
-	res.Err, res.KeyErr, res.names, res.infos, res.built = nil, nil, nil, nil, 0
+	if !res.ownKeys {
+		clear(res.layers[:res.built]) // keep no key alive in the pool (states hold no pointers)
+	}
+	res.Err, res.KeyErr, res.built = nil, nil, 0
 	p.results.Put(res)
 }
 
@@ -234,12 +237,11 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 	res.IdentityHash, res.IdentityKind, res.Binding, res.BindingReported, res.Cost, res.Missing = 0, "", -1, false, 0, ""
 	res.nlayers, res.nstates, res.took = 0, 0, 0
 	g := &p.groups[groupIdx]
-	res.group, res.glimit = g.name, g.limit
+	res.group, res.glimit, res.names, res.infos = g.name, g.limit, g.names, g.infos // names and infos: nil for an exempt group
 	if g.exempt {
 		res.Outcome = OutcomeExempt
 		return res
 	}
-	res.names, res.infos = g.names, g.infos
 	// The keys are written in the backend's layout, chosen at New (see
 	// keys.go): g.head, the identity and g.suffix make the group layer's
 	// key; the identity's own key (the global layer's) starts at
@@ -263,7 +265,9 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 		}
 	}
 	res.Cost = cost
-	key = append(key, g.suffix...)
+	if len(g.suffix) > 0 {
+		key = append(key, g.suffix...)
+	}
 	groupEnd := len(key)
 	var ends [maxLayers]int // where each identity layer's key ends in key
 	if len(p.ids) > 0 {
@@ -271,7 +275,7 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 			return p.refused(res, OutcomeKeyDenied, err)
 		}
 	}
-	all := p.keyString(key)
+	all := p.keyString(res, key)
 	layers := res.layers[:g.nlayers] // the group's, the global one, the identities'
 	layers[0] = Layer{Limit: g.limit.name, Key: all[:groupEnd], Cost: cost}
 	n := 1
@@ -318,7 +322,9 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 	}
 	res.Decision, res.Binding, res.BindingReported = d, binding(res, d, idx), idx >= 0 && idx < res.nlayers
 	res.Outcome, res.Refusal = outcomeOf(d, p.dryRun)
-	p.observe(ctx, res, began)
+	if p.observers != nil {
+		p.observe(ctx, res, began)
+	}
 	return res
 }
 
@@ -345,7 +351,10 @@ func outcomeOf(d hotlimit.Decision, dryRun bool) (o, refusal Outcome) {
 // bytes of AllowBytes) into its slots or arena and keeps nothing of. The
 // view lives in res.layers until Release clears them, before res.buf is
 // written again.
-func (p *Pipeline[R]) keyString(key []byte) string {
+func (p *Pipeline[R]) keyString(res *Result, key []byte) string {
+	// A view of res.buf keeps nothing alive that res does not: Release
+	// need not clear it (a key function may have grown key elsewhere).
+	res.ownKeys = p.local && unsafe.SliceData(key) == &res.buf[0]
 	if p.local {
 		return unsafe.String(unsafe.SliceData(key), len(key))
 	}

@@ -27,7 +27,7 @@ func localKey(identity string, g int) string {
 // like another's in-process key among them: a canonical IPv4 client and
 // its non-canonical spellings, one whose bytes are another's compact
 // form, one that starts like a group's key, IPv6, prefixes, application
-// IDs, empty-ish and binary ones.
+// IDs, empty-ish and binary ones, and one too long for a Result's buffer.
 var keyIdentities = []string{
 	"ip:192.0.2.1", "ip:0.0.0.0", "ip:255.255.255.255", "ip:1.2.3.4", "ip:01.2.3.4", "ip:1.2.3.04",
 	"ip:1.2.3.4/32", "ip:1.2.3.0/24", "ip:256.2.3.4", "ip:1.2.3", "ip:1.2.3.4.5", "ip:1..3.4", "ip:1.2.3.4 ",
@@ -35,6 +35,7 @@ var keyIdentities = []string{
 	"\x01\x01\x02\x03\x04", "\x01\xc0\x00\x02\x01", "\x02ip:1.2.3.4", "\x02\x01\x01\x02\x03\x04",
 	"\x03\x00\x01\x01\x02\x03\x04", "\x03\x01ip:1.2.3.4", "\x00", "\x04x",
 	"tok:9f86d081884c7d659a2feaa0c55ad015", "tenant:acme", "user:~ab", "ip", "i", "x", "ip:",
+	"user:" + strings.Repeat("long", 80), // past a Result's buffer: the key function grows it
 }
 
 // TestLocalKeysDistinct: no two distinct (group or none, identity) get
