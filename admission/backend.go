@@ -161,17 +161,19 @@ func (b *Local) limiter(name string) *hotlimit.Limiter {
 // (unknown) past the last layer.
 func (b *Local) AllowStates(_ context.Context, layers []Layer, states []hotlimit.LayerState) (hotlimit.Decision, int, error) {
 	var buf [maxLayers]hotlimit.Layer
-	ls := buf[:0]
-	if len(layers) > maxLayers {
-		ls = make([]hotlimit.Layer, 0, len(layers))
+	var ls []hotlimit.Layer
+	if len(layers) <= maxLayers {
+		ls = buf[:len(layers)]
+	} else {
+		ls = make([]hotlimit.Layer, len(layers))
 	}
-	for i := range layers {
+	for i := range ls {
 		ly := &layers[i]
 		lim := b.limiter(ly.Limit)
 		if lim == nil {
 			return hotlimit.Decision{}, -1, fmt.Errorf("%w %q", ErrUnknownLimit, ly.Limit)
 		}
-		ls = append(ls, hotlimit.Layer{Limiter: lim, Key: ly.Key, Cost: ly.Cost})
+		ls[i] = hotlimit.Layer{Limiter: lim, Key: ly.Key, Cost: ly.Cost}
 	}
 	d, i := hotlimit.AllowLayersState(states, ls...)
 	for j := len(ls); j < len(states); j++ {
