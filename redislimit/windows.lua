@@ -39,7 +39,7 @@ local skipWindows = false
 -- elapsed time into it, the TTL (ms) until its end, or false when k is
 -- out of the packed range. A batch decides at one instant, so each length
 -- is divided once per script call.
-local winK, winE, winT = {}, {}, {}
+local winW, winK, winE, winT = {}, {}, {}, {}
 
 -- fwS: per layer, reused from call to call: 8 values each (see below).
 local fwS = {}
@@ -76,14 +76,14 @@ local function fixedWindows(K, ko, A, ao, n, wantNext)
       local e
       k, e = divmod(now, w)
       if k > maxPackedIndex then k = false end
-      winK[ws], winE[ws], winT[ws] = k, e, ttlMs(w - e)
+      winW[ws], winK[ws], winE[ws], winT[ws] = w, k, e, ttlMs(w - e)
     end
     local lim = tonumber(A[o + 4])
     if not k or lim > maxPacked then return nil end
     -- fwS per layer: W, k, e, limit, cost, then the count q before the
     -- call, the window's first admission (SET), the key absent (DEL).
     local s = 8 * (i - 1)
-    fwS[s + 1], fwS[s + 2], fwS[s + 3], fwS[s + 4], fwS[s + 5] = tonumber(ws), k, winE[ws], lim, tonumber(A[o + 5])
+    fwS[s + 1], fwS[s + 2], fwS[s + 3], fwS[s + 4], fwS[s + 5] = winW[ws], k, winE[ws], lim, tonumber(A[o + 5])
   end
   -- Decide each layer on its state: DECRBY for a cost that can be
   -- admitted, else a read.
@@ -133,7 +133,7 @@ local function fixedWindows(K, ko, A, ao, n, wantNext)
   if deny > 0 then
     undoWindows(K, ko, A, ao, n)
     -- Every layer reported on its state as it was.
-    local out = { 0, deny }
+    local out, j = { 0, deny }, 2
     for i = 1, n do
       local s = 8 * (i - 1)
       local w, e, lim, c, q = fwS[s + 1], fwS[s + 3], fwS[s + 4], fwS[s + 5], fwS[s + 6]
@@ -144,17 +144,16 @@ local function fixedWindows(K, ko, A, ao, n, wantNext)
       elseif q + c > lim then
         ok, retry = 0, w - e
       end
-      out[#out + 1] = ok
-      out[#out + 1] = rem
-      out[#out + 1] = retry
-      out[#out + 1] = reset
+      out[j + 1], out[j + 2], out[j + 3], out[j + 4] = ok, rem, retry, reset
+      j = j + 4
       if wantNext then
-        if rem >= lim then out[#out + 1] = 0 else out[#out + 1] = w - e end
+        j = j + 1
+        if rem >= lim then out[j] = 0 else out[j] = w - e end
       end
     end
     return out
   end
-  local out = { 1 }
+  local out, j = { 1 }, 1
   for i = 1, n do
     local s = 8 * (i - 1)
     local w, k, e, lim, c, q = fwS[s + 1], fwS[s + 2], fwS[s + 3], fwS[s + 4], fwS[s + 5], fwS[s + 6]
@@ -166,10 +165,11 @@ local function fixedWindows(K, ko, A, ao, n, wantNext)
     q = q + c
     local rem, reset = math.max(0, lim - q), 0
     if q > 0 then reset = w - e end
-    out[#out + 1] = rem
-    out[#out + 1] = reset
+    out[j + 1], out[j + 2] = rem, reset
+    j = j + 2
     if wantNext then
-      if rem >= lim then out[#out + 1] = 0 else out[#out + 1] = w - e end
+      j = j + 1
+      if rem >= lim then out[j] = 0 else out[j] = w - e end
     end
   end
   return out
