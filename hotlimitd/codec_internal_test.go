@@ -9,16 +9,31 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// FuzzLenient: whatever proto.Unmarshal reads as a RateLimitRequest,
-// lenient reads the same (proto.Equal, unknown fields left out), and
-// it never panics on what proto.Unmarshal refuses.
-func FuzzLenient(f *testing.F) {
+// bigRequest has more descriptors and entries than the seeds, and every
+// field set: a pooled request that held it must not pass any of it on.
+var bigRequest = &rlsv3.RateLimitRequest{Domain: "big", HitsAddend: 9, Descriptors: []*rlv3.RateLimitDescriptor{
+	{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "b1", Value: "v1"}, {Key: "b2", Value: "v2"}, {Key: "b3", Value: "v3"}}, HitsAddend: wrapperspb.UInt64(4), IsNegativeHits: true,
+		Limit: &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 8, Unit: 3, UnitMultiplier: wrapperspb.UInt32(2)}},
+	{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "c1", Value: "w1"}, {Key: "c2", Value: "w2"}, {Key: "c3", Value: "w3"}, {Key: "c4", Value: "w4"}}, HitsAddend: wrapperspb.UInt64(0)},
+	{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "d1", Value: "x"}}, IsNegativeHits: true},
+	{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "e1", Value: "y"}}, Limit: &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: 1}},
+}}
+
+// FuzzDecodeRequest: whatever proto.Unmarshal reads as a
+// RateLimitRequest, decodeRequest reads the same (proto.Equal, unknown
+// fields left out), into a new request and into one that held
+// bigRequest (as a pooled one does), and it never panics on what
+// proto.Unmarshal refuses.
+func FuzzDecodeRequest(f *testing.F) {
 	for _, req := range []*rlsv3.RateLimitRequest{
 		{Domain: "d", HitsAddend: 3, Descriptors: []*rlv3.RateLimitDescriptor{
 			{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "k", Value: "v"}, {Key: "k2"}}, HitsAddend: wrapperspb.UInt64(7), IsNegativeHits: true},
 			{Limit: &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5, Unit: 2}},
 		}},
+		{Domain: "d", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "k"}}}}},
+		{Descriptors: []*rlv3.RateLimitDescriptor{{}}},
 		{},
+		bigRequest,
 	} {
 		b, err := proto.Marshal(req)
 		if err != nil {
@@ -28,13 +43,31 @@ func FuzzLenient(f *testing.F) {
 		f.Add(append(b, b...)) // every field given twice
 	}
 	f.Add([]byte("\x0a\x02\xff\xfe\x12\x06\x0a\x04\x12\x02a\xff"))
+	big, err := proto.Marshal(bigRequest)
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var want, got rlsv3.RateLimitRequest
-		werr := proto.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(b, &want) // lenient skips them
-		gerr := lenient(b, &got)
-		if werr == nil {
-			if gerr != nil || !proto.Equal(&want, &got) {
-				t.Fatalf("lenient %v, %v; proto.Unmarshal %v", &got, gerr, &want)
+		var want rlsv3.RateLimitRequest
+		werr := proto.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(b, &want) // decodeRequest skips them
+		var fresh rlsv3.RateLimitRequest
+		ferr := decodeRequest(string(b), &fresh)
+		if werr == nil && (ferr != nil || !proto.Equal(&want, &fresh)) {
+			t.Fatalf("decodeRequest %v, %v; proto.Unmarshal %v", &fresh, ferr, &want)
+		}
+		// Reused as the pool reuses it (its strings dropped by
+		// putRequest), and straight after bigRequest.
+		for _, put := range []bool{true, false} {
+			reused := new(rlsv3.RateLimitRequest)
+			if err := decodeRequest(string(big), reused); err != nil || !proto.Equal(reused, bigRequest) {
+				t.Fatalf("bigRequest: %v, %v", reused, err)
+			}
+			if put {
+				(&Server{}).putRequest(reused)
+			}
+			rerr := decodeRequest(string(b), reused)
+			if werr == nil && (rerr != nil || !proto.Equal(&want, reused)) {
+				t.Fatalf("decodeRequest into a reused request (put %v) %v, %v; proto.Unmarshal %v", put, reused, rerr, &want)
 			}
 		}
 	})

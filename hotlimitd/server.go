@@ -104,10 +104,13 @@ type Server struct {
 	tracer    trace.Tracer
 	prop      propagation.TextMapPropagator
 	log       *slog.Logger
-	lastLog   atomic.Int64 // unix nanoseconds of the last error line
-	dropped   atomic.Int64 // error lines not written since
-	calls     sync.Pool    // *call
-	events    sync.Pool    // *observed
+	lastLog   atomic.Int64         // unix nanoseconds of the last error line
+	dropped   atomic.Int64         // error lines not written since
+	calls     sync.Pool            // *call
+	requests  sync.Pool            // *rlsv3.RateLimitRequest, Register's handler's
+	info      grpc.UnaryServerInfo // what Register's handler tells an interceptor
+	unary     grpc.UnaryHandler    // ShouldRateLimit, for an interceptor
+	events    sync.Pool            // *observed
 
 	overMu    sync.RWMutex
 	overrides map[overrideID]*config.Limit // the descriptors' own limits, as the backend added them
@@ -206,12 +209,19 @@ func New(opts Options) (*Server, error) {
 		}
 	}
 	s.calls.New = func() any { return new(call) }
+	s.info = grpc.UnaryServerInfo{Server: s, FullMethod: rlsv3.RateLimitService_ShouldRateLimit_FullMethodName}
+	s.unary = func(ctx context.Context, req any) (any, error) {
+		return s.ShouldRateLimit(ctx, req.(*rlsv3.RateLimitRequest))
+	}
 	s.events.New = func() any { return new(observed) }
 	return s, nil
 }
 
-// Register registers s on g as the RateLimitService.
-func (s *Server) Register(g *grpc.Server) { rlsv3.RegisterRateLimitServiceServer(g, s) }
+// Register registers s on g as the RateLimitService. Its requests are
+// pooled: a request (the *rlsv3.RateLimitRequest a unary interceptor of
+// g is handed) is reused once its call returns, so an interceptor must
+// not keep it, or anything it points at, past the call.
+func (s *Server) Register(g *grpc.Server) { g.RegisterService(&serviceDesc, s) }
 
 // descriptor kinds, per descriptor of a request.
 const (
