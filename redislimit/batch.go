@@ -325,8 +325,7 @@ func (b *batcher) batchArgs(batch []*batchCall, now string) (keys []string, args
 // settleBatch sets each call of batch's reply or error from the batch
 // call's (vals, err), and the calls it made.
 func (b *batcher) settleBatch(batch []*batchCall, vals []any, err error, calls []attempt) {
-	var rerr redis.Error
-	if b.cluster && errors.As(err, &rerr) {
+	if b.cluster && err != nil && isReplyError(err) {
 		// Refused as a whole, so nothing ran: each decision goes again
 		// alone (see above).
 		if strings.Contains(err.Error(), "Error compiling script") {

@@ -213,9 +213,8 @@ func (l *Limiter) callQuiet(ctx context.Context, s *luaScript, keys []string, ar
 // answer in the time it was given, and a hung node must open its circuit
 // even when every caller's deadline is shorter than WithTimeout.
 func settle(ctx context.Context, c *circuit, t ticket, err error, h *Hooks) (failed bool) {
-	var rerr redis.Error
 	switch {
-	case err == nil || errors.As(err, &rerr):
+	case err == nil || isReplyError(err):
 		c.done(t, true, h)
 	case errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, errNotSent):
 		c.release(t, h)
@@ -224,4 +223,13 @@ func settle(ctx context.Context, c *circuit, t ticket, err error, h *Hooks) (fai
 		return true
 	}
 	return false
+}
+
+// isReplyError reports whether err is, or wraps, a reply error of Redis
+// (redis.Error). Its target escapes to the heap (errors.As): in a
+// function of its own, it is allocated only when there is an error to
+// look at.
+func isReplyError(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr)
 }
