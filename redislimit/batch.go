@@ -33,12 +33,21 @@ import (
 // for its own context, whichever comes first. A batch is one call: a timeout or an outage fails it as a whole,
 // while a script error of one decision (its key holds another type) fails
 // that decision alone, as it would have alone (batch.lua); a call that left
-// the queue before it was sent (its context ended) sent nothing. Each
+// the queue before it was sent (its context ended, or its timeout passed)
+// sent nothing. Each
 // caller reports the batch's call to its own limiter's hooks, on its own
 // goroutine, with the error it got (a caller that left a batch in flight:
 // its context's, when it left). The batch
 // carries the latest deadline of its calls, so that a call with little
-// time left fails no other call. It is sent with the values of its first
+// time left (its caller's deadline) fails no other call, but no later
+// than the earliest end of its calls' timeouts (WithTimeout, from each
+// call's start): a call bounded by its timeout waits for its batch, which
+// ends by then, rather than on a context and a timer of its own, made
+// for every call (on a single server; a Cluster's call has its context,
+// which bounds finding its node too). A call that ends so is bounded by
+// its timeout still; one that started later than the batch's first can
+// end sooner than its own timeout, by at most the time between the two
+// starts. It is sent with the values of its first
 // call's context (the oldest caller's), without that context's
 // cancellation: a go-redis hook sees that caller's values (a trace span)
 // for the whole batch.
@@ -98,7 +107,8 @@ type batchCall struct {
 	keys     []string
 	args     []any // script.lua's arguments for the call alone: "", 5 per layer, the next flag if next
 	next     bool
-	deadline time.Time
+	deadline time.Time // the earlier of until and its caller's deadline
+	until    time.Time // its timeout (WithTimeout) from its start; zero: none (tests)
 	hooks    *Hooks
 	ctx      context.Context // the caller's, for its values; nil: none (tests)
 
@@ -153,7 +163,7 @@ func (b *batcher) do(ctx context.Context, bc *batchCall) ([]any, error) {
 		// Alone, the serial caller's case: sent on its own goroutine.
 		b.inFlight++
 		b.mu.Unlock()
-		vals, err := b.r.send(ctx, decideScript, bc.client, bc.node, bc.hooks, bc.keys, bc.args)
+		vals, err := bc.sendAlone(ctx, b.r)
 		b.next()
 		return vals, err
 	}
@@ -171,7 +181,7 @@ func (b *batcher) do(ctx context.Context, bc *batchCall) ([]any, error) {
 	case <-bc.wake:
 		bc.report()
 		if bc.alone {
-			return b.r.send(ctx, decideScript, bc.client, bc.node, bc.hooks, bc.keys, bc.args)
+			return bc.sendAlone(ctx, b.r)
 		}
 		return bc.reply, bc.err
 	case <-ctx.Done():
@@ -191,6 +201,17 @@ func (b *batcher) do(ctx context.Context, bc *batchCall) ([]any, error) {
 		reportCall(bc.hooks, b.node, time.Since(sent), ctx.Err())
 		return nil, ctx.Err()
 	}
+}
+
+// sendAlone sends c alone on r, on ctx bounded by c.until.
+func (c *batchCall) sendAlone(ctx context.Context, r *router) ([]any, error) {
+	if !c.until.IsZero() {
+		var cancel context.CancelFunc
+		if ctx, cancel = boundedBy(ctx, c.until); cancel != nil {
+			defer cancel()
+		}
+	}
+	return r.send(ctx, decideScript, c.client, c.node, c.hooks, c.keys, c.args)
 }
 
 // errNotSent wraps the context's error of a call that left the queue
@@ -251,11 +272,15 @@ func (b *batcher) next() {
 }
 
 // sendMany sends the calls of batch as one call of batchScript, under the
-// latest of their deadlines (a call whose deadline comes first has left
-// by then: see do; the earliest would fail calls that alone would have
-// been decided), and sets each call's reply or error. now is the instant
+// latest of their deadlines (a call whose caller's deadline comes first
+// has left by then: see do; the earliest would fail calls that alone
+// would have been decided), but no later than the earliest of their
+// untils (see above), and sets each call's reply or error. now is the instant
 // to decide at, "" for the server's (only tests pass another).
 func (b *batcher) sendMany(batch []*batchCall, now string) {
+	if batch = inTime(batch); len(batch) == 0 {
+		return
+	}
 	script := batchScript
 	if b.cluster {
 		script = clusterBatchScript
@@ -269,7 +294,7 @@ func (b *batcher) sendMany(batch []*batchCall, now string) {
 	}}
 	// The batch goes out with its first caller's values (a go-redis hook
 	// tracing it sees that caller's span), not with its cancellation: the
-	// batch runs until the latest deadline.
+	// batch runs until its deadline (batchArgs).
 	parent := batch[0].ctx
 	if parent == nil {
 		parent = context.Background()
@@ -284,18 +309,43 @@ func (b *batcher) sendMany(batch []*batchCall, now string) {
 	b.settleBatch(batch, vals, err, calls)
 }
 
+// inTime returns the calls of batch whose until has not passed (batch
+// itself when none has), and fails the others, unsent: they leave the
+// queue at their timeout, as a call whose context ends does (see do).
+func inTime(batch []*batchCall) []*batchCall {
+	now := time.Now()
+	late := func(c *batchCall) bool { return !c.until.IsZero() && !now.Before(c.until) }
+	if !slices.ContainsFunc(batch, late) {
+		return batch
+	}
+	for _, c := range batch {
+		if late(c) {
+			c.err = fmt.Errorf("%w: %w", errNotSent, context.DeadlineExceeded)
+		}
+	}
+	return slices.DeleteFunc(slices.Clone(batch), late)
+}
+
 // batchArgs returns the keys and arguments of batch.lua's call for batch
 // (on a Cluster's node, each decision's keys inline in the arguments),
-// and the latest deadline of its calls.
+// and its deadline: the latest deadline of its calls, or the earliest of
+// their untils when that comes first.
 func (b *batcher) batchArgs(batch []*batchCall, now string) (keys []string, args []any, dl time.Time) {
 	nk, na := 0, 2
 	dl = batch[0].deadline
+	var until time.Time // the earliest of the calls' untils
 	for _, c := range batch {
 		nk += len(c.keys)
 		na += 2 + 5*len(c.keys)
 		if c.deadline.After(dl) {
 			dl = c.deadline
 		}
+		if !c.until.IsZero() && (until.IsZero() || c.until.Before(until)) {
+			until = c.until
+		}
+	}
+	if !until.IsZero() && until.Before(dl) {
+		dl = until
 	}
 	if b.cluster {
 		na += nk

@@ -69,7 +69,7 @@ func TestBatchMatchesOneByOne(t *testing.T) {
 						args = append(args, "1")
 					}
 					calls = append(calls, &batchCall{keys: keys, args: args, next: next, deadline: time.Now().Add(5 * time.Second)})
-					w, err := run(ctx, c, routerFor(c).addr, la, akeys, next, "", nil)
+					w, err := run(ctx, time.Now().Add(5*time.Second), c, routerFor(c).addr, la, akeys, next, "", nil)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -223,5 +223,64 @@ func TestBatchWaiterLeavesOnItsContext(t *testing.T) {
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("do: %v; want the context's error", err)
+	}
+}
+
+// TestBatchDeadline: a batch's deadline is the latest of its calls'
+// deadlines (a caller's short deadline fails no other call), but no later
+// than the earliest end of their timeouts (until), which bounds every
+// call of it.
+func TestBatchDeadline(t *testing.T) {
+	b := &batcher{}
+	at := func(d time.Duration) time.Time { return time.Unix(1000, 0).Add(d) }
+	mk := func(deadline, until time.Duration) *batchCall {
+		c := &batchCall{keys: []string{"k"}, args: []any{"", 0, 0, 0, 0, int64(1)}, deadline: at(deadline)}
+		if until >= 0 {
+			c.until = at(until)
+		}
+		return c
+	}
+	for _, c := range []struct {
+		name  string
+		calls []*batchCall
+		want  time.Duration
+	}{
+		{"one", []*batchCall{mk(5*time.Second, 5*time.Second)}, 5 * time.Second},
+		{"the earliest until", []*batchCall{mk(5*time.Second, 5*time.Second), mk(7*time.Second, 7*time.Second)}, 5 * time.Second},
+		{"a caller's short deadline", []*batchCall{mk(time.Second, 5*time.Second), mk(4*time.Second, 4*time.Second)}, 4 * time.Second},
+		{"callers' deadlines only", []*batchCall{mk(time.Second, 5*time.Second), mk(2*time.Second, 6*time.Second)}, 2 * time.Second},
+		{"no until", []*batchCall{mk(5*time.Second, -1), mk(7*time.Second, -1)}, 7 * time.Second},
+	} {
+		if _, _, dl := b.batchArgs(c.calls, ""); !dl.Equal(at(c.want)) {
+			t.Errorf("%s: deadline %v, want %v", c.name, dl.Sub(at(0)), c.want)
+		}
+	}
+}
+
+// TestBatchLateCallUnsent: a call of a batch whose timeout passed while
+// it was queued is not sent: it fails unsent (errNotSent, a timeout), and
+// the others are decided.
+func TestBatchLateCallUnsent(t *testing.T) {
+	c := redistest.Client(t, redistest.Addr(t))
+	ctx := context.Background()
+	b := routerFor(c).batch
+	l := must(New(c, "late", hotlimit.TokenBucket{Rate: hotlimit.PerHour(1), Burst: 3}, WithPrefix(redistest.Prefix(t))))
+	mk := func(key string, until time.Time) *batchCall {
+		return &batchCall{keys: []string{l.RedisKey(key)}, args: []any{"", l.argv[0], l.argv[1], l.argv[2], l.argv[3], int64(1)},
+			deadline: until, until: until}
+	}
+	later := time.Now().Add(time.Minute)
+	calls := []*batchCall{mk("a", later), mk("b", time.Now().Add(-time.Millisecond)), mk("c", later)}
+	b.sendMany(calls, strconv.FormatInt(baseMicros, 10))
+	for _, i := range []int{0, 2} {
+		if bc := calls[i]; bc.err != nil || len(bc.reply) == 0 || bc.reply[0] != int64(1) {
+			t.Fatalf("call %d, in time: %v, %v", i, bc.reply, bc.err)
+		}
+	}
+	if err := calls[1].err; !errors.Is(err, errNotSent) || !errors.Is(err, context.DeadlineExceeded) || calls[1].calls != nil {
+		t.Fatalf("the late call: %v, calls %v; want errNotSent, DeadlineExceeded, no call", err, calls[1].calls)
+	}
+	if d := must(l.AllowN(ctx, "b", 0)); d.Remaining != 3 {
+		t.Fatalf("the late call's key: %d left, want 3 (nothing sent)", d.Remaining)
 	}
 }

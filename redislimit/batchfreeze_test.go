@@ -248,3 +248,50 @@ func TestBatchHooksOnTheCaller(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchTimeoutBoundsEveryCall: with the server frozen for good,
+// every decision, in flight (WithTimeout 1s) or queued behind those
+// (3s), fails within its timeout as ErrUnavailable, its callers having
+// set no deadline: a batched call has no context of its own, and its
+// batch's deadline bounds it. The client has no read or write timeout of
+// its own, so that nothing else ends a call. The minute's wait is only a
+// guard: without the bound, a call would wait for the server to answer,
+// which it never does here.
+func TestBatchTimeoutBoundsEveryCall(t *testing.T) {
+	srv := redistest.StartServer(t, 0)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true,
+		ReadTimeout: -1, WriteTimeout: -1, PoolSize: 16, Protocol: 2, DisableIdentity: true})
+	t.Cleanup(func() { c.Close() })
+	br := NewBreaker(1000, time.Hour)
+	first := must(New(c, "tb1", slowBucket, WithTimeout(time.Second), WithBreaker(br)))
+	then := must(New(c, "tb2", slowBucket, WithTimeout(3*time.Second), WithBreaker(br)))
+	if _, err := first.Allow(context.Background(), "warm"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Freeze()
+	const queued = 6
+	errs := make(chan error, queued+maxBatchesInFlight)
+	call := func(l *Limiter) {
+		_, err := l.Allow(context.Background(), "k")
+		errs <- err
+	}
+	for range maxBatchesInFlight {
+		go call(first)
+	}
+	batcherState(t, routerFor(c).batch, maxBatchesInFlight, 0)
+	for range queued {
+		go call(then)
+	}
+	guard := time.After(time.Minute)
+	for i := range queued + maxBatchesInFlight {
+		var err error
+		select {
+		case err = <-errs:
+		case <-guard:
+			t.Fatalf("%d calls still waiting for the frozen server a minute on, with timeouts of 1s and 3s", queued+maxBatchesInFlight-i)
+		}
+		if !errors.Is(err, ErrUnavailable) || !isTimeout(err) {
+			t.Fatalf("a call to the frozen server: %v; want ErrUnavailable and a timeout", err)
+		}
+	}
+}

@@ -191,10 +191,15 @@ func callLayers(ctx context.Context, layers []Layer, states []hotlimit.LayerStat
 		return failed(layers, "", err)
 	}
 	// The timeout bounds finding the node (a cluster client may have to
-	// load its slot map) as well as the call.
-	cctx, cancel := bounded(ctx, timeout)
-	if cancel != nil {
-		defer cancel()
+	// load its slot map) as well as the call. A single server's is known
+	// (and a batched call needs no context of its own: see run).
+	until := time.Now().Add(timeout)
+	cctx := ctx
+	if first.rt.single == nil {
+		var cancel context.CancelFunc
+		if cctx, cancel = boundedBy(ctx, until); cancel != nil {
+			defer cancel()
+		}
 	}
 	client, node, err := first.rt.route(cctx, first.client, keys[0])
 	if err != nil {
@@ -213,7 +218,7 @@ func callLayers(ctx context.Context, layers []Layer, states []hotlimit.LayerStat
 	if rec != nil {
 		incKey = first.incKey(layers[0].Key)
 	}
-	reply, err := run(cctx, client, node, layers, keys, states != nil, incKey, rbuf[:0])
+	reply, err := run(cctx, until, client, node, layers, keys, states != nil, incKey, rbuf[:0])
 	failedNode := false
 	for i, c := range cs {
 		failedNode = settle(ctx, c, tickets[i], err, first.hooks) || failedNode
@@ -406,15 +411,18 @@ func misconfigured(first *Limiter, i int, err error) (hotlimit.Decision, int, er
 }
 
 // run makes the one script call for layers, whose Redis keys are keys, on
-// client (node's, as route returned them), and appends the reply's
-// integers to out. With next, the reply reports each layer's next unit
+// client (node's, as route returned them), by until (the layers' timeout
+// from the call's start) or ctx's deadline, whichever comes first, and
+// appends the reply's integers to out. A batched call is bounded by its
+// batch (see batcher.do), without a context of its own; any other by a
+// context ending at until, unless ctx's ends first. With next, the reply reports each layer's next unit
 // back too; with incKey (one layer), an admission's reply ends with its
 // record (see script.lua).
 //
 // The slices handed to go-redis escape to the heap whatever their size:
 // they are made to measure rather than from arrays on the stack, which
 // would move to the heap whole.
-func run(ctx context.Context, client redis.Scripter, node string, layers []Layer, keys []string, next bool, incKey string, out []int64) ([]int64, error) {
+func run(ctx context.Context, until time.Time, client redis.Scripter, node string, layers []Layer, keys []string, next bool, incKey string, out []int64) ([]int64, error) {
 	args := make([]any, 0, 2+5*len(layers))
 	first := layers[0].Limiter
 	if first.testNow != nil {
@@ -438,10 +446,17 @@ func run(ctx context.Context, client redis.Scripter, node string, layers []Layer
 	var vals []any
 	var err error
 	if b := first.rt.batcherFor(node); b != nil && first.testNow == nil && incKey == "" {
-		dl, _ := ctx.Deadline() // bounded set one
-		vals, err = b.do(ctx, &batchCall{client: client, node: node, keys: keys, args: args, next: next, deadline: dl, hooks: first.hooks})
+		dl := until
+		if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+			dl = d
+		}
+		vals, err = b.do(ctx, &batchCall{client: client, node: node, keys: keys, args: args, next: next, deadline: dl, until: until, hooks: first.hooks})
 	} else {
-		vals, err = first.rt.send(ctx, decideScript, client, node, first.hooks, keys, args)
+		sctx, cancel := boundedBy(ctx, until)
+		vals, err = first.rt.send(sctx, decideScript, client, node, first.hooks, keys, args)
+		if cancel != nil {
+			cancel()
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -469,6 +484,15 @@ func bounded(ctx context.Context, timeout time.Duration) (context.Context, conte
 		return ctx, nil
 	}
 	return context.WithTimeout(ctx, timeout)
+}
+
+// boundedBy returns ctx bounded by dl, and the function that releases
+// its timer, or ctx itself and nil when ctx's deadline comes by dl.
+func boundedBy(ctx context.Context, dl time.Time) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && !d.After(dl) {
+		return ctx, nil
+	}
+	return context.WithDeadline(ctx, dl)
 }
 
 // ErrCrossSlot is returned, with a denial, for a layered call on a Redis

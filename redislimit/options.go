@@ -76,7 +76,12 @@ func WithHashTag(tag string) Option {
 
 // WithTimeout bounds each call to Redis (default 100ms), on top of the
 // caller's context. A call that times out after it was sent may still have
-// consumed quota; it is never retried.
+// consumed quota; it is never retried. Decisions batched into one call
+// (on one server, under concurrent callers) are bounded by that call,
+// which ends by the earliest of their timeouts, each from its own start: a
+// decision can so end sooner than its own timeout, by at most the time
+// between its start and the batch's first's; one whose timeout passes
+// while it waits for its batch is not sent.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {
