@@ -45,7 +45,31 @@ var protoCodec = encoding.GetCodecV2("proto")
 
 func (codec) Name() string { return protoCodec.Name() }
 
-func (codec) Marshal(v any) (mem.BufferSlice, error) { return protoCodec.Marshal(v) }
+// minPooled is the least buffer Marshal takes from gRPC's pool: one of
+// its default pool's sizes, above its pooling threshold (1 KiB), below
+// which mem.NewBuffer keeps a buffer out of the pool.
+const minPooled = 4 << 10
+
+// Marshal writes a RateLimitResponse into a buffer of gRPC's pool, which
+// gRPC hands back once it has written it; any other message is the
+// protobuf codec's (which writes a small message, such as a response,
+// into a new buffer of its own).
+func (codec) Marshal(v any) (mem.BufferSlice, error) {
+	resp, ok := v.(*rlsv3.RateLimitResponse)
+	if !ok {
+		return protoCodec.Marshal(v)
+	}
+	size := proto.Size(resp)
+	pool := mem.DefaultBufferPool()
+	buf := pool.Get(max(size, minPooled))
+	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend((*buf)[:0], resp)
+	if err != nil {
+		pool.Put(buf)
+		return nil, err
+	}
+	*buf = b
+	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
+}
 
 func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 	req, ok := v.(*rlsv3.RateLimitRequest)

@@ -1,0 +1,5 @@
+//go:build !race
+
+package hotlimitd
+
+const raceOn = false
