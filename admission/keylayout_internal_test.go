@@ -50,6 +50,21 @@ var layoutLimits = map[string]hotlimit.Policy{
 	"id": hotlimit.FixedWindow{Limit: 1000, Window: time.Hour},
 }
 
+// newOver returns New(cfg) through backend (nil: a Local), closed with
+// the test.
+func newOver[R any](t *testing.T, cfg Config[R], backend Backend) *Pipeline[R] {
+	t.Helper()
+	if backend != nil {
+		cfg.Backend = func(map[string]hotlimit.Policy) (Backend, error) { return backend, nil }
+	}
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
 // layoutPipeline limits by identity r[0] in group "a" or "b" (whose
 // limit is also the global one's, so that a group key and a global key
 // share one limiter), with an identity layer keyed by r[1], through
@@ -67,15 +82,7 @@ func layoutPipeline(t *testing.T, backend Backend, exempt ...string) *Pipeline[[
 		ExemptIdentities: exempt,
 		Identify:         true,
 	}
-	if backend != nil {
-		cfg.Backend = func(map[string]hotlimit.Policy) (Backend, error) { return backend, nil }
-	}
-	p, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
+	return newOver(t, cfg, backend)
 }
 
 // TestKeyLayouts: Decide writes each layout's keys in place. Through a
@@ -226,15 +233,7 @@ func addrPipeline(t *testing.T, backend Backend, addr bool, exempt ...string) *P
 		}
 		cfg.Key, cfg.Identities[0].Key = text, text
 	}
-	if backend != nil {
-		cfg.Backend = func(map[string]hotlimit.Policy) (Backend, error) { return backend, nil }
-	}
-	p, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
+	return newOver(t, cfg, backend)
 }
 
 type addrReq struct {

@@ -72,8 +72,11 @@ const everyone = "all:*"
 // Decide writes these keys in place: a Key function is handed dst ending
 // in the group's 0x03 and number and the 0x02 of id, or in the 0x02 of an
 // identity layer's id, and appends I; localize then turns an IPv4 client's
-// text into its 5 bytes. The group key, the global one (its id(I)) and
-// the identity layers' then lie in one buffer, one string.
+// text into its 5 bytes. A layer keyed by Config.ClientAddr (a nil Key)
+// gets an IPv4 client's 5 bytes from the address itself, with no text
+// (appendAddr). The group key, the global one (its id(I)) and the
+// identity layers' then lie in one buffer, which the Local is handed
+// views of.
 const (
 	tagIPv4  = 0x01 // id(I) of an IPv4 client: 4 bytes follow
 	tagText  = 0x02 // id(I) of any other identity: I follows

@@ -13,20 +13,8 @@ import (
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/grpclimit"
+	"github.com/hotlimit/hotlimit/internal/layeroracle"
 )
-
-// keptKeys is a Backend that is not a Local, as a shared store: it
-// admits every call and keeps the layers' keys.
-type keptKeys struct{ keys []string }
-
-func (b *keptKeys) AllowStates(_ context.Context, layers []admission.Layer, _ []hotlimit.LayerState) (hotlimit.Decision, int, error) {
-	for _, ly := range layers {
-		b.keys = append(b.keys, ly.Limit+"="+ly.Key)
-	}
-	return hotlimit.Decision{Allowed: true, Limit: 100, Remaining: 99}, 0, nil
-}
-func (b *keptKeys) Reset(context.Context, string, string) error { return nil }
-func (b *keptKeys) Close() error                                { return nil }
 
 // TestNilKeyIsPeerKey: a nil Config.Key and IdentityLimit.Key limit by
 // the peer's address exactly as PeerKey(Config.ClientIP) does, though the
@@ -60,7 +48,7 @@ func TestNilKeyIsPeerKey(t *testing.T) {
 			for _, shared := range []bool{false, true} {
 				var got [2][]string
 				for i, explicit := range []bool{false, true} {
-					kept := &keptKeys{}
+					kept := &layeroracle.Kept{}
 					cfg := grpclimit.Config{
 						Limits: map[string]hotlimit.Policy{
 							"l":  hotlimit.FixedWindow{Limit: 5, Window: time.Minute},
@@ -83,7 +71,7 @@ func TestNilKeyIsPeerKey(t *testing.T) {
 					if (err != nil) != (idErr != nil) {
 						t.Fatalf("%v %v explicit %v: %v, PeerKey's error %v", c != nil, p.addr, explicit, err, idErr)
 					}
-					got[i] = kept.keys
+					got[i] = kept.Keys
 					if idErr != nil || shared {
 						continue
 					}

@@ -1,27 +1,14 @@
 package httplimit
 
 import (
-	"context"
 	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
+	"github.com/hotlimit/hotlimit/internal/layeroracle"
 )
-
-// keptKeys is a Backend that is not a Local, as a shared store: it
-// admits every request and keeps the layers' keys.
-type keptKeys struct{ keys []string }
-
-func (b *keptKeys) AllowStates(_ context.Context, layers []admission.Layer, _ []hotlimit.LayerState) (hotlimit.Decision, int, error) {
-	for _, ly := range layers {
-		b.keys = append(b.keys, ly.Limit+"="+ly.Key)
-	}
-	return hotlimit.Decision{Allowed: true, Limit: 100, Remaining: 99}, 0, nil
-}
-func (b *keptKeys) Reset(context.Context, string, string) error { return nil }
-func (b *keptKeys) Close() error                                { return nil }
 
 // TestNilKeyIsIPKey: a nil Config.Key and IdentityLimit.Key limit by the
 // client IP exactly as IPKey(Config.ClientIP) does, though the pipeline
@@ -52,7 +39,7 @@ func TestNilKeyIsIPKey(t *testing.T) {
 				outcomes := map[bool]admission.Outcome{}
 				keys := map[bool][]string{}
 				for _, explicit := range []bool{false, true} {
-					kept := &keptKeys{}
+					kept := &layeroracle.Kept{}
 					var ev admission.Event
 					cfg := Config{
 						Limits: map[string]hotlimit.Policy{
@@ -75,7 +62,7 @@ func TestNilKeyIsIPKey(t *testing.T) {
 					hs := newHarness(t, cfg)
 					w := httptest.NewRecorder()
 					hs.h.ServeHTTP(w, r)
-					outcomes[explicit], keys[explicit] = ev.Outcome, kept.keys
+					outcomes[explicit], keys[explicit] = ev.Outcome, kept.Keys
 					if idErr != nil {
 						if ev.Outcome != admission.OutcomeKeyDenied || ev.Err != idErr {
 							t.Errorf("%v %+v explicit %v: %v %v, want key denied with %v", c != nil, peer, explicit, ev.Outcome, ev.Err, idErr)
