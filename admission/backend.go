@@ -82,24 +82,30 @@ type Local struct {
 var _ Backend = (*Local)(nil)
 
 // LocalBackend returns a BackendFactory that builds a Local backend whose
-// limiters all take opts (for example hotlimit.WithMaxKeys).
+// limiters all take opts (for example hotlimit.WithMaxKeys): one
+// hotlimit.Limiter per named limit, as hotlimit.NewClasses builds them
+// (its error names the limit; it needs at least one limit). The Backend
+// it builds is a *Local. To build one outside a Pipeline (to share it
+// between several, or to reach its Classes), call the factory:
+//
+//	b, err := admission.LocalBackend(opts...)(limits)
+//	local, _ := b.(*admission.Local) // nil if err != nil
+//
+// A factory that returns b, func(map[string]hotlimit.Policy)
+// (admission.Backend, error) { return b, nil }, then hands it to each
+// Pipeline.
 func LocalBackend(opts ...hotlimit.Option) BackendFactory {
-	return func(limits map[string]hotlimit.Policy) (Backend, error) { return NewLocal(limits, opts...) }
-}
-
-// NewLocal builds one hotlimit.Limiter per named limit, as
-// hotlimit.NewClasses does (its error names the limit). It needs at least
-// one limit.
-func NewLocal(limits map[string]hotlimit.Policy, opts ...hotlimit.Option) (*Local, error) {
-	c, err := hotlimit.NewClasses(limits, opts...)
-	if err != nil {
-		return nil, err // "hotlimit: class \"name\": ..."
+	return func(limits map[string]hotlimit.Policy) (Backend, error) {
+		c, err := hotlimit.NewClasses(limits, opts...)
+		if err != nil {
+			return nil, err // "hotlimit: class \"name\": ..."
+		}
+		b := &Local{classes: c, names: c.Names()}
+		for _, name := range b.names {
+			b.lims = append(b.lims, c.Class(name))
+		}
+		return b, nil
 	}
-	b := &Local{classes: c, names: c.Names()}
-	for _, name := range b.names {
-		b.lims = append(b.lims, c.Class(name))
-	}
-	return b, nil
 }
 
 // groupNumber returns the number that names group name in this backend's

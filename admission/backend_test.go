@@ -25,7 +25,7 @@ func TestLayerState(t *testing.T) {
 	} {
 		clock := hotlimit.NewManualClock()
 		clock.Set(1000*time.Second + 123456789)
-		b, err := NewLocal(map[string]hotlimit.Policy{"l": p}, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
+		b, err := newLocal(map[string]hotlimit.Policy{"l": p}, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
 		if err != nil {
 			t.Fatal(err)
 		}

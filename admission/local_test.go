@@ -20,6 +20,13 @@ type testReq struct {
 	cost        int64
 }
 
+// newLocal is the *Local LocalBackend(opts...) builds for limits.
+func newLocal(limits map[string]hotlimit.Policy, opts ...hotlimit.Option) (*Local, error) {
+	b, err := LocalBackend(opts...)(limits)
+	l, _ := b.(*Local)
+	return l, err
+}
+
 // byName hands a *Local each layer's limit name in bytes of its own, so
 // that the Local finds its limiter by comparing the name's bytes, not
 // the pointer a Pipeline's names share with the Local's.
@@ -78,7 +85,7 @@ func TestLocalByName(t *testing.T) {
 			clock := hotlimit.NewManualClock()
 			clocks[i] = clock
 			pipes[i] = testPipeline(t, states, func(limits map[string]hotlimit.Policy) (Backend, error) {
-				l, err := NewLocal(limits, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
+				l, err := newLocal(limits, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
 				if i == 1 && err == nil {
 					return byName{l}, nil
 				}
@@ -120,7 +127,7 @@ func TestLocalByName(t *testing.T) {
 // ErrUnknownLimit, not as a layer without a limiter.
 func TestLocalMissingLimit(t *testing.T) {
 	p := testPipeline(t, true, func(map[string]hotlimit.Policy) (Backend, error) {
-		return NewLocal(map[string]hotlimit.Policy{
+		return newLocal(map[string]hotlimit.Policy{
 			"tok":    hotlimit.TokenBucket{Rate: hotlimit.PerSecond(3), Burst: 6},
 			"tenant": hotlimit.FixedWindow{Limit: 12, Window: 5 * time.Second},
 			"ip":     hotlimit.SlidingLog{Limit: 7, Window: 3 * time.Second},
@@ -141,7 +148,7 @@ func TestLocalManyLimits(t *testing.T) {
 	for i := range scanLimits + 4 {
 		limits["l"+strconv.Itoa(i)] = hotlimit.FixedWindow{Limit: int64(i + 1), Window: time.Hour}
 	}
-	b, err := NewLocal(limits, hotlimit.WithSweepInterval(0))
+	b, err := newLocal(limits, hotlimit.WithSweepInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}

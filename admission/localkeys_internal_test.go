@@ -162,7 +162,7 @@ func TestLocalKeysFit(t *testing.T) {
 	}
 	// Any other backend: LayerKey's keys.
 	cfg.Backend = func(limits map[string]hotlimit.Policy) (Backend, error) {
-		l, err := NewLocal(limits)
+		l, err := newLocal(limits)
 		return byName{l}, err
 	}
 	q, err := New(cfg)

@@ -66,7 +66,8 @@ func TestObserverBegin(t *testing.T) {
 	cfg.Global = "l"
 	cfg.ExemptIdentities = []string{"usr:root"}
 	cfg.Backend = func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
-		l, err := admission.NewLocal(limits, hotlimit.WithSweepInterval(0))
+		b, err := admission.LocalBackend(hotlimit.WithSweepInterval(0))(limits)
+		l, _ := b.(*admission.Local)
 		be = &ctxBackend{Local: l}
 		return be, err
 	}

@@ -16,7 +16,7 @@ import (
 // names at the same place never do.
 func TestSharedLocalGroupsByName(t *testing.T) {
 	limits := map[string]hotlimit.Policy{"L": hotlimit.FixedWindow{Limit: 2, Window: time.Hour}}
-	local, err := NewLocal(limits, hotlimit.WithClock(hotlimit.NewManualClock()), hotlimit.WithSweepInterval(0))
+	local, err := newLocal(limits, hotlimit.WithClock(hotlimit.NewManualClock()), hotlimit.WithSweepInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestLimitUnreported(t *testing.T) {
 		Global: "b",
 		Key:    func(dst []byte, r testReq) ([]byte, error) { return ident.AppendKindID(dst, "user", r.tok), nil },
 		Backend: func(limits map[string]hotlimit.Policy) (Backend, error) {
-			l, err := NewLocal(limits, hotlimit.WithClock(hotlimit.NewManualClock()), hotlimit.WithSweepInterval(0))
+			l, err := newLocal(limits, hotlimit.WithClock(hotlimit.NewManualClock()), hotlimit.WithSweepInterval(0))
 			return unbound{l}, err
 		},
 	})

@@ -15,8 +15,7 @@ import (
 // panics nor reports a state for a layer it did not decide: it fills the
 // states of the layers it has, and marks the rest unknown (Remaining −1).
 func TestAllowStatesLength(t *testing.T) {
-	b, err := admission.NewLocal(map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}},
-		hotlimit.WithClock(hotlimit.NewManualClock()), hotlimit.WithSweepInterval(0))
+	b, err := admission.LocalBackend(hotlimit.WithClock(hotlimit.NewManualClock()), hotlimit.WithSweepInterval(0))(map[string]hotlimit.Policy{"l": hotlimit.FixedWindow{Limit: 5, Window: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}

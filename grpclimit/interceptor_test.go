@@ -566,8 +566,9 @@ func TestNoBindingBackend(t *testing.T) {
 		Global:       "global",
 		Key:          grpclimit.MetadataKey("authorization"),
 		Backend: func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
-			b, err := admission.NewLocal(limits, hotlimit.WithClock(clock))
-			return allowOnly{b}, err
+			b, err := admission.LocalBackend(hotlimit.WithClock(clock))(limits)
+			l, _ := b.(*admission.Local)
+			return allowOnly{l}, err
 		},
 	})
 	c := serveIC(t, ic)

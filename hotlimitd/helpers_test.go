@@ -24,7 +24,7 @@ import (
 type fixture struct {
 	cfg   *config.Config
 	clock *hotlimit.ManualClock
-	local *admission.Local
+	local admission.Backend
 	srv   *hotlimitd.Server
 }
 
@@ -44,9 +44,9 @@ func newFixtureConfig(t testing.TB, cfg *config.Config, opts hotlimitd.Options) 
 	t.Helper()
 	var err error
 	f := &fixture{cfg: cfg, clock: hotlimit.NewManualClock()}
-	f.local, err = admission.NewLocal(cfg.Limits(), hotlimit.WithClock(f.clock), hotlimit.WithSweepInterval(0))
+	f.local, err = admission.LocalBackend(hotlimit.WithClock(f.clock), hotlimit.WithSweepInterval(0))(cfg.Limits())
 	if err != nil {
-		t.Fatalf("admission.NewLocal: %v", err)
+		t.Fatalf("admission.LocalBackend: %v", err)
 	}
 	t.Cleanup(func() { f.local.Close() })
 	opts.Config = func() *config.Config { return f.cfg }

@@ -98,7 +98,7 @@ func TestConfigReadOnce(t *testing.T) {
 	}
 	limits := f.cfg.Limits()
 	maps.Copy(limits, other.Limits())
-	both, err := admission.NewLocal(limits, hotlimit.WithSweepInterval(0)) // serves either
+	both, err := admission.LocalBackend(hotlimit.WithSweepInterval(0))(limits) // serves either
 	if err != nil {
 		t.Fatal(err)
 	}

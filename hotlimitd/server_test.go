@@ -297,7 +297,7 @@ func TestReloadRace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := admission.NewLocal(newCfg.Limits(), hotlimit.WithSweepInterval(0))
+	local, err := admission.LocalBackend(hotlimit.WithSweepInterval(0))(newCfg.Limits())
 	if err != nil {
 		t.Fatal(err)
 	}

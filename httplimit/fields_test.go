@@ -126,7 +126,7 @@ func TestBindingOnlyBackend(t *testing.T) {
 		Global:       "all",
 		Key:          TokenKey("Authorization"),
 		Backend: func(l map[string]hotlimit.Policy) (admission.Backend, error) {
-			b, err := admission.NewLocal(l, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
+			b, err := newLocal(l, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
 			return bindingOnly{b}, err
 		},
 	})
@@ -156,7 +156,7 @@ func TestUnknownStates(t *testing.T) {
 		Global:       "all",
 		Key:          TokenKey("Authorization"),
 		Backend: func(l map[string]hotlimit.Policy) (admission.Backend, error) {
-			b, err := admission.NewLocal(l, hotlimit.WithSweepInterval(0))
+			b, err := newLocal(l, hotlimit.WithSweepInterval(0))
 			return bindingOnly{b}, err
 		},
 	})

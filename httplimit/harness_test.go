@@ -62,6 +62,14 @@ func (hs *harness) do(path, tok string) *httptest.ResponseRecorder {
 	return w
 }
 
+// newLocal is the *admission.Local admission.LocalBackend(opts...) builds
+// for limits.
+func newLocal(limits map[string]hotlimit.Policy, opts ...hotlimit.Option) (*admission.Local, error) {
+	b, err := admission.LocalBackend(opts...)(limits)
+	l, _ := b.(*admission.Local)
+	return l, err
+}
+
 func (hs *harness) local(t *testing.T) *admission.Local {
 	t.Helper()
 	l, ok := hs.m.Backend().(*admission.Local)

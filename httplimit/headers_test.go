@@ -206,7 +206,7 @@ func TestBindingSameCapacity(t *testing.T) {
 		clock.Set(1000 * time.Second)
 		if !reporting {
 			cfg.Backend = func(l map[string]hotlimit.Policy) (admission.Backend, error) {
-				b, err := admission.NewLocal(l, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
+				b, err := newLocal(l, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
 				return plainBackend{b}, err
 			}
 		} else {

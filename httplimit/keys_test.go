@@ -19,7 +19,7 @@ func TestTokenNeverReachesBackend(t *testing.T) {
 	var mu sync.Mutex
 	var keys []string
 	rec := func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
-		l, err := admission.NewLocal(limits)
+		l, err := newLocal(limits)
 		return backendFunc(func(ctx context.Context, ls []admission.Layer) (hotlimit.Decision, error) {
 			mu.Lock()
 			for _, ly := range ls {

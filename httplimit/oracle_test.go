@@ -94,10 +94,11 @@ func oracleRun(t *testing.T, gp, ip, glp hotlimit.Policy, wrap bool, headers htt
 	}
 	var local *admission.Local
 	cfg.Backend = func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
-		var err error
-		if local, err = admission.NewLocal(limits, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0)); err != nil {
+		b, err := admission.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))(limits)
+		if err != nil {
 			return nil, err
 		}
+		local = b.(*admission.Local)
 		if wrap {
 			return wrappedLocal{local}, nil
 		}

@@ -60,7 +60,7 @@ func TestReset(t *testing.T) {
 		Key:          TokenKey("Authorization"),
 		Global:       "l",
 		Backend: func(l map[string]hotlimit.Policy) (admission.Backend, error) {
-			b, err := admission.NewLocal(l)
+			b, err := newLocal(l)
 			return &failingReset{Local: b}, err
 		},
 	})

@@ -68,7 +68,8 @@ func newLogRig(t *testing.T, dryRun bool, burst int64) *logRig {
 		DryRun:        dryRun,
 		Hook:          rig.dl.Hook,
 		Backend: func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
-			l, err := admission.NewLocal(limits, hotlimit.WithClock(rig.clock), hotlimit.WithSweepInterval(0))
+			b, err := admission.LocalBackend(hotlimit.WithClock(rig.clock), hotlimit.WithSweepInterval(0))(limits)
+			l, _ := b.(*admission.Local)
 			return switchable{l, rig.down}, err
 		},
 	})

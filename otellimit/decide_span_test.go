@@ -48,7 +48,8 @@ func TestDecideSpan(t *testing.T) {
 		Global:       "all",
 		Key:          httplimit.TokenKey("Authorization"),
 		Backend: func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
-			l, err := admission.NewLocal(limits, hotlimit.WithSweepInterval(0))
+			b, err := admission.LocalBackend(hotlimit.WithSweepInterval(0))(limits)
+			l, _ := b.(*admission.Local)
 			return tracingBackend{l, rg.tp.Tracer("store")}, err
 		},
 		Observers: []admission.Observer{obs},

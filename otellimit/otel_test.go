@@ -131,7 +131,8 @@ func (b switchable) AllowStates(ctx context.Context, ls []admission.Layer, st []
 
 func switchableBackend(clock hotlimit.Clock, down *atomic.Bool) admission.BackendFactory {
 	return func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
-		l, err := admission.NewLocal(limits, hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))
+		b, err := admission.LocalBackend(hotlimit.WithClock(clock), hotlimit.WithSweepInterval(0))(limits)
+		l, _ := b.(*admission.Local)
 		return switchable{l, down}, err
 	}
 }

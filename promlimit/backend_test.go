@@ -41,9 +41,9 @@ func TestBackendMetrics(t *testing.T) {
 	bm := NewBackendMetrics(BackendOptions{})
 	var local *admission.Local
 	factory := func(limits map[string]hotlimit.Policy) (admission.Backend, error) {
-		l, err := admission.NewLocal(limits, hotlimit.WithClock(hotlimit.NewManualClock()), hotlimit.WithSweepInterval(0))
-		local = l
-		return failing{l, down}, err
+		b, err := admission.LocalBackend(hotlimit.WithClock(hotlimit.NewManualClock()), hotlimit.WithSweepInterval(0))(limits)
+		local, _ = b.(*admission.Local)
+		return failing{local, down}, err
 	}
 	observers := []admission.Observer{bm}
 	m, err := httplimit.New(httplimit.Config{

@@ -22,7 +22,7 @@ func BenchmarkLocal(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	l, err := admission.NewLocal(limits)
+	l, err := admission.LocalBackend()(limits)
 	if err != nil {
 		b.Fatal(err)
 	}

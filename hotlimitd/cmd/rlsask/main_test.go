@@ -20,7 +20,7 @@ func TestAsk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := admission.NewLocal(cfg.Limits())
+	local, err := admission.LocalBackend()(cfg.Limits())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 // service (see rlsbench).
 type standIn struct {
 	rlsv3.UnimplementedRateLimitServiceServer
-	b *admission.Local
+	b admission.Backend
 }
 
 func (s *standIn) ShouldRateLimit(ctx context.Context, r *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
@@ -48,7 +48,7 @@ func (s *standIn) ShouldRateLimit(ctx context.Context, r *rlsv3.RateLimitRequest
 func startStandIn(t *testing.T, a bench.Algorithm, p hotlimit.Policy) string {
 	t.Helper()
 	over := bench.Policy(a, bench.OverLimit, bench.OverPeriod)
-	b, err := admission.NewLocal(map[string]hotlimit.Policy{"d0": p, "d1": p, "d2": p, "x0": over, "x1": over, "x2": over})
+	b, err := admission.LocalBackend()(map[string]hotlimit.Policy{"d0": p, "d1": p, "d2": p, "x0": over, "x1": over, "x2": over})
 	if err != nil {
 		t.Fatal(err)
 	}
