@@ -53,7 +53,7 @@ func (r *recorder) hook(ev admission.Event) {
 // A scripted sequence of calls on real servers yields exactly one event
 // per call, with every outcome: admitted, denied for now and for good,
 // exempt, the fallback to the peer, a key failure, and backend failures
-// under FailOpen and FailClosed.
+// with Config.FailOpen and failing closed.
 func TestHookEvents(t *testing.T) {
 	clock := hotlimit.NewManualClock()
 	rec := &recorder{t: t}
