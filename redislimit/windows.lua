@@ -60,6 +60,16 @@ local function undoWindows(K, ko, A, ao, m)
   end
 end
 
+-- fwView returns a layer's Remaining and ResetAfter for its count q at
+-- elapsed e of a window w with limit lim, and its next unit's wait (0
+-- when it is full: nothing to wait for; else the window's end).
+local function fwView(lim, q, w, e)
+  local rem, reset, nxt = math.max(0, lim - q), 0, w - e
+  if q > 0 then reset = w - e end
+  if rem >= lim then nxt = 0 end
+  return rem, reset, nxt
+end
+
 local function fixedWindows(K, ko, A, ao, n, wantNext)
   -- Check and read the arguments; nothing is written before all pass.
   for i = 1, n do
@@ -137,19 +147,15 @@ local function fixedWindows(K, ko, A, ao, n, wantNext)
     for i = 1, n do
       local s = 8 * (i - 1)
       local w, e, lim, c, q = fwS[s + 1], fwS[s + 3], fwS[s + 4], fwS[s + 5], fwS[s + 6]
-      local rem, reset, ok, retry = math.max(0, lim - q), 0, 1, 0
-      if q > 0 then reset = w - e end
+      local rem, reset, nxt = fwView(lim, q, w, e)
+      local ok, retry = 1, 0
       if c < 0 or c > lim then
         ok, retry = 0, -1
       elseif q + c > lim then
         ok, retry = 0, w - e
       end
       out[j + 1], out[j + 2], out[j + 3], out[j + 4] = ok, rem, retry, reset
-      j = j + 4
-      if wantNext then
-        j = j + 1
-        if rem >= lim then out[j] = 0 else out[j] = w - e end
-      end
+      if wantNext then out[j + 5] = nxt; j = j + 5 else j = j + 4 end
     end
     return out
   end
@@ -163,13 +169,13 @@ local function fixedWindows(K, ko, A, ao, n, wantNext)
       redis.call("SET", K[ko + i], -((k + 1) * packedBase + c), "PX", winT[A[ao + 5 * (i - 1) + 2]])
     end
     q = q + c
-    local rem, reset = math.max(0, lim - q), 0
-    if q > 0 then reset = w - e end
-    out[j + 1], out[j + 2] = rem, reset
-    j = j + 2
+    local rem = math.max(0, lim - q) -- fwView's, inline: the common reply
+    out[j + 1], out[j + 2] = rem, q > 0 and w - e or 0
     if wantNext then
-      j = j + 1
-      if rem >= lim then out[j] = 0 else out[j] = w - e end
+      out[j + 3] = rem < lim and w - e or 0
+      j = j + 3
+    else
+      j = j + 2
     end
   end
   return out
