@@ -136,7 +136,9 @@
 // redis-server's CPU per decision of the string it replaced (the
 // redisbench module's BenchmarkWindows, 1 and 3 layers under 32 and 64
 // callers). A fixed window of a larger Limit or a shorter window stores
-// "k 0 q", as every fixed window did before the packed state. Every
+// "k 0 q", as every fixed window did before the packed state, and so does
+// a give-back (Admission.Refund, a lease's) that leaves a count of 2^21
+// or more, which a larger Limit of the same name can leave. Every
 // script reads both, so a key that an earlier version wrote is read as it
 // says (and packed at its next admission); an earlier version reads a
 // packed state as no state, so while instances of both versions share a

@@ -72,9 +72,12 @@ local function windowState(v)
 end
 
 -- windowValue returns the value that stores a fixed window's state: count
--- q (at most limit) in window k, packed when it can be.
+-- q in window k, packed when it can be. q is at most limit, except after a
+-- give-back (ops.lua's refund, lease.lua's give) on a count that a larger
+-- Limit of the same name left: a q of 2^21 or more would carry into the
+-- window index, so it is never packed.
 local function windowValue(k, q, limit)
-  if limit <= maxPacked and k <= maxPackedIndex then
+  if limit <= maxPacked and q <= maxPacked and k <= maxPackedIndex then
     return string.format("%.0f", -((k + 1) * packedBase + q))
   end
   return string.format("%.0f 0 %.0f", k, q)
