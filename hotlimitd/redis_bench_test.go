@@ -44,7 +44,9 @@ descriptors:
 // request's wire bytes and drops the response's, so that the client's own
 // work, counted in allocs/op too, stays small and the same on every
 // commit. callers=1 is one call at a time (each sent alone to Redis);
-// callers=32 batches (redislimit), as rlsbench's load does.
+// callers=32 batches (redislimit), as rlsbench's load does; deadline
+// gives each call a deadline (a minute), as Envoy gives each its
+// timeout (grpc-timeout), which the server's context then carries.
 func BenchmarkShouldRateLimitRedis(b *testing.B) {
 	addr := os.Getenv(redistest.AddrEnv)
 	if addr == "" {
@@ -55,8 +57,16 @@ func BenchmarkShouldRateLimitRedis(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, n := range []int{1, 3} {
-		for _, callers := range []int{1, 32} {
-			b.Run("descriptors="+strconv.Itoa(n)+"/callers="+strconv.Itoa(callers), func(b *testing.B) {
+		for _, bc := range []struct {
+			callers  int
+			deadline bool
+		}{{1, false}, {32, false}, {32, true}} {
+			callers := bc.callers
+			name := "descriptors=" + strconv.Itoa(n) + "/callers=" + strconv.Itoa(callers)
+			if bc.deadline {
+				name += "/deadline"
+			}
+			b.Run(name, func(b *testing.B) {
 				st, err := backend.Open(context.Background(), backend.Options{
 					Kind: backend.Redis, RedisAddrs: []string{addr}, Prefix: redistest.Prefix(b), Timeout: 2 * time.Second,
 					RedisOptions: []redislimit.Option{redislimit.WithBreaker(redislimit.NewBreaker(5, time.Second))},
@@ -101,7 +111,15 @@ func BenchmarkShouldRateLimitRedis(b *testing.B) {
 				}
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
-						if err := conn.Invoke(ctx, method, wire, nil, grpc.ForceCodecV2(wireCodec{})); err != nil {
+						cctx, cancel := ctx, context.CancelFunc(nil)
+						if bc.deadline {
+							cctx, cancel = context.WithTimeout(ctx, time.Minute)
+						}
+						err := conn.Invoke(cctx, method, wire, nil, grpc.ForceCodecV2(wireCodec{}))
+						if cancel != nil {
+							cancel()
+						}
+						if err != nil {
 							b.Error(err)
 							return
 						}
