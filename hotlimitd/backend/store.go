@@ -386,14 +386,12 @@ func (s *Store) AllowStates(ctx context.Context, layers []admission.Layer, state
 	if err != nil {
 		return hotlimit.Decision{}, -1, err
 	}
-	ctx, release := patient(ctx)
-	defer release()
-	return redislimit.AllowLayersState(ctx, states, ls...)
+	return redislimit.AllowLayersState(patient(ctx), states, ls...)
 }
 
 // patient returns ctx with its deadline turned into a cancellation: ctx's
-// values, and a context cancelled (context.Canceled) when ctx is done,
-// without ctx's deadline. release must be called once the call is over.
+// values, and a context done when ctx is done, whose Err is then
+// context.Canceled, without ctx's deadline.
 //
 // A caller's deadline shorter than Options.Timeout (Envoy's rate limit
 // filter timeout, 20ms by default) then ends the call as a cancellation
@@ -405,16 +403,32 @@ func (s *Store) AllowStates(ctx context.Context, layers []admission.Layer, state
 // that Redis did not answer within Timeout, or a failed connection,
 // counts.) A call that waits to be sent ends with its caller, so that a
 // request its caller gave up on is not sent later.
-func patient(ctx context.Context) (context.Context, func()) {
+//
+// It is ctx itself when ctx has no deadline, else ctx wrapped
+// (patientCtx): one allocation, where a cancellable context of its own,
+// cancelled by an AfterFunc on ctx, costs several a call.
+func patient(ctx context.Context) context.Context {
 	if _, ok := ctx.Deadline(); !ok {
-		return ctx, func() {}
+		return ctx
 	}
-	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(ctx, cancel)
-	return c, func() {
-		stop()
-		cancel()
+	return patientCtx{ctx}
+}
+
+// patientCtx is a context's values and Done, without its deadline, and
+// context.Canceled once it is done (cancelled, or its deadline passed). A
+// context derived from it ends with it, and ends as the parent did (with
+// context.DeadlineExceeded for a deadline that passed): only the
+// patientCtx itself, which redislimit asks whether its caller gave up,
+// says Canceled.
+type patientCtx struct{ context.Context }
+
+func (patientCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+func (c patientCtx) Err() error {
+	if c.Context.Err() != nil {
+		return context.Canceled
 	}
+	return nil
 }
 
 // stackLayers is the layers a decision resolves without allocating: the
