@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,7 +44,9 @@ descriptors:
 // against the redis-server of HOTLIMIT_REDIS_ADDR. The client sends the
 // request's wire bytes and drops the response's, so that the client's own
 // work, counted in allocs/op too, stays small and the same on every
-// commit. callers=1 is one call at a time (each sent alone to Redis);
+// commit. cpu-µs/op is the process's CPU time (client and server, not
+// redis-server) per call, which a loaded machine distorts less than
+// ns/op. callers=1 is one call at a time (each sent alone to Redis);
 // callers=32 batches (redislimit), as rlsbench's load does; deadline
 // gives each call a deadline (a minute), as Envoy gives each its
 // timeout (grpc-timeout), which the server's context then carries.
@@ -101,6 +104,8 @@ func BenchmarkShouldRateLimitRedis(b *testing.B) {
 				}
 				b.SetParallelism(max(1, callers/max(1, runtime.GOMAXPROCS(0))))
 				b.ReportAllocs()
+				cpu0 := processCPU()
+				defer func() { b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op") }()
 				if callers == 1 {
 					for b.Loop() {
 						if err := conn.Invoke(ctx, method, wire, nil, grpc.ForceCodecV2(wireCodec{})); err != nil {
@@ -128,6 +133,16 @@ func BenchmarkShouldRateLimitRedis(b *testing.B) {
 			})
 		}
 	}
+}
+
+// processCPU returns the CPU time (user and system) this process has
+// used: the client's and the server's, not redis-server's.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // serveRaw serves s on 127.0.0.1:0 with the gRPC server options
