@@ -146,6 +146,18 @@
 // per key and window. A key holding another Redis type fails its
 // decision with Redis's error (WRONGTYPE), having changed nothing.
 //
+// A window state does not record its Window. When a policy's Window grows
+// under the same name (a change under traffic, two versions of a
+// deployment), a state of the old Window reads as one of a window far
+// ahead: a script tells it from a stale reading (below) because it starts
+// after its key expires (PTTL), which a state of its own window never
+// does, since Redis expires keys by the clock TIME reads; its counts then
+// carry over into the window holding now, as hotlimit's SetPolicy carries
+// them, and its TTL is that window's (two, for a sliding window's current
+// count). When the Window shrinks, the old index reads as a window long
+// past and the state as fresh: unlike SetPolicy, which carries the counts
+// over, the key may then admit its new Limit again at once.
+//
 // # The server's clock
 //
 // Decisions follow the server's clock (TIME). When it goes back (a
@@ -155,7 +167,9 @@
 // no time has passed, a bucket at its TAT, a window at the start of the
 // window its state is in (whatever its counts: RetryAfter and ResetAfter
 // then run the whole window), the sliding log at its newest instant; its
-// counts still count, so a clock set back never admits more. The script
+// counts still count, so a clock set back never admits more, and each
+// write keeps the key until its state's own end (a window's, a TAT), later
+// than a window from the reading. The script
 // cannot know how much time really passed, so its ResetAfter then differs
 // from that of a hotlimit.Limiter whose own monotonic clock did not go
 // back (a whole window of 2s where the in-process limiter, 1,481 ms into

@@ -65,16 +65,27 @@ end
 local k, e = divmod(now, A)
 local sk, _, q = windowState(redis.call("GET", key))
 if not sk then sk, q = 0, 0 end
-if sk > k then k, e = sk, 0 end -- a stale reading: no time has passed
+-- rest: the µs until the state's window ends, which its TTL covers.
+local rest, carried = A - e, false
+if sk > k then
+  if ownWindow(key, sk, A) then
+    -- A stale reading: no time has passed, the state's window from its
+    -- start; it still ends (sk+1)·A on the server's clock, later than a
+    -- window from now.
+    k, e, rest = sk, 0, (sk + 1) * A - now
+  else
+    carried = true -- counted in a shorter Window: q carries into window k
+  end
+end
 if op == "give" then
-  if sk ~= y or k ~= y then return { 0 } end
+  if carried or sk ~= y or k ~= y then return { 0 } end
   q = math.max(q - x, 0)
-  redis.call("SET", key, windowValue(k, q, limit), "PX", ttlMs(A - e))
+  redis.call("SET", key, windowValue(k, q, limit), "PX", ttlMs(rest))
   return { 1 }
 end
-if sk ~= k then q = 0 end
+if sk ~= k and not carried then q = 0 end
 local g = math.min(y, limit - q)
 if g < x then return { 0, A - e } end
-local ms = ttlMs(A - e)
+local ms = ttlMs(rest)
 redis.call("SET", key, windowValue(k, q + g, limit), "PX", ms)
 return { g, k, A - e, incarnation(incKey, ms) }

@@ -223,7 +223,10 @@ if ARGV[2] == "2" and not incKey then
       local sk, sp, sq = windowState(redis.call("GET", KEYS[i]))
       if sk then -- a state records its window whatever its counts, as hotlimit's word
         if sk > k then
-          k, e, p, q = sk, 0, sp, sq -- a stale reading
+          if ownWindow(KEYS[i], sk, w) then
+            k, e = sk, 0 -- a stale reading
+          end -- else counted in a shorter Window: carried into window k
+          p, q = sp, sq
         elseif sk == k then
           p, q = sp, sq
         end
@@ -379,7 +382,13 @@ local function view(i, st)
   local W = A[i]
   local k, e = divmod(now, W)
   -- A state records its window whatever its counts (no state: k = 0).
-  if st.k > k then return st.k, 0, st.p, st.q end -- a stale reading
+  if st.k > k then
+    -- A stale reading (internal/luasrc/start.lua's ownWindow), decided at
+    -- the start of the state's window; else an index of a shorter Window,
+    -- whose counts carry over into window k.
+    if ownWindow(KEYS[i], st.k, W) then return st.k, 0, st.p, st.q end
+    return k, e, st.p, st.q
+  end
   local d = k - st.k
   if d == 0 then return k, e, st.p, st.q end
   if d == 1 and kind[i] == 3 then return k, e, st.q, 0 end

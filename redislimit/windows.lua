@@ -118,9 +118,15 @@ local function fixedWindows(K, ko, A, ao, n, wantNext)
       elseif sk == k then
         q = m - (sk + 1) * packedBase - c
       elseif sk > k then
-        -- A stale reading: decided at the start of the state's window.
-        fwS[s + 2], fwS[s + 3] = sk, 0
         q = m - (sk + 1) * packedBase - c
+        if ownWindow(key, sk, fwS[s + 1]) then
+          -- A stale reading: decided at the start of the state's window.
+          fwS[s + 2], fwS[s + 3] = sk, 0
+        else
+          -- Counted in a shorter Window: q carries into window k, which
+          -- this admission SETs (start.lua's ownWindow).
+          first = true
+        end
       else
         first = true -- an earlier window's state: fresh
       end
@@ -133,7 +139,7 @@ local function fixedWindows(K, ko, A, ao, n, wantNext)
       end
       local sk, _, sq = windowState(v)
       if sk and sk >= k then
-        if sk > k then fwS[s + 2], fwS[s + 3] = sk, 0 end
+        if sk > k and ownWindow(key, sk, fwS[s + 1]) then fwS[s + 2], fwS[s + 3] = sk, 0 end
         q = sq
       end
       if c ~= 0 then deny = deny > 0 and deny or i end
@@ -165,8 +171,9 @@ local function fixedWindows(K, ko, A, ao, n, wantNext)
     local w, k, e, lim, c, q = fwS[s + 1], fwS[s + 2], fwS[s + 3], fwS[s + 4], fwS[s + 5], fwS[s + 6]
     if fwS[s + 7] then
       -- The window's first admission: its state, kept until the window's
-      -- end (a Lua number goes to Redis exactly, as %.17g).
-      redis.call("SET", K[ko + i], -((k + 1) * packedBase + c), "PX", winT[A[ao + 5 * (i - 1) + 2]])
+      -- end (a Lua number goes to Redis exactly, as %.17g). q is 0 but for
+      -- counts carried over from a shorter Window.
+      redis.call("SET", K[ko + i], -((k + 1) * packedBase + q + c), "PX", winT[A[ao + 5 * (i - 1) + 2]])
     end
     q = q + c
     local rem = math.max(0, lim - q) -- fwView's, inline: the common reply

@@ -9,14 +9,16 @@
 -- now is the instant, in integer µs. With a test instant, TTLs run on the
 -- server's real clock while the decisions follow the test's, so ttlExtra
 -- (ms) stretches every TTL by an hour: no key expires during a test that
--- its own clock still needs.
+-- its own clock still needs. For the same reason a test's clock set back
+-- does not set back the clock keys expire by, so ownWindow below allows a
+-- test's state to start up to leadExtra (µs, a year) after its key expires.
 
 if redis.replicate_commands then redis.replicate_commands() end
 
-local now, ttlExtra = nil, 0
+local now, ttlExtra, leadExtra = nil, 0, 0
 if ARGV[1] ~= "" then
   now = tonumber(ARGV[1])
-  ttlExtra = 3600000
+  ttlExtra, leadExtra = 3600000, 31536000000000 -- an hour (ms), a year (µs)
 else
   local t = redis.call("TIME")
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -69,6 +71,22 @@ local function windowState(v)
   local k, p, q = string.match(v, "^(%d+) (%d+) (%d+)$")
   if not k then return nil end
   return tonumber(k), tonumber(p), tonumber(q)
+end
+
+-- ownWindow reports whether the window state under key, of index sk in
+-- windows of w µs, with sk·w > now (a window later than now's), is the
+-- state's own window: the server's clock was set back since it was
+-- written (a stale reading). Every write keeps a window state until its
+-- window ends, and Redis expires keys on the clock TIME reads, so a state
+-- of one's own window starts before the key expires (PTTL, with 2 ms for
+-- the rounding to ms). One that starts later was counted in windows of
+-- another, shorter length (a policy whose Window grew under the same
+-- name): read with w, its index is a window decades ahead, which must not
+-- be decided in, nor kept until; its counts carry over into now's window,
+-- as hotlimit's SetPolicy carries them. A key without a TTL (PTTL -1) was
+-- written by none of these scripts: its counts carry over too.
+local function ownWindow(key, sk, w)
+  return sk * w < now + (redis.call("PTTL", key) + 2) * 1000 + leadExtra
 end
 
 -- windowValue returns the value that stores a fixed window's state: count
