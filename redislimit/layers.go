@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hotlimit/hotlimit"
@@ -176,10 +177,7 @@ func checkLayers(layers []Layer, states []hotlimit.LayerState) (timeout time.Dur
 // breakers, and records the admission in rec (see allowRecorded).
 func callLayers(ctx context.Context, layers []Layer, states []hotlimit.LayerState, rec *Admission, timeout time.Duration) (hotlimit.Decision, int, error) {
 	first := layers[0].Limiter
-	keys := make([]string, len(layers))
-	for i, ly := range layers {
-		keys[i] = ly.Limiter.RedisKey(ly.Key)
-	}
+	keys := layerKeys(layers)
 	if first.rt.cluster != nil {
 		if err := sameSlot(layers, keys); err != nil {
 			return misconfigured(first, -1, err)
@@ -232,6 +230,46 @@ func callLayers(ctx context.Context, layers []Layer, states []hotlimit.LayerStat
 		return failed(layers, node, err)
 	}
 	return decided(reply, layers, states, rec, node, sent)
+}
+
+// layerKeys returns the Redis key of each layer (Limiter.RedisKey), cut
+// from one string built for them all: one allocation for a decision's
+// keys instead of one a layer. Strings are immutable, so keys that share
+// bytes share nothing else.
+func layerKeys(layers []Layer) []string {
+	keys := make([]string, len(layers))
+	if len(layers) == 1 {
+		keys[0] = layers[0].Limiter.RedisKey(layers[0].Key)
+		return keys
+	}
+	n := 0
+	for _, ly := range layers {
+		head, tail := keyParts(ly.Limiter, ly.Key)
+		n += len(head) + len(ly.Key) + len(tail)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, ly := range layers {
+		head, tail := keyParts(ly.Limiter, ly.Key)
+		b.WriteString(head)
+		b.WriteString(ly.Key)
+		b.WriteString(tail)
+	}
+	all, start := b.String(), 0
+	for i, ly := range layers {
+		head, tail := keyParts(ly.Limiter, ly.Key)
+		end := start + len(head) + len(ly.Key) + len(tail)
+		keys[i], start = all[start:end], end
+	}
+	return keys
+}
+
+// keyParts returns what RedisKey puts before and after key.
+func keyParts(l *Limiter, key string) (head, tail string) {
+	if l.special != "" && (key == "" || key[0] == '}') {
+		return l.special, ""
+	}
+	return l.head, l.tail
 }
 
 // acquireAll goes through node's circuit in every distinct breaker of the
