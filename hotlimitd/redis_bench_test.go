@@ -105,7 +105,9 @@ func BenchmarkShouldRateLimitRedis(b *testing.B) {
 				b.SetParallelism(max(1, callers/max(1, runtime.GOMAXPROCS(0))))
 				b.ReportAllocs()
 				cpu0 := processCPU()
-				defer func() { b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op") }()
+				defer func() {
+					b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+				}()
 				if callers == 1 {
 					for b.Loop() {
 						if err := conn.Invoke(ctx, method, wire, nil, grpc.ForceCodecV2(wireCodec{})); err != nil {
