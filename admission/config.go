@@ -28,6 +28,11 @@ import (
 // for grpclimit; both take this one type, so a key function is written
 // once for each.
 //
+// It must append to dst, leaving dst's bytes as they were: a KeyFunc
+// that returns a slice of its own (an "rl:v1:" key included) or changes
+// dst's bytes has its request refused with ErrBadKeyFunc
+// (OutcomeKeyDenied), whatever the backend, a Local or a shared store.
+//
 // An identity is a short kind, a colon, and a value that cannot contain
 // ":route:": the pipeline composes it with the group into keys such as
 // "rl:v1:tenant:acme:route:search", and the format must keep one identity

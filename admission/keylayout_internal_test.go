@@ -299,6 +299,7 @@ func TestClientAddr(t *testing.T) {
 func TestBadKeyFuncLayouts(t *testing.T) {
 	bad := map[string]KeyFunc[[2]string]{
 		"own slice": func(dst []byte, r [2]string) ([]byte, error) { return []byte("user:someone-else"), nil },
+		"own rl:v1 key": func(dst []byte, r [2]string) ([]byte, error) { return []byte("rl:v1:user:x:route:a"), nil },
 		"copies dst, changed": func(dst []byte, r [2]string) ([]byte, error) {
 			k := append([]byte(nil), dst...)
 			k[0] ^= 0x40 // the group key's first byte, or the head's
