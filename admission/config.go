@@ -29,8 +29,9 @@ import (
 // once for each.
 //
 // It must append to dst, leaving dst's bytes as they were: a KeyFunc
-// that returns a slice of its own (an "rl:v1:" key included) or changes
-// dst's bytes has its request refused with ErrBadKeyFunc
+// that changes dst's bytes, or returns a slice of its own that dst had
+// room for (an "rl:v1:" key included, even one whose bytes are dst's and
+// an identity), has its request refused with ErrBadKeyFunc
 // (OutcomeKeyDenied), whatever the backend, a Local or a shared store.
 //
 // An identity is a short kind, a colon, and a value that cannot contain

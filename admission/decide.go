@@ -406,11 +406,16 @@ func (p *Pipeline[R]) appendKey(key KeyFunc[R], prev []byte, head string, r R) (
 	if key == nil {
 		return p.appendAddr(prev, head, r)
 	}
-	k, err := key(append(prev, head...), r)
+	dst := append(prev, head...)
+	k, err := key(dst, r)
 	if err != nil {
 		return prev, err
 	}
-	if !appended(k, prev, head) {
+	// An append that dst had room for returns dst's array: a slice of the
+	// KeyFunc's own is refused even when its bytes are dst's and an
+	// identity (an "rl:v1:" key, as a shared store's group layer's dst is
+	// "rl:v1:"), as it is in a Local's layout, which no such bytes match.
+	if !appended(k, prev, head) || (len(k) <= cap(dst) && unsafe.SliceData(k) != unsafe.SliceData(dst)) {
 		return prev, ErrBadKeyFunc
 	}
 	if p.local {
