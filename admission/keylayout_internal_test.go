@@ -298,7 +298,7 @@ func TestClientAddr(t *testing.T) {
 // the request with ErrBadKeyFunc.
 func TestBadKeyFuncLayouts(t *testing.T) {
 	bad := map[string]KeyFunc[[2]string]{
-		"own slice": func(dst []byte, r [2]string) ([]byte, error) { return []byte("user:someone-else"), nil },
+		"own slice":     func(dst []byte, r [2]string) ([]byte, error) { return []byte("user:someone-else"), nil },
 		"own rl:v1 key": func(dst []byte, r [2]string) ([]byte, error) { return []byte("rl:v1:user:x:route:a"), nil },
 		"copies dst, changed": func(dst []byte, r [2]string) ([]byte, error) {
 			k := append([]byte(nil), dst...)
