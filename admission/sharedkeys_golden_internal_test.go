@@ -13,19 +13,6 @@ import (
 	"github.com/hotlimit/hotlimit/internal/ident"
 )
 
-// genRec is a Backend that is not a Local: it records the layers' keys,
-// as a shared store receives them.
-type genRec struct{ keys []string }
-
-func (b *genRec) AllowStates(_ context.Context, layers []Layer, _ []hotlimit.LayerState) (hotlimit.Decision, int, error) {
-	for _, ly := range layers {
-		b.keys = append(b.keys, ly.Limit+"="+ly.Key)
-	}
-	return hotlimit.Decision{Allowed: true, Limit: 10, Remaining: 9}, 0, nil
-}
-func (b *genRec) Reset(context.Context, string, string) error { return nil }
-func (b *genRec) Close() error                                { return nil }
-
 // genReq is a request of TestSharedKeysGolden: an IP prefix (kind 0), a
 // token (1) or a tenant (2) identity, and a tenant for the identity layer.
 type genReq struct {
@@ -67,7 +54,7 @@ func TestSharedKeysGolden(t *testing.T) {
 	}
 	want := strings.SplitAfter(string(golden), "\n")
 	limits := map[string]hotlimit.Policy{"g": hotlimit.FixedWindow{Limit: 1000, Window: time.Hour}, "t": hotlimit.FixedWindow{Limit: 1000, Window: time.Hour}}
-	rec := &genRec{}
+	rec := &recorder{} // a shared store
 	mk := func(addr bool, groups ...string) *Pipeline[genReq] {
 		cfg := Config[genReq]{Limits: limits, Key: genKey, Global: "g",
 			Identities: []IdentityLayer[genReq]{{Limit: "t", Key: func(dst []byte, r genReq) ([]byte, error) {
