@@ -235,3 +235,70 @@ func TestPooledKeysConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// keptEvents is an Observer that keeps a copy of each Event it is
+// handed (its Result dropped, as ev must not be kept), and a clone of
+// its strings taken then.
+type keptEvents struct {
+	evs    []Event
+	clones [][5]string
+}
+
+func (*keptEvents) Begin(ctx context.Context, _ *Event) context.Context { return ctx }
+func (k *keptEvents) Observe(_ context.Context, ev *Event) {
+	e := *ev
+	e.Result, e.Context = nil, nil
+	k.evs = append(k.evs, e)
+	k.clones = append(k.clones, eventStrings(e, true))
+}
+
+// eventStrings are ev's strings, cloned when clone is set.
+func eventStrings(ev Event, clone bool) [5]string {
+	s := [5]string{ev.Group, ev.GroupLimit, ev.IdentityKind, ev.Limit, ev.Missing}
+	if clone {
+		for i := range s {
+			s[i] = strings.Clone(s[i])
+		}
+	}
+	return s
+}
+
+// TestObserverEventsKept: the strings of an Event an Observer copied
+// (its group, limits and identity kind) are not views of
+// the pooled Result: read after many requests of other identities and
+// kinds reused it, they still say what they said when observed.
+func TestObserverEventsKept(t *testing.T) {
+	obs := &keptEvents{}
+	kinds := []string{"user", "tenant", "app", "svc"}
+	p, err := New(Config[testReq]{
+		Limits: safeLimits,
+		Groups: []Group[testReq]{{Name: "a", Limit: "fw"}, {Name: "search", Limit: "sl"}},
+		Key: func(dst []byte, r testReq) ([]byte, error) {
+			return ident.AppendKindID(dst, r.tenant, r.tok), nil
+		},
+		Global:    "tb",
+		Identify:  true,
+		Observers: []Observer{obs},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.Background()
+	for n := range 200 {
+		r := testReq{tok: safeToken(n % 7), tenant: kinds[n%len(kinds)]}
+		p.Release(p.Decide(ctx, r, n%2, 1))
+	}
+	kinded := 0
+	for i, ev := range obs.evs {
+		if ev.IdentityKind != "" && ev.Limit != "" {
+			kinded++
+		}
+		if got := eventStrings(ev, false); got != obs.clones[i] {
+			t.Fatalf("event %d reads %q, observed %q", i, got, obs.clones[i])
+		}
+	}
+	if kinded == 0 {
+		t.Fatal("no event with a kind and a limit: the test reads none")
+	}
+}
