@@ -55,6 +55,12 @@ type Layer struct {
 	Limit string // the name of a limit the backend was built with
 	Key   string // the request's key under that limit
 	Cost  int64
+
+	// lim is Limit's limiter in the *Local the Pipeline was built with,
+	// resolved once by New, or nil (a Layer built outside this package,
+	// or a Pipeline's with any other backend): that Local then uses it
+	// rather than look the name up.
+	lim *hotlimit.Limiter
 }
 
 // A BackendFactory builds a Backend for a set of named limits. Each policy
@@ -175,7 +181,10 @@ func (b *Local) AllowStates(_ context.Context, layers []Layer, states []hotlimit
 	}
 	for i := range ls {
 		ly := &layers[i]
-		lim := b.limiter(ly.Limit)
+		lim := ly.lim
+		if lim == nil {
+			lim = b.limiter(ly.Limit)
+		}
 		if lim == nil {
 			return hotlimit.Decision{}, -1, fmt.Errorf("%w %q", ErrUnknownLimit, ly.Limit)
 		}

@@ -188,6 +188,7 @@ type Pipeline[R any] struct {
 // limitInfo is a named limit as Config.Limits describes it.
 type limitInfo struct {
 	name string
+	lim  *hotlimit.Limiter // its limiter when the backend is a *Local (set once by New), else nil
 	hotlimit.PolicyInfo
 }
 
@@ -256,7 +257,7 @@ func New[R any](cfg Config[R]) (*Pipeline[R], error) {
 	if err := p.buildGroups(pfx, cfg.Groups, limits); err != nil {
 		return nil, err
 	}
-	if err := p.buildBackend(pfx, cfg.Backend, cfg.Limits); err != nil {
+	if err := p.buildBackend(pfx, cfg.Backend, cfg.Limits, limits); err != nil {
 		return nil, err
 	}
 	if len(cfg.ExemptIdentities) > 0 {
@@ -435,8 +436,10 @@ func (p *Pipeline[R]) describeGroups() {
 }
 
 // buildBackend builds the backend from limits with factory (Local when
-// nil), naming Config.Backend in its error.
-func (p *Pipeline[R]) buildBackend(pfx string, factory BackendFactory, limits map[string]hotlimit.Policy) error {
+// nil), naming Config.Backend in its error. With a *Local, it resolves
+// each of infos' limiters once, for Decide to hand the Local in its
+// layers rather than their names to look up per decision.
+func (p *Pipeline[R]) buildBackend(pfx string, factory BackendFactory, limits map[string]hotlimit.Policy, infos map[string]*limitInfo) error {
 	if factory == nil {
 		factory = LocalBackend()
 	}
@@ -460,6 +463,9 @@ func (p *Pipeline[R]) buildBackend(pfx string, factory BackendFactory, limits ma
 		p.localGroup = make([]uint64, len(p.groups))
 		for i := range p.groups {
 			p.localGroup[i] = l.groupNumber(p.groups[i].name)
+		}
+		for _, li := range infos {
+			li.lim = l.limiter(li.name)
 		}
 	}
 	p.keyLayout()

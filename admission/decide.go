@@ -277,16 +277,16 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 	}
 	all := p.keyString(res, key)
 	layers := res.layers[:g.nlayers] // the group's, the global one, the identities'
-	layers[0] = Layer{Limit: g.limit.name, Key: all[:groupEnd], Cost: cost}
+	layers[0] = Layer{Limit: g.limit.name, Key: all[:groupEnd], Cost: cost, lim: g.limit.lim}
 	n := 1
 	if p.global != nil {
-		layers[1] = Layer{Limit: p.global.name, Key: all[g.globalFrom:idEnd], Cost: p.globalCost}
+		layers[1] = Layer{Limit: p.global.name, Key: all[g.globalFrom:idEnd], Cost: p.globalCost, lim: p.global.lim}
 		n = 2
 	}
 	start := groupEnd
 	for i := range p.ids {
 		il := &p.ids[i]
-		layers[n+i] = Layer{Limit: il.limit.name, Key: all[start:ends[i]], Cost: il.cost}
+		layers[n+i] = Layer{Limit: il.limit.name, Key: all[start:ends[i]], Cost: il.cost, lim: il.limit.lim}
 		start = ends[i]
 	}
 	res.nlayers, res.built = len(layers), len(layers)
