@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -111,5 +112,48 @@ func TestLimitUnreported(t *testing.T) {
 			t.Errorf("request %d (%v): Event.Limit, Algorithm = %q, %q, want none", i, res.Outcome, ev.Limit, ev.Algorithm)
 		}
 		p.Release(res)
+	}
+}
+
+// TestSharedLocalMissingLimit: a Pipeline over a *Local built without
+// one of Config.Limits (a Local shared from elsewhere) decides a group
+// whose limits the Local has through them, with its states, and refuses
+// one whose limit it lacks with an error wrapping ErrUnknownLimit (its
+// failure policy's OutcomeErrorDenied), deciding nothing, as
+// Local.AllowStates does; it never panics.
+func TestSharedLocalMissingLimit(t *testing.T) {
+	local, err := newLocal(map[string]hotlimit.Policy{"a": hotlimit.FixedWindow{Limit: 2, Window: time.Hour}},
+		hotlimit.WithClock(hotlimit.NewManualClock()), hotlimit.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	p, err := New(Config[testReq]{
+		Limits: map[string]hotlimit.Policy{
+			"a": hotlimit.FixedWindow{Limit: 2, Window: time.Hour},
+			"b": hotlimit.FixedWindow{Limit: 5, Window: time.Hour},
+		},
+		Groups:  []Group[testReq]{{Name: "has", Limit: "a"}, {Name: "lacks", Limit: "b"}},
+		Key:     func(dst []byte, r testReq) ([]byte, error) { return ident.AppendKindID(dst, "user", r.tok), nil },
+		Backend: func(map[string]hotlimit.Policy) (Backend, error) { return local, nil },
+		States:  true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []Outcome{OutcomeAllowed, OutcomeAllowed, OutcomeDenied} {
+		res := p.Decide(t.Context(), testReq{tok: "u"}, 0, 1)
+		if res.Outcome != want || res.Layers() != 1 || !res.Item(0).Known || res.Item(0).Remaining != int64(max(1-i, 0)) || res.Item(0).Cost != 1 {
+			t.Fatalf("group has, request %d: %v, %d layers, item %+v; want %v, 1 layer, %d remaining of cost 1", i, res.Outcome, res.Layers(), res.Item(0), want, max(1-i, 0))
+		}
+		p.Release(res)
+	}
+	if d := local.Classes().Class("a").Check(p.LayerKey("user:u", "has"), 1); d.Allowed {
+		t.Errorf("limit a after two requests of two: %+v, want full", d)
+	}
+	res := p.Decide(t.Context(), testReq{tok: "u"}, 1, 1)
+	defer p.Release(res)
+	if res.Outcome != OutcomeErrorDenied || !errors.Is(res.Err, ErrUnknownLimit) || res.Layers() != 0 {
+		t.Errorf("group lacks: %v, %v, %d layers; want %v, ErrUnknownLimit, none decided", res.Outcome, res.Err, res.Layers(), OutcomeErrorDenied)
 	}
 }
