@@ -302,3 +302,42 @@ func TestObserverEventsKept(t *testing.T) {
 		t.Fatal("no event with a kind and a limit: the test reads none")
 	}
 }
+
+// TestReleaseClearsGrownKeys: keys too long for a Result's buffer are a
+// copy of their own, which Release clears from the pooled Result, a
+// Local's layers (Result.hl) as any other backend's (Result.layers), so
+// that the pool keeps no request's key alive.
+func TestReleaseClearsGrownKeys(t *testing.T) {
+	long := strings.Repeat("t", maxKeyBuf+40)
+	for _, copied := range []bool{false, true} {
+		local, err := newLocal(safeLimits, hotlimit.WithClock(hotlimit.NewManualClock()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var backend Backend = local
+		if copied {
+			backend = copier{local}
+		}
+		p, err := New(Config[testReq]{
+			Limits:  safeLimits,
+			Groups:  []Group[testReq]{{Name: "a", Limit: "fw"}},
+			Key:     func(dst []byte, r testReq) ([]byte, error) { return append(dst, r.tok...), nil }, // not hashed: too long for the buffer
+			Global:  "tb",
+			Backend: func(map[string]hotlimit.Policy) (Backend, error) { return backend, nil },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		res := p.Decide(t.Context(), testReq{tok: long}, 0, 1)
+		if res.Outcome != OutcomeAllowed || res.Layers() != 2 || res.ownKeys || res.local == copied {
+			t.Fatalf("copied %v: %v %v, %d layers, own keys %v, local %v; want allowed, 2 layers in a grown buffer", copied, res.Outcome, res.Err, res.Layers(), res.ownKeys, res.local)
+		}
+		p.Release(res)
+		for i := range maxLayers {
+			if res.hl[i] != (hotlimit.Layer{}) || res.layers[i] != (Layer{}) {
+				t.Errorf("copied %v: layer %d after Release holds keys of %d and %d bytes; want cleared", copied, i, len(res.hl[i].Key), len(res.layers[i].Key))
+			}
+		}
+	}
+}
