@@ -298,20 +298,7 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 		ctx = p.begin(ctx, res)
 		began = time.Now()
 	}
-	// A Local's layers (res.local) are hotlimit.Layers already: they go
-	// to hotlimit.AllowLayersState as Local.AllowStates hands them, with
-	// no conversion.
-	var states []hotlimit.LayerState
-	if p.states {
-		states = res.states[:res.nlayers]
-	}
-	var d hotlimit.Decision
-	var idx int
-	if res.local {
-		d, idx = hotlimit.AllowLayersState(states, res.hl[:res.nlayers]...)
-	} else {
-		d, idx, err = p.backend.AllowStates(ctx, res.layers[:res.nlayers], states)
-	}
+	d, idx, err := p.allow(ctx, res)
 	if err != nil {
 		res.nlayers, res.nstates, res.Err = 0, 0, err // nothing was decided
 		res.Outcome = OutcomeErrorDenied
@@ -320,9 +307,6 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 		}
 		p.observe(ctx, res, began)
 		return res
-	}
-	if p.states {
-		res.nstates = known(states)
 	}
 	res.Decision, res.Binding, res.BindingReported = d, binding(res, d, idx), idx >= 0 && idx < res.nlayers
 	res.Outcome, res.Refusal = outcomeOf(d, p.dryRun)
@@ -345,15 +329,34 @@ func (res *Result) setLayer(i int, li *limitInfo, key string, cost int64) {
 	}
 }
 
-// known is the number of states the backend reported, len(states), or
-// 0 when it could not tell them all (Remaining −1).
-func known(states []hotlimit.LayerState) int {
-	for i := range states {
-		if states[i].Decision.Remaining < 0 {
-			return 0
+// allow asks the backend to admit res's layers, and for their states
+// when the pipeline asks for them (res.nstates is then their number, or
+// 0 when the backend could not tell them all). A Local's layers
+// (res.local) are hotlimit.Layers already: they go to
+// hotlimit.AllowLayersState, as Local.AllowStates hands them, with no
+// conversion.
+func (p *Pipeline[R]) allow(ctx context.Context, res *Result) (hotlimit.Decision, int, error) {
+	var states []hotlimit.LayerState
+	if p.states {
+		states = res.states[:res.nlayers]
+	}
+	var d hotlimit.Decision
+	var idx int
+	var err error
+	if res.local {
+		d, idx = hotlimit.AllowLayersState(states, res.hl[:res.nlayers]...)
+	} else if d, idx, err = p.backend.AllowStates(ctx, res.layers[:res.nlayers], states); err != nil {
+		return d, idx, err
+	}
+	if p.states {
+		res.nstates = len(states)
+		for i := range states {
+			if states[i].Decision.Remaining < 0 {
+				res.nstates = 0 // the backend could not tell them all
+			}
 		}
 	}
-	return len(states)
+	return d, idx, nil
 }
 
 // outcomeOf is the Outcome of a decision the backend made, and its
