@@ -99,7 +99,7 @@ type Result struct {
 
 	buf     [maxKeyBuf]byte
 	layers  [maxLayers]Layer               // the layers a backend other than a Local is handed
-	hl      [maxLayers]hotlimit.Layer      // a Local's layers, in place of layers (local); else only their Cost, Item's
+	hl      [maxLayers]hotlimit.Layer      // a Local's layers, in place of layers (local)
 	local   bool                           // the layers are in hl: the pipeline's backend is a Local that has every limit (Pipeline.direct)
 	states  [maxLayers]hotlimit.LayerState // what the backend reported of each layer
 	nlayers int                            // layers decided; 0 when no backend was asked
@@ -147,7 +147,12 @@ type Item struct {
 
 // Item returns layer i's Item.
 func (res *Result) Item(i int) Item {
-	it := Item{Name: res.names[i], Cost: res.hl[i].Cost, Policy: res.infos[i].PolicyInfo}
+	it := Item{Name: res.names[i], Policy: res.infos[i].PolicyInfo}
+	if res.local {
+		it.Cost = res.hl[i].Cost
+	} else {
+		it.Cost = res.layers[i].Cost
+	}
 	if i < res.nstates {
 		st := &res.states[i]
 		it.Remaining, it.Window, it.Known = st.Decision.Remaining, st.Next, true
@@ -318,14 +323,12 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 
 // setLayer sets layer i of res: a Local's (res.local) as the
 // hotlimit.Layer of li's limiter, which the Local resolved in New, any
-// other backend's as the Layer of li's name, with its cost in res.hl
-// too, where Item reads every layer's.
+// other backend's as the Layer of li's name.
 func (res *Result) setLayer(i int, li *limitInfo, key string, cost int64) {
 	if res.local {
 		res.hl[i] = hotlimit.Layer{Limiter: li.lim, Key: key, Cost: cost}
 	} else {
 		res.layers[i] = Layer{Limit: li.name, Key: key, Cost: cost}
-		res.hl[i].Cost = cost // Item's
 	}
 }
 
