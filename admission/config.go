@@ -165,7 +165,6 @@ type Config[R any] struct {
 type Pipeline[R any] struct {
 	backend    Backend
 	local      bool     // backend is a Local: keys in the in-process layout (keys.go)
-	direct     bool     // backend is a Local that has every limit: Decide hands hotlimit its limiters (Result.local)
 	localGroup []uint64 // for a Local: its number of each group (Local.groupNumber)
 	idPrefix   string   // what precedes an identity layer's identity in its key: "rl:v1:", or a Local's tagText
 	states     bool     // ask the backend for the layers' states
@@ -438,9 +437,8 @@ func (p *Pipeline[R]) describeGroups() {
 
 // buildBackend builds the backend from limits with factory (Local when
 // nil), naming Config.Backend in its error. With a *Local, it resolves
-// each of infos' limiters once: when the Local has them all (direct),
-// Decide hands them to hotlimit.AllowLayersState itself, as the Local
-// would, rather than the limits' names to look up per decision.
+// each of infos' limiters once, for Decide to hand the Local in its
+// layers rather than their names to look up per decision.
 func (p *Pipeline[R]) buildBackend(pfx string, factory BackendFactory, limits map[string]hotlimit.Policy, infos map[string]*limitInfo) error {
 	if factory == nil {
 		factory = LocalBackend()
@@ -466,10 +464,8 @@ func (p *Pipeline[R]) buildBackend(pfx string, factory BackendFactory, limits ma
 		for i := range p.groups {
 			p.localGroup[i] = l.groupNumber(p.groups[i].name)
 		}
-		p.direct = true
 		for _, li := range infos {
 			li.lim = l.limiter(li.name)
-			p.direct = p.direct && li.lim != nil
 		}
 	}
 	p.keyLayout()

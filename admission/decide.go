@@ -98,9 +98,7 @@ type Result struct {
 	Cost int64
 
 	buf     [maxKeyBuf]byte
-	layers  [maxLayers]Layer               // the layers a backend other than a Local is handed
-	hl      [maxLayers]hotlimit.Layer      // a Local's layers, in place of layers (local)
-	local   bool                           // the layers are in hl: the pipeline's backend is a Local that has every limit (Pipeline.direct)
+	layers  [maxLayers]Layer
 	states  [maxLayers]hotlimit.LayerState // what the backend reported of each layer
 	nlayers int                            // layers decided; 0 when no backend was asked
 	nstates int                            // states the backend reported: nlayers or 0
@@ -147,12 +145,7 @@ type Item struct {
 
 // Item returns layer i's Item.
 func (res *Result) Item(i int) Item {
-	it := Item{Name: res.names[i], Policy: res.infos[i].PolicyInfo}
-	if res.local {
-		it.Cost = res.hl[i].Cost
-	} else {
-		it.Cost = res.layers[i].Cost
-	}
+	it := Item{Name: res.names[i], Cost: res.layers[i].Cost, Policy: res.infos[i].PolicyInfo}
 	if i < res.nstates {
 		st := &res.states[i]
 		it.Remaining, it.Window, it.Known = st.Decision.Remaining, st.Next, true
@@ -188,9 +181,8 @@ type livePolicies struct {
 
 // Release hands res back to p. res must not be used afterwards.
 func (p *Pipeline[R]) Release(res *Result) {
-	if !res.ownKeys { // keep no key alive in the pool (states hold no pointers)
-		clear(res.layers[:res.built])
-		clear(res.hl[:res.built])
+	if !res.ownKeys {
+		clear(res.layers[:res.built]) // keep no key alive in the pool (states hold no pointers)
 	}
 	res.Err, res.KeyErr, res.built = nil, nil, 0
 	p.results.Put(res)
@@ -243,7 +235,7 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 	res := p.results.Get().(*Result)
 	res.Outcome, res.Refusal, res.Decision, res.Fallback = OutcomeAllowed, OutcomeAllowed, hotlimit.Decision{}, false
 	res.IdentityHash, res.IdentityKind, res.Binding, res.BindingReported, res.Cost, res.Missing = 0, "", -1, false, 0, ""
-	res.nlayers, res.nstates, res.took, res.local = 0, 0, 0, p.direct
+	res.nlayers, res.nstates, res.took = 0, 0, 0
 	g := &p.groups[groupIdx]
 	res.group, res.glimit, res.names, res.infos = g.name, g.limit, g.names, g.infos // names and infos: nil for an exempt group
 	if g.exempt {
@@ -284,26 +276,41 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 		}
 	}
 	all := p.keyString(res, key)
-	// The group's layer, the global one, the identities'.
-	res.setLayer(0, g.limit, all[:groupEnd], cost)
+	layers := res.layers[:g.nlayers] // the group's, the global one, the identities'
+	layers[0] = Layer{Limit: g.limit.name, Key: all[:groupEnd], Cost: cost, lim: g.limit.lim}
 	n := 1
 	if p.global != nil {
-		res.setLayer(1, p.global, all[g.globalFrom:idEnd], p.globalCost)
+		layers[1] = Layer{Limit: p.global.name, Key: all[g.globalFrom:idEnd], Cost: p.globalCost, lim: p.global.lim}
 		n = 2
 	}
 	start := groupEnd
 	for i := range p.ids {
 		il := &p.ids[i]
-		res.setLayer(n+i, il.limit, all[start:ends[i]], il.cost)
+		layers[n+i] = Layer{Limit: il.limit.name, Key: all[start:ends[i]], Cost: il.cost, lim: il.limit.lim}
 		start = ends[i]
 	}
-	res.nlayers, res.built = g.nlayers, g.nlayers
+	res.nlayers, res.built = len(layers), len(layers)
 	var began time.Time
 	if p.observers != nil {
 		ctx = p.begin(ctx, res)
 		began = time.Now()
 	}
-	d, idx, err := p.allow(ctx, res)
+	idx := -1
+	var d hotlimit.Decision
+	if p.states {
+		states := res.states[:len(layers)]
+		d, idx, err = p.backend.AllowStates(ctx, layers, states)
+		if err == nil {
+			res.nstates = len(layers)
+			for i := range states {
+				if states[i].Decision.Remaining < 0 {
+					res.nstates = 0 // the backend could not tell them all
+				}
+			}
+		}
+	} else {
+		d, idx, err = p.backend.AllowStates(ctx, layers, nil)
+	}
 	if err != nil {
 		res.nlayers, res.nstates, res.Err = 0, 0, err // nothing was decided
 		res.Outcome = OutcomeErrorDenied
@@ -319,47 +326,6 @@ func (p *Pipeline[R]) Decide(ctx context.Context, r R, groupIdx int, cost int64)
 		p.observe(ctx, res, began)
 	}
 	return res
-}
-
-// setLayer sets layer i of res: a Local's (res.local) as the
-// hotlimit.Layer of li's limiter, which the Local resolved in New, any
-// other backend's as the Layer of li's name.
-func (res *Result) setLayer(i int, li *limitInfo, key string, cost int64) {
-	if res.local {
-		res.hl[i] = hotlimit.Layer{Limiter: li.lim, Key: key, Cost: cost}
-	} else {
-		res.layers[i] = Layer{Limit: li.name, Key: key, Cost: cost}
-	}
-}
-
-// allow asks the backend to admit res's layers, and for their states
-// when the pipeline asks for them (res.nstates is then their number, or
-// 0 when the backend could not tell them all). A Local's layers
-// (res.local) are hotlimit.Layers already: they go to
-// hotlimit.AllowLayersState, as Local.AllowStates hands them, with no
-// conversion.
-func (p *Pipeline[R]) allow(ctx context.Context, res *Result) (hotlimit.Decision, int, error) {
-	var states []hotlimit.LayerState
-	if p.states {
-		states = res.states[:res.nlayers]
-	}
-	var d hotlimit.Decision
-	var idx int
-	var err error
-	if res.local {
-		d, idx = hotlimit.AllowLayersState(states, res.hl[:res.nlayers]...)
-	} else if d, idx, err = p.backend.AllowStates(ctx, res.layers[:res.nlayers], states); err != nil {
-		return d, idx, err
-	}
-	if p.states {
-		res.nstates = len(states)
-		for i := range states {
-			if states[i].Decision.Remaining < 0 {
-				res.nstates = 0 // the backend could not tell them all
-			}
-		}
-	}
-	return d, idx, nil
 }
 
 // outcomeOf is the Outcome of a decision the backend made, and its
@@ -383,7 +349,7 @@ func outcomeOf(d hotlimit.Decision, dryRun bool) (o, refusal Outcome) {
 // allocation of a decision, for a backend that may keep them; for a
 // Local, a view of res.buf, which hotlimit copies from (as it does the
 // bytes of AllowBytes) into its slots or arena and keeps nothing of. The
-// view lives in res.hl (or res.layers) until Release clears them, before res.buf is
+// view lives in res.layers until Release clears them, before res.buf is
 // written again.
 func (p *Pipeline[R]) keyString(res *Result, key []byte) string {
 	// A view of res.buf keeps nothing alive that res does not: Release

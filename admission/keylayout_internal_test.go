@@ -85,15 +85,6 @@ func layoutPipeline(t *testing.T, backend Backend, exempt ...string) *Pipeline[[
 	return newOver(t, cfg, backend)
 }
 
-// layerKey is the key Decide gave layer i of res: in res.hl for a Local
-// that has every limit, else in res.layers.
-func (res *Result) layerKey(i int) string {
-	if res.local {
-		return res.hl[i].Key
-	}
-	return res.layers[i].Key
-}
-
 // TestKeyLayouts: Decide writes each layout's keys in place. Through a
 // Local, every identity of keyIdentities, in either group, gets the keys
 // of keys.go's layout (checked against oracleLocalID and LayerKey), the
@@ -116,7 +107,7 @@ func TestKeyLayouts(t *testing.T) {
 			}
 			want := []string{"\x03" + string(rune(local.groupNumber(name))) + oracleLocalID(id), oracleLocalID(id), oracleLocalID(other)}
 			for j, k := range want {
-				if got := res.layerKey(j); got != k {
+				if got := res.layers[j].Key; got != k {
 					t.Fatalf("%q in %s: layer %d key %q, want %q", id, name, j, got, k)
 				}
 			}
@@ -275,12 +266,12 @@ func TestClientAddr(t *testing.T) {
 				t.Errorf("shared %v, %s: %v %q, by text %v %q", shared, s, ra.Outcome, ra.IdentityKind, rt.Outcome, rt.IdentityKind)
 			}
 			for i := range ra.Layers() {
-				if ra.layerKey(i) != rt.layerKey(i) {
-					t.Errorf("shared %v, %s: layer %d key %q, by text %q", shared, s, i, ra.layerKey(i), rt.layerKey(i))
+				if ra.layers[i].Key != rt.layers[i].Key {
+					t.Errorf("shared %v, %s: layer %d key %q, by text %q", shared, s, i, ra.layers[i].Key, rt.layers[i].Key)
 				}
 			}
-			if ra.Outcome == OutcomeAllowed && !shared && r.pfx.Addr().Is4() && r.pfx.Bits() == 32 && len(ra.layerKey(1)) != 5 {
-				t.Errorf("%s: global key %q, want the 5 bytes of an IPv4 client", s, ra.layerKey(1))
+			if ra.Outcome == OutcomeAllowed && !shared && r.pfx.Addr().Is4() && r.pfx.Bits() == 32 && len(ra.layers[1].Key) != 5 {
+				t.Errorf("%s: global key %q, want the 5 bytes of an IPv4 client", s, ra.layers[1].Key)
 			}
 			byAddr.Release(ra)
 			byText.Release(rt)
