@@ -100,3 +100,40 @@ func TestSharedKeysGolden(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedKeyEveryone: an identity layer keyed by Everyone gives a
+// shared store one key for every client, "rl:v1:all:*" (the keys of
+// TestSharedKeysGolden's format; Everyone came after them), whoever
+// asks, beside each client's own group and global keys.
+func TestSharedKeyEveryone(t *testing.T) {
+	rec := &recorder{}
+	p, err := New(Config[genReq]{
+		Limits:     map[string]hotlimit.Policy{"g": hotlimit.FixedWindow{Limit: 1000, Window: time.Hour}, "all": hotlimit.FixedWindow{Limit: 1000, Window: time.Hour}},
+		Groups:     []Group[genReq]{{Name: "a", Limit: "g"}},
+		Key:        genKey,
+		Global:     "g",
+		Identities: []IdentityLayer[genReq]{{Limit: "all", Key: Everyone[genReq]}},
+		Backend:    func(map[string]hotlimit.Policy) (Backend, error) { return rec, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, tc := range []struct {
+		r    genReq
+		want string
+	}{
+		{genReq{s: "192.0.2.7/32"}, `["g=rl:v1:ip:192.0.2.7:route:a" "g=rl:v1:ip:192.0.2.7" "all=rl:v1:all:*"]`},
+		{genReq{s: "2001:db8::/64"}, `["g=rl:v1:ip:2001:db8::/64:route:a" "g=rl:v1:ip:2001:db8::/64" "all=rl:v1:all:*"]`},
+	} {
+		rec.keys = rec.keys[:0]
+		res := p.Decide(context.Background(), tc.r, 0, 1)
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		p.Release(res)
+		if got := fmt.Sprintf("%q", rec.keys); got != tc.want {
+			t.Errorf("%v: keys %s, want %s", tc.r, got, tc.want)
+		}
+	}
+}
