@@ -175,10 +175,8 @@ func (l *Limiter) Name() string { return l.name }
 // no braces, so the first "{" ends the name and no two limiters, nor two
 // keys, share a Redis key.
 func (l *Limiter) RedisKey(key string) string {
-	if l.special != "" && (key == "" || key[0] == '}') {
-		return l.special + key
-	}
-	return l.head + key + l.tail
+	head, tail := keyParts(l, key)
+	return head + key + tail
 }
 
 // circuit returns the limiter's breaker's circuit for node.
