@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -220,6 +221,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-grpc", "127.0.0.1:-1"}, "127.0.0.1:-1"},
 		{[]string{"extra"}, "unexpected"},
 		{[]string{"-max-keys", "-1"}, "-max-keys"},
+		{[]string{"-gc-heap-floor", "64MB"}, "-gc-heap-floor"},
+		{[]string{"-gc-heap-floor", "-1"}, "-gc-heap-floor"},
 		{[]string{"-headers", "-partition-key-secret-file", filepath.Join(t.TempDir(), "missing")}, "-partition-key-secret-file"},
 		{[]string{"-headers", "-partition-key-secret-file", empty}, "is empty"},
 		{[]string{"-partition-key-secret-file", secret}, "needs -headers"},
@@ -632,5 +635,50 @@ func TestReloadDropsSeries(t *testing.T) {
 	}
 	if strings.Join(userAfter, "\n") != strings.Join(userBefore, "\n") {
 		t.Errorf("the kept limit's counts changed:\n%s\nwant\n%s", strings.Join(userAfter, "\n"), strings.Join(userBefore, "\n"))
+	}
+}
+
+// gcPercent returns the runtime's GC percent, leaving it as it was.
+func gcPercent() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
+}
+
+// TestGCHeapFloor: -gc-heap-floor raises the GC percent of a small live
+// heap while the command runs, and puts it back when it stops; 0 and a
+// GOGC in the environment leave the percent alone (the tests run one
+// command at a time: the percent is the process's).
+func TestGCHeapFloor(t *testing.T) {
+	if p := gcPercent(); p != 100 {
+		t.Skipf("the GC percent is %d here: this test needs GOGC's default", p)
+	}
+	for _, tc := range []struct {
+		floor, gogc string
+		raised      bool
+	}{
+		{"", "", true}, // the default, 64MiB
+		{"32MiB", "", true},
+		{"0", "", false},
+		{"64MiB", "100", false},
+	} {
+		if tc.gogc != "" {
+			t.Setenv("GOGC", tc.gogc)
+		}
+		args := []string{"-reload-interval", "0"}
+		if tc.floor != "" {
+			args = append(args, "-gc-heap-floor", tc.floor)
+		}
+		r := startCmd(t, nil, args...) // Start sets the percent before it returns
+		if p := gcPercent(); (p > 100) != tc.raised {
+			t.Errorf("-gc-heap-floor %q, GOGC %q: the GC percent is %d while serving; want it raised: %v", tc.floor, tc.gogc, p, tc.raised)
+		}
+		if tc.gogc != "" && !strings.Contains(r.logs.String(), "-gc-heap-floor is off: GOGC is set") {
+			t.Errorf("GOGC set: the log does not say the floor is off:\n%s", r.logs)
+		}
+		r.stop(t)
+		if p := gcPercent(); p != 100 {
+			t.Errorf("-gc-heap-floor %q, GOGC %q: the GC percent is %d after the command stopped, want 100", tc.floor, tc.gogc, p)
+		}
 	}
 }

@@ -22,7 +22,9 @@
 //     local (one replica, exact), redis (exact across replicas) or lease
 //     (never admits more than the shared budget; can refuse while other
 //     replicas hold leased units). Its configuration is
-//     hotlimitd/internal/bench.Config.
+//     hotlimitd/internal/bench.Config; its process collects garbage as
+//     cmd/hotlimitd's does, with -gc-heap-floor (the same flag, the same
+//     default).
 //   - -system gubernator: gubernator v2.13.0's daemon (SpawnDaemon, as its
 //     cmd/gubernator runs it), one node owning every key, with
 //     -behavior no_batching, batching or global on every rate limit.
@@ -67,6 +69,7 @@ import (
 
 	guber "github.com/gubernator-io/gubernator/v2"
 	"github.com/hotlimit/hotlimit/hotlimitd/internal/bench"
+	"github.com/hotlimit/hotlimit/hotlimitd/internal/heapfloor"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 )
@@ -102,6 +105,8 @@ type flags struct {
 	ratelimitCache  int
 	ratelimitWindow time.Duration
 	ratelimitStats  string
+
+	gcHeapFloor heapfloor.Size
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
@@ -131,6 +136,8 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.replicas, "replicas", 1, "replicas of the service in its process (each its own port; the callers' connections spread over them): gubernator nodes that are each other's peers, or hotlimitd Servers on one Redis")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write the service's CPU profile (warmup included) to this file")
 	fs.StringVar(&f.memProfile, "memprofile", "", "write the service's allocation profile (pprof's allocs, warmup included, every allocation recorded: slower) to this file when it stops")
+	f.gcHeapFloor = heapfloor.Default
+	fs.Var(&f.gcHeapFloor, "gc-heap-floor", "hotlimitd: its process's -gc-heap-floor, as cmd/hotlimitd's (`bytes`, 0: off; off when GOGC is set)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the callers' key streams")
 	fs.Int64Var(&f.maxErrs, "max-errors", 1000, "failed calls the run survives (counted apart, never as decisions); one more ends it")
 }
@@ -278,6 +285,10 @@ func serve(f *flags) error {
 			}
 		}
 	} else {
+		if _, set := os.LookupEnv("GOGC"); !set {
+			stopFloor, _ := heapfloor.Start(uint64(f.gcHeapFloor)) // as cmd/hotlimitd
+			defer stopFloor()
+		}
 		addrs, shutdown, err = serveHotlimitd(ctx, f)
 	}
 	if err != nil {
