@@ -25,6 +25,7 @@ import (
 	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/hotlimitd"
 	"github.com/hotlimit/hotlimit/hotlimitd/config"
+	"github.com/hotlimit/hotlimit/hotlimitd/internal/defaults"
 	"github.com/hotlimit/hotlimit/hotlimitd/internal/heapfloor"
 	"github.com/hotlimit/hotlimit/hotlimitd/xds"
 	"github.com/hotlimit/hotlimit/promlimit"
@@ -76,6 +77,7 @@ type flags struct {
 	xdsNodeID      string
 	xdsTLSCA       string
 	gcHeapFloor    heapfloor.Size
+	streamWorkers  int
 }
 
 // redisSecurity are the flags that secure the connection to Redis: TLS,
@@ -124,6 +126,9 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 	}
 	if f.xds == "" && f.xdsTLSCA != "" {
 		return nil, errors.New("-xds-tls-ca needs -xds")
+	}
+	if f.streamWorkers < 0 || f.streamWorkers > defaults.MaxStreamWorkers {
+		return nil, fmt.Errorf("-grpc-stream-workers must be in [0, %d], got %d", defaults.MaxStreamWorkers, f.streamWorkers)
 	}
 	if f.reloadInterval < 0 || f.shutdownGrace < 0 {
 		return nil, errors.New("-reload-interval and -shutdown-grace must not be negative")
@@ -193,6 +198,7 @@ func newFlagSet(f *flags) *flag.FlagSet {
 	fs.StringVar(&f.xds, "xds", "", "take the configuration from this xDS control plane (`host:port`; RateLimitConfig resources over ADS, State of the World) instead of -config")
 	fs.StringVar(&f.xdsNodeID, "xds-node-id", "default", "with -xds: the node `id` the control plane sets the snapshot for")
 	fs.StringVar(&f.xdsTLSCA, "xds-tls-ca", "", "with -xds: connect over TLS, trusting the PEM CAs of this `file`")
+	fs.IntVar(&f.streamWorkers, "grpc-stream-workers", defaults.StreamWorkers, "how many `goroutines` gRPC keeps to serve requests (grpc.NumStreamWorkers): a request finds one with the stack it grew already, instead of a new goroutine growing its own; a request that finds them all busy gets a goroutine of its own. 0: one goroutine a request")
 	f.gcHeapFloor = heapfloor.Default
 	fs.Var(&f.gcHeapFloor, "gc-heap-floor", "let the heap grow this many `bytes` (GOMEMLIMIT's form: 64MiB, 0 for off) over the live heap before the garbage collector runs, instead of GOGC=100's double: a small live heap is collected less often. Off when GOGC is set; a GOMEMLIMIT still bounds the heap")
 	return fs
@@ -503,6 +509,9 @@ func (a *app) newGRPC() error {
 	f := a.f
 	gopts := []grpc.ServerOption{hotlimitd.ServerOption(),
 		grpc.ChainUnaryInterceptor(a.countUnary), grpc.ChainStreamInterceptor(a.countStream)}
+	if f.streamWorkers > 0 {
+		gopts = append(gopts, grpc.NumStreamWorkers(uint32(f.streamWorkers)))
+	}
 	if f.grpcTLSCert != "" {
 		files, err := newTLSFiles(f.grpcTLSCert, f.grpcTLSKey, f.grpcTLSCA, a.log)
 		if err != nil {
@@ -551,8 +560,12 @@ func (a *app) listen() error {
 }
 
 // abandon closes what a start that failed opened, the last first: the
-// xDS connection, the span and metric exports, the backend.
+// gRPC server (its stream workers), the xDS connection, the span and
+// metric exports, the backend.
 func (a *app) abandon() {
+	if a.grpc != nil {
+		a.grpc.Stop()
+	}
 	if a.xdsConn != nil {
 		a.xdsConn.Close()
 	}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -223,6 +225,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-max-keys", "-1"}, "-max-keys"},
 		{[]string{"-gc-heap-floor", "64MB"}, "-gc-heap-floor"},
 		{[]string{"-gc-heap-floor", "-1"}, "-gc-heap-floor"},
+		{[]string{"-grpc-stream-workers", "-1"}, "-grpc-stream-workers"},
+		{[]string{"-grpc-stream-workers", "65537"}, "-grpc-stream-workers"},
 		{[]string{"-headers", "-partition-key-secret-file", filepath.Join(t.TempDir(), "missing")}, "-partition-key-secret-file"},
 		{[]string{"-headers", "-partition-key-secret-file", empty}, "is empty"},
 		{[]string{"-partition-key-secret-file", secret}, "needs -headers"},
@@ -680,5 +684,62 @@ func TestGCHeapFloor(t *testing.T) {
 		if p := gcPercent(); p != 100 {
 			t.Errorf("-gc-heap-floor %q, GOGC %q: the GC percent is %d after the command stopped, want 100", tc.floor, tc.gogc, p)
 		}
+	}
+}
+
+// streamWorkers returns the number of goroutines serving as gRPC's stream
+// workers, once it is want or about 10 s have passed (the workers of a
+// server that stopped end on their own goroutines).
+func streamWorkers(t *testing.T, want int) int {
+	t.Helper()
+	n := -1
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		var b strings.Builder
+		if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
+			t.Fatal(err)
+		}
+		n = 0
+		for _, block := range strings.Split(b.String(), "\n\n") {
+			if strings.Contains(block, "grpc.(*Server).serverWorker") {
+				// "N @ pcs", the block's first line (after the profile's
+				// own header in the first block)
+				head := block[strings.LastIndex(block[:strings.Index(block, " @ ")], "\n")+1:]
+				count, _, _ := strings.Cut(head, " ")
+				c, err := strconv.Atoi(count)
+				if err != nil {
+					t.Fatalf("goroutine profile block %q: %v", block, err)
+				}
+				n += c
+			}
+		}
+		if n == want {
+			break
+		}
+	}
+	return n
+}
+
+// TestGRPCStreamWorkers: -grpc-stream-workers keeps that many goroutines
+// serving gRPC, 64 by default, none with 0; requests are served either
+// way.
+func TestGRPCStreamWorkers(t *testing.T) {
+	for _, tc := range []struct {
+		arg  string
+		want int
+	}{{"0", 0}, {"", 64}, {"7", 7}, {"0", 0}} {
+		args := []string{"-reload-interval", "0"}
+		if tc.arg != "" {
+			args = append(args, "-grpc-stream-workers", tc.arg)
+		}
+		r := startCmd(t, nil, args...)
+		if got := streamWorkers(t, tc.want); got != tc.want {
+			t.Errorf("-grpc-stream-workers %q: %d stream workers, want %d", tc.arg, got, tc.want)
+		}
+		for range 3 {
+			if resp := r.ask(t, "hotlimitd", "generic_key", "k"); resp.OverallCode != rlsv3.RateLimitResponse_OK {
+				t.Errorf("-grpc-stream-workers %q: %v, want OK", tc.arg, resp.OverallCode)
+			}
+		}
+		r.stop(t)
 	}
 }

@@ -61,6 +61,8 @@
 //	-xds-tls-ca F         with -xds: connect over TLS, trusting F's PEM CAs
 //	-gc-heap-floor SIZE   let the heap grow SIZE bytes (GOMEMLIMIT's form: 64MiB; 0: off)
 //	                      over the live heap before a collection (default 64MiB); see "Memory"
+//	-grpc-stream-workers N  goroutines gRPC keeps to serve requests, each with the stack
+//	                      it grew (default 64; 0: a new goroutine a request); see "Memory"
 //
 // A -config that is missing or cannot be read stops the command with an
 // error naming -config; one that does not parse, with file:line and the
@@ -80,6 +82,13 @@
 // per decision (service and Redis; hotlimitd/RESULTS.md, "The garbage
 // collector's floor"). When GOGC is set the floor is off and GOGC
 // rules; a memory limit (GOMEMLIMIT) bounds the heap either way.
+//
+// gRPC serves each request on a goroutine of its own by default, which
+// starts with the smallest stack and grows it (copying it) on the way
+// through gRPC's handling; -grpc-stream-workers keeps N goroutines that
+// serve request after request on the stack they grew (a request that
+// finds all N busy gets a goroutine of its own). Idle, each holds its
+// stack, a few KiB. It measured 3% to 13% less CPU per decision on Redis.
 //
 // # Redis
 //

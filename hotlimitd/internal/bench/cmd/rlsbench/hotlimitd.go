@@ -20,7 +20,8 @@ import (
 
 // serveHotlimitd serves hotlimitd's Server on a free loopback port, with
 // bench.Config's configuration and f's backend, as cmd/hotlimitd serves
-// it: its gRPC codec (hotlimitd.ServerOption), a hotlimitd/backend Store,
+// it: its gRPC codec (hotlimitd.ServerOption) and stream workers
+// (-grpc-stream-workers), a hotlimitd/backend Store,
 // promlimit's decision metrics; -replicas
 // of them, each with its own Store and port, all on the same Redis state. Its Redis keys carry a
 // prefix of their own, so no run sees another's state. On Redis, its
@@ -77,7 +78,11 @@ func serveHotlimitd(ctx context.Context, f *flags) (addrs []string, stop func(),
 		if err != nil {
 			return nil, nil, err
 		}
-		g := grpc.NewServer(hotlimitd.ServerOption())
+		gopts := []grpc.ServerOption{hotlimitd.ServerOption()}
+		if f.streamWorkers > 0 {
+			gopts = append(gopts, grpc.NumStreamWorkers(uint32(f.streamWorkers)))
+		}
+		g := grpc.NewServer(gopts...)
 		s.Register(g)
 		stops = append(stops, g.Stop)
 		addr, err := listen(ctx, g)

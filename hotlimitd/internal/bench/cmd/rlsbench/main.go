@@ -22,9 +22,9 @@
 //     local (one replica, exact), redis (exact across replicas) or lease
 //     (never admits more than the shared budget; can refuse while other
 //     replicas hold leased units). Its configuration is
-//     hotlimitd/internal/bench.Config; its process collects garbage as
-//     cmd/hotlimitd's does, with -gc-heap-floor (the same flag, the same
-//     default).
+//     hotlimitd/internal/bench.Config; its process collects garbage and
+//     serves gRPC as cmd/hotlimitd's does, with -gc-heap-floor and
+//     -grpc-stream-workers (the same flags, the same defaults).
 //   - -system gubernator: gubernator v2.13.0's daemon (SpawnDaemon, as its
 //     cmd/gubernator runs it), one node owning every key, with
 //     -behavior no_batching, batching or global on every rate limit.
@@ -69,6 +69,7 @@ import (
 
 	guber "github.com/gubernator-io/gubernator/v2"
 	"github.com/hotlimit/hotlimit/hotlimitd/internal/bench"
+	"github.com/hotlimit/hotlimit/hotlimitd/internal/defaults"
 	"github.com/hotlimit/hotlimit/hotlimitd/internal/heapfloor"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
@@ -106,7 +107,8 @@ type flags struct {
 	ratelimitWindow time.Duration
 	ratelimitStats  string
 
-	gcHeapFloor heapfloor.Size
+	gcHeapFloor   heapfloor.Size
+	streamWorkers int
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
@@ -137,6 +139,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write the service's CPU profile (warmup included) to this file")
 	fs.StringVar(&f.memProfile, "memprofile", "", "write the service's allocation profile (pprof's allocs, warmup included, every allocation recorded: slower) to this file when it stops")
 	f.gcHeapFloor = heapfloor.Default
+	fs.IntVar(&f.streamWorkers, "grpc-stream-workers", defaults.StreamWorkers, "hotlimitd: its gRPC server's stream workers, as cmd/hotlimitd's -grpc-stream-workers (0: a goroutine a request)")
 	fs.Var(&f.gcHeapFloor, "gc-heap-floor", "hotlimitd: its process's -gc-heap-floor, as cmd/hotlimitd's (`bytes`, 0: off; off when GOGC is set)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the callers' key streams")
 	fs.Int64Var(&f.maxErrs, "max-errors", 1000, "failed calls the run survives (counted apart, never as decisions); one more ends it")
@@ -180,6 +183,9 @@ func (f *flags) check() error {
 	}
 	if f.limit <= 0 || f.limit > 1<<32-1 {
 		return fmt.Errorf("-limit must be in [1, 4294967295], got %d", f.limit)
+	}
+	if f.streamWorkers < 0 || f.streamWorkers > defaults.MaxStreamWorkers {
+		return fmt.Errorf("-grpc-stream-workers must be in [0, %d], got %d", defaults.MaxStreamWorkers, f.streamWorkers)
 	}
 	if f.conns <= 0 {
 		return fmt.Errorf("-conns must be > 0, got %d", f.conns)
