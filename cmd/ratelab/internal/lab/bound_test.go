@@ -30,18 +30,23 @@ func TestBoundHoldsAndIsReached(t *testing.T) {
 			}
 		}
 		for name, r := range runAll(t, p) {
-			if name == "flood" && p.LeakyCapacity == 1 {
-				// With a queue of one, the abuser's bucket can hold, after
-				// a leak, what a one-off flood key's single request holds,
-				// and so be the sampled key closest to fresh, which
-				// WithMaxKeys evicts (its documented rule); which keys are
-				// sampled depends on the limiter's hash seed, random per
-				// process. The bound then holds only by chance (it failed
-				// about 1 run in 40), so this policy's flood is not
-				// checked: the other policies' floods are.
-				continue
-			}
 			for _, o := range r.Outcomes {
+				if name == "flood" && o.Algo.Name == LeakyBucket && p.LeakyCapacity <= 1 {
+					// A leaky bucket of a queue of 0 or 1 holds 1 or 2
+					// units: a one-off flood key's single request leaves it
+					// as far from fresh as the abuser (always with no queue,
+					// after each leak with a queue of one), and WithMaxKeys
+					// then evicts whichever of the sample is closest to
+					// fresh, the abuser when its ResetAfter is the soonest
+					// (its documented rule; seen in an instrumented run: the
+					// abuser evicted at {used 1, reset 40ms} from a sample
+					// whose others were {1, 50ms}, {1, 60ms}, {1, 70ms}).
+					// Which keys are sampled depends on the limiter's hash
+					// seed, random per process, so the bound holds here only
+					// by chance: it failed about 1 run in 40 at each of the
+					// two policies. The other algorithms' floods are checked.
+					continue
+				}
 				check(name, o, FocusKey(r))
 			}
 		}
