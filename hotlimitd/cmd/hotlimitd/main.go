@@ -78,7 +78,9 @@
 // percent after each collection so that the next one starts once the
 // heap has grown about SIZE bytes over the live heap (or doubled, when
 // the live heap is larger than SIZE: then GOGC=100's rule): at most live
-// + 64 MiB of heap by default. On Redis it measured 5% to 16% less CPU
+// + 64 MiB of heap by default (the runtime's goal also grows by the
+// goroutine stacks and globals it scanned, which the percent counts
+// in). On Redis it measured 5% to 16% less CPU
 // per decision (service and Redis; hotlimitd/RESULTS.md, "The garbage
 // collector's floor"). When GOGC is set the floor is off and GOGC
 // rules; a memory limit (GOMEMLIMIT) bounds the heap either way.

@@ -2,17 +2,19 @@
 // megabytes of allocation while the live heap is small, as it does at
 // GOGC=100: after each collection it sets the GC percent so that the next
 // collection starts once about floor bytes more than the live heap are
-// allocated, and puts GOGC=100 back when the live heap outgrows floor.
+// allocated, and puts GOGC=100 back when the live heap (with the stacks
+// and globals) outgrows floor.
 //
 // A service whose live heap is a few megabytes (hotlimitd on Redis holds
 // little more than its connections' buffers) and which allocates a few
 // kilobytes a request collects tens of times a second at GOGC=100: each
 // collection scans every goroutine's stack, turns on write barriers for
 // its mark phase and shrinks the stacks that the next requests grow
-// again. With a floor, the heap stays below live + floor (about: the
-// runtime's goal also counts the stacks and globals it scans) and the
-// collections are as many times fewer as floor is larger than the live
-// heap. A memory limit (GOMEMLIMIT, debug.SetMemoryLimit) still bounds
+// again. With a floor, the runtime's heap goal is at most live + floor
+// (its goal grows the stacks and globals it scans by the percent too, as
+// if they were heap: the percent counts them) and the collections are as
+// many times fewer as floor is larger than the live heap and those
+// roots. A memory limit (GOMEMLIMIT, debug.SetMemoryLimit) still bounds
 // the heap: the runtime collects sooner as it nears the limit, whatever
 // the percent.
 package heapfloor
@@ -41,20 +43,24 @@ const basePercent = 100
 // heapMinimum × p / 100, which percent keeps below live + floor.
 const heapMinimum = 4 << 20
 
-// Percent returns the GC percent whose heap goal for a live heap of live
-// bytes is about live + floor: floor × 100 / live, but never below
-// basePercent (a live heap over floor collects as at GOGC=100) and never
-// so high that the runtime's least goal, which grows with the percent,
-// exceeds live + floor.
-func Percent(live, floor uint64) int {
+// Percent returns the GC percent whose heap goal, after a collection
+// that found live bytes of live heap and scanned roots bytes of stacks
+// and globals besides it, is at most live + floor. The runtime's goal at
+// percent p is live + (live + roots) × p / 100 (the stacks and globals
+// count as heap to grow by), so the percent is floor × 100 / (live +
+// roots); but never below basePercent (a live heap and roots over floor
+// collect as at GOGC=100) and never so high that the runtime's least
+// goal, which grows with the percent, exceeds live + floor.
+func Percent(live, roots, floor uint64) int {
 	if floor == 0 {
 		return basePercent
 	}
-	live, floor = min(live, maxBytes), min(floor, maxBytes) // no overflow below
-	hi := (live + floor) * 100 / heapMinimum                // the percent whose least goal is live + floor
+	// no overflow below
+	live, roots, floor = min(live, maxBytes), min(roots, maxBytes), min(floor, maxBytes)
+	hi := (live + floor) * 100 / heapMinimum // the percent whose least goal is live + floor
 	p := hi
-	if live > 0 && floor*100/live < p {
-		p = floor * 100 / live
+	if base := live + roots; base > 0 && floor*100/base < p {
+		p = floor * 100 / base
 	}
 	if p < basePercent {
 		return basePercent
@@ -81,7 +87,9 @@ func Start(floor uint64) (stop func(), started bool) {
 	if floor == 0 || running.t != nil {
 		return func() {}, false
 	}
-	t := &tuner{floor: floor, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	t := &tuner{floor: floor, sample: []metrics.Sample{
+		{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"},
+	}}
 	running.t = t
 	t.mu.Lock()
 	t.tuneLocked()
@@ -129,15 +137,17 @@ func (t *tuner) cycle(struct{}) {
 	t.arm()
 }
 
-// tuneLocked sets the percent for the live heap of the last collection,
-// when it differs from the one set.
+// tuneLocked sets the percent for the live heap, stacks and globals of
+// the last collection, when it differs from the one set.
 func (t *tuner) tuneLocked() {
 	metrics.Read(t.sample)
-	var live uint64
-	if t.sample[0].Value.Kind() == metrics.KindUint64 {
-		live = t.sample[0].Value.Uint64()
+	var v [3]uint64 // live heap, stacks, globals
+	for i := range v {
+		if t.sample[i].Value.Kind() == metrics.KindUint64 {
+			v[i] = t.sample[i].Value.Uint64()
+		}
 	}
-	if p := Percent(live, t.floor); p != t.percent {
+	if p := Percent(v[0], v[1]+v[2], t.floor); p != t.percent {
 		debug.SetGCPercent(p)
 		t.percent = p
 	}

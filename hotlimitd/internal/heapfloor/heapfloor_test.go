@@ -59,25 +59,31 @@ func TestStartCollectsLess(t *testing.T) {
 
 func TestPercent(t *testing.T) {
 	for _, c := range []struct {
-		live, floor uint64
-		want        int
+		live, roots, floor uint64
+		want               int
 	}{
-		{0, 0, 100},
-		{10 << 20, 0, 100},
-		{0, 64 << 20, 1600},       // no live heap: the least goal, 4 MiB × 16, is the floor
-		{1 << 20, 64 << 20, 1625}, // floor/live is 6400, but the least goal would be 256 MiB
-		{16 << 20, 64 << 20, 400}, // goal 16 + 64 MiB
-		{32 << 20, 64 << 20, 200}, // goal 32 + 64 MiB
-		{64 << 20, 64 << 20, 100}, // the floor's goal is GOGC=100's
-		{1 << 30, 64 << 20, 100},  // a large live heap: GOGC=100's
-		{5 << 20, 64 << 20, 1280}, // 64/5
-		{1, 1 << 62, 1 << 30},     // capped
-		{12 << 20, 1 << 20, 100},  // a floor under the live heap
-		{3 << 20, 8 << 20, 266},   // 8/3 = 2.66, least goal 4 × 2.66 ≤ 11 MiB
-		{100 << 10, 8 << 20, 202}, // the least goal bounds it: (0.1 + 8) × 25
+		{0, 0, 0, 100},
+		{10 << 20, 0, 0, 100},
+		{0, 0, 64 << 20, 1600},              // no live heap: the least goal, 4 MiB × 16, is the floor
+		{1 << 20, 0, 64 << 20, 1625},        // floor/live is 6400, but the least goal would be 256 MiB
+		{16 << 20, 0, 64 << 20, 400},        // goal 16 + 64 MiB
+		{32 << 20, 0, 64 << 20, 200},        // goal 32 + 64 MiB
+		{64 << 20, 0, 64 << 20, 100},        // the floor's goal is GOGC=100's
+		{1 << 30, 0, 64 << 20, 100},         // a large live heap: GOGC=100's
+		{5 << 20, 0, 64 << 20, 1280},        // 64/5
+		{1, 0, 1 << 62, 1 << 30},            // capped
+		{12 << 20, 0, 1 << 20, 100},         // a floor under the live heap
+		{3 << 20, 0, 8 << 20, 266},          // 8/3 = 2.66, least goal 4 × 2.66 ≤ 11 MiB
+		{100 << 10, 0, 8 << 20, 202},        // the least goal bounds it: (0.1 + 8) × 25
+		{4 << 20, 4 << 20, 64 << 20, 800},   // the runtime grows live + roots, 8 MiB, by the percent: 64/8
+		{1 << 20, 8 << 20, 64 << 20, 711},   // 64/9
+		{0, 1 << 20, 64 << 20, 1600},        // the least goal bounds it again
+		{0, 64 << 20, 64 << 20, 100},        // roots as large as the floor: GOGC=100's
+		{16 << 20, 48 << 20, 64 << 20, 100}, // so are live + roots
+		{1 << 62, 1 << 62, 1 << 62, 100},    // no overflow
 	} {
-		if got := Percent(c.live, c.floor); got != c.want {
-			t.Errorf("Percent(%d, %d) = %d, want %d", c.live, c.floor, got, c.want)
+		if got := Percent(c.live, c.roots, c.floor); got != c.want {
+			t.Errorf("Percent(%d, %d, %d) = %d, want %d", c.live, c.roots, c.floor, got, c.want)
 		}
 	}
 }
