@@ -103,6 +103,41 @@ func TestStartAfterStop(t *testing.T) {
 	}
 }
 
+// TestRefusedStartStopsNothing: the stop of a Start that was refused
+// (what cmd/hotlimitd's second run in one process calls when it returns)
+// leaves the running floor and its percent alone.
+func TestRefusedStartStopsNothing(t *testing.T) {
+	// A floor far over any live heap here, whose percent is over
+	// basePercent whatever the last collection found (the collections of
+	// TestStartCollectsLess's allocation loop count what it allocated
+	// during their mark as live: tens of MiB on a loaded machine).
+	stop, ok := Start(4 << 30)
+	if !ok {
+		t.Fatal("Start did not start")
+	}
+	defer stop()
+	running.Lock()
+	tu := running.t
+	running.Unlock()
+	for _, floor := range []uint64{8 << 20, 0} {
+		stop2, ok := Start(floor)
+		if ok {
+			t.Fatalf("Start(%d) started a second floor", floor)
+		}
+		stop2()
+		running.Lock()
+		still := running.t == tu
+		running.Unlock()
+		tu.mu.Lock()
+		want := tu.percent                  // the tuner's, which it changes under mu only
+		p := debug.SetGCPercent(tu.percent) // the runtime's: set back as it was
+		tu.mu.Unlock()
+		if !still || p != want || p <= basePercent {
+			t.Errorf("after the refused Start(%d)'s stop: floor still running %v, GC percent %d, want the floor's %d (over %d)", floor, still, p, want, basePercent)
+		}
+	}
+}
+
 func TestSize(t *testing.T) {
 	for in, want := range map[string]Size{
 		"0": 0, "0B": 0, "17": 17, "17B": 17, "1KiB": 1024, "64MiB": 64 << 20,
