@@ -2,6 +2,7 @@ package heapfloor
 
 import (
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"sync"
 	"testing"
@@ -69,4 +70,31 @@ func TestGoalWithStacks(t *testing.T) {
 		return
 	}
 	t.Fatal("a collection came between each tuning and its read")
+}
+
+// TestGoalUnderMemoryLimit: a memory limit still bounds the heap with a
+// floor in effect (the package doc's promise): the runtime's heap goal is
+// under the limit, not live + floor.
+func TestGoalUnderMemoryLimit(t *testing.T) {
+	const floor = 4 << 30
+	stop, ok := Start(floor)
+	if !ok {
+		t.Fatal("Start did not start")
+	}
+	defer stop()
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/gc/heap/goal:bytes"}}
+	runtime.GC()
+	metrics.Read(s)
+	limit := s[0].Value.Uint64() + 32<<20 // 32 MiB over what the runtime maps now
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(int64(limit)))
+	running.Lock()
+	tu := running.t
+	running.Unlock()
+	tu.mu.Lock()
+	tu.tuneLocked() // as after a collection
+	tu.mu.Unlock()
+	metrics.Read(s)
+	if goal := s[1].Value.Uint64(); goal > limit {
+		t.Errorf("with a %d GiB floor and a memory limit of %.1f MiB, the heap goal is %.1f MiB: want it under the limit", floor>>30, float64(limit)/(1<<20), float64(goal)/(1<<20))
+	}
 }
