@@ -10,13 +10,13 @@
 // kilobytes a request collects tens of times a second at GOGC=100: each
 // collection scans every goroutine's stack, turns on write barriers for
 // its mark phase and shrinks the stacks that the next requests grow
-// again. With a floor, the runtime's heap goal is at most live + floor
-// (its goal grows the stacks and globals it scans by the percent too, as
-// if they were heap: the percent counts them) and the collections are as
-// many times fewer as floor is larger than the live heap and those
-// roots. A memory limit (GOMEMLIMIT, debug.SetMemoryLimit) still bounds
-// the heap: the runtime collects sooner as it nears the limit, whatever
-// the percent.
+// again. With a floor larger than the live heap, stacks and globals,
+// the runtime's heap goal is at most live + floor (the runtime grows the
+// stacks and globals it scans by the percent too, as if they were heap:
+// the percent counts them), and the collections are as many times fewer
+// as floor is larger than those. A memory limit (GOMEMLIMIT,
+// debug.SetMemoryLimit) still bounds the heap: the runtime collects
+// sooner as it nears the limit, whatever the percent.
 package heapfloor
 
 import (
