@@ -8,6 +8,25 @@ import (
 	"testing"
 )
 
+// startTuner starts a floor, stopped when the test ends, and returns its
+// tuner.
+func startTuner(t *testing.T, floor uint64) *tuner {
+	t.Helper()
+	stop, ok := Start(floor)
+	if !ok {
+		t.Fatal("Start did not start")
+	}
+	t.Cleanup(stop)
+	return currentTuner()
+}
+
+// currentTuner returns the floor in effect (nil: none).
+func currentTuner() *tuner {
+	running.Lock()
+	defer running.Unlock()
+	return running.t
+}
+
 // grow recurses n frames of about 1 KiB each, then waits for done: its
 // goroutine's stack holds about n KiB that each collection scans.
 func grow(n int, ready chan<- struct{}, done <-chan struct{}) byte {
@@ -37,14 +56,7 @@ func TestGoalWithStacks(t *testing.T) {
 		<-ready
 	}
 	const floor = 64 << 20
-	stop, ok := Start(floor)
-	if !ok {
-		t.Fatal("Start did not start")
-	}
-	defer stop()
-	running.Lock()
-	tu := running.t
-	running.Unlock()
+	tu := startTuner(t, floor)
 	s := []metrics.Sample{
 		{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/live:bytes"},
 		{Name: "/gc/scan/stack:bytes"}, {Name: "/gc/heap/goal:bytes"},
@@ -77,19 +89,12 @@ func TestGoalWithStacks(t *testing.T) {
 // under the limit, not live + floor.
 func TestGoalUnderMemoryLimit(t *testing.T) {
 	const floor = 4 << 30
-	stop, ok := Start(floor)
-	if !ok {
-		t.Fatal("Start did not start")
-	}
-	defer stop()
+	tu := startTuner(t, floor)
 	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/gc/heap/goal:bytes"}}
 	runtime.GC()
 	metrics.Read(s)
 	limit := s[0].Value.Uint64() + 32<<20 // 32 MiB over what the runtime maps now
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(int64(limit)))
-	running.Lock()
-	tu := running.t
-	running.Unlock()
 	tu.mu.Lock()
 	tu.tuneLocked() // as after a collection
 	tu.mu.Unlock()

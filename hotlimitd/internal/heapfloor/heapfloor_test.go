@@ -111,23 +111,14 @@ func TestRefusedStartStopsNothing(t *testing.T) {
 	// basePercent whatever the last collection found (the collections of
 	// TestStartCollectsLess's allocation loop count what it allocated
 	// during their mark as live: tens of MiB on a loaded machine).
-	stop, ok := Start(4 << 30)
-	if !ok {
-		t.Fatal("Start did not start")
-	}
-	defer stop()
-	running.Lock()
-	tu := running.t
-	running.Unlock()
+	tu := startTuner(t, 4<<30)
 	for _, floor := range []uint64{8 << 20, 0} {
 		stop2, ok := Start(floor)
 		if ok {
 			t.Fatalf("Start(%d) started a second floor", floor)
 		}
 		stop2()
-		running.Lock()
-		still := running.t == tu
-		running.Unlock()
+		still := currentTuner() == tu
 		tu.mu.Lock()
 		want := tu.percent                  // the tuner's, which it changes under mu only
 		p := debug.SetGCPercent(tu.percent) // the runtime's: set back as it was
@@ -166,9 +157,7 @@ func TestSize(t *testing.T) {
 // percent then.
 func percentAfterCollections(t *testing.T, done func(int) bool) int {
 	t.Helper()
-	running.Lock()
-	tu := running.t
-	running.Unlock()
+	tu := currentTuner()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		runtime.GC() // the cleanup runs on its own goroutine after it
 		tu.mu.Lock()
