@@ -127,8 +127,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 	if f.xds == "" && f.xdsTLSCA != "" {
 		return nil, errors.New("-xds-tls-ca needs -xds")
 	}
-	if f.streamWorkers < 0 || f.streamWorkers > defaults.MaxStreamWorkers {
-		return nil, fmt.Errorf("-grpc-stream-workers must be in [0, %d], got %d", defaults.MaxStreamWorkers, f.streamWorkers)
+	if err := defaults.CheckStreamWorkers(f.streamWorkers); err != nil {
+		return nil, err
 	}
 	if f.reloadInterval < 0 || f.shutdownGrace < 0 {
 		return nil, errors.New("-reload-interval and -shutdown-grace must not be negative")

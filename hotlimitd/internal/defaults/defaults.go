@@ -4,6 +4,8 @@
 // (The garbage collector's floor is heapfloor.Default.)
 package defaults
 
+import "fmt"
+
 // StreamWorkers is the number of goroutines gRPC keeps to serve requests
 // (grpc.NumStreamWorkers; cmd/hotlimitd's -grpc-stream-workers). A
 // request served on one of them finds the stack that earlier requests
@@ -17,3 +19,12 @@ const StreamWorkers = 64
 
 // MaxStreamWorkers bounds -grpc-stream-workers.
 const MaxStreamWorkers = 1 << 16
+
+// CheckStreamWorkers returns the error of a -grpc-stream-workers out of
+// [0, MaxStreamWorkers], or nil.
+func CheckStreamWorkers(n int) error {
+	if n < 0 || n > MaxStreamWorkers {
+		return fmt.Errorf("-grpc-stream-workers must be in [0, %d], got %d", MaxStreamWorkers, n)
+	}
+	return nil
+}

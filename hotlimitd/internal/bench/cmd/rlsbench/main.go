@@ -184,8 +184,8 @@ func (f *flags) check() error {
 	if f.limit <= 0 || f.limit > 1<<32-1 {
 		return fmt.Errorf("-limit must be in [1, 4294967295], got %d", f.limit)
 	}
-	if f.streamWorkers < 0 || f.streamWorkers > defaults.MaxStreamWorkers {
-		return fmt.Errorf("-grpc-stream-workers must be in [0, %d], got %d", defaults.MaxStreamWorkers, f.streamWorkers)
+	if err := defaults.CheckStreamWorkers(f.streamWorkers); err != nil {
+		return err
 	}
 	if f.conns <= 0 {
 		return fmt.Errorf("-conns must be > 0, got %d", f.conns)
