@@ -663,15 +663,22 @@ func TestGCHeapFloor(t *testing.T) {
 	os.Unsetenv("GOGC")
 	for _, tc := range []struct {
 		floor, gogc string
+		setGOGC     bool // gogc in the environment, even if empty
 		raised      bool
 	}{
-		{"", "", true}, // the default, 64MiB
-		{"32MiB", "", true},
-		{"0", "", false},
-		{"64MiB", "100", false},
+		{"", "", false, true}, // the default, 64MiB
+		{"32MiB", "", false, true},
+		{"0", "", false, false},
+		{"64MiB", "100", true, false},
+		{"64MiB", "off", true, false},
+		// Go reads an empty or malformed GOGC as 100: the floor stays on.
+		{"64MiB", "", true, true},
+		{"64MiB", "fast", true, true},
 	} {
-		if tc.gogc != "" {
+		if tc.setGOGC {
 			t.Setenv("GOGC", tc.gogc)
+		} else {
+			os.Unsetenv("GOGC")
 		}
 		args := []string{"-reload-interval", "0"}
 		if tc.floor != "" {
@@ -679,10 +686,10 @@ func TestGCHeapFloor(t *testing.T) {
 		}
 		r := startCmd(t, nil, args...) // Start sets the percent before it returns
 		if p := gcPercent(); (p > 100) != tc.raised {
-			t.Errorf("-gc-heap-floor %q, GOGC %q: the GC percent is %d while serving; want it raised: %v", tc.floor, tc.gogc, p, tc.raised)
+			t.Errorf("-gc-heap-floor %q, GOGC %q (set %v): the GC percent is %d while serving; want it raised: %v", tc.floor, tc.gogc, tc.setGOGC, p, tc.raised)
 		}
-		if tc.gogc != "" && !strings.Contains(r.logs.String(), "-gc-heap-floor is off: GOGC is set") {
-			t.Errorf("GOGC set: the log does not say the floor is off:\n%s", r.logs)
+		if logged := strings.Contains(r.logs.String(), "-gc-heap-floor is off: GOGC is set"); logged != (tc.setGOGC && !tc.raised) {
+			t.Errorf("-gc-heap-floor %q, GOGC %q (set %v): the log says the floor is off: %v, want %v:\n%s", tc.floor, tc.gogc, tc.setGOGC, logged, tc.setGOGC && !tc.raised, r.logs)
 		}
 		r.stop(t)
 		if p := gcPercent(); p != 100 {

@@ -82,8 +82,9 @@
 // goroutine stacks and globals it scanned, which the percent counts
 // in). On Redis it measured 5% to 16% less CPU
 // per decision (service and Redis; hotlimitd/RESULTS.md, "The garbage
-// collector's floor"). When GOGC is set the floor is off and GOGC
-// rules; a memory limit (GOMEMLIMIT) bounds the heap either way.
+// collector's floor"). When GOGC is set ("off" or a number) the floor is
+// off and GOGC rules (an empty or malformed GOGC, which Go reads as 100,
+// leaves the floor on); a memory limit (GOMEMLIMIT) bounds the heap either way.
 //
 // gRPC serves each request on a goroutine of its own by default, which
 // starts with the smallest stack and grows it (copying it) on the way

@@ -21,6 +21,7 @@ package heapfloor
 
 import (
 	"errors"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -75,12 +76,28 @@ const (
 	maxPercent = 1 << 30
 )
 
+// UserGOGC reports the GOGC the user chose, as the runtime reads it:
+// "off" or a decimal integer that fits 32 bits. An unset, empty or
+// malformed GOGC, which the runtime takes as 100, reports false: the
+// floor may then be started.
+func UserGOGC() (value string, set bool) {
+	v := os.Getenv("GOGC")
+	if v == "off" {
+		return v, true
+	}
+	if _, err := strconv.ParseInt(v, 10, 32); err == nil {
+		return v, true
+	}
+	return "", false
+}
+
 // Start sets the GC percent for floor bytes now (from the live heap of
 // the last collection) and again after every collection, until stop is
 // called, which puts basePercent back. The percent is the process's: one
 // floor at a time. Start reports false, and changes nothing, when a
 // floor is in effect already or floor is 0; stop then does nothing. Call
-// it in a process whose GOGC the user did not set: it overrides GOGC.
+// it in a process whose GOGC the user did not set (UserGOGC): it
+// overrides GOGC.
 func Start(floor uint64) (stop func(), started bool) {
 	running.Lock()
 	defer running.Unlock()

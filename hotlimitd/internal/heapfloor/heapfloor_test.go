@@ -1,6 +1,7 @@
 package heapfloor
 
 import (
+	"os"
 	"runtime"
 	"runtime/debug"
 	"testing"
@@ -195,5 +196,28 @@ func TestFollowsLiveHeap(t *testing.T) {
 	live = nil
 	if p := percentAfterCollections(t, func(p int) bool { return p > basePercent }); p <= basePercent {
 		t.Errorf("with the 32 MiB gone and an 8 MiB floor, the GC percent is %d, want over %d", p, basePercent)
+	}
+}
+
+// TestUserGOGC: UserGOGC reports a GOGC set only when the runtime reads
+// it as the user's (off or a 32-bit integer), not one it takes as 100.
+func TestUserGOGC(t *testing.T) {
+	for _, tc := range []struct {
+		v   string
+		set bool
+	}{
+		{"off", true}, {"100", true}, {"50", true}, {"0", true}, {"-1", true}, {"+200", true},
+		{"", false}, {"fast", false}, {"OFF", false}, {"100%", false}, {" 100", false},
+		{"4294967296", false}, // over 32 bits: the runtime reads 100
+	} {
+		t.Setenv("GOGC", tc.v)
+		v, set := UserGOGC()
+		if set != tc.set || set && v != tc.v || !set && v != "" {
+			t.Errorf("GOGC %q: UserGOGC() = %q, %v; want set %v", tc.v, v, set, tc.set)
+		}
+	}
+	os.Unsetenv("GOGC") // t.Setenv puts it back
+	if v, set := UserGOGC(); set || v != "" {
+		t.Errorf("GOGC unset: UserGOGC() = %q, %v; want \"\", false", v, set)
 	}
 }

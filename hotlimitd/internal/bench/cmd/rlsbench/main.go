@@ -291,7 +291,7 @@ func serve(f *flags) error {
 			}
 		}
 	} else {
-		if _, set := os.LookupEnv("GOGC"); !set {
+		if _, set := heapfloor.UserGOGC(); !set {
 			stopFloor, _ := heapfloor.Start(uint64(f.gcHeapFloor)) // as cmd/hotlimitd
 			defer stopFloor()
 		}
