@@ -137,9 +137,10 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 }
 
 // startHeapFloor starts -gc-heap-floor, unless it is 0 or GOGC is set
-// to a value the runtime reads (the user's own choice of collector), and returns what stops it. The
-// floor is the process's: in a process that runs the command twice at
-// once (tests), the second run has none of its own.
+// to a value the runtime reads (the user's own choice of collector), and
+// returns what stops it. The floor is the process's: in a process that
+// runs the command twice at once (tests), the second run has none of its
+// own.
 func startHeapFloor(f *flags, log *slog.Logger) (stop func()) {
 	if f.gcHeapFloor == 0 {
 		return func() {}

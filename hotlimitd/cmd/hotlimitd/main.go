@@ -84,7 +84,8 @@
 // per decision (service and Redis; hotlimitd/RESULTS.md, "The garbage
 // collector's floor"). When GOGC is set ("off" or a number) the floor is
 // off and GOGC rules (an empty or malformed GOGC, which Go reads as 100,
-// leaves the floor on); a memory limit (GOMEMLIMIT) bounds the heap either way.
+// leaves the floor on); a memory limit (GOMEMLIMIT) bounds the heap
+// either way.
 //
 // gRPC serves each request on a goroutine of its own by default, which
 // starts with the smallest stack and grows it (copying it) on the way
