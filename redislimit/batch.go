@@ -115,6 +115,7 @@ type batchCall struct {
 	wake  chan struct{} // receives once, buffered: the reply is in
 	sent  time.Time     // guarded by the batcher's mu: when its batch was taken to be sent
 	reply []any         // written before wake, read after it
+	now   int64         // written before wake, read after it: the batch's instant (µs) when reply is short, else -1
 	err   error
 	calls []attempt // written before wake, read after it: what the hooks' Call is told
 	alone bool      // written before wake, read after it: to be sent again alone (see above)
@@ -153,11 +154,14 @@ type batcher struct {
 }
 
 // do sends bc, alone or in a batch, and returns its reply, or its
-// context's error when the context ends first: a call still queued then
+// context's error when the context ends first. now is -1 unless the
+// reply is windows.lua's short reply of an admission in a batch decided
+// at the instant now (µs): each layer's Remaining (see fixedWindows); a
+// full reply is script.lua's integers. When the context ends first: a call still queued then
 // leaves the queue (nothing was sent: the error wraps errNotSent too); a call in a batch in flight leaves
 // the batch to finish without it, and its decision may or may not have
 // been made, as for a call sent alone whose context ends.
-func (b *batcher) do(ctx context.Context, bc *batchCall) ([]any, error) {
+func (b *batcher) do(ctx context.Context, bc *batchCall) (reply []any, now int64, err error) {
 	b.mu.Lock()
 	if b.inFlight < b.turns && len(b.queue) == 0 {
 		// Alone, the serial caller's case: sent on its own goroutine.
@@ -165,7 +169,7 @@ func (b *batcher) do(ctx context.Context, bc *batchCall) ([]any, error) {
 		b.mu.Unlock()
 		vals, err := bc.sendAlone(ctx, b.r)
 		b.next()
-		return vals, err
+		return vals, -1, err
 	}
 	bc.wake, bc.ctx = make(chan struct{}, 1), ctx
 	if b.inFlight < b.turns {
@@ -181,9 +185,10 @@ func (b *batcher) do(ctx context.Context, bc *batchCall) ([]any, error) {
 	case <-bc.wake:
 		bc.report()
 		if bc.alone {
-			return bc.sendAlone(ctx, b.r)
+			vals, err := bc.sendAlone(ctx, b.r)
+			return vals, -1, err
 		}
-		return bc.reply, bc.err
+		return bc.reply, bc.now, bc.err
 	case <-ctx.Done():
 		b.mu.Lock()
 		i := slices.Index(b.queue, bc)
@@ -195,11 +200,11 @@ func (b *batcher) do(ctx context.Context, bc *batchCall) ([]any, error) {
 		if i >= 0 {
 			// Nothing was sent: that says nothing about the node (see
 			// settle), and there is no call to report.
-			return nil, fmt.Errorf("%w: %w", errNotSent, ctx.Err())
+			return nil, -1, fmt.Errorf("%w: %w", errNotSent, ctx.Err())
 		}
 		// Its batch is in flight: for this caller, the call failed now.
 		reportCall(bc.hooks, b.node, time.Since(sent), ctx.Err())
-		return nil, ctx.Err()
+		return nil, -1, ctx.Err()
 	}
 }
 
@@ -386,25 +391,68 @@ func (b *batcher) settleBatch(batch []*batchCall, vals []any, err error, calls [
 		}
 		return
 	}
-	if err == nil && len(vals) != len(batch) {
+	var now int64
+	if err == nil && !batchReplyFits(batch, vals) {
 		err = errBadReply(vals)
+	} else if err == nil {
+		now = vals[0].(int64)
 	}
-	for i, c := range batch {
-		c.calls = calls
+	j := 1 // vals[j]: the next call's reply
+	for _, c := range batch {
+		c.calls, c.now = calls, -1
 		if err != nil {
 			c.err = err
 			continue
 		}
-		switch r := vals[i].(type) {
+		switch r := vals[j].(type) {
 		case []any:
 			c.reply = r
 		case error: // this decision's script error (batch.lua): its own
 			c.err = r
 			c.alone = b.cluster && strings.Contains(r.Error(), "non local key")
-		default:
-			c.err = errBadReply(vals[i])
+		default: // the short reply (batchReplyFits)
+			n := len(c.keys)
+			c.reply, c.now = vals[j+1:j+1+n:j+1+n], now
+			j += n
 		}
+		j++
 	}
+}
+
+// batchReplyFits reports whether vals is batch.lua's reply to batch: the
+// instant, then for each call an array, an error, or the short reply (2,
+// then an integer per layer), and nothing after them.
+func batchReplyFits(batch []*batchCall, vals []any) bool {
+	if len(vals) == 0 {
+		return false
+	}
+	if now, ok := vals[0].(int64); !ok || now < 0 {
+		return false
+	}
+	j := 1
+	for _, c := range batch {
+		if j >= len(vals) {
+			return false
+		}
+		switch r := vals[j].(type) {
+		case []any, error:
+		case int64:
+			n := len(c.keys)
+			if r != 2 || j+n >= len(vals) {
+				return false
+			}
+			for _, v := range vals[j+1 : j+1+n] {
+				if _, ok := v.(int64); !ok {
+					return false
+				}
+			}
+			j += n
+		default:
+			return false
+		}
+		j++
+	}
+	return j == len(vals)
 }
 
 // batcherFor returns the batcher of the node at addr, or nil when the

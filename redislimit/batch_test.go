@@ -45,6 +45,7 @@ func TestBatchMatchesOneByOne(t *testing.T) {
 				n := 1 + rng.IntN(20)
 				var calls []*batchCall
 				var want [][]int64
+				var callLayers [][]Layer
 				for range n {
 					key := []string{"a", "b"}[rng.IntN(2)]
 					cost := rng.Int64N(limit+3) - 1
@@ -69,6 +70,7 @@ func TestBatchMatchesOneByOne(t *testing.T) {
 						args = append(args, "1")
 					}
 					calls = append(calls, &batchCall{keys: keys, args: args, next: next, deadline: time.Now().Add(5 * time.Second)})
+					callLayers = append(callLayers, ls)
 					w, err := run(ctx, time.Now().Add(5*time.Second), c, routerFor(c).addr, la, akeys, next, "", nil)
 					if err != nil {
 						t.Fatal(err)
@@ -80,10 +82,7 @@ func TestBatchMatchesOneByOne(t *testing.T) {
 					if bc.err != nil {
 						t.Fatalf("round %d: batch: %v", round, bc.err)
 					}
-					got := make([]int64, len(bc.reply))
-					for j, v := range bc.reply {
-						got[j] = v.(int64)
-					}
+					got := replyOf(bc, callLayers[i])
 					if !slices.Equal(got, want[i]) {
 						t.Fatalf("round %d, call %d of %d (%d layers, cost %v, next %v): batched %v, alone %v",
 							round, i, n, len(bc.keys), bc.args[5], bc.next, got, want[i])
@@ -208,7 +207,7 @@ func TestBatchWaiterLeavesOnItsContext(t *testing.T) {
 	bc := &batchCall{keys: []string{l.RedisKey("k")}, args: []any{"", l.argv[0], l.argv[1], l.argv[2], l.argv[3], int64(1)}, deadline: time.Now().Add(5 * time.Second)}
 	done := make(chan error, 1)
 	go func() {
-		_, err := b.do(ctx, bc)
+		_, _, err := b.do(ctx, bc)
 		done <- err
 	}()
 	redistest.WaitFor(t, "the call to queue", func() bool {
@@ -282,5 +281,116 @@ func TestBatchLateCallUnsent(t *testing.T) {
 	}
 	if d := must(l.AllowN(ctx, "b", 0)); d.Remaining != 3 {
 		t.Fatalf("the late call's key: %d left, want 3 (nothing sent)", d.Remaining)
+	}
+}
+
+// TestBatchShortReply: an admission of fixed windows in a batch comes
+// back as windows.lua's short reply (the batch's instant and each layer's
+// Remaining), which run expands to the reply of the same call alone; a
+// denial, or a layer read stale (the server's clock behind the state's
+// window), comes back in full. Without the short reply Redis spends a
+// table and 2n more integers per decision on every common call.
+func TestBatchShortReply(t *testing.T) {
+	c := redistest.Client(t, redistest.Addr(t))
+	ctx := context.Background()
+	b := routerFor(c).batch
+	now := int64(baseMicros)
+	mk := func(p string) (*Limiter, *Limiter) {
+		a := must(New(c, "a", hotlimit.FixedWindow{Limit: 3, Window: time.Second}, WithPrefix(p)))
+		s := must(New(c, "s", hotlimit.FixedWindow{Limit: 5, Window: time.Minute}, WithPrefix(p)))
+		a.testNow = func() int64 { return now }
+		s.testNow = a.testNow
+		return a, s
+	}
+	batched, batched2 := mk(redistest.Prefix(t))
+	alone, alone2 := mk(redistest.Prefix(t))
+	call := func(key string, cost, cost2 int64, next bool) (*batchCall, []Layer, []int64) {
+		ls := []Layer{{batched, key, cost}, {batched2, key, cost2}}
+		la := []Layer{{alone, key, cost}, {alone2, key, cost2}}
+		args := []any{""}
+		for _, ly := range ls {
+			l := ly.Limiter
+			args = append(args, l.argv[0], l.argv[1], l.argv[2], l.argv[3], ly.Cost)
+		}
+		if next {
+			args = append(args, "1")
+		}
+		keys := []string{batched.RedisKey(key), batched2.RedisKey(key)}
+		akeys := []string{alone.RedisKey(key), alone2.RedisKey(key)}
+		want, err := run(ctx, time.Now().Add(5*time.Second), c, routerFor(c).addr, la, akeys, next, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &batchCall{keys: keys, args: args, next: next, deadline: time.Now().Add(5 * time.Second)}, ls, want
+	}
+	for _, step := range []struct {
+		name        string
+		at          int64 // µs after baseMicros
+		key         string
+		cost, cost2 int64 // the layers' (a Window of a second, of a minute)
+		short       bool
+	}{
+		{"first admission", 0, "a", 1, 1, true},
+		{"admission", 1000, "a", 2, 1, true},
+		{"check, cost 0", 2000, "a", 0, 0, true},
+		{"denial", 3000, "a", 1, 1, false},
+		{"new key", 4000, "b", 3, 1, true},
+		{"one layer counted", 5000, "c", 1, 0, true},
+		// The clock set back a second, into the windows before: stale
+		// readings of the states, read (cost 0) and counted (cost 1).
+		{"stale, read", -1_000_000 + 6000, "a", 0, 0, false},
+		{"stale, counted", -1_000_000 + 7000, "c", 1, 0, false},
+	} {
+		now = baseMicros + step.at
+		for _, next := range []bool{false, true} {
+			bc, ls, want := call(fmt.Sprintf("%s-%v", step.key, next), step.cost, step.cost2, next)
+			b.sendMany([]*batchCall{bc}, strconv.FormatInt(now, 10))
+			if bc.err != nil {
+				t.Fatalf("%s: %v", step.name, bc.err)
+			}
+			if got := bc.now >= 0; got != step.short {
+				t.Fatalf("%s (next %v): short reply %v (%v); want %v", step.name, next, got, bc.reply, step.short)
+			}
+			if got := replyOf(bc, ls); !slices.Equal(got, want) {
+				t.Fatalf("%s (next %v): batched %v, alone %v", step.name, next, got, want)
+			}
+		}
+	}
+}
+
+// TestBatchReplyFits: settleBatch takes batch.lua's reply only in its
+// form, each short reply of the length of its call's layers, and fails
+// every call of the batch on any other.
+func TestBatchReplyFits(t *testing.T) {
+	two, one := &batchCall{keys: []string{"k1", "k2"}}, &batchCall{keys: []string{"k"}}
+	bad := errors.New("ERR a decision's own error")
+	for _, tc := range []struct {
+		vals []any
+		fits bool
+	}{
+		{[]any{int64(7), int64(2), int64(4), int64(1), []any{int64(0)}}, true},
+		{[]any{int64(7), []any{int64(1)}, int64(2), int64(3)}, true},
+		{[]any{int64(7), bad, bad}, true},
+		{[]any{}, false},                                                         // no instant
+		{[]any{"7", int64(2), int64(4), int64(1), bad}, false},                   // the instant not an integer
+		{[]any{int64(-1), int64(2), int64(4), int64(1), bad}, false},             // nor negative
+		{[]any{int64(7), int64(2), int64(4), []any{int64(0)}}, false},            // a short reply cut short
+		{[]any{int64(7), int64(2), int64(4), int64(1)}, false},                   // a call without a reply
+		{[]any{int64(7), int64(3), int64(4), int64(1), bad}, false},              // not the short reply's 2
+		{[]any{int64(7), int64(2), int64(4), "1", bad}, false},                   // a Remaining not an integer
+		{[]any{int64(7), int64(2), int64(4), int64(1), bad, int64(0)}, false},    // more after the last call
+		{[]any{int64(7), int64(2), int64(4), int64(1), "a string reply"}, false}, // neither
+	} {
+		if got := batchReplyFits([]*batchCall{two, one}, tc.vals); got != tc.fits {
+			t.Errorf("batchReplyFits(%v) = %v; want %v", tc.vals, got, tc.fits)
+		}
+	}
+	// settleBatch fails every call on a reply that does not fit.
+	calls := []*batchCall{{keys: []string{"k1", "k2"}}, {keys: []string{"k"}}}
+	(&batcher{}).settleBatch(calls, []any{int64(7), int64(2), int64(4)}, nil, nil)
+	for i, c := range calls {
+		if c.err == nil || c.reply != nil {
+			t.Fatalf("call %d of a batch whose reply does not fit: %v, %v", i, c.reply, c.err)
+		}
 	}
 }

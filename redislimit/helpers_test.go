@@ -53,3 +53,17 @@ func (b *Breaker) open() bool {
 	}
 	return false
 }
+
+// replyOf returns bc's reply, once its batch is back, as script.lua's
+// integers for layers, the layers of the call: the short reply of fixed
+// windows (bc.now >= 0) expanded as run expands it.
+func replyOf(bc *batchCall, layers []Layer) []int64 {
+	if bc.now >= 0 {
+		return admittedWindows(bc.reply, bc.now, layers, bc.next, nil)
+	}
+	r := make([]int64, len(bc.reply))
+	for i, v := range bc.reply {
+		r[i] = v.(int64)
+	}
+	return r
+}

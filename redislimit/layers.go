@@ -488,7 +488,14 @@ func run(ctx context.Context, until time.Time, client redis.Scripter, node strin
 		if d, ok := ctx.Deadline(); ok && d.Before(dl) {
 			dl = d
 		}
-		vals, err = b.do(ctx, &batchCall{client: client, node: node, keys: keys, args: args, next: next, deadline: dl, until: until, hooks: first.hooks})
+		var now int64
+		vals, now, err = b.do(ctx, &batchCall{client: client, node: node, keys: keys, args: args, next: next, deadline: dl, until: until, hooks: first.hooks})
+		if err == nil && now >= 0 {
+			if len(vals) != len(layers) {
+				return nil, errBadReply(vals)
+			}
+			return admittedWindows(vals, now, layers, next, out), nil
+		}
 	} else {
 		sctx, cancel := boundedBy(ctx, until)
 		vals, err = first.rt.send(sctx, decideScript, client, node, first.hooks, keys, args)
@@ -507,6 +514,27 @@ func run(ctx context.Context, until time.Time, client redis.Scripter, node strin
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// admittedWindows appends to out script.lua's reply of an admission of
+// fixed windows from windows.lua's short reply, rems (each layer's
+// Remaining, as batchReplyFits checked) decided at now (µs): a layer's
+// ResetAfter and next unit are the time to its window's end when its
+// Remaining is under its Limit, else 0 (see fixedWindows).
+func admittedWindows(rems []any, now int64, layers []Layer, next bool, out []int64) []int64 {
+	out = append(out, 1)
+	for i, ly := range layers {
+		rem, sp := rems[i].(int64), &ly.Limiter.spec
+		var end int64
+		if rem < sp.limit {
+			end = sp.a - now%sp.a
+		}
+		out = append(out, rem, end)
+		if next {
+			out = append(out, end)
+		}
+	}
+	return out
 }
 
 // errBadReply is the error of a reply that is not what the script returns.

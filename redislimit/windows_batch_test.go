@@ -147,10 +147,7 @@ func TestWindowsBatchDifferential(t *testing.T) {
 						if bc.err != nil {
 							t.Fatalf("round %d call %d: %v", round, i, bc.err)
 						}
-						r := make([]int64, len(bc.reply))
-						for j, v := range bc.reply {
-							r[j] = v.(int64)
-						}
+						r := replyOf(bc, layerss[i])
 						var states []hotlimit.LayerState
 						if bc.next {
 							states = make([]hotlimit.LayerState, len(layerss[i]))

@@ -31,11 +31,7 @@ func decideBatched(t *testing.T, c *redis.Client, now int64, layers ...Layer) (h
 	if bc.err != nil {
 		return hotlimit.Decision{}, bc.err
 	}
-	r := make([]int64, len(bc.reply))
-	for i, v := range bc.reply {
-		r[i] = v.(int64)
-	}
-	d, _, _, err := decode(r, layers, nil)
+	d, _, _, err := decode(replyOf(bc, layers), layers, nil)
 	return d, err
 }
 
