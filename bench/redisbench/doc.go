@@ -5,7 +5,8 @@
 // parallel, decisions per second and the servers' CPU per decision at 64
 // callers on one server and on a 3-master Redis Cluster, redis-server's CPU
 // per decision of hotlimitd's fixed-window call (BenchmarkWindows: 1 and 3
-// layers, 32 and 64 callers), the two-tier mode's speed-up on a key that is mostly denied,
+// layers, 32 and 64 callers) and its instructions per decision under
+// callgrind (BenchmarkBatchReplay, callgrind.sh), the two-tier mode's speed-up on a key that is mostly denied,
 // and the lease mode (redislimit.WithLeases) beside the in-process and the
 // synchronous limiters, with its round trips at a steady rate. It is a nested module so that no user of hotlimit inherits
 // these dependencies. Results and the commands are in RESULTS.md. A start,
