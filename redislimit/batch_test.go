@@ -56,20 +56,11 @@ func TestBatchMatchesOneByOne(t *testing.T) {
 						ls = append(ls, Layer{batched2, key, 1})
 						la = append(la, Layer{alone2, key, 1})
 					}
-					var keys, akeys []string
-					for i := range ls {
-						keys = append(keys, ls[i].Limiter.RedisKey(key))
+					var akeys []string
+					for i := range la {
 						akeys = append(akeys, la[i].Limiter.RedisKey(key))
 					}
-					args := []any{""}
-					for _, ly := range ls {
-						l := ly.Limiter
-						args = append(args, l.argv[0], l.argv[1], l.argv[2], l.argv[3], ly.Cost)
-					}
-					if next {
-						args = append(args, "1")
-					}
-					calls = append(calls, &batchCall{keys: keys, args: args, next: next, deadline: time.Now().Add(5 * time.Second)})
+					calls = append(calls, batchCallOf(ls, next))
 					callLayers = append(callLayers, ls)
 					w, err := run(ctx, time.Now().Add(5*time.Second), c, routerFor(c).addr, la, akeys, next, "", nil)
 					if err != nil {
@@ -307,21 +298,12 @@ func TestBatchShortReply(t *testing.T) {
 	call := func(key string, cost, cost2 int64, next bool) (*batchCall, []Layer, []int64) {
 		ls := []Layer{{batched, key, cost}, {batched2, key, cost2}}
 		la := []Layer{{alone, key, cost}, {alone2, key, cost2}}
-		args := []any{""}
-		for _, ly := range ls {
-			l := ly.Limiter
-			args = append(args, l.argv[0], l.argv[1], l.argv[2], l.argv[3], ly.Cost)
-		}
-		if next {
-			args = append(args, "1")
-		}
-		keys := []string{batched.RedisKey(key), batched2.RedisKey(key)}
 		akeys := []string{alone.RedisKey(key), alone2.RedisKey(key)}
 		want, err := run(ctx, time.Now().Add(5*time.Second), c, routerFor(c).addr, la, akeys, next, "", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &batchCall{keys: keys, args: args, next: next, deadline: time.Now().Add(5 * time.Second)}, ls, want
+		return batchCallOf(ls, next), ls, want
 	}
 	for _, step := range []struct {
 		name        string

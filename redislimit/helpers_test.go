@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
@@ -66,4 +67,20 @@ func replyOf(bc *batchCall, layers []Layer) []int64 {
 		r[i] = v.(int64)
 	}
 	return r
+}
+
+// batchCallOf returns the batchCall that run makes of layers: their Redis
+// keys, script.lua's arguments and the next flag, due in 5 s.
+func batchCallOf(layers []Layer, next bool) *batchCall {
+	keys := make([]string, len(layers))
+	args := []any{""}
+	for i, ly := range layers {
+		keys[i] = ly.Limiter.RedisKey(ly.Key)
+		l := ly.Limiter
+		args = append(args, l.argv[0], l.argv[1], l.argv[2], l.argv[3], ly.Cost)
+	}
+	if next {
+		args = append(args, "1")
+	}
+	return &batchCall{keys: keys, args: args, next: next, deadline: time.Now().Add(5 * time.Second)}
 }

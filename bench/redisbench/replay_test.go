@@ -8,29 +8,26 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/hotlimit/hotlimit"
 	"github.com/hotlimit/hotlimit/admission"
 	"github.com/hotlimit/hotlimit/internal/redistest"
-	"github.com/hotlimit/hotlimit/redislimit"
 	"github.com/redis/go-redis/v9"
 )
 
 // BenchmarkBatchReplay sends one batch of BenchmarkWindows' call (6
-// decisions of 1 or 3 fixed-window layers, as hotlimitd batches them at
-// 32 callers) b.N times, as the script call redislimit made: the batch is
-// taken from redislimit itself (a go-redis hook keeps the first script
-// call of that many decisions and the scripts loaded), so the arguments
-// are redislimit's whatever their format. It is meant for counting the
-// server's instructions per decision, which a loaded machine does not
-// change: run it with -test.benchtime 50x and 250x against a redis-server
-// under valgrind's callgrind (HOTLIMIT_REPLAY_ADDR; the batch is taken on
-// HOTLIMIT_REDIS_ADDR) and divide the difference of the totals by 200
-// times 6 (callgrind.sh; with HOTLIMIT_REPLAY_ADDR set, it flushes the
-// scripts of HOTLIMIT_REDIS_ADDR's server to see redislimit load them).
-// Every decision is admitted: 1,000
-// a second per key, and one batch's 6 keys take at most b.N a window.
+// decisions of 1 or 3 fixed-window layers) b.N times, as the script call
+// redislimit made: the batch is taken from redislimit itself (a go-redis
+// hook keeps the first script call of that many decisions, and the
+// scripts loaded), so the arguments are redislimit's whatever their
+// format. It is meant for counting the server's instructions per
+// decision, which a loaded machine does not change: callgrind.sh runs it
+// with -test.benchtime 50x and 250x against a redis-server under
+// valgrind's callgrind (HOTLIMIT_REPLAY_ADDR; the batch is taken on
+// HOTLIMIT_REDIS_ADDR, whose scripts it flushes first so that redislimit
+// loads them where the hook sees them) and divides the difference of the
+// totals by 200 times 6. Every decision is admitted: 1,000 a second per
+// key, and one batch's 6 keys take at most b.N a window.
 func BenchmarkBatchReplay(b *testing.B) {
 	for _, layers := range []int{1, 3} {
 		b.Run(fmt.Sprintf("layers=%d/decisions=6", layers), func(b *testing.B) {
@@ -55,15 +52,7 @@ func replayBatch(b *testing.B, layers, m int) {
 			b.Fatal(err)
 		}
 	}
-	limits := map[string]hotlimit.Policy{}
-	for i := range layers {
-		limits["d"+strconv.Itoa(i)] = hotlimit.FixedWindow{Limit: 1000, Window: time.Second}
-	}
-	rb, err := redislimit.NewBackend(c, limits, redislimit.WithPrefix(prefix(b)), redislimit.WithTimeout(5*time.Second))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rb.Close()
+	rb := windowsBackend(b, c, layers)
 	// Concurrent decisions until redislimit has sent a batch of m (a
 	// bounded number of rounds; the batches' sizes vary with the schedule).
 	for round := 0; h.batch() == nil; round++ {

@@ -42,15 +42,7 @@ func windows(b *testing.B, layers, callers int) {
 	b.Cleanup(func() { c.Close() })
 	n := &redistest.Counter{}
 	c.AddHook(n)
-	limits := map[string]hotlimit.Policy{}
-	for i := range layers {
-		limits["d"+strconv.Itoa(i)] = hotlimit.FixedWindow{Limit: 1000, Window: time.Second}
-	}
-	rb, err := redislimit.NewBackend(c, limits, redislimit.WithPrefix(prefix(b)), redislimit.WithTimeout(5*time.Second))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { rb.Close() })
+	rb := windowsBackend(b, c, layers)
 	const nk = 1000
 	decide := func(ctx context.Context, i int, ls []admission.Layer, st []hotlimit.LayerState) {
 		k := "k" + strconv.Itoa(i%nk)
@@ -86,4 +78,20 @@ func windows(b *testing.B, layers, callers int) {
 	b.ReportMetric((redistest.ServerCPU(b, c)-cpu0)/float64(b.N), "server-cpu-µs/op")
 	b.ReportMetric((scriptMicros(b, c)-us0)/float64(b.N), "script-µs/op")
 	b.ReportMetric(float64(b.N)/float64(rt), "decisions/call")
+}
+
+// windowsBackend returns BenchmarkWindows' backend on c: layers limits
+// "d0", "d1", … of fixed windows of 1,000 a second (hotlimitd's bench
+// configuration), closed when b ends.
+func windowsBackend(b *testing.B, c *redis.Client, layers int) *redislimit.RedisBackend {
+	limits := map[string]hotlimit.Policy{}
+	for i := range layers {
+		limits["d"+strconv.Itoa(i)] = hotlimit.FixedWindow{Limit: 1000, Window: time.Second}
+	}
+	rb, err := redislimit.NewBackend(c, limits, redislimit.WithPrefix(prefix(b)), redislimit.WithTimeout(5*time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { rb.Close() })
+	return rb
 }
