@@ -19,14 +19,7 @@ func packedState(k, q int64) string { return strconv.FormatInt(-((k+1)<<21 + q),
 // the instant now, and decodes the reply as the call alone would be.
 func decideBatched(t *testing.T, c *redis.Client, now int64, layers ...Layer) (hotlimit.Decision, error) {
 	t.Helper()
-	keys := make([]string, len(layers))
-	args := []any{""}
-	for i, ly := range layers {
-		keys[i] = ly.Limiter.RedisKey(ly.Key)
-		l := ly.Limiter
-		args = append(args, l.argv[0], l.argv[1], l.argv[2], l.argv[3], ly.Cost)
-	}
-	bc := &batchCall{keys: keys, args: args, deadline: time.Now().Add(5 * time.Second)}
+	bc := batchCallOf(layers, false)
 	routerFor(c).batch.sendMany([]*batchCall{bc}, strconv.FormatInt(now, 10))
 	if bc.err != nil {
 		return hotlimit.Decision{}, bc.err
