@@ -115,7 +115,8 @@ type batchCall struct {
 	wake  chan struct{} // receives once, buffered: the reply is in
 	sent  time.Time     // guarded by the batcher's mu: when its batch was taken to be sent
 	reply []any         // written before wake, read after it
-	now   int64         // written before wake, read after it: the batch's instant (µs) when reply is short, else -1
+	short bool          // written before wake, read after it: reply is windows.lua's short reply, of a batch decided at now (µs)
+	now   int64
 	err   error
 	calls []attempt // written before wake, read after it: what the hooks' Call is told
 	alone bool      // written before wake, read after it: to be sent again alone (see above)
@@ -188,7 +189,10 @@ func (b *batcher) do(ctx context.Context, bc *batchCall) (reply []any, now int64
 			vals, err := bc.sendAlone(ctx, b.r)
 			return vals, -1, err
 		}
-		return bc.reply, bc.now, bc.err
+		if bc.short {
+			return bc.reply, bc.now, bc.err
+		}
+		return bc.reply, -1, bc.err
 	case <-ctx.Done():
 		b.mu.Lock()
 		i := slices.Index(b.queue, bc)
@@ -399,7 +403,7 @@ func (b *batcher) settleBatch(batch []*batchCall, vals []any, err error, calls [
 	}
 	j := 1 // vals[j]: the next call's reply
 	for _, c := range batch {
-		c.calls, c.now = calls, -1
+		c.calls = calls
 		if err != nil {
 			c.err = err
 			continue
@@ -412,7 +416,7 @@ func (b *batcher) settleBatch(batch []*batchCall, vals []any, err error, calls [
 			c.alone = b.cluster && strings.Contains(r.Error(), "non local key")
 		default: // the short reply (batchReplyFits)
 			n := len(c.keys)
-			c.reply, c.now = vals[j+1:j+1+n:j+1+n], now
+			c.reply, c.short, c.now = vals[j+1:j+1+n:j+1+n], true, now
 			j += n
 		}
 		j++

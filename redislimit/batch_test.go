@@ -330,7 +330,7 @@ func TestBatchShortReply(t *testing.T) {
 			if bc.err != nil {
 				t.Fatalf("%s: %v", step.name, bc.err)
 			}
-			if got := bc.now >= 0; got != step.short {
+			if got := bc.short; got != step.short {
 				t.Fatalf("%s (next %v): short reply %v (%v); want %v", step.name, next, got, bc.reply, step.short)
 			}
 			if got := replyOf(bc, ls); !slices.Equal(got, want) {

@@ -57,9 +57,9 @@ func (b *Breaker) open() bool {
 
 // replyOf returns bc's reply, once its batch is back, as script.lua's
 // integers for layers, the layers of the call: the short reply of fixed
-// windows (bc.now >= 0) expanded as run expands it.
+// windows (bc.short) expanded as run expands it.
 func replyOf(bc *batchCall, layers []Layer) []int64 {
-	if bc.now >= 0 {
+	if bc.short {
 		return admittedWindows(bc.reply, bc.now, layers, bc.next, nil)
 	}
 	r := make([]int64, len(bc.reply))
