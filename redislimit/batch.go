@@ -155,13 +155,14 @@ type batcher struct {
 }
 
 // do sends bc, alone or in a batch, and returns its reply, or its
-// context's error when the context ends first. now is -1 unless the
-// reply is windows.lua's short reply of an admission in a batch decided
-// at the instant now (µs): each layer's Remaining (see fixedWindows); a
-// full reply is script.lua's integers. When the context ends first: a call still queued then
-// leaves the queue (nothing was sent: the error wraps errNotSent too); a call in a batch in flight leaves
-// the batch to finish without it, and its decision may or may not have
-// been made, as for a call sent alone whose context ends.
+// context's error when the context ends first. The reply is script.lua's
+// integers, or, when now is not -1, windows.lua's short reply of an
+// admission in a batch decided at the instant now (µs): each layer's
+// Remaining (see fixedWindows). When the context ends first, a call
+// still queued leaves the queue (nothing was sent: the error wraps
+// errNotSent too), and a call in a batch in flight leaves the batch to
+// finish without it: its decision may or may not have been made, as for
+// a call sent alone whose context ends.
 func (b *batcher) do(ctx context.Context, bc *batchCall) (reply []any, now int64, err error) {
 	b.mu.Lock()
 	if b.inFlight < b.turns && len(b.queue) == 0 {
