@@ -107,6 +107,7 @@ type batchCall struct {
 	keys     []string
 	args     []any // script.lua's arguments for the call alone: "", 5 per layer, the next flag if next
 	next     bool
+	windows  bool      // every layer is a fixed window: batch.lua's short form, 3 arguments a layer
 	deadline time.Time // the earlier of until and its caller's deadline
 	until    time.Time // its timeout (WithTimeout) from its start; zero: none (tests)
 	hooks    *Hooks
@@ -346,7 +347,7 @@ func (b *batcher) batchArgs(batch []*batchCall, now string) (keys []string, args
 	var until time.Time // the earliest of the calls' untils
 	for _, c := range batch {
 		nk += len(c.keys)
-		na += 2 + 5*len(c.keys)
+		na += 1 + c.stride()*len(c.keys)
 		if c.deadline.After(dl) {
 			dl = c.deadline
 		}
@@ -365,11 +366,14 @@ func (b *batcher) batchArgs(batch []*batchCall, now string) (keys []string, args
 	args = make([]any, 0, na)
 	args = append(args, now, len(batch))
 	for _, c := range batch {
-		flag := ""
+		head := 4 * len(c.keys)
 		if c.next {
-			flag = "1"
+			head += 2
 		}
-		args = append(args, len(c.keys), flag)
+		if c.windows {
+			head++
+		}
+		args = append(args, head)
 		if b.cluster {
 			for _, k := range c.keys {
 				args = append(args, k)
@@ -377,9 +381,25 @@ func (b *batcher) batchArgs(batch []*batchCall, now string) (keys []string, args
 		} else {
 			keys = append(keys, c.keys...)
 		}
-		args = append(args, c.args[1:1+5*len(c.keys)]...)
+		layers := c.args[1 : 1+5*len(c.keys)]
+		if !c.windows {
+			args = append(args, layers...)
+			continue
+		}
+		for i := 0; i < len(layers); i += 5 {
+			args = append(args, layers[i+1], layers[i+3], layers[i+4]) // W, limit, cost
+		}
 	}
 	return keys, args, dl
+}
+
+// stride is the number of batch.lua's arguments a layer of c takes: 3
+// in the short form of fixed windows, else script.lua's 5.
+func (c *batchCall) stride() int {
+	if c.windows {
+		return 3
+	}
+	return 5
 }
 
 // settleBatch sets each call of batch's reply or error from the batch

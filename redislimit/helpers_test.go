@@ -73,14 +73,10 @@ func replyOf(bc *batchCall, layers []Layer) []int64 {
 // keys, script.lua's arguments and the next flag, due in 5 s.
 func batchCallOf(layers []Layer, next bool) *batchCall {
 	keys := make([]string, len(layers))
-	args := []any{""}
 	for i, ly := range layers {
 		keys[i] = ly.Limiter.RedisKey(ly.Key)
-		l := ly.Limiter
-		args = append(args, l.argv[0], l.argv[1], l.argv[2], l.argv[3], ly.Cost)
 	}
-	if next {
-		args = append(args, "1")
-	}
-	return &batchCall{keys: keys, args: args, next: next, deadline: time.Now().Add(5 * time.Second)}
+	args, windows := scriptArgs(layers, next, "")
+	args[0] = "" // the batch's instant, not the call's
+	return &batchCall{keys: keys, args: args, next: next, windows: windows, deadline: time.Now().Add(5 * time.Second)}
 }

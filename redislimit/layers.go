@@ -461,26 +461,8 @@ func misconfigured(first *Limiter, i int, err error) (hotlimit.Decision, int, er
 // they are made to measure rather than from arrays on the stack, which
 // would move to the heap whole.
 func run(ctx context.Context, until time.Time, client redis.Scripter, node string, layers []Layer, keys []string, next bool, incKey string, out []int64) ([]int64, error) {
-	args := make([]any, 0, 2+5*len(layers))
+	args, windows := scriptArgs(layers, next, incKey)
 	first := layers[0].Limiter
-	if first.testNow != nil {
-		args = append(args, strconv.FormatInt(first.testNow(), 10))
-	} else {
-		args = append(args, "")
-	}
-	for _, ly := range layers {
-		l := ly.Limiter
-		args = append(args, l.argv[0], l.argv[1], l.argv[2], l.argv[3], ly.Cost)
-	}
-	if next {
-		args = append(args, "1")
-	}
-	if incKey != "" {
-		if !next {
-			args = append(args, "0")
-		}
-		args = append(args, incKey)
-	}
 	var vals []any
 	var err error
 	if b := first.rt.batcherFor(node); b != nil && first.testNow == nil && incKey == "" {
@@ -489,7 +471,7 @@ func run(ctx context.Context, until time.Time, client redis.Scripter, node strin
 			dl = d
 		}
 		var now int64
-		vals, now, err = b.do(ctx, &batchCall{client: client, node: node, keys: keys, args: args, next: next, deadline: dl, until: until, hooks: first.hooks})
+		vals, now, err = b.do(ctx, &batchCall{client: client, node: node, keys: keys, args: args, next: next, windows: windows, deadline: dl, until: until, hooks: first.hooks})
 		if err == nil && now >= 0 {
 			if len(vals) != len(layers) {
 				return nil, errBadReply(vals)
@@ -514,6 +496,33 @@ func run(ctx context.Context, until time.Time, client redis.Scripter, node strin
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// scriptArgs returns script.lua's arguments for layers (see run), and
+// whether every layer is a fixed window (batch.lua's short form).
+func scriptArgs(layers []Layer, next bool, incKey string) (args []any, windows bool) {
+	args = make([]any, 0, 2+5*len(layers))
+	if first := layers[0].Limiter; first.testNow != nil {
+		args = append(args, strconv.FormatInt(first.testNow(), 10))
+	} else {
+		args = append(args, "")
+	}
+	windows = true
+	for _, ly := range layers {
+		l := ly.Limiter
+		args = append(args, l.argv[0], l.argv[1], l.argv[2], l.argv[3], ly.Cost)
+		windows = windows && l.spec.kind == kindFixedWindow
+	}
+	if next {
+		args = append(args, "1")
+	}
+	if incKey != "" {
+		if !next {
+			args = append(args, "0")
+		}
+		args = append(args, incKey)
+	}
+	return args, windows
 }
 
 // admittedWindows appends to out script.lua's reply of an admission of

@@ -51,7 +51,7 @@ local incKey = ARGV[3 + 5 * #KEYS] -- nil unless an admission is recorded
 
 -- The common call: fixed windows (windows.lua), one DECRBY per layer.
 if ARGV[2] == "2" and not incKey and not skipWindows then
-  local r = fixedWindows(KEYS, 0, ARGV, 1, #KEYS, wantNext)
+  local r = fixedWindows(KEYS, 0, ARGV, 1, #KEYS, 5, wantNext)
   if r then return r end
 end
 

@@ -1,11 +1,14 @@
 -- redislimit: the fixed windows' fast path, one DECRBY per layer.
 --
--- fixedWindows(K, ko, A, ao, n, wantNext, R, ri) decides a call of n
--- layers that are all fixed windows (kind 2) on distinct keys, each of a
--- Limit of at most maxPacked and in a window whose index k has k + 2 <=
+-- fixedWindows(K, ko, A, ao, n, st, wantNext, R, ri) decides a call of
+-- n layers that are all fixed windows (kind 2) on distinct keys, each of
+-- a Limit of at most maxPacked and in a window whose index k has k + 2 <=
 -- 2^32 (see the packed state below): layer i's key is K[ko + i] and its
--- five arguments (script.lua's kind, W, tau, limit, cost) are
--- A[ao + 5(i-1) + 1 .. ao + 5i]. It returns script.lua's reply, or nil,
+-- st arguments are A[ao + st(i-1) + 1 .. ao + st·i]: with st = 5,
+-- script.lua's five (kind, W, tau, limit, cost); with st = 3, a batch's
+-- short form of a call whose layers are all fixed windows (W, limit,
+-- cost: the kind is 2 and tau 0, so that Redis reads 2 strings a layer
+-- fewer, about 1,000 instructions each). It returns script.lua's reply, or nil,
 -- having changed nothing, for a call it does not decide: a layer of
 -- another kind, two layers on one key, a limit or a window index out of
 -- range, or a key holding a state of the string layout ("k p q", written
@@ -67,9 +70,9 @@ local rcall, rpcall, mmax, type = redis.call, redis.pcall, math.max, type
 -- stands for, converted once a script call: a batch repeats a few.
 local numOf = {}
 
--- undoWindows undoes the DECRBYs of layers 1..m (fwS holds each one's
--- cost, and whether its key was absent before).
-local function undoWindows(K, ko, A, ao, m)
+-- undoWindows undoes the DECRBYs of layers 1..m, of st arguments each
+-- (fwS holds each one's cost, and whether its key was absent before).
+local function undoWindows(K, ko, A, ao, st, m)
   for i = 1, m do
     local s = 8 * (i - 1)
     local c = fwS[s + 5]
@@ -77,7 +80,7 @@ local function undoWindows(K, ko, A, ao, m)
       if fwS[s + 8] then
         redis.call("DEL", K[ko + i])
       else
-        redis.call("INCRBY", K[ko + i], A[ao + 5 * i])
+        redis.call("INCRBY", K[ko + i], A[ao + st * i])
       end
     end
   end
@@ -93,19 +96,22 @@ local function fwView(lim, q, w, e)
   return rem, reset, nxt
 end
 
-local function fixedWindows(K, ko, A, ao, n, wantNext, R, ri)
+local function fixedWindows(K, ko, A, ao, n, st, wantNext, R, ri)
   -- Check and read the arguments; nothing is written before all pass.
   -- own: every layer is decided in its own window (no stale reading),
-  -- so the batch's short reply holds.
+  -- so the batch's short reply holds. dw, dl: where a layer's W and
+  -- limit are among its st arguments (its cost is the last).
   local own = R ~= nil
+  local dw, dl = 2, 4
+  if st == 3 then dw, dl = 1, 2 end
   for i = 1, n do
-    local o = ao + 5 * (i - 1)
-    if A[o + 1] ~= "2" then return nil end
+    local o = ao + st * (i - 1)
+    if st == 5 and A[o + 1] ~= "2" then return nil end
     local key = K[ko + i]
     for j = 1, i - 1 do
       if K[ko + j] == key then return nil end
     end
-    local ws = A[o + 2]
+    local ws = A[o + dw]
     local k = winK[ws]
     if k == nil then
       local w = tonumber(ws)
@@ -114,7 +120,7 @@ local function fixedWindows(K, ko, A, ao, n, wantNext, R, ri)
       if k > maxPackedIndex then k = false end
       winW[ws], winK[ws], winE[ws], winT[ws] = w, k, e, ttlMs(w - e)
     end
-    local ls, cs = A[o + 4], A[o + 5]
+    local ls, cs = A[o + dl], A[o + st]
     local lim, c = numOf[ls], numOf[cs]
     if lim == nil then lim = tonumber(ls); numOf[ls] = lim end
     if c == nil then c = tonumber(cs); numOf[cs] = c end
@@ -133,9 +139,9 @@ local function fixedWindows(K, ko, A, ao, n, wantNext, R, ri)
     local key, k, lim, c = K[ko + i], fwS[s + 2], fwS[s + 4], fwS[s + 5]
     local q, first, absent = 0, false, false
     if c > 0 and c <= lim then
-      local r = rpcall("DECRBY", key, A[ao + 5 * i])
+      local r = rpcall("DECRBY", key, A[ao + st * i])
       if type(r) == "table" then
-        undoWindows(K, ko, A, ao, i - 1)
+        undoWindows(K, ko, A, ao, st, i - 1)
         if string.find(r.err, "not an integer", 1, true) then return nil end -- the string layout
         error(r)
       end
@@ -165,7 +171,7 @@ local function fixedWindows(K, ko, A, ao, n, wantNext, R, ri)
     else
       local v = rpcall("GET", key)
       if type(v) == "table" then
-        undoWindows(K, ko, A, ao, i - 1)
+        undoWindows(K, ko, A, ao, st, i - 1)
         error(v)
       end
       local sk, _, sq = windowState(v)
@@ -180,7 +186,7 @@ local function fixedWindows(K, ko, A, ao, n, wantNext, R, ri)
     if first then anyFirst = true end
   end
   if deny > 0 then
-    undoWindows(K, ko, A, ao, n)
+    undoWindows(K, ko, A, ao, st, n)
     -- Every layer reported on its state as it was.
     local out, j = { 0, deny }, 2
     for i = 1, n do
@@ -206,7 +212,7 @@ local function fixedWindows(K, ko, A, ao, n, wantNext, R, ri)
         -- window's end (a Lua number goes to Redis exactly, as %.17g).
         -- The count before it is 0 but for counts carried over from a
         -- shorter Window.
-        rcall("SET", K[ko + i], -((fwS[s + 2] + 1) * packedBase + fwS[s + 6] + fwS[s + 5]), "PX", winT[A[ao + 5 * (i - 1) + 2]])
+        rcall("SET", K[ko + i], -((fwS[s + 2] + 1) * packedBase + fwS[s + 6] + fwS[s + 5]), "PX", winT[A[ao + st * (i - 1) + dw]])
       end
     end
   end

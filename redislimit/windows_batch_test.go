@@ -119,17 +119,9 @@ func TestWindowsBatchDifferential(t *testing.T) {
 							}
 						}
 						wants, wantIdx, wantStates = append(wants, w), append(wantIdx, wi), append(wantStates, ws)
-						var rks []string
-						args := []any{""}
-						for _, ly := range remote {
-							rks = append(rks, ly.Limiter.RedisKey(ly.Key))
-							l := ly.Limiter
-							args = append(args, l.argv[0], l.argv[1], l.argv[2], l.argv[3], ly.Cost)
-						}
-						if next {
-							args = append(args, "1")
-						}
-						calls = append(calls, &batchCall{client: c, keys: rks, args: args, next: next, deadline: time.Now().Add(10 * time.Second)})
+						bc := batchCallOf(remote, next)
+						bc.client, bc.deadline = c, time.Now().Add(10*time.Second)
+						calls = append(calls, bc)
 						layerss = append(layerss, remote)
 					}
 					b.sendMany(calls, strconv.FormatInt(now, 10))
