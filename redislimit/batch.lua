@@ -18,8 +18,8 @@
 --          limit, cost), or in the short form, which the client sends
 --          when every layer is a fixed window, 3 (W, limit, cost: kind 2,
 --          tau 0). Each string Redis reads costs it about 1,000
---          instructions, so the short form saves a third of a 3-layer
---          decision's and the head one more.
+--          instructions: a decision of 3 fixed windows takes 10 argument
+--          strings in the short form, against 17 in script.lua's.
 --
 -- Reply: the instant decided at (now, in µs), then m replies, each
 -- either windows.lua's short reply of an admission (2, then its n
@@ -29,6 +29,7 @@
 -- an error fails its own decision, never the others of the batch. A
 -- decision raises only before it writes (script.lua reads every key
 -- first), so a failed decision changed nothing.
+
 -- A head's n, next flag and arguments a layer, read once a script call
 -- (a batch repeats a few heads).
 local headN, headNext, headSt = {}, {}, {}
