@@ -109,10 +109,9 @@ func (b *boundedSet) value(v string) string {
 	return s
 }
 
-// validKind reports whether v can be an attribute value of a bounded
-// set: 1 to 32 bytes of lower-case letters, digits, '.', '_' and '-'
-// (what httplimit allows in identity kinds and group names, and upper-case
-// letters).
+// validKind reports whether v can be an identity kind: 1 to 32 bytes of
+// letters, digits, '.', '_' and '-'.
+// Group names, up to 64 bytes, are checked with validName.
 func validKind(v string) bool {
 	if len(v) == 0 || len(v) > 32 {
 		return false

@@ -134,7 +134,7 @@ func New(opts Options) (*Observer, error) {
 	}
 	m := mp.Meter(scope)
 	o := &Observer{tracer: tp.Tracer(scope), spans: opts.Spans,
-		kinds: newBoundedSet(opts.MaxIdentityKinds), groups: newBoundedSet(opts.MaxGroups),
+		kinds: newBoundedSet(opts.MaxIdentityKinds), groups: newBoundedSetOf(opts.MaxGroups, validName),
 		methods: newBoundedSetOf(opts.MaxGroups, validName),
 		tenant:  opts.Tenant, tenants: newBoundedSetOf(opts.MaxTenants, validName)}
 	var err1, err2, err3, err4 error
