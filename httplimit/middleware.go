@@ -60,9 +60,11 @@ func New(cfg Config) (*Middleware, error) {
 		Backend:          cfg.Backend,
 		FailOpen:         cfg.FailOpen,
 		DryRun:           cfg.DryRun,
-		States:           m.problem || !m.dryRun && (m.headers == HeadersIETF || m.headers == HeadersBoth),
-		Identify:         m.hook != nil || len(cfg.Observers) > 0,
-		Observers:        cfg.Observers,
+		// Each layer's state: for the IETF fields, and for the limits a
+		// refusal names (the problem body's, Denial.Policies).
+		States:    m.problem || m.deny != nil || !m.dryRun && (m.headers == HeadersIETF || m.headers == HeadersBoth),
+		Identify:  m.hook != nil || len(cfg.Observers) > 0,
+		Observers: cfg.Observers,
 	}
 	if cfg.FallbackToIP {
 		pc.Fallback = IPKey(cfg.ClientIP)

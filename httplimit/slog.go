@@ -48,8 +48,11 @@ type DenialLogOptions struct {
 //	                client's identity, stable for the middleware's life and
 //	                meaningless outside it; absent when no key was extracted
 //	id_kind         admission.Event.IdentityKind: "tok", "ip", a ContextKey kind
-//	id_fallback     true when the key is the client IP because Config.Key
-//	                failed (absent otherwise)
+//	id_fallback     true when a layer's key is the client IP because its
+//	                Key failed (admission.Event.Fallback): Config.Key's, and
+//	                id_hash and id_kind then describe the IP, or an
+//	                IdentityLimit's, and they still describe Config.Key's
+//	                identity; absent otherwise
 //	group           the route group
 //	limit           the binding limit's name (absent without a decision)
 //	algorithm       its algorithm: "TokenBucket", "FixedWindow", ... (admission.Event.Algorithm)
