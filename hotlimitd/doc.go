@@ -23,8 +23,8 @@
 //     envoyproxy/ratelimit's rules). A descriptor that matches no rule (an
 //     unknown domain, no entries, a nil entry), or whose limit another
 //     descriptor of the request replaces (config.DropReplaced), is OK with no
-//     current_limit and limit_remaining 0. An unlimited rule is OK with no
-//     current_limit and limit_remaining 4294967295.
+//     current_limit and limit_remaining 0. An unlimited rule, replaced or
+//     not, is OK with no current_limit and limit_remaining 4294967295.
 //   - Hits: a descriptor's own hits_addend, when it is set, else the
 //     request's, whose 0 (proto3 cannot tell it from unset) counts as 1.
 //     A descriptor's hits_addend is a wrapper, set or not: a set 0
@@ -74,7 +74,10 @@
 //     are only read (cost 0) for their statuses. Such a request is
 //     refused even when the backend cannot read them: their statuses are
 //     then OK, with limit_remaining 0 and no duration_until_reset, and
-//     it has no Retry-After (it never passes).
+//     it has no Retry-After (it never passes). A descriptor of
+//     hits_addend 0 on a rule of requests_per_unit 0 is refused too:
+//     here envoyproxy/ratelimit differs, and answers it OK (its check is
+//     "the count after the hits is over the limit", and 0 is not over 0).
 //   - The overall code is OVER_LIMIT when the request was refused, and a
 //     descriptor is OVER_LIMIT when the request was refused and its own
 //     limit has fewer units left than it costs, or is the limit the

@@ -227,7 +227,9 @@ func (c *Config) All() []*Limit { return slices.Clone(c.limits) }
 // every limit whose RuleName one of the matched limits Replaces, so that
 // only the replacing limit is decided and the replaced one is left
 // untouched. Every replaces of the request counts, whatever the order of
-// its descriptors. It does not allocate for up to 64 limits.
+// its descriptors, an Unlimited limit's included; an Unlimited limit is
+// never dropped (its descriptor stays unlimited), as envoyproxy/ratelimit
+// has it. It does not allocate for up to 64 limits.
 func DropReplaced(limits []*Limit) {
 	var small [64]bool
 	drop := small[:0]
@@ -237,7 +239,7 @@ func DropReplaced(limits []*Limit) {
 	drop = drop[:len(limits)]
 	some := false
 	for i, l := range limits {
-		if l == nil || l.RuleName == "" {
+		if l == nil || l.RuleName == "" || l.Unlimited {
 			continue
 		}
 		for _, r := range limits {

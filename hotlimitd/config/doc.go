@@ -67,8 +67,9 @@
 //     that has it has no other field but name and replaces;
 //   - name, replaces: a list of {name: N}: when one request has
 //     descriptors that match both a limit that replaces N and the limit
-//     named N, the limit named N is not decided (DropReplaced); every
-//     name replaced must be the name of a rate_limit of the domain;
+//     named N, the limit named N is not decided (DropReplaced), unless
+//     it is unlimited; every name replaced must be the name of a
+//     rate_limit of the domain;
 //   - algorithm (hotlimit's): fixed_window (the default, envoyproxy/ratelimit's
 //     own: requests_per_unit per window of one unit), sliding_window,
 //     sliding_log (at most 1024 per unit), token_bucket or leaky_bucket
