@@ -35,8 +35,8 @@
 //     (a cost beyond the limit's capacity is refused, never wrapped
 //     around). A descriptor with is_negative_hits is not a give-back
 //     here: it costs 0, as one of 0 hits does, so it reads its limit's
-//     state without consuming: it is OK even on a spent limit (but not
-//     on a rule that refuses every hit, below).
+//     state without consuming: it is OK even on a spent limit (but not,
+//     unless its hits are 0, on a rule that refuses every hit, below).
 //   - A descriptor with its own limit (RateLimitDescriptor.limit, set by
 //     Envoy's rate limit action's limit override) in a domain the
 //     configuration has is decided under that limit in place of the rule
@@ -74,10 +74,10 @@
 //     are only read (cost 0) for their statuses. Such a request is
 //     refused even when the backend cannot read them: their statuses are
 //     then OK, with limit_remaining 0 and no duration_until_reset, and
-//     it has no Retry-After (it never passes). A descriptor of
-//     hits_addend 0 on a rule of requests_per_unit 0 is refused too:
-//     here envoyproxy/ratelimit differs, and answers it OK (its check is
-//     "the count after the hits is over the limit", and 0 is not over 0).
+//     it has no Retry-After (it never passes). A descriptor whose own
+//     hits_addend is 0 on such a rule is OK, with limit_remaining 0 and
+//     no duration_until_reset, as envoyproxy/ratelimit answers it (0 hits
+//     are not over a limit of 0), and so refuses nothing.
 //   - The overall code is OVER_LIMIT when the request was refused, and a
 //     descriptor is OVER_LIMIT when the request was refused and its own
 //     limit has fewer units left than it costs, or is the limit the

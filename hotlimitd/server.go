@@ -229,6 +229,7 @@ const (
 	kindUnlimited              // an unlimited rule: OK, no limit
 	kindEnforced               // decided with the request's other enforced descriptors
 	kindShadow                 // decided on its own, never refuses
+	kindChecked                // hits 0 on a rule that refuses every hit: OK, nothing left, no backend
 )
 
 // call is one request's scratch space, pooled.
@@ -527,7 +528,6 @@ func (c *call) price(descs []*rlv3.RateLimitDescriptor, reqHits uint64) (refuse 
 			c.kind[i] = kindShadow
 		default:
 			c.kind[i] = kindEnforced
-			refuse = refuse || c.refuses(i)
 		}
 		hits := reqHits
 		if h := d.GetHitsAddend(); h != nil {
@@ -538,6 +538,17 @@ func (c *call) price(descs []*rlv3.RateLimitDescriptor, reqHits uint64) (refuse 
 			cost = 0 // a give-back is not supported: peek instead
 		}
 		c.costs[i] = cost
+		if c.kind[i] != kindEnforced {
+			continue
+		}
+		if hits == 0 && l.Refuses() && !c.tooLong(i) {
+			// envoyproxy/ratelimit's check is "the count after the hits
+			// is over the limit": 0 hits are not over 0 (1 negative hit,
+			// which it consumes, is).
+			c.kind[i] = kindChecked
+			continue
+		}
+		refuse = refuse || c.refuses(i)
 	}
 	return refuse
 }
@@ -617,6 +628,8 @@ func (s *Server) status(ctx context.Context, b response, c *call, i int, all str
 		b.fill(i, c.lims[i], ls)
 	case kindShadow:
 		s.shadow(ctx, b, c, i, all, admitted)
+	case kindChecked:
+		b.fill(i, c.lims[i], hotlimit.LayerState{Next: hotlimit.Never})
 	}
 }
 
@@ -655,12 +668,16 @@ func (c *call) entriesOf(d *rlv3.RateLimitDescriptor) bool {
 // refuses reports whether descriptor i is refused without a backend: its
 // rule refuses every hit, or its key is longer than hotlimit.MaxKeyLen
 // (which no limiter keeps state for: every backend denies it for good).
-func (c *call) refuses(i int) bool {
+func (c *call) refuses(i int) bool { return c.lims[i].Refuses() || c.tooLong(i) }
+
+// tooLong reports whether descriptor i's key is longer than
+// hotlimit.MaxKeyLen.
+func (c *call) tooLong(i int) bool {
 	start := 0
 	if i > 0 {
 		start = c.ends[i-1]
 	}
-	return c.lims[i].Refuses() || c.ends[i]-start > hotlimit.MaxKeyLen
+	return c.ends[i]-start > hotlimit.MaxKeyLen
 }
 
 // key returns descriptor i's key, a slice of all (c.keys as a string).

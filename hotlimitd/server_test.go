@@ -157,11 +157,23 @@ func TestDescriptorHitsAddendZero(t *testing.T) {
 	if resp := ask(t, f.srv, request("test", desc("user", "bob"))); resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
 		t.Fatalf("a hit on the spent limit: %v, want OVER_LIMIT", resp)
 	}
-	// A rule that refuses every hit refuses a check too, as it does a
-	// negative-hits peek.
+	// On a rule that refuses every hit, a check is OK with nothing left,
+	// as envoyproxy/ratelimit answers it (0 hits are not over 0), and
+	// refuses nothing beside it; a negative-hits peek of 1 hit, which
+	// envoyproxy/ratelimit consumes, is refused.
 	r := newFixture(t, reviewYAML, hotlimitd.Options{})
-	if resp := ask(t, r.srv, request("test", withHits(desc("block", "x"), 0))); codesOf(resp) != "OVER_LIMIT" {
-		t.Fatalf("a check on a rule of requests_per_unit 0: %v, want OVER_LIMIT", resp)
+	resp = ask(t, r.srv, request("test", withHits(desc("block", "x"), 0)))
+	if codesOf(resp) != "OK" || resp.Statuses[0].CurrentLimit == nil || resp.Statuses[0].LimitRemaining != 0 || resp.Statuses[0].DurationUntilReset != nil {
+		t.Fatalf("a check on a rule of requests_per_unit 0: %v, want OK, its limit, 0 remaining, no duration_until_reset", resp)
+	}
+	resp = ask(t, r.srv, request("test", withHits(desc("block", "x"), 0), desc("user", "ann")))
+	if codesOf(resp) != "OK OK" || !slices.Equal(remaining(resp), []int64{0, 2}) {
+		t.Fatalf("a check on a rule of requests_per_unit 0 beside a hit: %v, want OK OK with [0 2] remaining", resp)
+	}
+	peek := desc("block", "x") // the request's 1 hit
+	peek.IsNegativeHits = true
+	if resp := ask(t, r.srv, request("test", peek)); codesOf(resp) != "OVER_LIMIT" {
+		t.Fatalf("a negative-hits peek on a rule of requests_per_unit 0: %v, want OVER_LIMIT", resp)
 	}
 }
 
