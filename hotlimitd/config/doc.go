@@ -87,7 +87,11 @@
 // does: at each level the rule with the entry's key and value comes
 // first, then the first wildcard rule that matches it, then the rule
 // with its key alone; a descriptor matches only a rule as deep as it has
-// entries. See Match.
+// entries. See Match. One difference is kept on purpose: a wildcard rule
+// matches only an entry of its own key. envoyproxy/ratelimit tests a
+// wildcard as a prefix of key + "_" + value, so that its rule of key
+// "remote" and value "*" also matches an entry of key "remote_address";
+// hotlimitd does not follow it across keys.
 //
 // # Errors
 //
