@@ -101,7 +101,8 @@
 // type, values out of range, rules given twice at one level, policies
 // that hotlimit refuses (hotlimit.Describe's error), and
 // envoyproxy/ratelimit fields that hotlimitd does not support
-// (value_to_metric, quota_mode). Nothing in a file is ignored.
+// (value_to_metric, quota_mode). Nothing in a file is ignored; a YAML
+// document with nothing in it (a file that ends in "---") is skipped.
 //
 // # Reloading
 //

@@ -136,7 +136,7 @@ func TestParseErrors(t *testing.T) {
 		{"merge key in a descriptor", "domain: d\ndescriptors:\n  - &b {key: k}\n  - <<: *b\n    value: v\n",
 			[]wantErr{{4, "descriptors[1]", "merge keys (<<) are not supported"}, {4, "descriptors[1].key", "missing"}}},
 		{"YAML syntax", "domain: d\ndescriptors:\n  - key: k\n   value: v\n", []wantErr{{2, "", "YAML: did not find expected '-' indicator"}}},
-		{"empty second document", "domain: d\n---\n", []wantErr{{3, "", "empty YAML document: want a domain"}}},
+		{"null second document", "domain: d\n---\n~\n", []wantErr{{3, "", "empty YAML document: want a domain"}}},
 		{"domain twice in one file", "domain: d\n---\ndomain: d\n", []wantErr{{3, "domain", `"d" is also at f.yaml:1`}}},
 		{"every error of the file", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: eon, requests_per_unit: 1}\n  - key: b\n    bogus: 1\n  - value: c\n",
 			[]wantErr{

@@ -61,8 +61,9 @@ func (c *Config) parse(file string, data []byte) (errs []error) {
 			p.yamlError(err)
 			break
 		}
-		docs++
-		p.parseDocument(&doc)
+		if p.parseDocument(&doc) {
+			docs++
+		}
 	}
 	if docs == 0 && len(p.errs) == 0 {
 		p.errorf(nil, "", "no domain: the file is empty")
@@ -237,19 +238,27 @@ func (p *parser) integer(v *yaml.Node, field string, lo, hi int64) (int64, bool)
 	return n, true
 }
 
-// parseDocument reads one domain.
-func (p *parser) parseDocument(doc *yaml.Node) {
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
-		p.errorf(doc, "", "empty YAML document: want a domain")
-		return
+// parseDocument reads one domain, and reports whether the document held
+// anything: an empty one (a file ending in "---", as envoyproxy/ratelimit
+// loads it) is skipped.
+func (p *parser) parseDocument(doc *yaml.Node) bool {
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 0 {
+		return false
+	}
+	if doc.Kind != yaml.DocumentNode {
+		p.errorf(doc, "", "not a YAML document: want a domain")
+		return true
 	}
 	root := p.resolve(doc.Content[0])
 	if root == nil {
-		return
+		return true
 	}
 	if root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null" {
+		if root.Value == "" {
+			return false // nothing written: a document of comments only
+		}
 		p.errorf(root, "", "empty YAML document: want a domain")
-		return
+		return true
 	}
 	var name string
 	var nameNode, descs *yaml.Node
@@ -266,7 +275,7 @@ func (p *parser) parseDocument(doc *yaml.Node) {
 		}
 	})
 	if !ok {
-		return
+		return true
 	}
 	if nameNode == nil && !p.hasField(root, "domain") {
 		p.errorf(root, "domain", "missing")
@@ -293,6 +302,7 @@ func (p *parser) parseDocument(doc *yaml.Node) {
 	if p.c.builders == nil { // merging, build checks them once every file is read
 		p.errs = append(p.errs, b.checkReplaces()...)
 	}
+	return true
 }
 
 // checkReplaces returns an error for each replaces of b's domain that
