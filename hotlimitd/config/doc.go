@@ -104,6 +104,20 @@
 // (value_to_metric, quota_mode). Nothing in a file is ignored; a YAML
 // document with nothing in it (a file that ends in "---") is skipped.
 //
+// Some files that envoyproxy/ratelimit loads are refused here, on
+// purpose, because it reads them as something their author is unlikely
+// to have meant, and a rate limit that means something else fails
+// silently in production: a rate_limit without requests_per_unit (it
+// reads 0, which refuses every request: write 0 to mean that); a replaces
+// that names no rate_limit of the domain (a typo there leaves both limits
+// decided); requests_per_unit beside unlimited: true; shadow_mode or
+// detailed_metric on a rule without a rate_limit; value: "" or value: ~
+// (it reads them as no value, a rule for every value of the key: leave
+// value out); booleans written yes, no, on or off (YAML 1.1's, which
+// envoyproxy/ratelimit's parser still reads); and YAML merge keys (<<).
+// Each is refused at its line with the reason, and a reload that meets
+// one keeps the running configuration.
+//
 // # Reloading
 //
 // A Watcher reloads the configuration when its content changes, or on
