@@ -242,12 +242,8 @@ func (p *parser) integer(v *yaml.Node, field string, lo, hi int64) (int64, bool)
 // anything: an empty one (a file ending in "---", as envoyproxy/ratelimit
 // loads it) is skipped.
 func (p *parser) parseDocument(doc *yaml.Node) bool {
-	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 0 {
+	if len(doc.Content) == 0 { // Decode always gives a DocumentNode
 		return false
-	}
-	if doc.Kind != yaml.DocumentNode {
-		p.errorf(doc, "", "not a YAML document: want a domain")
-		return true
 	}
 	root := p.resolve(doc.Content[0])
 	if root == nil {
