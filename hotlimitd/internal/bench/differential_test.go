@@ -2,11 +2,11 @@ package bench_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hotlimit/hotlimit/hotlimitd/internal/bench"
 
 	commonrl "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -30,7 +32,7 @@ import (
 
 var (
 	diffSeed     = flag.Uint64("diff.seed", 0, "TestDifferentialRatelimit: run this seed alone (0: seeds 1 to -diff.seeds)")
-	diffSeeds    = flag.Int("diff.seeds", 6, "TestDifferentialRatelimit: how many seeds")
+	diffSeeds    = flag.Int("diff.seeds", 12, "TestDifferentialRatelimit: how many seeds")
 	diffRequests = flag.Int("diff.requests", 300, "TestDifferentialRatelimit: requests a seed")
 )
 
@@ -38,15 +40,18 @@ var (
 // envoyproxy/ratelimit's service_cmd ($RATELIMIT_BIN, which ratelimit.sh
 // installs) on one redis-server ($HOTLIMIT_REDIS_ADDR), each with the
 // same generated configuration files, sends both the same generated
-// requests one after another, and requires the same answer from both:
-// the overall code and, for every descriptor, the code, current_limit
-// (requests_per_unit, unit, name), limit_remaining and whether
-// duration_until_reset is set, its seconds within 1 (hotlimitd's is
-// exact, envoyproxy/ratelimit's whole seconds); or the same gRPC error
-// code.
+// requests one after another, and requires the same answer from both as
+// far as the two count alike (compareLevel): the same gRPC error code, or
+// for every descriptor the same current_limit (requests_per_unit, unit,
+// name) or the same unlimited or no-limit answer; while no request of the
+// domain has been refused, also the overall code and each descriptor's
+// code, limit_remaining and duration_until_reset, its seconds within 1
+// (hotlimitd's is exact, envoyproxy/ratelimit's whole seconds).
 //
-// A seed makes 6 domains, each a random tree of rules in the language the
-// two services share: exact values, key-only rules, wildcards (several
+// A seed makes 6 domain shapes (each loaded as 12 domains of the same
+// rules, so that the requests of a shape go on to a fresh copy when one
+// leaves step), each a random tree of rules in the language the two
+// services share: exact values, key-only rules, wildcards (several
 // at one level, overlapping), share_threshold, nested rules, limits of
 // every unit from minute to day and requests_per_unit from 0, unlimited
 // limits, names and replaces,
@@ -334,33 +339,32 @@ func ask(c rlsv3.RateLimitServiceClient, req *rlsv3.RateLimitRequest) outcome {
 	return o
 }
 
-// startRatelimitChild starts envoyproxy/ratelimit with the files of
-// dir/ratelimit/config, its stats off, no local cache, and returns a
-// client once it answers.
+// startRatelimitChild starts envoyproxy/ratelimit on the files of
+// dir/ratelimit/config and returns a client once it is healthy.
 func startRatelimitChild(t *testing.T, bin, dir, redisAddr string, run int64, seed uint64) rlsv3.RateLimitServiceClient {
-	ports := loopbackPorts(t, 3)
-	child := exec.Command(bin)
-	child.Env = append(os.Environ(),
-		"RUNTIME_ROOT="+dir,
-		"RUNTIME_SUBDIRECTORY=ratelimit",
-		"RUNTIME_APPDIRECTORY=config",
-		"RUNTIME_WATCH_ROOT=false",
-		"RUNTIME_IGNOREDOTFILES=true",
-		"REDIS_SOCKET_TYPE=tcp",
-		"REDIS_TYPE=SINGLE",
-		"REDIS_URL="+redisAddr,
-		fmt.Sprintf("CACHE_KEY_PREFIX=diff:%d:%d:", run, seed),
-		"USE_STATSD=false",
-		"DISABLE_STATS=true",
-		"LOG_LEVEL=warn",
-		"HOST=127.0.0.1", "PORT="+strconv.Itoa(ports[0]),
-		"GRPC_HOST=127.0.0.1", "GRPC_PORT="+strconv.Itoa(ports[1]),
-		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(ports[2]),
-	)
 	logs := &tailWriter{t: t, name: "envoyproxy/ratelimit"}
-	child.Stderr = logs
-	exited := startChild(t, child)
-	c := awaitHealth(t, "envoyproxy/ratelimit", exited, ports[0], "/healthcheck", ports[1])
+	c := startChild(t, "envoyproxy/ratelimit", 3, func(ports []int) *exec.Cmd {
+		child := exec.Command(bin)
+		child.Env = append(os.Environ(),
+			"RUNTIME_ROOT="+dir,
+			"RUNTIME_SUBDIRECTORY=ratelimit",
+			"RUNTIME_APPDIRECTORY=config",
+			"RUNTIME_WATCH_ROOT=false",
+			"RUNTIME_IGNOREDOTFILES=true",
+			"REDIS_SOCKET_TYPE=tcp",
+			"REDIS_TYPE=SINGLE",
+			"REDIS_URL="+redisAddr,
+			fmt.Sprintf("CACHE_KEY_PREFIX=diff:%d:%d:", run, seed),
+			"USE_STATSD=false",
+			"DISABLE_STATS=true",
+			"LOG_LEVEL=warn",
+			"HOST=127.0.0.1", "PORT="+strconv.Itoa(ports[0]),
+			"GRPC_HOST=127.0.0.1", "GRPC_PORT="+strconv.Itoa(ports[1]),
+			"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(ports[2]),
+		)
+		child.Stderr = logs
+		return child
+	})
 	// It serves without a configuration it could not load: the
 	// generator made a file outside the language both load.
 	if logs.saw("Error loading new configuration") {
@@ -372,77 +376,82 @@ func startRatelimitChild(t *testing.T, bin, dir, redisAddr string, run int64, se
 // startHotlimitdChild starts hotlimitd's command on the files of conf and
 // returns a client once it is healthy.
 func startHotlimitdChild(t *testing.T, bin, conf, redisAddr string) rlsv3.RateLimitServiceClient {
-	ports := loopbackPorts(t, 2)
-	child := exec.Command(bin, "-config", conf, "-backend", "redis", "-redis", redisAddr,
-		"-grpc", "127.0.0.1:"+strconv.Itoa(ports[1]), "-http", "127.0.0.1:"+strconv.Itoa(ports[0]),
-		"-reload-interval", "0", "-log-level", "warn")
-	child.Stderr = &tailWriter{t: t, name: "hotlimitd"}
-	exited := startChild(t, child)
-	return awaitHealth(t, "hotlimitd", exited, ports[0], "/healthcheck", ports[1])
-}
-
-// startChild starts child, to be killed when the test ends, and returns
-// a channel closed when it has exited.
-func startChild(t *testing.T, child *exec.Cmd) <-chan struct{} {
-	t.Helper()
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		child.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		child.Process.Kill()
-		<-exited
+	logs := &tailWriter{t: t, name: "hotlimitd"}
+	return startChild(t, "hotlimitd", 2, func(ports []int) *exec.Cmd {
+		child := exec.Command(bin, "-config", conf, "-backend", "redis", "-redis", redisAddr,
+			"-grpc", "127.0.0.1:"+strconv.Itoa(ports[1]), "-http", "127.0.0.1:"+strconv.Itoa(ports[0]),
+			"-reload-interval", "0", "-log-level", "warn")
+		child.Stderr = logs
+		return child
 	})
-	return exited
 }
 
-// awaitHealth waits (at most 30 s) until GET http://127.0.0.1:httpPort
-// path answers 200, then returns a client of the gRPC port.
-func awaitHealth(t *testing.T, name string, exited <-chan struct{}, httpPort int, path string, grpcPort int) rlsv3.RateLimitServiceClient {
+// startChild starts the child that cmd makes for nPorts free loopback
+// ports (its HTTP port first, its gRPC port second), to be killed when
+// the test ends, and returns a client of its gRPC port once GET
+// /healthcheck on its HTTP port answers 200. A child that exits first
+// (another listener took a port between bench.LoopbackPorts' check and
+// its bind) is started again on new ports, three times at most.
+func startChild(t *testing.T, name string, nPorts int, cmd func(ports []int) *exec.Cmd) rlsv3.RateLimitServiceClient {
 	t.Helper()
-	url := "http://127.0.0.1:" + strconv.Itoa(httpPort) + path
+	for try := 1; ; try++ {
+		ports, err := bench.LoopbackPorts(nPorts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		child := cmd(ports)
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() {
+			child.Wait()
+			close(exited)
+		}()
+		t.Cleanup(func() {
+			child.Process.Kill()
+			<-exited
+		})
+		err = awaitHealth(exited, ports[0])
+		if err == nil {
+			conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(ports[1]), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { conn.Close() })
+			return rlsv3.NewRateLimitServiceClient(conn)
+		}
+		if !errors.Is(err, errExited) || try == 3 {
+			t.Fatalf("%s (try %d): %v (its log above says why)", name, try, err)
+		}
+	}
+}
+
+var errExited = errors.New("exited before it was healthy")
+
+// awaitHealth waits (at most 30 s) until GET
+// http://127.0.0.1:httpPort/healthcheck answers 200.
+func awaitHealth(exited <-chan struct{}, httpPort int) error {
+	url := "http://127.0.0.1:" + strconv.Itoa(httpPort) + "/healthcheck"
 	hc := &http.Client{Timeout: time.Second}
 	for i := 0; ; i++ {
 		resp, err := hc.Get(url)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				break
+				return nil
 			}
+			err = fmt.Errorf("status %s", resp.Status)
 		}
 		if i == 300 {
-			t.Fatalf("%s: %s not 200 after 30 s (last: %v)", name, url, err)
+			return fmt.Errorf("%s not 200 after 30 s (last: %v)", url, err)
 		}
 		select {
 		case <-exited:
-			t.Fatalf("%s exited (its log above says why)", name)
+			return errExited
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(grpcPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return rlsv3.NewRateLimitServiceClient(conn)
-}
-
-func loopbackPorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
 }
 
 // tailWriter logs a child's stderr through t, and keeps it for saw.

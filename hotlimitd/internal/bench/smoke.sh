@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # CI's check of the comparison harness (a stage of scripts/check), about
-# 30 s with warm caches (a minute more when the race detector builds
+# 45 s with warm caches (a minute more when the race detector builds
 # gubernator's dependencies first): its tests under the race detector (the
-# load generator against gubernator and a stand-in RLS server), and rlsbench
+# load generator against gubernator and a stand-in RLS server, and
+# TestDifferentialRatelimit, hotlimitd against envoyproxy/ratelimit on
+# generated configurations and requests, required here), and rlsbench
 # once per system and backend with 100 requests, a smoke run whose
 # figures mean nothing (hotlimitd/RESULTS.md has the measurements; run.sh
 # makes them), envoyproxy/ratelimit's among them (ratelimit.sh installs
@@ -15,14 +17,14 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-go test -race -count=1 ./...
-
 # shellcheck source=../../../internal/redistest/servers.sh
 source ../../../internal/redistest/servers.sh
-bin=$redis_dir/rlsbench
-go build -o "$bin" ./cmd/rlsbench
 # shellcheck source=ratelimit.sh
 source ./ratelimit.sh
+HOTLIMITD_DIFFERENTIAL=required go test -race -count=1 ./...
+
+bin=$redis_dir/rlsbench
+go build -o "$bin" ./cmd/rlsbench
 for s in "-system hotlimitd -backend local" "-system hotlimitd -backend redis" "-system hotlimitd -backend lease" \
 	"-system gubernator -behavior no_batching" "-system gubernator -behavior global" \
 	"-system hotlimitd -backend redis -replicas 2" "-system gubernator -behavior batching -replicas 2" \

@@ -49,7 +49,7 @@ func startRatelimit(f *flags, dir string) (*exec.Cmd, string, error) {
 	if err := os.WriteFile(filepath.Join(conf, "bench.yaml"), bench.Config(alg, f.limit, f.unit, f.desc, f.over > 0), 0o644); err != nil {
 		return nil, "", err
 	}
-	ports, err := freePorts(4)
+	ports, err := bench.LoopbackPorts(4)
 	if err != nil {
 		return nil, "", err
 	}
@@ -91,20 +91,6 @@ func startRatelimit(f *flags, dir string) (*exec.Cmd, string, error) {
 		return nil, "", fmt.Errorf("envoyproxy/ratelimit: %w", err)
 	}
 	return child, addr, nil
-}
-
-// freePorts returns n loopback ports free a moment ago.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer ln.Close()
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // awaitRLS asks addr's RateLimitService until it answers a request of
