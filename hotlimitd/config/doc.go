@@ -118,6 +118,14 @@
 // Each is refused at its line with the reason, and a reload that meets
 // one keeps the running configuration.
 //
+// One file that both load is read differently, and hotlimitd's reading
+// is the one its author wrote: a file of several YAML documents.
+// envoyproxy/ratelimit reads the first and ignores the others without a
+// word (the harness's TestDocumentsAfterTheFirst checks it on the version
+// it pins); hotlimitd loads every one. A file moved from
+// envoyproxy/ratelimit that has documents after its first thus has
+// limits here that it never had there.
+//
 // # Reloading
 //
 // A Watcher reloads the configuration when its content changes, or on

@@ -75,18 +75,8 @@ var (
 // it). A failure prints the seed: go test -run TestDifferentialRatelimit
 // -diff.seed N reruns it alone.
 func TestDifferentialRatelimit(t *testing.T) {
-	rlBin, redisAddr := os.Getenv("RATELIMIT_BIN"), os.Getenv("HOTLIMIT_REDIS_ADDR")
-	if rlBin == "" || redisAddr == "" {
-		if os.Getenv("HOTLIMITD_DIFFERENTIAL") == "required" {
-			t.Fatal("HOTLIMITD_DIFFERENTIAL=required, but RATELIMIT_BIN or HOTLIMIT_REDIS_ADDR is not set")
-		}
-		t.Skip("needs RATELIMIT_BIN (ratelimit.sh) and HOTLIMIT_REDIS_ADDR")
-	}
-	hlBin := filepath.Join(t.TempDir(), "hotlimitd")
-	build := exec.Command("go", "build", "-o", hlBin, "github.com/hotlimit/hotlimit/hotlimitd/cmd/hotlimitd")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build hotlimitd: %v\n%s", err, out)
-	}
+	rlBin, redisAddr := services(t)
+	hlBin := buildHotlimitd(t)
 	seeds := []uint64{*diffSeed}
 	if *diffSeed == 0 {
 		seeds = seeds[:0]
@@ -100,6 +90,32 @@ func TestDifferentialRatelimit(t *testing.T) {
 			differential(t, seed, run, rlBin, hlBin, redisAddr)
 		})
 	}
+}
+
+// services returns $RATELIMIT_BIN and $HOTLIMIT_REDIS_ADDR, and skips t
+// without them, unless $HOTLIMITD_DIFFERENTIAL is "required".
+func services(t *testing.T) (rlBin, redisAddr string) {
+	t.Helper()
+	rlBin, redisAddr = os.Getenv("RATELIMIT_BIN"), os.Getenv("HOTLIMIT_REDIS_ADDR")
+	if rlBin == "" || redisAddr == "" {
+		if os.Getenv("HOTLIMITD_DIFFERENTIAL") == "required" {
+			t.Fatal("HOTLIMITD_DIFFERENTIAL=required, but RATELIMIT_BIN or HOTLIMIT_REDIS_ADDR is not set")
+		}
+		t.Skip("needs RATELIMIT_BIN (ratelimit.sh) and HOTLIMIT_REDIS_ADDR")
+	}
+	return rlBin, redisAddr
+}
+
+// buildHotlimitd builds hotlimitd's command from the tree and returns
+// its path.
+func buildHotlimitd(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "hotlimitd")
+	build := exec.Command("go", "build", "-o", bin, "github.com/hotlimit/hotlimit/hotlimitd/cmd/hotlimitd")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build hotlimitd: %v\n%s", err, out)
+	}
+	return bin
 }
 
 func differential(t *testing.T, seed uint64, run int64, rlBin, hlBin, redisAddr string) {
@@ -695,5 +711,49 @@ func (g *gen) valueFor(r *genRule) string {
 		return strings.TrimSuffix(r.value, "*") + []string{"", "x", "b", "c9"}[g.rng.IntN(4)]
 	default:
 		return r.value
+	}
+}
+
+// TestDocumentsAfterTheFirst checks the one difference of reading that
+// config's package doc gives for a file both services load: of a file of
+// two YAML documents, envoyproxy/ratelimit loads the first only (the
+// second's domain has no limit there), and hotlimitd loads both.
+func TestDocumentsAfterTheFirst(t *testing.T) {
+	rlBin, redisAddr := services(t)
+	hlBin := buildHotlimitd(t)
+	run := time.Now().UnixNano()
+	first, second := fmt.Sprintf("docs-%d-first", run), fmt.Sprintf("docs-%d-second", run)
+	text := fmt.Sprintf("domain: %s\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 5}\n"+
+		"---\ndomain: %s\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 7}\n", first, second)
+	dir := t.TempDir()
+	conf, hlConf := filepath.Join(dir, "ratelimit", "config"), filepath.Join(dir, "hotlimitd")
+	for _, d := range []string{conf, hlConf} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "two.yaml"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rl := startRatelimitChild(t, rlBin, dir, redisAddr, run, 0)
+	hl := startHotlimitdChild(t, hlBin, hlConf, redisAddr)
+	for _, c := range []struct {
+		name   string
+		client rlsv3.RateLimitServiceClient
+		domain string
+		limit  string // the status's current_limit, "" for none
+	}{
+		{"envoyproxy/ratelimit", rl, first, "5/MINUTE/"},
+		{"envoyproxy/ratelimit", rl, second, ""},
+		{"hotlimitd", hl, first, "5/MINUTE/"},
+		{"hotlimitd", hl, second, "7/HOUR/"},
+	} {
+		req := &rlsv3.RateLimitRequest{Domain: c.domain, HitsAddend: 1, Descriptors: []*commonrl.RateLimitDescriptor{
+			{Entries: []*commonrl.RateLimitDescriptor_Entry{{Key: "k", Value: "v"}}},
+		}}
+		o := ask(c.client, req)
+		if o.err != "" || o.overall != rlsv3.RateLimitResponse_OK || len(o.statuses) != 1 || o.statuses[0].limit != c.limit {
+			t.Errorf("%s, the file's %s document: %v, want OK with current_limit %q", c.name, c.domain, o, c.limit)
+		}
 	}
 }
