@@ -46,7 +46,9 @@ var (
 // name) or the same unlimited or no-limit answer; while no request of the
 // domain has been refused, also the overall code and each descriptor's
 // code, limit_remaining and duration_until_reset, its seconds within 1
-// (hotlimitd's is exact, envoyproxy/ratelimit's whole seconds).
+// (hotlimitd's is exact, envoyproxy/ratelimit's whole seconds), and the
+// limit headers both add (its LIMIT_RESPONSE_HEADERS_ENABLED, hotlimitd's
+// -limit-headers).
 //
 // A seed makes 6 domain shapes (each loaded as 12 domains of the same
 // rules, so that the requests of a shape go on to a fresh copy when one
@@ -244,6 +246,8 @@ type outcome struct {
 	err      string // the gRPC code, "" for an answer
 	overall  rlsv3.RateLimitResponse_Code
 	statuses []statusOutcome
+	headers  string                                  // response_headers_to_add, "name: value" each in order, joined by ", "
+	limitHdr struct{ limit, remaining, reset int64 } // the three limit headers, -1 absent
 }
 
 type statusOutcome struct {
@@ -281,6 +285,9 @@ func (o outcome) String() string {
 		fmt.Fprintf(&b, "{%v limit=%q remaining=%d reset=%.3f}", s.code, s.limit, s.remaining, s.reset)
 	}
 	b.WriteString("]")
+	if o.headers != "" {
+		fmt.Fprintf(&b, " headers [%s]", o.headers)
+	}
 	return b.String()
 }
 
@@ -319,7 +326,32 @@ func (o outcome) diff(got outcome, level compareLevel) string {
 			return fmt.Sprintf("status %d: duration_until_reset %.3f s, want %.0f (-1: unset)", i, g.reset, w.reset)
 		}
 	}
+	if level < compareCounts || o.anyShared() {
+		return ""
+	}
+	// The limit headers (LIMIT_RESPONSE_HEADERS_ENABLED and -limit-headers)
+	// of the status both pick among statuses that agree: the same one, so
+	// the same values, the reset within 1 s and only once some of the
+	// limit is spent (as for duration_until_reset above).
+	wh, gh := o.limitHdr, got.limitHdr
+	switch {
+	case gh.limit != wh.limit || gh.remaining != wh.remaining:
+		return fmt.Sprintf("headers [%s], want [%s]", got.headers, o.headers)
+	case wh.remaining >= wh.limit:
+	case gh.reset < 0 || wh.reset < 0 || gh.reset-wh.reset > 1 || wh.reset-gh.reset > 1:
+		return fmt.Sprintf("headers [%s], want [%s] (the reset within 1 s)", got.headers, o.headers)
+	}
 	return ""
+}
+
+// anyShared reports whether two of o's statuses have one current_limit.
+func (o outcome) anyShared() bool {
+	for _, s := range o.statuses {
+		if s.limit != "" && o.sharing(s.limit) > 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // sharing returns how many of o's statuses have current_limit limit.
@@ -341,6 +373,26 @@ func ask(c rlsv3.RateLimitServiceClient, req *rlsv3.RateLimitRequest) outcome {
 		return outcome{err: status.Code(err).String()}
 	}
 	o := outcome{overall: resp.GetOverallCode()}
+	o.limitHdr.limit, o.limitHdr.remaining, o.limitHdr.reset = -1, -1, -1
+	var hs []string
+	for _, h := range resp.GetResponseHeadersToAdd() {
+		hs = append(hs, h.GetKey()+": "+h.GetValue())
+		v, err := strconv.ParseInt(h.GetValue(), 10, 64)
+		if err != nil {
+			v = -2 // not an integer: never equal
+		}
+		switch h.GetKey() {
+		case "RateLimit-Limit":
+			o.limitHdr.limit = v
+		case "RateLimit-Remaining":
+			o.limitHdr.remaining = v
+		case "RateLimit-Reset":
+			o.limitHdr.reset = v
+		default:
+			o.limitHdr.limit = -2 // a header neither service adds
+		}
+	}
+	o.headers = strings.Join(hs, ", ")
 	for _, s := range resp.GetStatuses() {
 		so := statusOutcome{code: s.GetCode(), remaining: s.GetLimitRemaining(), reset: -1}
 		if l := s.GetCurrentLimit(); l != nil {
@@ -374,6 +426,7 @@ func startRatelimitChild(t *testing.T, bin, dir, redisAddr string, run int64, se
 			"USE_STATSD=false",
 			"DISABLE_STATS=true",
 			"LOG_LEVEL=warn",
+			"LIMIT_RESPONSE_HEADERS_ENABLED=true",
 			"HOST=127.0.0.1", "PORT="+strconv.Itoa(ports[0]),
 			"GRPC_HOST=127.0.0.1", "GRPC_PORT="+strconv.Itoa(ports[1]),
 			"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(ports[2]),
@@ -396,7 +449,7 @@ func startHotlimitdChild(t *testing.T, bin, conf, redisAddr string) rlsv3.RateLi
 	return startChild(t, "hotlimitd", 2, func(ports []int) *exec.Cmd {
 		child := exec.Command(bin, "-config", conf, "-backend", "redis", "-redis", redisAddr,
 			"-grpc", "127.0.0.1:"+strconv.Itoa(ports[1]), "-http", "127.0.0.1:"+strconv.Itoa(ports[0]),
-			"-reload-interval", "0", "-log-level", "warn")
+			"-reload-interval", "0", "-log-level", "warn", "-limit-headers")
 		child.Stderr = logs
 		return child
 	})
