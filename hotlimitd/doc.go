@@ -77,7 +77,8 @@
 //     it has no Retry-After (it never passes). A descriptor whose own
 //     hits_addend is 0 on such a rule is OK, with limit_remaining 0 and
 //     no duration_until_reset, as envoyproxy/ratelimit answers it (0 hits
-//     are not over a limit of 0), and so refuses nothing.
+//     are not over a limit of 0), and so refuses nothing; in shadow mode
+//     it is no would-be refusal either (Stats.ShadowOverLimit).
 //   - The overall code is OVER_LIMIT when the request was refused, and a
 //     descriptor is OVER_LIMIT when the request was refused and its own
 //     limit has fewer units left than it costs, or is the limit the

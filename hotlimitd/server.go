@@ -538,14 +538,15 @@ func (c *call) price(descs []*rlv3.RateLimitDescriptor, reqHits uint64) (refuse 
 			cost = 0 // a give-back is not supported: peek instead
 		}
 		c.costs[i] = cost
-		if c.kind[i] != kindEnforced {
-			continue
-		}
 		if hits == 0 && l.Refuses() && !c.tooLong(i) {
 			// envoyproxy/ratelimit's check is "the count after the hits
 			// is over the limit": 0 hits are not over 0 (1 negative hit,
-			// which it consumes, is).
+			// which it consumes, is), nor, in shadow mode, a would-be
+			// refusal.
 			c.kind[i] = kindChecked
+			continue
+		}
+		if c.kind[i] != kindEnforced {
 			continue
 		}
 		refuse = refuse || c.refuses(i)

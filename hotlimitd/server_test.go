@@ -208,6 +208,26 @@ func TestShadow(t *testing.T) {
 	if got := remaining(ask(t, f.srv, request("test", desc("preview", "y")))); got[0] != 0 || f.srv.Stats().ShadowOverLimit != 2 {
 		t.Fatalf("preview y after a refused request: remaining %v, ShadowOverLimit %d, want 0 and 2 (its first admission now)", got, f.srv.Stats().ShadowOverLimit)
 	}
+
+	// On a shadow rule that refuses every hit, a check (0 hits) is no
+	// would-be refusal, as envoyproxy/ratelimit counts it (0 hits are
+	// not over 0); 1 hit is one.
+	b := newFixture(t, `domain: test
+descriptors:
+  - key: preview
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 0}
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 1}
+`, hotlimitd.Options{})
+	resp = ask(t, b.srv, request("test", withHits(desc("preview", "x"), 0)))
+	if codesOf(resp) != "OK" || resp.Statuses[0].CurrentLimit == nil || resp.Statuses[0].LimitRemaining != 0 || b.srv.Stats().ShadowOverLimit != 0 {
+		t.Fatalf("a check on a shadow rule of requests_per_unit 0: %v, ShadowOverLimit %d, want OK, its limit, 0 remaining, and 0", resp, b.srv.Stats().ShadowOverLimit)
+	}
+	resp = ask(t, b.srv, request("test", desc("preview", "x")))
+	if codesOf(resp) != "OK" || b.srv.Stats().ShadowOverLimit != 1 {
+		t.Fatalf("a hit on a shadow rule of requests_per_unit 0: %v, ShadowOverLimit %d, want OK and 1", resp, b.srv.Stats().ShadowOverLimit)
+	}
 }
 
 // TestInvalid: a request without a domain, without descriptors or with
