@@ -51,6 +51,7 @@ type flags struct {
 	redis          string
 	redisCluster   bool
 	redisHashTag   string
+	redisPrefix    string
 	grpcAddr       string
 	httpAddr       string
 	reloadInterval time.Duration
@@ -162,6 +163,7 @@ func newFlagSet(f *flags) *flag.FlagSet {
 	fs.StringVar(&f.redis, "redis", "", "Redis `host:port`, or Redis Cluster nodes, comma-separated")
 	fs.BoolVar(&f.redisCluster, "redis-cluster", false, "the -redis addresses are Redis Cluster nodes")
 	fs.StringVar(&f.redisHashTag, "redis-hash-tag", "", "put every key in the Redis Cluster slot of this `tag`, so that requests of several descriptors decide in one call")
+	fs.StringVar(&f.redisPrefix, "redis-prefix", "", "start every Redis key with this `prefix` instead of \"hotlimit:\" (envoyproxy/ratelimit's CACHE_KEY_PREFIX): deployments of different prefixes share a Redis, not their counts")
 	fs.StringVar(&f.grpcAddr, "grpc", ":8081", "gRPC listen `address`")
 	fs.StringVar(&f.httpAddr, "http", ":8080", "HTTP listen `address` (GET /healthcheck, /metrics)")
 	fs.DurationVar(&f.reloadInterval, "reload-interval", time.Second, "how often -config is polled for changes (0: only on SIGHUP)")

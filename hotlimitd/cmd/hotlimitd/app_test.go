@@ -243,6 +243,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-backend", "redis", "-redis", "127.0.0.1:1", "-redis-breaker-open", "-1s"}, "-redis-breaker-open"},
 		{[]string{"-backend", "redis", "-redis", "127.0.0.1:1", "-redis-local-denials", "-1"}, "-redis-local-denials"},
 		{[]string{"-backend", "lease", "-redis", "127.0.0.1:1", "-redis-local-denials", "5"}, "-redis-local-denials"},
+		{[]string{"-redis-prefix", "team:"}, "-backend local"},
+		{[]string{"-backend", "redis", "-redis", "127.0.0.1:1", "-redis-prefix", "team{a}:"}, "-redis-prefix"},
 	} {
 		args := append([]string{"-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0"}, tc.args...)
 		err := run(context.Background(), args, io.Discard, io.Discard, nil, nil)

@@ -17,6 +17,8 @@
 //	-redis ADDRS          host:port of Redis, or of Cluster nodes, comma-separated
 //	-redis-cluster        the -redis addresses are Redis Cluster nodes
 //	-redis-hash-tag TAG   every key in TAG's Cluster slot (requests of several descriptors need it on a Cluster)
+//	-redis-prefix P       every Redis key starts with P instead of "hotlimit:" (envoyproxy/ratelimit's
+//	                      CACHE_KEY_PREFIX): deployments of different prefixes share a Redis, not their counts
 //	-redis-timeout D      how long one call to Redis may take (default 2s); see "Redis" below
 //	-redis-breaker-failures N  consecutive failed calls to a Redis node that open its breaker (default 5)
 //	-redis-breaker-open D how long an open breaker fails calls before one probe (default 1s)

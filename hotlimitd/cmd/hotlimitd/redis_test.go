@@ -11,6 +11,7 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestTwoReplicasOnRedis: two hotlimitd processes' worth of servers on
@@ -122,6 +123,48 @@ func TestRedisSecureFlags(t *testing.T) {
 		args := append([]string{"-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0"}, tc.args...)
 		if err := run(context.Background(), args, io.Discard, io.Discard, nil, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestRedisPrefix: two deployments of one configuration on one Redis
+// with different -redis-prefix values count apart (each admits
+// requests_per_unit), and their keys start with their prefixes. It
+// needs HOTLIMIT_REDIS_ADDR.
+func TestRedisPrefix(t *testing.T) {
+	addr := os.Getenv("HOTLIMIT_REDIS_ADDR")
+	if addr == "" {
+		t.Skip("HOTLIMIT_REDIS_ADDR is not set (hotlimitd/test.sh sets it)")
+	}
+	run := time.Now().UnixNano()
+	path := filepath.Join(t.TempDir(), "limits.yaml")
+	yaml := "domain: prefixed\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: hour\n      requests_per_unit: 3\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prefixes := []string{fmt.Sprintf("teamA:%d:", run), fmt.Sprintf("teamB:%d:", run)}
+	var cmds []*running
+	for _, p := range prefixes {
+		cmds = append(cmds, startCmd(t, nil, "-config", path, "-backend", "redis", "-redis", addr, "-redis-prefix", p))
+	}
+	ok := make([]int, len(cmds))
+	for i := range 10 {
+		if cmds[i%2].ask(t, "prefixed", "user", "ann").OverallCode == rlsv3.RateLimitResponse_OK {
+			ok[i%2]++
+		}
+	}
+	if ok[0] != 3 || ok[1] != 3 {
+		t.Fatalf("admitted %v of 5 each under two prefixes, want 3 each (their counts apart)", ok)
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	for _, p := range prefixes {
+		keys, err := c.Keys(context.Background(), p+"*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) != 1 {
+			t.Errorf("keys under %q: %q, want the one limit's key", p, keys)
 		}
 	}
 }

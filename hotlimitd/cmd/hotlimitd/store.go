@@ -45,6 +45,7 @@ func openStore(ctx context.Context, f *flags, limits map[string]hotlimit.Policy)
 		Kind:    backend.Kind(f.backend),
 		Cluster: f.redisCluster,
 		HashTag: f.redisHashTag,
+		Prefix:  f.redisPrefix,
 	}
 	var err error
 	switch o.Kind {
@@ -68,7 +69,7 @@ func openStore(ctx context.Context, f *flags, limits map[string]hotlimit.Policy)
 // localOptions checks the flags of -backend local (no Redis flag) and
 // sets o's from them.
 func localOptions(f *flags, o *backend.Options) error {
-	if f.redis != "" || f.redisCluster || f.redisHashTag != "" || f.redisSec != (redisSecurity{}) {
+	if f.redis != "" || f.redisCluster || f.redisHashTag != "" || f.redisPrefix != "" || f.redisSec != (redisSecurity{}) {
 		return fmt.Errorf("-backend local takes no -redis flag")
 	}
 	if f.redisTimeout != defaultRedisTimeout || f.breakFailures != defaultBreakerFailures || f.breakOpen != defaultBreakerOpen || f.localDenials != 0 {
@@ -96,6 +97,10 @@ func redisOptions(f *flags, o *backend.Options) error {
 	}
 	if len(o.RedisAddrs) == 0 {
 		return fmt.Errorf("-backend %s needs -redis host:port", f.backend)
+	}
+	if strings.ContainsAny(f.redisPrefix, "{}") {
+		// A brace would choose the Redis Cluster slot of the keys.
+		return fmt.Errorf("-redis-prefix %q: a prefix has no brace ({ or })", f.redisPrefix)
 	}
 	if err := f.redisSec.apply(o); err != nil {
 		return err
