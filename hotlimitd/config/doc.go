@@ -56,6 +56,9 @@
 //     changes no decision; Limit.DetailedMetric carries it to a server
 //     that names metrics after descriptors (hotlimitd's name them after
 //     limits only, never after values);
+//   - value_to_metric: true or false, at any level: read for
+//     envoyproxy/ratelimit's files, where it names a limit's metrics
+//     after the request's value at this level; it changes nothing here;
 //   - share_threshold: true, on a wildcard rule only: every value the
 //     wildcard matches counts in one counter.
 //
@@ -100,8 +103,11 @@
 // parse, fields that are unknown, missing, given twice or of the wrong
 // type, values out of range, rules given twice at one level, policies
 // that hotlimit refuses (hotlimit.Describe's error), and
-// envoyproxy/ratelimit fields that hotlimitd does not support
-// (value_to_metric, quota_mode). Nothing in a file is ignored; a YAML
+// the envoyproxy/ratelimit field that hotlimitd does not support
+// (quota_mode: there, an over-limit status is answered OK and reported
+// in the response's dynamic metadata, which hotlimitd does not write;
+// shadow_mode counts without refusing).
+// Nothing in a file is ignored; a YAML
 // document with nothing in it (a file that ends in "---") is skipped.
 //
 // Some files that envoyproxy/ratelimit loads are refused here, on

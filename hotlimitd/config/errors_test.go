@@ -71,7 +71,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad value beside a key-only rule", "domain: d\ndescriptors:\n  - key: k\n  - key: k\n    value: [v]\n",
 			[]wantErr{{5, "descriptors[1].value", "want a string, got a list"}}},
 		{"unknown descriptor field", "domain: d\ndescriptors:\n  - key: k\n    ratelimit: {}\n", []wantErr{{4, "descriptors[0].ratelimit", "unknown field"}}},
-		{"value_to_metric", "domain: d\ndescriptors:\n  - key: k\n    value_to_metric: true\n", []wantErr{{4, "descriptors[0].value_to_metric", "not supported"}}},
+		{"value_to_metric not a bool", "domain: d\ndescriptors:\n  - key: k\n    value_to_metric: on\n", []wantErr{{4, "descriptors[0].value_to_metric", `want true or false, got "on"`}}},
 		{"quota_mode", "domain: d\ndescriptors:\n  - key: k\n    quota_mode: true\n", []wantErr{{4, "descriptors[0].quota_mode", "not supported"}}},
 		{"shadow_mode not a bool", "domain: d\ndescriptors:\n  - key: k\n    shadow_mode: yes\n    rate_limit: {unlimited: true}\n",
 			[]wantErr{{4, "descriptors[0].shadow_mode", `want true or false, got "yes"`}}},

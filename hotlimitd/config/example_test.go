@@ -62,5 +62,5 @@ descriptors:
 	// limits.yaml:7: descriptors[1].key: a rule with key "to_number" and no value is also at line 3
 	// limits.yaml:11: descriptors[1].rate_limit.algorithm: concurrency limits are not supported: the rate limit service protocol has no call to release a request when it ends
 	// limits.yaml:13: descriptors[2].rate_limit.cost: 20 exceeds the limit's capacity 10: every hit would be refused
-	// limits.yaml:14: descriptors[2].shadow: unknown field (a descriptor has key, value, rate_limit, descriptors, shadow_mode, detailed_metric and share_threshold)
+	// limits.yaml:14: descriptors[2].shadow: unknown field (a descriptor has key, value, rate_limit, descriptors, shadow_mode, detailed_metric, value_to_metric and share_threshold)
 }

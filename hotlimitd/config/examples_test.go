@@ -3,6 +3,7 @@ package config_test
 import (
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hotlimit/hotlimit/hotlimitd/config"
@@ -290,5 +291,45 @@ func TestExampleDemo(t *testing.T) {
 	check(t, c, dom, d("qux", "x"), want{unlimited: true})
 	if b := check(t, c, dom, d("foo", "foo", "bar", "banned"), want{rpu: 0, unit: config.Minute}); !b.Refuses() {
 		t.Error("bar: banned does not refuse every hit")
+	}
+}
+
+// value_to_metric, which names envoyproxy/ratelimit's metrics only, is
+// read at any level, with or without a rate_limit, and changes nothing:
+// the limits, their names and the keys are those of the file without it.
+func TestValueToMetric(t *testing.T) {
+	const with = `domain: vtm
+descriptors:
+  - key: route
+    value_to_metric: true
+    descriptors:
+      - key: user
+        value_to_metric: true
+        rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: tenant
+    value_to_metric: false
+    rate_limit: {unit: hour, requests_per_unit: 7}
+`
+	var lines []string
+	for _, line := range strings.SplitAfter(with, "\n") {
+		if !strings.Contains(line, "value_to_metric") {
+			lines = append(lines, line)
+		}
+	}
+	without := strings.Join(lines, "")
+	var cs []*config.Config
+	for _, text := range []string{with, without} {
+		c, err := config.Parse("vtm.yaml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	for _, es := range [][]config.Entry{d("route", "/a", "user", "ann"), d("tenant", "t1")} {
+		l0, k0 := key(t, cs[0], "vtm", es)
+		l1, k1 := key(t, cs[1], "vtm", es)
+		if (l0 == nil) != (l1 == nil) || k0 != k1 || (l0 != nil && (l0.Name != l1.Name || l0.RequestsPerUnit != l1.RequestsPerUnit || l0.Unit != l1.Unit || l0.Shadow != l1.Shadow || l0.DetailedMetric != l1.DetailedMetric)) {
+			t.Errorf("%v: with value_to_metric %+v key %q, without %+v key %q", es, l0, k0, l1, k1)
+		}
 	}
 }

@@ -362,7 +362,7 @@ type descriptorFields struct {
 
 func (p *parser) parseDescriptor(b *domainBuilder, parent *node, m *yaml.Node, field, path string) {
 	var d descriptorFields
-	ok := p.fields(m, field, "key, value, rate_limit, descriptors, shadow_mode, detailed_metric, share_threshold", func(f string, v *yaml.Node, fld string) {
+	ok := p.fields(m, field, "key, value, rate_limit, descriptors, shadow_mode, detailed_metric, value_to_metric, share_threshold", func(f string, v *yaml.Node, fld string) {
 		p.descriptorField(&d, f, v, fld)
 	})
 	if !ok {
@@ -416,11 +416,15 @@ func (p *parser) descriptorField(d *descriptorFields, f string, v *yaml.Node, fl
 		d.share, _ = p.boolean(v, fld)
 		d.shareNode = v
 	case "value_to_metric":
-		p.errorf(v, fld, "not supported: hotlimitd names its metrics after limits, never after descriptor values")
+		// Read (it must be a boolean) and left: it names
+		// envoyproxy/ratelimit's metrics after the request's value at
+		// this level, and changes no decision; hotlimitd's metrics are
+		// named after limits.
+		p.boolean(v, fld)
 	case "quota_mode":
 		p.errorf(v, fld, "not supported: write shadow_mode to count without refusing, or a limit to refuse")
 	default:
-		p.errorf(v, fld, "unknown field (a descriptor has key, value, rate_limit, descriptors, shadow_mode, detailed_metric and share_threshold)")
+		p.errorf(v, fld, "unknown field (a descriptor has key, value, rate_limit, descriptors, shadow_mode, detailed_metric, value_to_metric and share_threshold)")
 	}
 }
 

@@ -57,7 +57,7 @@ var (
 // at one level, overlapping), share_threshold, nested rules, limits of
 // every unit from second to day and requests_per_unit from 0, unlimited
 // limits, names and replaces,
-// shadow_mode and detailed_metric; each domain in a file of its own, some
+// shadow_mode, detailed_metric and value_to_metric; each domain in a file of its own, some
 // with comments, a leading "---" or a trailing empty document. Requests
 // follow the rules most of the time and miss them otherwise (an unknown
 // key or value, a descriptor longer or shorter than its rule, an unknown
@@ -586,6 +586,7 @@ type genRule struct {
 	limit            *genLimit
 	shadow, detailed bool
 	share            bool
+	valueToMetric    bool
 	children         []*genRule
 }
 
@@ -641,6 +642,7 @@ func (g *gen) level(depth int, d *genShape, limits *[]*genLimit) []*genRule {
 			r.shadow = g.pick(0.15)
 			r.detailed = g.pick(0.1)
 		}
+		r.valueToMetric = g.pick(0.1)
 		rules = append(rules, r)
 	}
 	return rules
@@ -710,6 +712,9 @@ func writeRules(b *strings.Builder, rules []*genRule, indent string) {
 			if r.detailed {
 				fmt.Fprintf(b, "%sdetailed_metric: true\n", in)
 			}
+		}
+		if r.valueToMetric {
+			fmt.Fprintf(b, "%svalue_to_metric: true\n", in)
 		}
 		if len(r.children) > 0 {
 			fmt.Fprintf(b, "%sdescriptors:\n", in)
