@@ -423,24 +423,8 @@ func startRatelimitChild(t *testing.T, bin, dir, redisAddr string, run int64, se
 	logs := &tailWriter{t: t, name: "envoyproxy/ratelimit"}
 	c := startChild(t, "envoyproxy/ratelimit", 3, func(ports []int) *exec.Cmd {
 		child := exec.Command(bin)
-		child.Env = append(os.Environ(),
-			"RUNTIME_ROOT="+dir,
-			"RUNTIME_SUBDIRECTORY=ratelimit",
-			"RUNTIME_APPDIRECTORY=config",
-			"RUNTIME_WATCH_ROOT=false",
-			"RUNTIME_IGNOREDOTFILES=true",
-			"REDIS_SOCKET_TYPE=tcp",
-			"REDIS_TYPE=SINGLE",
-			"REDIS_URL="+redisAddr,
-			fmt.Sprintf("CACHE_KEY_PREFIX=diff:%d:%d:", run, seed),
-			"USE_STATSD=false",
-			"DISABLE_STATS=true",
-			"LOG_LEVEL=warn",
-			"LIMIT_RESPONSE_HEADERS_ENABLED=true",
-			"HOST=127.0.0.1", "PORT="+strconv.Itoa(ports[0]),
-			"GRPC_HOST=127.0.0.1", "GRPC_PORT="+strconv.Itoa(ports[1]),
-			"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(ports[2]),
-		)
+		child.Env = append(os.Environ(), bench.RatelimitEnv(dir, redisAddr, fmt.Sprintf("diff:%d:%d:", run, seed), ports)...)
+		child.Env = append(child.Env, "DISABLE_STATS=true", "LIMIT_RESPONSE_HEADERS_ENABLED=true")
 		child.Stderr = logs
 		return child
 	})

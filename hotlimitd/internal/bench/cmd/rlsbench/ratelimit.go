@@ -54,23 +54,10 @@ func startRatelimit(f *flags, dir string) (*exec.Cmd, string, error) {
 		return nil, "", err
 	}
 	child := exec.Command(f.ratelimitBin)
-	child.Env = append(os.Environ(),
-		"RUNTIME_ROOT="+dir,
-		"RUNTIME_SUBDIRECTORY=ratelimit",
-		"RUNTIME_APPDIRECTORY=config",
-		"RUNTIME_WATCH_ROOT=false",
-		"RUNTIME_IGNOREDOTFILES=true",
-		"REDIS_SOCKET_TYPE=tcp",
-		"REDIS_TYPE=SINGLE",
-		"REDIS_URL="+f.redis,
+	child.Env = append(os.Environ(), bench.RatelimitEnv(dir, f.redis, fmt.Sprintf("rlsbench:%d:", time.Now().UnixNano()), ports)...)
+	child.Env = append(child.Env,
 		"REDIS_PIPELINE_WINDOW="+f.ratelimitWindow.String(),
 		"LOCAL_CACHE_SIZE_IN_BYTES="+strconv.Itoa(f.ratelimitCache),
-		fmt.Sprintf("CACHE_KEY_PREFIX=rlsbench:%d:", time.Now().UnixNano()),
-		"USE_STATSD=false",
-		"LOG_LEVEL=warn",
-		"HOST=127.0.0.1", "PORT="+strconv.Itoa(ports[0]),
-		"GRPC_HOST=127.0.0.1", "GRPC_PORT="+strconv.Itoa(ports[1]),
-		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(ports[2]),
 	)
 	switch f.ratelimitStats {
 	case "prometheus":
